@@ -1,0 +1,3 @@
+from nsyswrap.cli import main
+
+main()

@@ -1,0 +1,47 @@
+"""One-call Python entry points: each opens the reports, runs, and returns a DataFrame."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from nsyswrap.cache import VIEWS
+from nsyswrap.queries import catalog, parse, run_module
+from nsyswrap.reports import DEFAULT_RANK_PATTERN
+from nsyswrap.run import open_run
+from nsyswrap.sql_files import sql_root
+
+
+def query(name: str, reports: list[str | Path], *, rank_pattern: str = DEFAULT_RANK_PATTERN, **params) -> pd.DataFrame:
+    """Run prebuilt module `name` (e.g. "kernels.summary") over the reports."""
+    with open_run(reports, rank_pattern=rank_pattern) as run:
+        return run_module(run, name, **params)
+
+
+def sql(text: str, reports: list[str | Path], *, rank_pattern: str = DEFAULT_RANK_PATTERN, **params) -> pd.DataFrame:
+    """Run ad-hoc SQL over the views of the reports; `$name` values come from params."""
+    with open_run(reports, rank_pattern=rank_pattern) as run:
+        return run.df(text, params)
+
+
+def catalog_table() -> pd.DataFrame:
+    """The prebuilt queries: name, what a row is, and their parameters."""
+    rows = [
+        {
+            "name": m.name,
+            "row": m.summary,
+            "params": ", ".join(f"{p.name}={p.default}" for p in m.params),
+        }
+        for m in catalog().values()
+    ]
+    return pd.DataFrame(rows, columns=["name", "row", "params"])
+
+
+def views_table() -> pd.DataFrame:
+    """The normalized views with their documented columns."""
+    rows = [{"view": "*", "column": "rank", "type": "INTEGER", "doc": "Rank of the report."},
+            {"view": "*", "column": "report", "type": "VARCHAR", "doc": "Path of the report."}]
+    for view in VIEWS:
+        module = parse(sql_root() / "_views" / f"{view}.sql", view)
+        rows += [{"view": view, "column": c.name, "type": c.type, "doc": c.doc} for c in module.columns]
+    return pd.DataFrame(rows)

@@ -1,0 +1,13 @@
+"""The one error type nsyswrap raises for bad input."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class NsysWrapError(Exception):
+    """A problem with the user's input: names the file, what is wrong and what to do."""
+
+    def __init__(self, where: str | Path | None, problem: str, fix: str):
+        self.where, self.problem, self.fix = where, problem, fix
+        prefix = f"{where}: " if where is not None else ""
+        super().__init__(f"{prefix}{problem}; {fix}")

@@ -1,0 +1,118 @@
+"""Finding the reports of a run and giving each its rank.
+
+A rank comes, in this order, from the launcher's manifest beside the report,
+from the file name (default pattern `rank(\\d+)`), or from the `RANK` variable
+recorded in the report's capture environment. When no report carries a rank,
+ranks follow the order the reports were given in. Duplicates are an error.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.sqlite_source import connect_readonly
+from nsyswrap.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES
+
+DEFAULT_RANK_PATTERN = r"rank(\d+)"
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Report:
+    rank: int
+    path: Path
+    rank_source: str  # manifest, file name, environment or order
+
+
+def expand(inputs: str | Path | list[str | Path]) -> list[Path]:
+    """Files from paths, directories (their *.sqlite) and glob patterns, in the given order."""
+    if isinstance(inputs, (str, Path)):
+        inputs = [inputs]
+    found: list[Path] = []
+    for item in inputs:
+        text = str(item)
+        path = Path(text)
+        if path.is_dir():
+            reports = sorted(path.glob("*.sqlite"), key=_natural_key)
+            if not reports:
+                raw = [p for p in path.iterdir() if p.suffix in RAW_REPORT_SUFFIXES]
+                fix = EXPORT_HINT if raw else "pass a directory holding .sqlite exports"
+                raise NsysWrapError(path, "holds no .sqlite reports", fix)
+            found.extend(reports)
+        elif not path.exists() and glob.has_magic(text):
+            matches = sorted((Path(p) for p in glob.glob(text)), key=_natural_key)
+            if not matches:
+                raise NsysWrapError(text, "matches no files", "check the pattern")
+            found.extend(matches)
+        else:
+            found.append(path)
+    if not found:
+        raise NsysWrapError(None, "no reports given", "pass one or more .sqlite files or a run directory")
+    return found
+
+
+def _natural_key(path: Path) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.name)]
+
+
+def _manifest_rank(path: Path) -> int | None:
+    manifest = path.parent / MANIFEST_NAME
+    if not manifest.is_file():
+        return None
+    try:
+        entries = json.loads(manifest.read_text()).get("ranks", [])
+    except (ValueError, AttributeError):
+        return None
+    for entry in entries:
+        if entry.get("sqlite") == path.name or Path(str(entry.get("report", ""))).stem == path.stem:
+            return int(entry["rank"])
+    return None
+
+
+def _environment_rank(path: Path) -> int | None:
+    con = connect_readonly(path)
+    try:
+        rows = con.execute(
+            "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+            "AND value LIKE 'RANK=%'"
+        ).fetchall()
+    except Exception:  # table absent before nsys 2023.3
+        return None
+    finally:
+        con.close()
+    ranks = {m.group(1) for (v,) in rows if (m := re.fullmatch(r'RANK="?(\d+)"?', v))}
+    return int(ranks.pop()) if len(ranks) == 1 else None
+
+
+def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) -> list[Report]:
+    """Give every report its rank; raise on duplicates or on a run that mixes named and unnamed."""
+    pattern = re.compile(rank_pattern)
+    found: list[tuple[Path, int | None, str]] = []
+    for path in paths:
+        rank, source = _manifest_rank(path), "manifest"
+        if rank is None and (m := pattern.search(path.name)):
+            rank, source = int(m.group(1)), "file name"
+        if rank is None:
+            rank, source = _environment_rank(path), "environment"
+        found.append((path, rank, source))
+    if all(rank is None for _, rank, _ in found):
+        return [Report(i, path, "order") for i, (path, _, _) in enumerate(found)]
+    missing = [path for path, rank, _ in found if rank is None]
+    if missing:
+        raise NsysWrapError(
+            missing[0],
+            f"has no rank in its name (pattern {rank_pattern!r}) or capture environment, unlike the other reports",
+            "rename it (e.g. rank3.sqlite), pass --rank-pattern, or analyse it on its own",
+        )
+    seen: dict[int, Path] = {}
+    for path, rank, _ in found:
+        if rank in seen:
+            if seen[rank].resolve() == path.resolve():
+                raise NsysWrapError(path, "is given twice", "pass each report once")
+            raise NsysWrapError(path, f"has rank {rank}, like {seen[rank]}", "pass one report per rank")
+        seen[rank] = path
+    return sorted((Report(rank, path, source) for path, rank, source in found), key=lambda r: r.rank)

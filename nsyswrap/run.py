@@ -1,0 +1,75 @@
+"""A run: several per-rank reports behind one DuckDB connection with the normalized views."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+import pandas as pd
+
+from nsyswrap.cache import VIEWS, normalized
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
+from nsyswrap.validate import inspect_tables
+
+MEMORY_LIMIT = "2GB"
+
+
+@dataclass
+class Run:
+    con: duckdb.DuckDBPyConnection
+    reports: list[Report]
+
+    def df(self, sql: str, params: dict | None = None) -> pd.DataFrame:
+        """Run SQL over the views with bound parameters and return a DataFrame."""
+        try:
+            return self.con.execute(sql, params or {}).df()
+        except duckdb.Error as exc:
+            raise NsysWrapError("query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def open_run(
+    inputs: list[str | Path],
+    *,
+    rank_pattern: str = DEFAULT_RANK_PATTERN,
+    jobs: int = 2,
+    progress: Callable[[Path], None] | None = None,
+) -> Run:
+    """Validate the reports, normalize each (cached) and open the views over all of them."""
+    paths = expand(inputs)
+    tables = {p: inspect_tables(p) for p in paths}
+    reports = assign_ranks(paths, rank_pattern)
+
+    def prepare(report: Report) -> Path:
+        out = normalized(report.path, tables[report.path])
+        if progress:
+            progress(report.path)
+        return out
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        dirs = list(pool.map(prepare, reports))
+    con = duckdb.connect()
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    for view in VIEWS:
+        parts = [
+            f"SELECT {r.rank}::INTEGER AS rank, {_quote(str(r.path))} AS report, * "
+            f"FROM read_parquet({_quote(str(d / f'{view}.parquet'))})"
+            for r, d in zip(reports, dirs)
+        ]
+        con.execute(f"CREATE VIEW {view} AS " + "\nUNION ALL\n".join(parts))
+    return Run(con, reports)

@@ -1,0 +1,29 @@
+-- One row per nsyswrap collective range of one report: an NVTX range whose text is
+-- `coll:<op> bytes=<n> dtype=<t> pg=<group> size=<n> seq=<k>` (see README).
+-- Built from the already normalized nvtx of the same report.
+-- @column pid BIGINT              Process id.
+-- @column tid BIGINT              Thread that issued the collective.
+-- @column start_ns BIGINT         Range start, ns on the report's session clock.
+-- @column end_ns BIGINT           Range end, ns.
+-- @column dur_ns BIGINT           end_ns - start_ns.
+-- @column op VARCHAR              torch.distributed op, e.g. all_reduce.
+-- @column bytes BIGINT            Payload bytes of this rank's tensor(s).
+-- @column dtype VARCHAR           Tensor dtype, e.g. float32.
+-- @column pg VARCHAR              Stable process-group id (same on every rank).
+-- @column group_size BIGINT       Ranks in the group.
+-- @column seq BIGINT              Per-group sequence number on this rank, from 0.
+SELECT
+    pid,
+    tid,
+    start_ns,
+    end_ns,
+    dur_ns,
+    regexp_extract(text, '^coll:(\S+)', 1) AS op,
+    TRY_CAST(nullif(regexp_extract(text, '\bbytes=(\d+)', 1), '') AS BIGINT) AS bytes,
+    nullif(regexp_extract(text, '\bdtype=(\S+)', 1), '') AS dtype,
+    nullif(regexp_extract(text, '\bpg=(\S+)', 1), '') AS pg,
+    TRY_CAST(nullif(regexp_extract(text, '\bsize=(\d+)', 1), '') AS BIGINT) AS group_size,
+    TRY_CAST(nullif(regexp_extract(text, '\bseq=(\d+)', 1), '') AS BIGINT) AS seq
+FROM nvtx
+WHERE text LIKE 'coll:%'
+    AND event_type <> 'mark'

@@ -1,0 +1,42 @@
+-- One row per CUDA API call that launched GPU work (kernel, memcpy or memset),
+-- joined to that work by process AND correlation id (ids repeat across processes).
+-- Built from the already normalized api_calls and kernels of the same report.
+-- When several calls share one correlation id (a runtime call and the driver call
+-- it makes, or a repeated tracing layer), the runtime call, else the driver call wins.
+-- @column pid BIGINT              Process id.
+-- @column tid BIGINT              Thread that made the call.
+-- @column api VARCHAR             API name, e.g. cudaLaunchKernel_v7000.
+-- @column start_ns BIGINT         Call start, ns on the report's session clock.
+-- @column end_ns BIGINT           Call end, ns.
+-- @column dur_ns BIGINT           Call duration, ns.
+-- @column correlation_id BIGINT   CUPTI correlation id.
+-- @column device BIGINT           Device the work ran on.
+-- @column stream BIGINT           Stream the work ran on.
+-- @column kernel_start_ns BIGINT  Start of the launched work, ns.
+-- @column kernel_end_ns BIGINT    End of the launched work, ns.
+-- @column kind VARCHAR            Kind of the launched work (see kernels.kind).
+-- @column latency_ns BIGINT       kernel_start_ns - start_ns: launch latency.
+SELECT
+    a.pid,
+    a.tid,
+    a.api,
+    a.start_ns,
+    a.end_ns,
+    a.dur_ns,
+    a.correlation_id,
+    k.device,
+    k.stream,
+    k.start_ns AS kernel_start_ns,
+    k.end_ns AS kernel_end_ns,
+    k.kind,
+    k.start_ns - a.start_ns AS latency_ns
+FROM api_calls AS a
+JOIN kernels AS k
+    ON k.pid = a.pid
+    AND k.correlation_id = a.correlation_id
+QUALIFY row_number() OVER (
+    PARTITION BY a.pid, a.correlation_id
+    ORDER BY
+        CASE a.api_class WHEN 'runtime' THEN 0 WHEN 'driver' THEN 1 ELSE 2 END,
+        a.start_ns
+) = 1

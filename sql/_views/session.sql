@@ -1,0 +1,15 @@
+-- One row per report: when and with what it was captured.
+-- @column utc_epoch_ns BIGINT    UTC time of the session clock's zero, ns since 1970.
+-- @column utc_time VARCHAR       The same as ISO text.
+-- @column nsys_version VARCHAR   Nsight Systems version that exported the report.
+-- @column schema_version VARCHAR Export schema version.
+-- @column host VARCHAR           Host name of the captured machine, if recorded.
+WITH meta AS (
+    SELECT name, value FROM raw_meta WHERE _proto = 0
+)
+SELECT
+    (SELECT max(utcEpochNs) FROM raw_session_start WHERE _proto = 0) AS utc_epoch_ns,
+    (SELECT max(utcTime) FROM raw_session_start WHERE _proto = 0) AS utc_time,
+    (SELECT max(value) FROM meta WHERE name = 'EXPORT_PRODUCT_VERSION') AS nsys_version,
+    (SELECT max(value) FROM meta WHERE name = 'EXPORT_SCHEMA_VERSION') AS schema_version,
+    (SELECT max(value) FROM raw_system_env WHERE _proto = 0) AS host
