@@ -72,6 +72,8 @@ def parse(path: Path, name: str) -> SqlModule:
         if m := _PARAM.match(line):
             if m[2] not in _CONVERT:
                 raise NsysWrapError(f"{path}:{lineno}", f"parameter type {m[2]} is not one of {sorted(_CONVERT)}", "fix the header")
+            if m[3] is None:
+                raise NsysWrapError(f"{path}:{lineno}", f"parameter {m[1]} has no default", "write '= VALUE' or '= NULL'")
             params.append(Param(m[1], m[2], _literal(m[3], m[2]), m[4]))
         elif m := _COLUMN.match(line):
             columns.append(Column(m[1], m[2], m[3]))

@@ -17,47 +17,49 @@
 WITH strings AS (
     SELECT id, value FROM raw_strings WHERE _proto = 0
 ),
-named AS (
+kernel_names AS (
+    -- name-derived columns, computed once per distinct string rather than per row
     SELECT
-        k.*,
-        coalesce(s.value, d.value) AS kname,
-        d.value AS demangled
-    FROM raw_kernel AS k
-    LEFT JOIN strings AS s
-        ON s.id = k.shortName
-    LEFT JOIN strings AS d
-        ON d.id = k.demangledName
-    WHERE k._proto = 0
-),
-kernel_rows AS (
-    SELECT
-        pid_of(globalPid) AS pid,
-        deviceId AS device,
-        contextId AS context,
-        streamId AS stream,
-        start AS start_ns,
-        "end" AS end_ns,
-        "end" - start AS dur_ns,
-        correlationId AS correlation_id,
-        kname AS name,
-        demangled,
-        CASE
-            WHEN kname IS NULL THEN 'other'
-            WHEN lower(kname) LIKE 'nccl%' THEN 'nccl'
-            ELSE 'compute'
-        END AS kind,
-        coalesce(lower(kname) LIKE 'nccl%', FALSE) AS is_comm,
+        id,
+        value AS name,
+        lower(value) LIKE 'nccl%' AS is_nccl,
         nullif(coalesce(
-            nullif(regexp_extract(kname, '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), ''),
+            nullif(regexp_extract(value, '^nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), ''),
             regexp_extract(
-                kname,
+                value,
                 '^nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce'
                 || '|SendRecv|AllToAll|Send|Recv)',
                 1
             )
-        ), '') AS coll_op,
+        ), '') AS coll_op
+    FROM strings
+),
+kernel_rows AS (
+    SELECT
+        pid_of(k.globalPid) AS pid,
+        k.deviceId AS device,
+        k.contextId AS context,
+        k.streamId AS stream,
+        k.start AS start_ns,
+        k."end" AS end_ns,
+        k."end" - k.start AS dur_ns,
+        k.correlationId AS correlation_id,
+        coalesce(s.name, d.name) AS name,
+        d.name AS demangled,
+        CASE
+            WHEN coalesce(s.name, d.name) IS NULL THEN 'other'
+            WHEN coalesce(s.is_nccl, d.is_nccl) THEN 'nccl'
+            ELSE 'compute'
+        END AS kind,
+        coalesce(s.is_nccl, d.is_nccl, FALSE) AS is_comm,
+        coalesce(s.coll_op, d.coll_op) AS coll_op,
         CAST(NULL AS BIGINT) AS bytes
-    FROM named
+    FROM raw_kernel AS k
+    LEFT JOIN kernel_names AS s
+        ON s.id = k.shortName
+    LEFT JOIN kernel_names AS d
+        ON d.id = k.demangledName
+    WHERE k._proto = 0
 ),
 copy_rows AS (
     SELECT

@@ -1,0 +1,35 @@
+"""Shared test set-up: a private cache, the real public exports, and the CLI runner."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from nsyswrap.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+PUBLIC = sorted((SHARED / "nsys-sqlite" / "public").glob("*.sqlite"))
+FIXTURES = ROOT / "fixtures"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    os.environ["NSYSWRAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `nsyswrap ARGS...` in-process; returns (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
