@@ -7,20 +7,19 @@ import pandas as pd
 
 from nsyswrap.cache import VIEWS
 from nsyswrap.queries import catalog, parse, run_module
-from nsyswrap.reports import DEFAULT_RANK_PATTERN
-from nsyswrap.run import open_run
+from nsyswrap.run import DEFAULT_OPENER, Opener
 from nsyswrap.sql_files import sql_root
 
 
-def query(name: str, reports: list[str | Path], *, rank_pattern: str = DEFAULT_RANK_PATTERN, **params) -> pd.DataFrame:
+def query(name: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
     """Run prebuilt module `name` (e.g. "kernels.summary") over the reports."""
-    with open_run(reports, rank_pattern=rank_pattern) as run:
+    with opener.open(reports) as run:
         return run_module(run, name, **params)
 
 
-def sql(text: str, reports: list[str | Path], *, rank_pattern: str = DEFAULT_RANK_PATTERN, **params) -> pd.DataFrame:
+def sql(text: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
     """Run ad-hoc SQL over the views of the reports; `$name` values come from params."""
-    with open_run(reports, rank_pattern=rank_pattern) as run:
+    with opener.open(reports) as run:
         return run.df(text, params)
 
 

@@ -10,7 +10,8 @@ from rich.console import Console
 
 from nsyswrap import api
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.output import Format, write
+from nsyswrap.output import Format, check_writable, write
+from nsyswrap.run import Opener
 
 app = typer.Typer(
     help="Where does the step time of multi-GPU training go? Query Nsight Systems exports.",
@@ -27,6 +28,29 @@ Output = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 Params = Annotated[list[str], typer.Option("--param", "-p", help="Query parameter NAME=VALUE (repeatable).")]
 RankPattern = Annotated[str, typer.Option("--rank-pattern", help="Regex with one group that finds the rank in a file name.")]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Reports normalized at a time (bounds memory).")]
+
+
+def _opener(rank_pattern: str, jobs: int) -> Opener:
+    """Reading options plus a progress bar on stderr while reports are normalized."""
+    return Opener(rank_pattern=rank_pattern, jobs=jobs, progress=_progress_bar())
+
+
+def _progress_bar():
+    from rich.progress import Progress
+
+    state: dict[str, object] = {}
+
+    def advance(done: int, total: int) -> None:
+        if "bar" not in state:
+            bar = Progress(console=Console(stderr=True), transient=True)
+            bar.start()
+            state["bar"], state["task"] = bar, bar.add_task("reading reports", total=total)
+        state["bar"].update(state["task"], completed=done)
+        if done == total:
+            state["bar"].stop()
+
+    return advance
 
 
 def _params(pairs: list[str]) -> dict[str, str]:
@@ -54,9 +78,12 @@ def query(
     output: Output = None,
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
+    jobs: Jobs = 2,
 ) -> None:
     """Run prebuilt query NAME over REPORTS."""
-    write(api.query(name, reports, rank_pattern=rank_pattern, **_params(param)), fmt, output, force, console)
+    check_writable(output, force)
+    result = api.query(name, reports, opener=_opener(rank_pattern, jobs), **_params(param))
+    write(result, fmt, output, force, console)
 
 
 @app.command()
@@ -68,9 +95,12 @@ def sql(
     output: Output = None,
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
+    jobs: Jobs = 2,
 ) -> None:
     """Run ad-hoc SQL over the normalized views of REPORTS."""
-    write(api.sql(text, reports, rank_pattern=rank_pattern, **_params(param)), fmt, output, force, console)
+    check_writable(output, force)
+    result = api.sql(text, reports, opener=_opener(rank_pattern, jobs), **_params(param))
+    write(result, fmt, output, force, console)
 
 
 @app.command()

@@ -48,17 +48,23 @@ def open_run(
     *,
     rank_pattern: str = DEFAULT_RANK_PATTERN,
     jobs: int = 2,
-    progress: Callable[[Path], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Run:
-    """Validate the reports, normalize each (cached) and open the views over all of them."""
+    """Validate the reports, normalize each (cached) and open the views over all of them.
+
+    `jobs` reports are normalized at a time (memory stays bounded by that, not by
+    the number of ranks); `progress(done, total)` is called after each report.
+    """
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)
 
+    done = iter(range(1, len(reports) + 1))
+
     def prepare(report: Report) -> Path:
         out = normalized(report.path, tables[report.path])
         if progress:
-            progress(report.path)
+            progress(next(done), len(reports))
         return out
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -73,3 +79,18 @@ def open_run(
         ]
         con.execute(f"CREATE VIEW {view} AS " + "\nUNION ALL\n".join(parts))
     return Run(con, reports)
+
+
+@dataclass(frozen=True)
+class Opener:
+    """How to open reports: the options every command that reads a run shares."""
+
+    rank_pattern: str = DEFAULT_RANK_PATTERN
+    jobs: int = 2
+    progress: Callable[[int, int], None] | None = None
+
+    def open(self, inputs: list[str | Path]) -> Run:
+        return open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress)
+
+
+DEFAULT_OPENER = Opener()
