@@ -20,7 +20,7 @@ from nsyswrap.sql_files import sql_root
 from nsyswrap.sqlite_source import read_batches, typed_select
 
 VIEWS = (
-    "kernels", "memcpy", "memset", "syncs", "api_calls", "launches",
+    "memcpy", "memset", "kernels", "syncs", "api_calls", "launches",
     "nvtx", "collectives", "devices", "processes", "session",
 )
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx"}

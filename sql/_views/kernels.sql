@@ -1,5 +1,5 @@
 -- One row per GPU activity on a stream of one report: a kernel, memcpy or memset.
--- Builds the `kernels` view from the raw KERNEL, MEMCPY and MEMSET tables.
+-- Built from the raw KERNEL table and the already normalized memcpy and memset.
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id of the activity.
 -- @column context BIGINT          CUDA context id.
@@ -60,47 +60,25 @@ kernel_rows AS (
     LEFT JOIN kernel_names AS d
         ON d.id = k.demangledName
     WHERE k._proto = 0
-),
-copy_rows AS (
-    SELECT
-        pid_of(globalPid) AS pid,
-        deviceId AS device,
-        contextId AS context,
-        streamId AS stream,
-        start AS start_ns,
-        "end" AS end_ns,
-        "end" - start AS dur_ns,
-        correlationId AS correlation_id,
-        'memcpy ' || coalesce(copy_kind_name(copyKind), 'Unknown') AS name,
-        CAST(NULL AS VARCHAR) AS demangled,
-        'memcpy' AS kind,
-        coalesce(copyKind = 10, FALSE) AS is_comm,
-        CAST(NULL AS VARCHAR) AS coll_op,
-        bytes
-    FROM raw_memcpy
-    WHERE _proto = 0
-),
-set_rows AS (
-    SELECT
-        pid_of(globalPid) AS pid,
-        deviceId AS device,
-        contextId AS context,
-        streamId AS stream,
-        start AS start_ns,
-        "end" AS end_ns,
-        "end" - start AS dur_ns,
-        correlationId AS correlation_id,
-        'memset' AS name,
-        CAST(NULL AS VARCHAR) AS demangled,
-        'memset' AS kind,
-        FALSE AS is_comm,
-        CAST(NULL AS VARCHAR) AS coll_op,
-        bytes
-    FROM raw_memset
-    WHERE _proto = 0
 )
 SELECT * FROM kernel_rows
 UNION ALL
-SELECT * FROM copy_rows
+SELECT
+    pid, device, context, stream, start_ns, end_ns, dur_ns, correlation_id,
+    'memcpy ' || copy_kind AS name,
+    CAST(NULL AS VARCHAR) AS demangled,
+    'memcpy' AS kind,
+    copy_kind = 'PtoP' AS is_comm,
+    CAST(NULL AS VARCHAR) AS coll_op,
+    bytes
+FROM memcpy
 UNION ALL
-SELECT * FROM set_rows
+SELECT
+    pid, device, context, stream, start_ns, end_ns, dur_ns, correlation_id,
+    'memset' AS name,
+    CAST(NULL AS VARCHAR) AS demangled,
+    'memset' AS kind,
+    FALSE AS is_comm,
+    CAST(NULL AS VARCHAR) AS coll_op,
+    bytes
+FROM memset
