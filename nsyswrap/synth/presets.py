@@ -1,0 +1,85 @@
+"""Named scenarios (the fixtures, a mismatch demo and the benchmark size) and resizing."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.synth.scenario import ExtraCollective, PlantedGap, Scenario, Straggler
+
+PRESETS: dict[str, tuple[str, Scenario]] = {
+    "run2": (
+        "2 ranks, partly overlapped NCCL, P2P copies, idle gaps of each cause",
+        Scenario(
+            name="run2", seed=2, ranks=2, steps=3, kernels_per_step=40, modules=4,
+            comm_overlap=("partial",), p2p_per_step=1, clock_skew_ns=300_000,
+            gaps=(PlantedGap(0, 1, "host_bound", 150_000), PlantedGap(1, 1, "sync", 120_000),
+                  PlantedGap(0, 2, "other", 90_000, phase="backward", module=2),
+                  PlantedGap(1, 2, "host_bound", 80_000, phase="backward", module=1)),
+        ),
+    ),
+    "run4_straggler": (
+        "4 ranks on 2 nodes, clock offsets of a few ms, rank 2 slow in data_loading",
+        Scenario(
+            name="run4_straggler", seed=4, ranks=4, ranks_per_node=2, steps=10, kernels_per_step=30,
+            modules=4, comm_overlap=("hidden",), clock_error_ns=(1_200_000, -2_300_000, 3_100_000, -700_000),
+            straggler=Straggler(rank=2, phase="data_loading", extra_ns=400_000),
+        ),
+    ),
+    "edge_cases": (
+        "1 rank: nested kernels on side streams, back-to-back and zero-length kernels, "
+        "NCCL fully hidden / fully exposed / on the compute stream",
+        Scenario(
+            name="edge_cases", seed=7, ranks=1, steps=4, kernels_per_step=48, modules=4,
+            side_streams=2, side_kernel_every=3, zero_length_every=7, back_to_back_every=2,
+            comm_overlap=("hidden", "exposed", "same_stream", "partial"), h2d_per_step=2,
+            gaps=(PlantedGap(0, 3, "other", 60_000, module=2),),
+        ),
+    ),
+    "mismatch": (
+        "2 ranks; rank 1 issues an extra all_reduce at the end of step 1",
+        Scenario(name="mismatch", seed=5, ranks=2, steps=4, kernels_per_step=40, modules=4,
+                 extra_collectives=(ExtraCollective(rank=1, step=1, op="all_reduce", bytes=8),)),
+    ),
+    "bench": (
+        "8 ranks x 1000 steps x 1000 kernels (~1 M kernels, 1 M launches, 100 k NVTX ranges per rank)",
+        Scenario(name="bench", seed=8, ranks=8, steps=1000, kernels_per_step=1000, modules=46,
+                 collectives_per_step=3, clock_skew_ns=2_000_000,
+                 straggler=Straggler(rank=5, phase="forward", extra_ns=300_000)),
+    ),
+}
+
+
+def preset(name: str, *, ranks: int | None = None, steps: int | None = None,
+           kernels_per_step: int | None = None, seed: int | None = None) -> Scenario:
+    """The named scenario, optionally resized; planted items outside the new size are dropped."""
+    if name not in PRESETS:
+        raise NsysWrapError(None, f"no scenario named {name!r}", f"use one of {', '.join(PRESETS)}")
+    sc = PRESETS[name][1]
+    changes = {k: v for k, v in (("ranks", ranks), ("steps", steps),
+                                       ("kernels_per_step", kernels_per_step), ("seed", seed)) if v is not None}
+    if not changes:
+        return sc
+    sc = sc.replace(**changes)
+    errors = sc.clock_error_ns
+    if errors is not None and len(errors) != sc.ranks:
+        sc = sc.replace(clock_error_ns=None, clock_skew_ns=max(abs(e) for e in errors))
+    return sc.replace(
+        gaps=tuple(g for g in sc.gaps if g.rank < sc.ranks and g.step < sc.steps),
+        extra_collectives=tuple(x for x in sc.extra_collectives if x.rank < sc.ranks and x.step < sc.steps),
+        straggler=sc.straggler if sc.straggler and sc.straggler.rank < sc.ranks else None,
+    )
+
+
+def load_scenario(name_or_file: str, *, ranks: int | None = None, steps: int | None = None,
+                  kernels_per_step: int | None = None, seed: int | None = None) -> Scenario:
+    """A preset by name, or a scenario ``.json`` file (a Scenario dict or a truth.json)."""
+    sizes = {"ranks": ranks, "steps": steps, "kernels_per_step": kernels_per_step, "seed": seed}
+    if not name_or_file.endswith(".json"):
+        return preset(name_or_file, **sizes)
+    path = Path(name_or_file)
+    if not path.is_file():
+        raise NsysWrapError(path, "does not exist", "give a scenario JSON file or a preset name")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    sc = Scenario.from_dict(data.get("scenario", data))
+    return sc.replace(**{k: v for k, v in sizes.items() if v is not None})

@@ -1,0 +1,45 @@
+"""generate_run: scenario -> ``rank{N}.sqlite`` reports + ``truth.json`` in a directory."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.synth.scenario import Scenario
+from nsyswrap.synth.simulate import simulate
+from nsyswrap.synth.truth import Truth, compute_truth
+from nsyswrap.synth.writer import write_report
+
+TRUTH_FILE = "truth.json"
+
+
+def report_name(rank: int) -> str:
+    return f"rank{rank}.sqlite"
+
+
+def _existing_outputs(out_dir: Path) -> list[Path]:
+    return sorted([*out_dir.glob("rank*.sqlite"), *out_dir.glob(TRUTH_FILE)])
+
+
+def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -> Truth:
+    """Write one report per rank and ``truth.json`` to ``out_dir``; return the truth.
+
+    Refuses to touch a directory that already holds reports or a truth file unless
+    ``force`` (then those files, and only those, are replaced).
+    """
+    out = Path(out_dir)
+    old = _existing_outputs(out) if out.is_dir() else []
+    if old and not force:
+        raise NsysWrapError(out / old[0].name, "already exists (generated output)",
+                            "pass force=True (CLI: --force) to overwrite, or pick another directory")
+    if out.exists() and not out.is_dir():
+        raise NsysWrapError(out, "is not a directory", "give a directory for the generated reports")
+    sim = simulate(scenario)
+    names = [report_name(tr.rank) for tr in sim.traces]
+    truth = compute_truth(sim, names)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in old:
+        path.unlink()
+    for trace, name in zip(sim.traces, names):
+        write_report(trace, scenario, out / name)
+    (out / TRUTH_FILE).write_text(truth.to_json(), encoding="utf-8")
+    return truth

@@ -1,0 +1,214 @@
+"""What to generate: a small, JSON-serializable description of a multi-rank training run.
+
+All times are integer nanoseconds. ``(lo, hi)`` pairs are inclusive ranges drawn
+uniformly from the scenario's seed.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from nsyswrap.errors import NsysWrapError
+
+PHASES = ("data_loading", "forward", "backward", "optimizer")
+OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
+GAP_CAUSES = ("host_bound", "sync", "other")
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """``rank`` spends ``extra_ns`` more per step in ``phase``.
+
+    data_loading: extra host time; forward/backward/optimizer: the phase's compute
+    kernels on each of the rank's devices run ``extra_ns`` longer in total.
+    """
+
+    rank: int
+    phase: str
+    extra_ns: int
+
+
+@dataclass(frozen=True)
+class PlantedGap:
+    """An idle gap of ``dur_ns`` on ``rank``'s first device in ``step``, just before the
+    first kernel of module ``module`` (index in the phase's order) of ``phase``.
+
+    host_bound: the host works on the CPU until the next launch, after the GPU drained.
+    sync: the host sits in cudaStreamSynchronize that returns late, then launches.
+    other: the next kernel was launched before the GPU drained but starts late.
+    """
+
+    rank: int
+    step: int
+    cause: str
+    dur_ns: int = 200_000
+    phase: str = "forward"
+    module: int = 1
+
+
+@dataclass(frozen=True)
+class ExtraCollective:
+    """A collective that only ``rank`` issues, at the end of ``step`` (a planted mismatch)."""
+
+    rank: int
+    step: int
+    op: str = "all_reduce"
+    bytes: int = 4
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A multi-rank data-parallel training run to synthesize."""
+
+    name: str = "custom"
+    seed: int = 0
+    ranks: int = 2
+    ranks_per_node: int = 8            # rank r runs on node r // ranks_per_node
+    devices_per_rank: int = 1          # rank r uses devices local_rank * devices_per_rank + j
+    steps: int = 4
+    # compute work per step and device on the compute stream (split 1/3 forward,
+    # 2/3 backward, 1/20 optimizer) inside `modules` leaf-module NVTX ranges
+    kernels_per_step: int = 60
+    modules: int = 6
+    compute_ns: tuple[int, int] = (10_000, 60_000)
+    zero_length_every: int = 0         # every Nth compute kernel lasts 0 ns (0: never)
+    back_to_back_every: int = 3        # every Nth op on a stream starts right at the previous end
+    gpu_gap_ns: tuple[int, int] = (300, 2_000)  # otherwise this gap after the previous op
+    side_streams: int = 0              # extra compute streams with kernels nested in the main ones
+    side_kernel_every: int = 6
+    # communication: bucket all-reduces per step; comm_overlap is cycled over the steps
+    # (hidden / partial / exposed / same_stream); transfer_ns 0 = derived from the overlap
+    collectives_per_step: int = 2
+    comm_overlap: tuple[str, ...] = ("partial",)
+    bucket_bytes: int = 25 * 2**20
+    dtype: str = "float32"
+    transfer_ns: int = 0
+    p2p_per_step: int = 0              # peer-to-peer copies (communication) in forward
+    # copies outside communication
+    h2d_per_step: int = 1
+    h2d_bytes: int = 4 * 2**20
+    memset_per_step: int = 1
+    # host side
+    data_loading_ns: int = 200_000
+    launch_api_ns: tuple[int, int] = (3_000, 8_000)
+    host_gap_ns: tuple[int, int] = (1_000, 3_000)  # CPU time between CUDA calls
+    launch_latency_ns: int = 4_000     # minimum launch call start -> GPU start
+    sync_wake_ns: int = 2_000          # a stream sync returns this long after the drain
+    step_sync: bool = True             # cudaStreamSynchronize at the end of each step
+    startup_ns: int = 1_000_000        # session start -> first step
+    # clocks: reports start at true times spread over start_stagger_ns; each report's
+    # recorded utcEpochNs is off by clock_error_ns[rank] (None: seeded, |error| <= clock_skew_ns)
+    start_stagger_ns: int = 2_000_000
+    clock_error_ns: tuple[int, ...] | None = None
+    clock_skew_ns: int = 0
+    # planted problems
+    straggler: Straggler | None = None
+    gaps: tuple[PlantedGap, ...] = ()
+    extra_collectives: tuple[ExtraCollective, ...] = ()
+    min_gap_ns: int = 10_000           # truth lists idle gaps at least this long
+    nccl_nvtx: bool = True             # NCCL's own ranges (domain NCCL, registered strings)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Scenario:
+        """Inverse of :meth:`to_dict` (lists become tuples, nested dicts dataclasses)."""
+        nested = {"straggler": Straggler, "gaps": PlantedGap, "extra_collectives": ExtraCollective}
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            kind = nested.get(f.name)
+            if kind is not None and value is not None:
+                value = kind(**value) if isinstance(value, dict) else tuple(kind(**v) for v in value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            kwargs[f.name] = value
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise NsysWrapError(
+                "scenario", f"unknown field(s) {sorted(unknown)}", "use the fields of nsyswrap.synth.Scenario"
+            )
+        return cls(**kwargs)
+
+    def replace(self, **changes) -> Scenario:
+        return dataclasses.replace(self, **changes)
+
+    # -- derived quantities ------------------------------------------------------
+
+    def phase_kernel_counts(self) -> dict[str, int]:
+        """Compute kernels per step on the compute stream, split over the phases."""
+        optimizer = max(1, self.kernels_per_step // 20)
+        rest = max(0, self.kernels_per_step - optimizer)
+        forward = rest // 3
+        return {"forward": forward, "backward": rest - forward, "optimizer": optimizer}
+
+    def overlap_of_step(self, step: int) -> str:
+        return self.comm_overlap[step % len(self.comm_overlap)]
+
+    def transfer_of(self, overlap: str) -> int:
+        """Transfer time of one bucket's all-reduce (``transfer_ns`` or derived from overlap)."""
+        if self.transfer_ns:
+            return self.transfer_ns
+        mean = sum(self.compute_ns) // 2
+        segment = mean * self.phase_kernel_counts()["backward"] // (self.collectives_per_step + 1)
+        factor = 16 if overlap == "partial" else 4
+        return max(1_000, segment * factor // 10)
+
+    def clock_errors(self, draw) -> list[int]:
+        """Per-rank clock error (ns); ``draw(lo, hi)`` gives seeded ints when not fixed."""
+        if self.clock_error_ns is not None:
+            return list(self.clock_error_ns)
+        return [draw(-self.clock_skew_ns, self.clock_skew_ns) for _ in range(self.ranks)]
+
+    def validate(self) -> None:
+        """Raise NsysWrapError naming the first inconsistent field."""
+        def bad(problem: str, fix: str) -> None:
+            raise NsysWrapError(f"scenario {self.name!r}", problem, fix)
+
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                bad(f"{f.name} must be >= 0", f"set {f.name} to a non-negative number")
+        for name in ("ranks", "ranks_per_node", "devices_per_rank", "steps", "modules", "side_kernel_every"):
+            if getattr(self, name) < 1:
+                bad(f"{name} must be >= 1", f"set {name} to a positive number")
+        if self.kernels_per_step < 3:
+            bad("kernels_per_step must be >= 3", "give each phase at least one kernel")
+        for name in ("compute_ns", "gpu_gap_ns", "launch_api_ns", "host_gap_ns"):
+            lo, hi = getattr(self, name)
+            if not 0 <= lo <= hi:
+                bad(f"{name}={(lo, hi)} is not a range 0 <= lo <= hi", f"fix {name}")
+        if self.launch_latency_ns < 1:
+            bad("launch_latency_ns must be >= 1", "kernels start after their launch call")
+        if self.clock_error_ns is not None and len(self.clock_error_ns) != self.ranks:
+            bad("clock_error_ns needs one value per rank", "give exactly `ranks` values or None")
+        for overlap in self.comm_overlap:
+            if overlap not in OVERLAPS:
+                bad(f"comm_overlap {overlap!r} is unknown", f"use one of {OVERLAPS}")
+        if not self.comm_overlap:
+            bad("comm_overlap is empty", f"give at least one of {OVERLAPS}")
+        s = self.straggler
+        if s is not None and (not 0 <= s.rank < self.ranks or s.phase not in PHASES or s.extra_ns < 0):
+            bad(f"straggler {s} is out of range", f"rank < {self.ranks}, phase in {PHASES}, extra_ns >= 0")
+        min_gap = 4 * (self.launch_latency_ns + self.host_gap_ns[1] + self.gpu_gap_ns[1])
+        for g in self.gaps:
+            if not (0 <= g.rank < self.ranks and 0 <= g.step < self.steps):
+                bad(f"gap {g} is outside the run", f"rank < {self.ranks}, step < {self.steps}")
+            if g.cause not in GAP_CAUSES or g.phase not in ("forward", "backward"):
+                bad(f"gap {g} has an unknown cause or phase", f"cause in {GAP_CAUSES}, phase forward/backward")
+            if g.dur_ns < min_gap:
+                bad(f"gap {g} is shorter than {min_gap} ns", "plant gaps well above launch latency")
+            count = self.phase_kernel_counts()[g.phase]
+            if not 0 <= g.module < min(self.modules, count):
+                bad(f"gap {g} names module {g.module}, which has no kernels",
+                    f"module < {min(self.modules, count)} (modules with {g.phase} kernels)")
+            if g.phase == "forward" and g.module == 0 and self.p2p_per_step:
+                bad(f"gap {g} would end at the step's P2P copy", "plant it at module >= 1")
+        for x in self.extra_collectives:
+            if not (0 <= x.rank < self.ranks and 0 <= x.step < self.steps):
+                bad(f"extra collective {x} is outside the run", f"rank < {self.ranks}, step < {self.steps}")
+

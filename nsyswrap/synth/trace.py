@@ -1,0 +1,76 @@
+"""What the simulator records for one rank: compact columns, in true time (ns).
+
+True time is shared by all ranks; a report's session clock is ``true - session_start``.
+"""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+
+from nsyswrap.synth.catalog import KernelType
+
+UTC_BASE_NS = 1_779_782_400_000_000_000  # 2026-05-26T08:00:00Z: true time 0 of every run
+NSYSWRAP_DOMAIN = 1  # NVTX domain ids as this process registers them
+NCCL_DOMAIN = 2
+
+
+@dataclass
+class Stream:
+    """A CUDA stream; ``free_at`` is None while an unresolved collective is its last op."""
+
+    index: int
+    device: int
+    context: int
+    sid: int
+    priority: int = 0
+    flag: int = 2  # ENUM_CUPTI_STREAM_TYPE: 2 non-blocking, 3 null stream
+    free_at: int | None = 0
+    ops: int = 0
+
+
+def _q() -> array:
+    return array("q")
+
+
+@dataclass
+class RankTrace:
+    rank: int
+    node: int
+    local_rank: int
+    pid: int
+    hostname: str
+    session_start: int  # true ns of the report's t = 0
+    clock_error: int    # recorded utcEpochNs minus true start
+    devices: list[int]
+    streams: list[Stream] = field(default_factory=list)
+    # kernels (compute and NCCL); k_type indexes kernel_types
+    k_start: array = field(default_factory=_q)
+    k_end: array = field(default_factory=_q)
+    k_stream: array = field(default_factory=_q)
+    k_corr: array = field(default_factory=_q)
+    k_type: array = field(default_factory=_q)
+    kernel_types: list[KernelType] = field(default_factory=list)
+    # CUDA API calls on the main thread; r_api indexes catalog.API_NAMES
+    r_start: array = field(default_factory=_q)
+    r_end: array = field(default_factory=_q)
+    r_corr: array = field(default_factory=_q)
+    r_api: array = field(default_factory=_q)
+    # (start, end, stream, corr, bytes, copyKind, srcKind, dstKind, srcDevice, dstDevice)
+    memcpys: list[tuple] = field(default_factory=list)
+    # (start, end, stream, corr, bytes)
+    memsets: list[tuple] = field(default_factory=list)
+    # (start, end, stream, corr, syncType, eventId, eventSyncId)
+    syncs: list[tuple] = field(default_factory=list)
+    # NVTX push/pop ranges in push order (start, end, text, domain); domain creations (start, name, id)
+    nvtx: list[tuple] = field(default_factory=list)
+    nvtx_domains: list[tuple] = field(default_factory=list)
+    steps: list[tuple] = field(default_factory=list)          # (step, start, end)
+    nccl: list[tuple] = field(default_factory=list)           # (kernel index, pg, seq, op, bytes)
+    planted_gaps: list[tuple] = field(default_factory=list)   # (device, start, end, cause)
+    extras: list[tuple] = field(default_factory=list)         # planted extra collectives (step, pg, seq, op, bytes)
+    end: int = 0  # true time the capture stopped
+
+    @property
+    def utc_epoch_ns(self) -> int:
+        """What the report records as its start (true start + clock error, on the UTC base)."""
+        return UTC_BASE_NS + self.session_start + self.clock_error

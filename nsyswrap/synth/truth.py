@@ -1,0 +1,229 @@
+"""Ground truth of a generated run, by brute force over the simulated intervals (no SQL).
+
+Times are integer ns on each report's session clock unless named ``aligned``:
+``aligned = utcEpochNs[r] + t + offset_ns[r]`` (true time on rank 0's clock).
+Per (rank, device) and window the GPU time splits exactly into
+``compute_only + comm_only + both + other_only + idle = span``, where compute = kernels
+that are not NCCL, comm = NCCL kernels and peer-to-peer copies, other = the remaining
+copies and memsets, idle = no GPU activity at all.
+"""
+from __future__ import annotations
+
+import json
+from bisect import bisect_left, bisect_right
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.synth.catalog import API_INDEX
+from nsyswrap.synth.intervals import Intervals, Measure, gaps, intersect, union
+from nsyswrap.synth.simulate import Simulation
+from nsyswrap.synth.trace import RankTrace
+
+PTOP = 10
+STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
+
+
+@dataclass(frozen=True)
+class Truth:
+    """What a correct analysis of the generated reports must find (JSON: see to_dict)."""
+
+    scenario: dict
+    ranks: list[dict]           # rank, report, pid, hostname, node, local_rank, devices, utc_epoch_ns, ...
+    offset_ns: list[int]        # per rank: utcEpochNs + t + offset_ns is aligned time
+    devices: list[dict]         # per (rank, device): window + ledger + per-step ledgers
+    idle_gaps: list[dict]       # rank, device, start_ns, end_ns, dur_ns, cause, planted
+    nccl_kernels: list[dict]    # rank, device, correlation_id, start_ns, end_ns, pg, seq, op, bytes, overlap_ns
+    collectives: list[dict]     # matched (pg, seq): per rank aligned start/end + wait, last rank, transfer
+    unmatched_collectives: list[dict]
+    straggler: dict | None
+    mismatches: list[dict]      # planted extra collectives: rank, step, pg, seq, op, bytes
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Truth:
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Truth:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def ledger(m: dict[str, Measure], lo: int, hi: int) -> dict[str, int]:
+    """Exact split of [lo, hi) into compute/comm/both/other/idle ns."""
+    c, k, b, a = m["compute"](lo, hi), m["comm"](lo, hi), m["both"](lo, hi), m["any"](lo, hi)
+    return {
+        "span_ns": hi - lo, "compute_only_ns": c - b, "comm_only_ns": k - b, "both_ns": b,
+        "other_only_ns": a - (c + k - b), "idle_ns": (hi - lo) - a,
+        "compute_busy_ns": c, "comm_busy_ns": k,
+    }
+
+
+COMPUTE, COMM, OTHER = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class DeviceActivity:
+    """All GPU activity of one device, sorted by start: ends, class, launch-call start."""
+
+    start: list[int]
+    end: list[int]
+    cls: list[int]
+    launch: list[int]
+
+    def intervals(self, cls: int | None = None) -> Intervals:
+        return [(s, e) for s, e, c in zip(self.start, self.end, self.cls) if cls is None or c == cls]
+
+    def launches_at(self, t: int) -> list[int]:
+        """Launch-call starts of the activities that start at ``t``."""
+        i = bisect_left(self.start, t)
+        j = bisect_right(self.start, t)
+        return self.launch[i:j]
+
+
+def _column(a) -> np.ndarray:
+    return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
+
+
+class RankView:
+    """One rank's trace on its session clock, grouped by device."""
+
+    def __init__(self, trace: RankTrace):
+        off = trace.session_start
+        if list(trace.r_corr[-1:]) != [len(trace.r_corr)]:
+            raise RuntimeError("correlationIds must be 1..n in call order")
+        launch = _column(trace.r_start) - off
+        self.syncs = union([(s - off, e - off) for s, e, a in zip(trace.r_start, trace.r_end, trace.r_api)
+                            if a == STREAM_SYNC])
+        stream_device = np.array([s.device for s in trace.streams], dtype=np.int64)
+        type_class = np.array([COMM if k.is_nccl else COMPUTE for k in trace.kernel_types] or [0])
+        copies = [(s, e, st, corr, COMM if kind == PTOP else OTHER) for s, e, st, corr, _b, kind, *_ in trace.memcpys]
+        copies += [(s, e, st, corr, OTHER) for s, e, st, corr, _b in trace.memsets]
+        c = np.array(copies, dtype=np.int64).reshape(-1, 5)
+        start = np.concatenate([_column(trace.k_start), c[:, 0]]) - off
+        end = np.concatenate([_column(trace.k_end), c[:, 1]]) - off
+        device = stream_device[np.concatenate([_column(trace.k_stream), c[:, 2]])]
+        corr = np.concatenate([_column(trace.k_corr), c[:, 3]])
+        cls = np.concatenate([type_class[_column(trace.k_type)], c[:, 4]])
+        self.devices: dict[int, DeviceActivity] = {}
+        for d in trace.devices:
+            idx = np.flatnonzero(device == d)
+            idx = idx[np.argsort(start[idx], kind="stable")]
+            self.devices[d] = DeviceActivity(start[idx].tolist(), end[idx].tolist(), cls[idx].tolist(),
+                                             launch[corr[idx] - 1].tolist())
+
+    def measures(self, device: int) -> dict[str, Measure]:
+        act = self.devices[device]
+        compute = union(act.intervals(COMPUTE))
+        comm = union(act.intervals(COMM))
+        return {
+            "compute": Measure(compute), "comm": Measure(comm),
+            "both": Measure(intersect(compute, comm)),
+            "any": Measure(union(act.intervals())),
+        }
+
+
+def classify_gap(start: int, end: int, syncs: Measure, launches_at_end: list[int]) -> str:
+    """Why the device idled over [start, end): ``other`` if the op ending the gap was launched
+    before the gap began; else ``sync`` if cudaStreamSynchronize calls cover at least half of
+    the gap; else ``host_bound``."""
+    if min(launches_at_end) < start:
+        return "other"
+    return "sync" if 2 * syncs(start, end) >= end - start else "host_bound"
+
+
+def compute_truth(sim: Simulation, report_names: list[str]) -> Truth:
+    sc = sim.scenario
+    traces = sim.traces
+    offsets = [traces[0].clock_error - t.clock_error for t in traces]
+    devices, idle, nccl = [], [], []
+    for tr in traces:
+        view = RankView(tr)
+        sync_measure = Measure(view.syncs)
+        off = tr.session_start
+        planted = {(d, s - off, e - off): cause for d, s, e, cause in tr.planted_gaps}
+        for device in tr.devices:
+            act = view.devices[device]
+            if not act.start:
+                continue
+            m = view.measures(device)
+            lo, hi = act.start[0], max(act.end)
+            steps = [{"step": i, "start_ns": s - off, "end_ns": e - off, **ledger(m, s - off, e - off)}
+                     for i, s, e in tr.steps]
+            devices.append({"rank": tr.rank, "device": device, "start_ns": lo, "end_ns": hi,
+                            **ledger(m, lo, hi), "steps": steps})
+            for gs, ge in gaps(act.intervals(), lo, hi):
+                key = (device, gs, ge)
+                if ge - gs < sc.min_gap_ns and key not in planted:
+                    continue
+                cause = classify_gap(gs, ge, sync_measure, act.launches_at(ge))
+                idle.append({"rank": tr.rank, "device": device, "start_ns": gs, "end_ns": ge,
+                             "dur_ns": ge - gs, "cause": cause, "planted": key in planted})
+                if key in planted and planted.pop(key) != cause:
+                    raise NsysWrapError(
+                        f"scenario {sc.name!r}", f"the gap planted on rank {tr.rank} at {gs} ns came out "
+                        f"as {cause!r}", "plant it later in the phase (the host must run ahead of the GPU)")
+            for index, pg, seq, op, nbytes in tr.nccl:
+                st = tr.streams[tr.k_stream[index]]
+                if st.device != device:
+                    continue
+                s, e = tr.k_start[index] - off, tr.k_end[index] - off
+                nccl.append({"rank": tr.rank, "device": device, "correlation_id": tr.k_corr[index],
+                             "start_ns": s, "end_ns": e, "pg": pg, "seq": seq, "op": op, "bytes": nbytes,
+                             "overlap_ns": m["compute"](s, e)})
+        if planted:
+            raise NsysWrapError(f"scenario {sc.name!r}", f"planted gaps {sorted(planted)} on rank {tr.rank} "
+                                "are not idle gaps", "plant gaps where no other stream is busy")
+    collectives, unmatched = _collectives(sim, offsets)
+    return Truth(
+        scenario=sc.to_dict(),
+        ranks=[_rank_info(tr, name, offsets[tr.rank]) for tr, name in zip(traces, report_names)],
+        offset_ns=offsets, devices=devices, idle_gaps=idle, nccl_kernels=nccl,
+        collectives=collectives, unmatched_collectives=unmatched,
+        straggler=asdict(sc.straggler) if sc.straggler else None,
+        mismatches=[{"rank": tr.rank, "step": step, "pg": pg, "seq": seq, "op": op, "bytes": nbytes}
+                    for tr in traces for step, pg, seq, op, nbytes in tr.extras],
+    )
+
+
+def _rank_info(tr: RankTrace, report: str, offset: int) -> dict:
+    return {"rank": tr.rank, "report": report, "pid": tr.pid, "hostname": tr.hostname, "node": tr.node,
+            "local_rank": tr.local_rank, "devices": list(tr.devices), "utc_epoch_ns": tr.utc_epoch_ns,
+            "clock_error_ns": tr.clock_error, "offset_ns": offset,
+            "duration_ns": tr.end - tr.session_start, "kernels": len(tr.k_start),
+            "api_calls": len(tr.r_start), "nvtx_ranges": len(tr.nvtx)}
+
+
+def _collectives(sim: Simulation, offsets: list[int]) -> tuple[list[dict], list[dict]]:
+    """Matched collectives (every rank took part) with waits; the rest as unmatched."""
+    traces = sim.traces
+    meta = [{index: (op, nbytes) for index, _pg, _seq, op, nbytes in tr.nccl} for tr in traces]
+    matched, unmatched = [], []
+    for c in sim.collectives:
+        ranks = sorted({p[0] for p in c.participants})
+        if ranks != list(range(len(traces))):
+            unmatched.append({"pg": c.pg, "seq": c.seq, "ranks": ranks})
+            continue
+        rows = []
+        for rank, device, index, start, end in c.participants:
+            tr = traces[rank]
+            align = tr.utc_epoch_ns - tr.session_start + offsets[rank]  # true -> aligned
+            op, nbytes = meta[rank][index]
+            rows.append({"rank": rank, "device": device, "op": op, "bytes": nbytes,
+                         "start_aligned_ns": start + align, "end_aligned_ns": end + align})
+        last = max(rows, key=lambda r: r["start_aligned_ns"])
+        for r in rows:
+            r["wait_ns"] = last["start_aligned_ns"] - r["start_aligned_ns"]
+        matched.append({
+            "pg": c.pg, "seq": c.seq, "last_rank": last["rank"],
+            "transfer_ns": last["end_aligned_ns"] - last["start_aligned_ns"],
+            "same_content": len({(r["op"], r["bytes"]) for r in rows}) == 1, "per_rank": rows,
+        })
+    return matched, unmatched
