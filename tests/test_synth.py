@@ -15,7 +15,6 @@ from nsyswrap.synth import (
     FIXTURES, ExtraCollective, PlantedGap, Scenario, Straggler, Truth, generate_run, preset, write_fixtures,
 )
 from nsyswrap.synth import ids
-from nsyswrap.synth.__main__ import main
 from nsyswrap.synth.intervals import Measure, gaps, intersect, union
 
 ROOT = Path(__file__).parents[1]
@@ -481,18 +480,15 @@ def test_preset_resizing_drops_what_no_longer_fits():
         preset("nope")
 
 
-def test_cli_generate_list_and_errors(tmp_path, capsys):
-    assert main(["list"]) == 0
-    assert "run4_straggler" in capsys.readouterr().out
-    assert main(["generate", "run2", str(tmp_path), "--steps", "1", "--kernels-per-step", "9"]) == 0
+def test_cli_generate_and_errors(tmp_path, cli):
+    code, out, _ = cli("generate", "--help")
+    assert code == 0 and "run4_straggler" in out
+    assert cli("generate", "run2", tmp_path, "--steps", "1", "--kernels-per-step", "9")[0] == 0
     truth = Truth.load(tmp_path / "truth.json")
     assert truth.scenario["kernels_per_step"] == 9 and len(truth.ranks) == 2
-    assert main(["generate", "run2", str(tmp_path), "--steps", "1"]) == 1
-    assert capsys.readouterr().err.startswith("Error: ")
-    assert main(["generate", str(tmp_path / "truth.json"), str(tmp_path), "--force"]) == 0
-    with pytest.raises(SystemExit) as exit_:
-        main(["--help"])
-    assert exit_.value.code == 0
+    code, _, err = cli("generate", "run2", tmp_path, "--steps", "1")
+    assert code == 1 and err.startswith("Error: ")
+    assert cli("generate", tmp_path / "truth.json", tmp_path, "--force")[0] == 0
 
 
 # -- interval helpers (truth arithmetic) -------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.synth.presets import load_scenario
 from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.simulate import simulate
 from nsyswrap.synth.truth import Truth, compute_truth
@@ -43,3 +44,8 @@ def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -
         write_report(trace, scenario, out / name)
     (out / TRUTH_FILE).write_text(truth.to_json(), encoding="utf-8")
     return truth
+
+
+def generate_named(name_or_file: str, out_dir: str | Path, *, force: bool = False, **sizes) -> Truth:
+    """`generate_run` of a preset or scenario file, resized by ranks/steps/kernels_per_step/seed."""
+    return generate_run(load_scenario(name_or_file, **sizes), out_dir, force=force)
