@@ -1,6 +1,37 @@
-"""nsyswrap: where does the step time of multi-GPU training go?"""
-from nsyswrap.api import query, sql
-from nsyswrap.errors import NsysWrapError
-from nsyswrap.run import Opener, Run, open_run
+"""nsyswrap: where does the step time of multi-GPU training go?
 
-__all__ = ["NsysWrapError", "Opener", "Run", "open_run", "query", "sql"]
+Names load on first use: the annotation helpers run inside every training process, so
+`import nsyswrap` must stay light (no pandas, duckdb, torch or nvtx until asked for).
+"""
+from __future__ import annotations
+
+import importlib
+
+from nsyswrap.errors import NsysWrapError
+
+_LAZY = {
+    "query": "nsyswrap.api",
+    "sql": "nsyswrap.api",
+    "Opener": "nsyswrap.run",
+    "Run": "nsyswrap.run",
+    "open_run": "nsyswrap.run",
+    "annotate_model": "nsyswrap.annotate.modules",
+    "annotate_collectives": "nsyswrap.annotate.collectives",
+    "step": "nsyswrap.annotate.steps",
+    "capture_window": "nsyswrap.annotate.steps",
+    "export_run": "nsyswrap.launch.export",
+}
+
+__all__ = ["NsysWrapError", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'nsyswrap' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

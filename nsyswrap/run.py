@@ -12,6 +12,7 @@ import pandas as pd
 from nsyswrap.cache import VIEWS, normalized
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
+from nsyswrap.sql_files import sql_root
 from nsyswrap.validate import inspect_tables
 
 MEMORY_LIMIT = "2GB"
@@ -78,6 +79,8 @@ def open_run(
             for r, d in zip(reports, dirs)
         ]
         con.execute(f"CREATE VIEW {view} AS " + "\nUNION ALL\n".join(parts))
+    for macros in sorted((sql_root() / "_macros").glob("*.sql")):
+        con.execute(macros.read_text())
     return Run(con, reports)
 
 

@@ -1,0 +1,86 @@
+"""A tiny DDP training run on CPU (gloo) for trying nsyswrap; start it with torchrun:
+
+    nsyswrap launch --annotate modules,collectives,steps --out runs/demo -- \
+        torchrun --nproc-per-node 2 examples/train_ddp.py --steps 4
+
+It knows nothing about nsyswrap unless --mark-steps is given; then it marks its steps and
+phases itself with nsyswrap.step and NVTX ranges.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(inplace=True), nn.Linear(2 * width, width))
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x))
+
+
+class TinyNet(nn.Module):
+    def __init__(self, width: int = 32, depth: int = 2):
+        super().__init__()
+        self.layers = nn.ModuleList(Block(width) for _ in range(depth))
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--mark-steps", action="store_true", help="mark steps and phases with nsyswrap")
+    args = parser.parse_args()
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(TinyNet())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    step, phase = _markers(args.mark_steps)
+    generator = torch.Generator().manual_seed(dist.get_rank())
+    for i in range(args.steps):
+        with step(i):
+            with phase("data_loading"):
+                x = torch.randn(args.batch, 32, generator=generator)
+                y = x.sum(dim=1, keepdim=True)
+            with phase("forward"):
+                loss = nn.functional.mse_loss(model(x), y)
+            with phase("backward"):
+                loss.backward()
+            with phase("optimizer"):
+                optimizer.step()
+                optimizer.zero_grad()
+        if dist.get_rank() == 0:
+            print(f"step {i}: loss {loss.item():.4f}", flush=True)
+    # Every rank finishes its last all-reduce and drops DDP before the group goes away
+    # (without this, gloo sometimes aborts at exit: "terminate called without an active exception").
+    dist.barrier()
+    del model, optimizer
+    dist.destroy_process_group()
+
+
+def _markers(enabled: bool):
+    if not enabled:
+        return (lambda i: contextlib.nullcontext()), (lambda name: contextlib.nullcontext())
+    import nvtx
+
+    import nsyswrap
+
+    return nsyswrap.step, (lambda name: nvtx.annotate(name, domain="nsyswrap"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""NVTX ranges around torch.distributed collectives and point-to-point calls.
+
+Each call becomes a push/pop range on the calling thread with the text
+`coll:<op> bytes=<n> dtype=<dtype> pg=<group id> size=<group size> seq=<k>`:
+
+* bytes: the message size as nccl-tests counts it, the same on every rank: the tensor for
+  all_reduce/broadcast/reduce/send/recv, the whole gathered output for all_gather(_into_tensor)
+  and gather, the whole input for reduce_scatter(_tensor), all_to_all(_single) and scatter.
+* pg: the process group's `group_name` (same on every rank; the default group is `0`).
+  Point-to-point calls use the pair `<group name>:<low rank>-<high rank>` as their group,
+  so that they never shift the sequence numbers of the real group's collectives.
+* seq: how many calls this rank issued on that group before, from 0.
+
+The range covers issuing the call; with `async_op=True` that is all it covers, and nothing
+waits on the returned work. DDP's gradient all-reduce runs in C++; a DDP model without its
+own communication hook gets torch's Python `allreduce_hook` (the same all-reduce and
+averaging, issued through `dist.all_reduce`) at its first forward, so it is annotated too.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import threading
+import weakref
+from collections import defaultdict
+from typing import Callable, Optional
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+from torch.nn.modules.module import register_module_forward_pre_hook
+
+from nsyswrap.annotate.handle import Annotation
+from nsyswrap.annotate.ranges import nvtx_calls
+
+# op: (parameter whose tensor(s) give bytes and dtype, multiply its bytes by the group size)
+PAYLOAD = {
+    "all_reduce": ("tensor", False),
+    "broadcast": ("tensor", False),
+    "reduce": ("tensor", False),
+    "all_gather": ("tensor", True),
+    "all_gather_into_tensor": ("output_tensor", False),
+    "gather": ("tensor", True),
+    "reduce_scatter": ("input_list", False),
+    "reduce_scatter_tensor": ("input", False),
+    "scatter": ("tensor", True),
+    "all_to_all": ("input_tensor_list", False),
+    "all_to_all_single": ("input", False),
+    "send": ("tensor", False),
+    "isend": ("tensor", False),
+    "recv": ("tensor", False),
+    "irecv": ("tensor", False),
+    "barrier": (None, False),
+}
+PEER = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}  # group_dst/group_src too
+
+_active: Optional[Annotation] = None
+_issuing = threading.local()  # inside a wrapped call: calls it makes itself (recv -> irecv) get no range
+
+
+def annotate_collectives() -> Annotation:
+    """Wrap the torch.distributed calls in PAYLOAD with `coll:` ranges; remove() undoes it.
+
+    Calling it again while active returns a handle that does nothing.
+    """
+    global _active
+    if _active is not None:
+        return Annotation([])
+    counters: defaultdict[str, itertools.count] = defaultdict(itertools.count)
+    undo = []
+    for op in PAYLOAD:
+        original = getattr(dist, op, None)
+        if original is None:
+            continue
+        wrapped = _wrap(op, original, counters)
+        for module in (dist, c10d):
+            if getattr(module, op, None) is original:
+                setattr(module, op, wrapped)
+                undo.append(functools.partial(setattr, module, op, original))
+    undo.append(register_module_forward_pre_hook(_ddp_python_allreduce).remove)
+
+    def deactivate():
+        global _active
+        _active = None
+
+    _active = Annotation([deactivate] + undo)
+    return _active
+
+
+def _wrap(op: str, original: Callable, counters) -> Callable:
+    position = {name: i for i, name in enumerate(inspect.signature(original).parameters)}
+    payload_name, scaled = PAYLOAD[op]
+    peer_name = PEER.get(op)
+    calls = nvtx_calls()
+
+    def arg(args, kwargs, name):
+        i = position.get(name)
+        return args[i] if i is not None and i < len(args) else kwargs.get(name)
+
+    @functools.wraps(original)
+    def annotated(*args, **kwargs):
+        if getattr(_issuing, "active", False):
+            return original(*args, **kwargs)
+        pg, size = _group(arg(args, kwargs, "group"))
+        nbytes, dtype = _payload(arg(args, kwargs, payload_name) if payload_name else None)
+        if scaled:
+            nbytes *= size
+        if peer_name:
+            group = arg(args, kwargs, "group") or c10d._get_default_group()
+            pg, size = _pair(group, pg, arg(args, kwargs, peer_name), arg(args, kwargs, "group_" + peer_name)), 2
+        calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} "
+                                    f"seq={next(counters[pg])}"))
+        _issuing.active = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _issuing.active = False
+            calls.pop()
+
+    return annotated
+
+
+_groups: dict = {}  # process group -> (group_name, size)
+
+
+def _group(group) -> tuple[str, int]:
+    group = group or c10d._get_default_group()
+    known = _groups.get(group)
+    if known is None:
+        known = _groups[group] = (group.group_name, group.size())
+    return known
+
+
+def _payload(payload) -> tuple[int, str]:
+    tensors = [payload] if isinstance(payload, torch.Tensor) else list(payload or ())
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else "none"
+    return nbytes, dtype
+
+
+def _pair(group, pg: str, peer, group_peer) -> str:
+    if peer is None and group_peer is not None:
+        peer = dist.get_global_rank(group, group_peer)
+    me = dist.get_rank()
+    if peer is None:  # recv from any source
+        return f"{pg}:{me}-any"
+    low, high = sorted((me, int(peer)))
+    return f"{pg}:{low}-{high}"
+
+
+_ddp_seen: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+
+
+def _ddp_python_allreduce(module, args) -> None:
+    """At a DDP model's first forward, route its gradient all-reduce through dist.all_reduce."""
+    if not isinstance(module, torch.nn.parallel.DistributedDataParallel) or module in _ddp_seen:
+        return
+    _ddp_seen.add(module)
+    if getattr(module, "_comm_hooks", None):
+        return  # the user's own hook; if it is written in Python it calls dist.* and is annotated
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    try:
+        module.register_comm_hook(None, allreduce_hook)
+    except RuntimeError:
+        pass  # a built-in C++ hook is already registered

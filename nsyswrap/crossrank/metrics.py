@@ -1,0 +1,40 @@
+"""Cross-rank metrics, one function each: a thin call of its `sql/crossrank/` module.
+
+Those with steps take `step_from` / `step_to` (half-open step numbers, default all).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsyswrap.queries import run_module
+from nsyswrap.run import Run
+
+
+def clock_offsets(run: Run) -> pd.DataFrame:
+    """Per rank: offset to rank 0's clock, shift to run time, uncertainty and source."""
+    return run_module(run, "crossrank.clock_offsets")
+
+
+def matched_collectives(run: Run, **params) -> pd.DataFrame:
+    """Per matched collective and rank: aligned arrival and end, wait, skew, transfer."""
+    return run_module(run, "crossrank.collectives", **params)
+
+
+def mismatches(run: Run) -> pd.DataFrame:
+    """Per collective key that is not on every rank of its group exactly once."""
+    return run_module(run, "crossrank.mismatches")
+
+
+def stragglers(run: Run, **params) -> pd.DataFrame:
+    """Per step and for the whole run: the straggler rank, its lag, cost and phase."""
+    return run_module(run, "crossrank.stragglers", **params)
+
+
+def phase_lag(run: Run, **params) -> pd.DataFrame:
+    """Per (step, rank, phase): host and GPU time against the median rank."""
+    return run_module(run, "crossrank.phase_lag", **params)
+
+
+def bandwidth(run: Run, **params) -> pd.DataFrame:
+    """Per (op, bytes, group size): transfer time, algorithm and bus bandwidth."""
+    return run_module(run, "crossrank.bandwidth", **params)

@@ -1,0 +1,186 @@
+"""Inline SVG charts of a run: per-rank step timeline, ledger bars, skew heat map.
+
+Each function takes DataFrames from the `sql/` modules and returns one `<svg>`
+string that needs no script, style sheet or network to display.
+"""
+from __future__ import annotations
+
+import math
+from html import escape
+
+import pandas as pd
+
+WIDTH = 1200
+LABEL_W = 110
+PALETTE = ["#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac"]
+WAIT_COLOR = "#d62728"
+LEDGER_PARTS = [
+    ("compute_only_ns", "compute only", "#4e79a7"),
+    ("both_ns", "compute + comm", "#8e6bb0"),
+    ("comm_only_ns", "comm only (exposed)", "#f28e2b"),
+    ("copy_only_ns", "copy only", "#9c9c9c"),
+    ("idle_ns", "idle", "#e4e4e4"),
+]
+
+
+def _svg(width: int, height: int, body: list[str], label: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+            f'font-family="sans-serif" font-size="11">' + "".join(body) + "</svg>")
+
+
+def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str = "", extra: str = "") -> str:
+    title = f"<title>{escape(tip)}</title>" if tip else ""
+    return (f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0.5):.2f}" height="{h:.2f}" fill="{fill}" {extra}>'
+            f"{title}</rect>")
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {extra}>{escape(text)}</text>'
+
+
+def _nice_step(span: float, ticks: int = 8) -> float:
+    """A round tick interval (1, 2 or 5 times a power of ten) giving about `ticks` ticks."""
+    raw = span / ticks
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+
+
+def _legend(items: list[tuple[str, str]], y: float) -> list[str]:
+    out, x = [], LABEL_W
+    for label, color in items:
+        out += [_rect(x, y - 9, 10, 10, color), _text(x + 14, y, label)]
+        x += 24 + 7 * len(label)
+    return out
+
+
+def phase_colors(names: list[str]) -> dict[str, str]:
+    """A stable color per phase name, in order of first appearance."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(names))}
+
+
+def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[int]) -> str:
+    """One row per rank: its step ranges with their phases and, in red, its waits inside
+    collectives, on aligned run time. `ranges` is crossrank.step_phases, `collectives`
+    crossrank.collectives; only `steps` are drawn."""
+    shown = ranges[ranges["step"].isin(steps)]
+    if shown.empty:
+        return ""
+    t0, t1 = shown["start_ns"].min(), shown["end_ns"].max()
+    span = max(t1 - t0, 1)
+    ranks = sorted(shown["rank"].unique())
+    row_h, top = 28, 24
+    plot_w = WIDTH - LABEL_W - 20
+    height = top + row_h * len(ranks) + 50
+
+    def x(t: float) -> float:
+        return LABEL_W + (t - t0) / span * plot_w
+
+    colors = phase_colors(shown["phase"].dropna().tolist())
+    body = []
+    tick = _nice_step(span / 1e6)
+    first = -(-t0 / 1e6 // tick) * tick
+    for k in range(int((t1 / 1e6 - first) // tick) + 1):
+        ms_at = first + k * tick
+        px = x(ms_at * 1e6)
+        body += [f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{top + row_h * len(ranks)}" stroke="#ddd"/>',
+                 _text(px, top - 8, f"{ms_at:g} ms", "middle", 'fill="#555"')]
+    for i, rank in enumerate(ranks):
+        y = top + i * row_h
+        body.append(_text(LABEL_W - 8, y + row_h / 2 + 4, f"rank {rank}", "end"))
+        mine = shown[shown["rank"] == rank]
+        for r in mine[mine["phase"].isna()].itertuples():
+            body.append(_rect(x(r.start_ns), y + 2, x(r.end_ns) - x(r.start_ns), row_h - 4, "#f6f6f6",
+                              f"rank {rank} step {r.step}: {(r.end_ns - r.start_ns) / 1e6:.3f} ms",
+                              'stroke="#999" stroke-width="0.5"'))
+        for r in mine[mine["phase"].notna()].itertuples():
+            body.append(_rect(x(r.start_ns), y + 4, x(r.end_ns) - x(r.start_ns), row_h - 14, colors[r.phase],
+                              f"rank {rank} step {r.step} {r.phase}: {(r.end_ns - r.start_ns) / 1e6:.3f} ms"))
+        waits = collectives[(collectives["rank"] == rank) & (collectives["wait_ns"] > 0)
+                            & (collectives["start_ns"] >= t0) & (collectives["start_ns"] <= t1)]
+        for c in waits.itertuples():
+            body.append(_rect(x(c.start_ns), y + row_h - 9, x(c.start_ns + c.wait_ns) - x(c.start_ns), 5, WAIT_COLOR,
+                              f"rank {rank} waited {c.wait_ns / 1e3:,.1f} µs in {c.op} pg={c.pg} seq={c.seq} "
+                              f"for rank {c.last_rank}"))
+    legend = [(name, color) for name, color in colors.items()] + [("wait in collective", WAIT_COLOR)]
+    body += _legend(legend, height - 14)
+    return _svg(WIDTH, height, body, "per-rank step timeline")
+
+
+def ledger_bars(ledger: pd.DataFrame) -> str:
+    """One stacked bar per (rank, device): the ledger.devices split of the window."""
+    if ledger.empty:
+        return ""
+    row_h, top = 22, 10
+    plot_w = WIDTH - LABEL_W - 110
+    height = top + row_h * len(ledger) + 36
+    body = []
+    for i, r in enumerate(ledger.sort_values(["rank", "device"]).itertuples()):
+        y = top + i * row_h
+        body.append(_text(LABEL_W - 8, y + 14, f"rank {r.rank} · GPU {r.device}", "end"))
+        x = LABEL_W
+        span = max(r.span_ns, 1)
+        for column, label, color in LEDGER_PARTS:
+            value = getattr(r, column)
+            w = value / span * plot_w
+            if w > 0:
+                body.append(_rect(x, y + 3, w, row_h - 6, color,
+                                  f"rank {r.rank} GPU {r.device} {label}: {value / 1e6:.3f} ms "
+                                  f"({100 * value / span:.1f}%)"))
+            x += w
+        body.append(_text(LABEL_W + plot_w + 8, y + 14, f"{r.span_ns / 1e6:,.2f} ms", "start", 'fill="#555"'))
+    body += _legend([(label, color) for _, label, color in LEDGER_PARTS], height - 12)
+    return _svg(WIDTH, height, body, "GPU time ledger per rank")
+
+
+def _heat(fraction: float) -> str:
+    f = min(max(fraction, 0.0), 1.0)
+    r, g, b = (255 - round(f * 76), 255 - round(f * 230), 255 - round(f * 230))
+    return f"rgb({r},{g},{b})"
+
+
+def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
+    """Rank x collective: how long after the first rank each rank arrived (darker = later,
+    saturated at the 90th percentile); the last rank's cell is outlined. Beyond
+    max_columns collectives, neighbours are averaged into one column."""
+    if collectives.empty:
+        return ""
+    c = collectives.copy()
+    c["late_ns"] = c["start_ns"] - c.groupby(["pg", "seq"])["start_ns"].transform("min")
+    order = c.groupby(["pg", "seq"])["start_ns"].min().sort_values().index
+    column = {key: i for i, key in enumerate(order)}
+    c["col"] = [column[k] for k in zip(c["pg"], c["seq"])]
+    per_bin = -(-len(order) // max_columns)
+    c["col"] //= per_bin
+    cells = c.groupby(["rank", "col"]).agg(late_ns=("late_ns", "mean"), wait_ns=("wait_ns", "mean"),
+                                           last=("last_rank", "first"), pg=("pg", "first"), seq=("seq", "first"))
+    ranks = sorted(c["rank"].unique())
+    ncols = int(c["col"].max()) + 1
+    cell_w = min(28.0, (WIDTH - LABEL_W - 20) / ncols)
+    cell_h, top = 18, 8
+    late = cells["late_ns"][cells["late_ns"] > 0]
+    peak = max(late.quantile(0.9), 1) if len(late) else 1  # start-up skew must not wash out the rest
+    height = top + cell_h * len(ranks) + 46
+    body = []
+    for i, rank in enumerate(ranks):
+        y = top + i * cell_h
+        body.append(_text(LABEL_W - 8, y + 13, f"rank {rank}", "end"))
+    for (rank, col), cell in cells.iterrows():
+        y = top + ranks.index(rank) * cell_h
+        if per_bin == 1:
+            what = f"pg={cell.pg} seq={cell.seq}"
+        else:
+            what = f"collectives {col * per_bin}–{(col + 1) * per_bin - 1}"
+        last = per_bin == 1 and cell["last"] == rank
+        outline = 'stroke="#000" stroke-width="1.2"' if last else 'stroke="#fff" stroke-width="0.3"'
+        body.append(_rect(LABEL_W + col * cell_w, y, cell_w, cell_h, _heat(cell.late_ns / peak),
+                          f"rank {rank}, {what}: arrived {cell.late_ns / 1e3:,.1f} µs after the first rank, "
+                          f"waited {cell.wait_ns / 1e3:,.1f} µs", outline))
+    y = top + cell_h * len(ranks) + 16
+    body.append(_text(LABEL_W, y, f"collectives in time order ({len(order)}"
+                      + (f", {per_bin} per column" if per_bin > 1 else "") + ")", "start", 'fill="#555"'))
+    for k in range(11):
+        body.append(_rect(LABEL_W + k * 16, y + 8, 16, 10, _heat(k / 10)))
+    body.append(_text(LABEL_W + 11 * 16 + 6, y + 17, f"0 … ≥{peak / 1e3:,.1f} µs after the first arrival"
+                      + ("; outlined: last to arrive" if per_bin == 1 else "")))
+    return _svg(WIDTH, height, body, "arrival skew per rank and collective")

@@ -1,0 +1,148 @@
+"""`nsyswrap report RUN --html PATH`: one self-contained page (inline CSS and SVG, no
+script, no network): the plots of the run, then every report section as HTML tables."""
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from nsyswrap.crossrank import matched_collectives
+from nsyswrap.html_report.charts import ledger_bars, skew_heatmap, step_timeline
+from nsyswrap.output import check_writable
+from nsyswrap.queries import catalog, run_module
+from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.figures import FRACTION, NS, is_figure
+from nsyswrap.run import DEFAULT_OPENER, Opener, Run
+
+MAX_STEPS = 12
+MAX_ROWS = 200
+CSS = """
+body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1260px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 2px solid #ccc; }
+h3 { font-size: 14px; margin: 18px 0 4px; }
+p.note { color: #666; font-size: 13px; margin: 2px 0 8px; }
+p.verdict { font-size: 15px; } p.verdict b { text-transform: uppercase; }
+table { border-collapse: collapse; font-size: 12px; margin: 4px 0 10px; }
+th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; }
+th { background: #f4f4f4; } td.text { text-align: left; }
+"""
+
+
+def _unit_of(rows: list[dict], column: str) -> tuple[str, float]:
+    """Display unit and divisor of a column; time columns share one unit per table."""
+    figures = [row[column] for row in rows if is_figure(row.get(column))]
+    if not figures:
+        return "", 1
+    unit = figures[0]["unit"]
+    if unit == NS:
+        top = max((abs(c["value"]) for row in rows for c in row.values()
+                   if is_figure(c) and c["unit"] == NS and c["value"] is not None), default=0)
+        return ("ms", 1e6) if top >= 1e6 else ("µs", 1e3) if top >= 1e3 else ("ns", 1)
+    if unit == FRACTION:
+        return "%", 0.01
+    return ("" if unit == "count" else unit), 1
+
+
+def _cell(cell, divisor: float) -> tuple[str, str]:
+    """(text, css class) of one cell."""
+    if not is_figure(cell):
+        return ("" if cell is None else str(cell)), "text"
+    if cell["value"] is None:
+        return "n/a", ""
+    v = cell["value"]
+    if divisor == 1 and isinstance(v, int):
+        return f"{v:,}", ""
+    return f"{v / divisor:,.1f}" if divisor in (0.01, 1e3) else f"{v / divisor:,.3f}", ""
+
+
+def _table_html(spec: dict) -> str:
+    rows = spec["rows"]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    units = {c: _unit_of(rows, c) for c in columns}
+    head = "".join(f"<th>{escape(c)}{escape(f' ({units[c][0]})' if units[c][0] else '')}</th>" for c in columns)
+    body, reasons = [], {}
+    for row in rows[:MAX_ROWS]:
+        cells = []
+        for c in columns:
+            cell = row.get(c)
+            if is_figure(cell) and cell["value"] is None:
+                reasons[cell["reason"]] = None
+            text, cls = _cell(cell, units[c][1])
+            cells.append(f'<td class="{cls}">{escape(text)}</td>' if cls else f"<td>{escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    notes = [f"{len(rows) - MAX_ROWS} more rows in `nsyswrap report --format json`"] if len(rows) > MAX_ROWS else []
+    notes += [f"n/a: {r}" for r in reasons]
+    note = "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
+    return f"<h3>{escape(spec['title'])}</h3><table><tr>{head}</tr>{''.join(body)}</table>{note}"
+
+
+def _section_html(section: dict) -> str:
+    parts = [f"<h2>{escape(section['title'])}</h2>"]
+    v = section.get("verdict")
+    if v:
+        parts.append(f'<p class="verdict"><b>{escape(v["label"] or "no verdict")}</b> — {escape(v["reason"])}</p>')
+    recs = section.get("recommendations") or []
+    if recs:
+        parts.append("<ol>" + "".join(f"<li>{escape(r)}</li>" for r in recs) + "</ol>")
+    parts += [_table_html(t) for t in section.get("tables", [])]
+    parts += [f'<p class="note">Cannot answer {escape(i["what"])} because {escape(i["reason"])}.</p>'
+              for i in section.get("cannot_answer") or []]
+    return "\n".join(parts)
+
+
+def _figure(title: str, svg: str, note: str, missing: str) -> str:
+    body = svg or f'<p class="note">{escape(missing)}</p>'
+    return f'<h3>{escape(title)}</h3><p class="note">{escape(note)}</p>{body}'
+
+
+def _plots(run: Run, options: ReportOptions) -> str:
+    """The three plots, over the report's steps (the first MAX_STEPS of them on the timeline)."""
+    lo, hi = options.step_from, options.step_to
+    ranges = run_module(run, "crossrank.step_phases")
+    coll = matched_collectives(run, step_from=lo, step_to=hi)
+    steps = sorted(s for s in ranges["step"].dropna().unique().astype(int).tolist()
+                   if (lo is None or s >= lo) and (hi is None or s < hi))
+    shown = steps[:MAX_STEPS]
+    ledger = (run_module(run, "ledger.devices", **options.window_params())
+              if "ledger.devices" in catalog() else pd.DataFrame())
+    return "\n".join([
+        "<h2>Plots</h2>",
+        _figure("Per-rank step timeline", step_timeline(ranges, coll, shown),
+                f"Steps {shown[0]}–{shown[-1]} of {len(steps)} on aligned run time (ms since the reference "
+                "rank's aligned session start); bars are the ranges nested in each step, red marks are waits "
+                "inside collectives." if shown else "",
+                "No `step:<i>` ranges in these reports."),
+        _figure("GPU time ledger per rank", ledger_bars(ledger),
+                f"Where each GPU's time went over the window ({options.describe()}; exact unions, all streams).",
+                "No GPU activity in these reports."),
+        _figure("Arrival skew: rank × collective", skew_heatmap(coll),
+                "One cell per matched collective and rank; darker = arrived later than the first rank, "
+                "so the others waited for it.",
+                "No collective is matched across two or more ranks."),
+    ])
+
+
+def html_page(run: Run, report: dict, options: ReportOptions) -> str:
+    """The page of an open run and its report dict (nsyswrap.report.build_report)."""
+    ranks = ", ".join(f"rank {r.rank}: {r.path.name}" for r in run.reports)
+    parts = [f"<h1>nsyswrap report: {len(run.reports)} rank(s)</h1>", f'<p class="note">{escape(ranks)}</p>',
+             _plots(run, options)] + [_section_html(s) for s in report["sections"]]
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
+            f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
+
+
+def report_with_html(
+    inputs: list[str | Path],
+    options: ReportOptions,
+    html: Path,
+    *,
+    opener: Opener = DEFAULT_OPENER,
+    force: bool = False,
+) -> dict:
+    """Build the report of the reports, write its HTML page to `html`, return the report dict."""
+    check_writable(html, force)
+    with opener.open(inputs) as run:
+        report = build_report(run, options)
+        html.write_text(html_page(run, report, options), encoding="utf-8")
+    return report

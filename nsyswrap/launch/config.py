@@ -1,0 +1,84 @@
+"""What `nsyswrap launch` was asked to do, and how the per-rank wrapper receives it."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+from nsyswrap.annotate.auto import parse_kinds
+from nsyswrap.annotate.steps import CaptureWindow, parse_window
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.launch.ranks import parse_ranks
+
+DEFAULT_TRACE = "cuda,nvtx,osrt"
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """One launch: the training command and how its ranks are profiled."""
+
+    command: tuple[str, ...]
+    out: Path
+    ranks: Optional[frozenset[int]] = None  # None: every rank
+    window: Optional[CaptureWindow] = None  # None: the whole run
+    trace: str = DEFAULT_TRACE
+    nsys_args: tuple[str, ...] = ()
+    annotate: tuple[str, ...] = ()
+    force: bool = False
+    export: bool = True
+    jobs: Optional[int] = None
+    dry_run: bool = False
+    nsys: str = "nsys"  # the nsys executable
+
+    @classmethod
+    def build(cls, command, *, out, ranks=None, steps=None, every=None, trace=DEFAULT_TRACE,
+              nsys_args=(), annotate="", **rest) -> "LaunchConfig":
+        """From option text as a person types it (ranks '0,1', steps '100:110', annotate 'modules,steps')."""
+        if not command:
+            raise NsysWrapError("nsyswrap launch", "no training command was given",
+                                "put it after --, e.g. nsyswrap launch -- torchrun --nproc-per-node 2 train.py")
+        if command[0].startswith("-"):
+            raise NsysWrapError(command[0], "is not an option of nsyswrap launch",
+                                "see nsyswrap launch --help, and put the training command after --")
+        if every is not None and steps is None:
+            raise NsysWrapError("--every", "needs a step window", "add --steps START:STOP")
+        for arg in nsys_args:
+            if arg.startswith(("-o", "--output")) or not arg.startswith("--") or "=" not in arg:
+                raise NsysWrapError(f"--nsys-arg {arg}", "is not an nsys option in --name=value form "
+                                    "(or it sets the report name, which nsyswrap chooses)",
+                                    "write e.g. --nsys-arg=--cuda-memory-usage=true; use --out DIR for the reports")
+        kinds = parse_kinds(annotate or "")
+        window = parse_window(steps, every) if steps else None
+        if window is not None and "steps" not in kinds:
+            kinds = parse_kinds(",".join((*kinds, "steps")))  # the window follows step ranges
+        return cls(command=tuple(command), out=Path(out).absolute(), ranks=parse_ranks(ranks) if ranks else None,
+                   window=window, trace=trace, nsys_args=tuple(nsys_args), annotate=kinds, **rest)
+
+    def wrapper_args(self) -> list[str]:
+        """Options that give the per-rank wrapper this configuration (see `from_wrapper_args`)."""
+        args = ["--out", str(self.out), "--trace", self.trace, "--nsys", self.nsys]
+        if self.ranks is not None:
+            args += ["--ranks", ",".join(map(str, sorted(self.ranks)))]
+        if self.window is not None:
+            args += ["--steps", f"{self.window.start}:{self.window.stop}"]
+            if self.window.every:
+                args += ["--every", str(self.window.every)]
+        if self.annotate:
+            args += ["--annotate", ",".join(self.annotate)]
+        args += [f"--nsys-arg={a}" for a in self.nsys_args]
+        return args + (["--force"] if self.force else [])
+
+    @classmethod
+    def from_wrapper_args(cls, argv: list[str]) -> "LaunchConfig":
+        parser = argparse.ArgumentParser(prog="nsyswrap.launch.rank")
+        for name in ("--out", "--trace", "--nsys", "--ranks", "--steps", "--every", "--annotate"):
+            parser.add_argument(name)
+        parser.add_argument("--nsys-arg", action="append", default=[])
+        parser.add_argument("--force", action="store_true")
+        parser.add_argument("command", nargs=argparse.REMAINDER)
+        ns = parser.parse_args(argv)
+        command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+        config = cls.build(command, out=ns.out, ranks=ns.ranks, steps=ns.steps, every=ns.every,
+                           trace=ns.trace, nsys_args=ns.nsys_arg, annotate=ns.annotate, force=ns.force)
+        return replace(config, nsys=ns.nsys)

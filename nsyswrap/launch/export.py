@@ -1,0 +1,69 @@
+"""`nsyswrap export RUN`: every report of a run to SQLite, several nsys processes at a time.
+
+Resumable: a report whose .sqlite exists is skipped unless force=True; each export is
+written to `<run>/.export-tmp/` first and moved into place only when complete.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.launch.nsys import QDSTRM_FIX, find_nsys, rescue_qdstrm
+
+TMP_DIR = ".export-tmp"
+
+
+def export_run(run_dir, force: bool = False, jobs: Optional[int] = None, nsys: str = "nsys",
+               console: Optional[Console] = None) -> list[Path]:
+    """Export every .nsys-rep in run_dir to a .sqlite beside it; returns all the .sqlite paths."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise NsysWrapError(run_dir, "is not a directory", "pass the --out directory of `nsyswrap launch`")
+    stranded = [q for q in sorted(run_dir.glob("*.qdstrm"))
+                if not q.with_suffix(".nsys-rep").exists() and rescue_qdstrm(q, nsys) is None]
+    reports = sorted(run_dir.glob("*.nsys-rep"))
+    if not reports and not stranded:
+        raise NsysWrapError(run_dir, "holds no .nsys-rep reports", "pass the --out directory of `nsyswrap launch`")
+    todo = [r for r in reports if force or not r.with_suffix(".sqlite").exists()]
+    failures = []
+    if todo:
+        nsys_path, _ = find_nsys(nsys)
+        columns = (TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"))
+        with Progress(*columns, console=console or Console(stderr=True), transient=False) as progress, \
+                ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            task = progress.add_task("", total=len(todo))
+            for report, error in pool.map(lambda r: (r, _export_one(nsys_path, r)), todo):
+                progress.update(task, advance=1, description=report.name)
+                if error:
+                    failures.append((report, error))
+        shutil.rmtree(run_dir / TMP_DIR, ignore_errors=True)
+    if stranded:
+        raise NsysWrapError(stranded[0], f"is a raw capture that was never turned into a report ({len(stranded)} such)",
+                            QDSTRM_FIX)
+    if failures:
+        report, error = failures[0]
+        raise NsysWrapError(report, f"nsys export failed ({len(failures)} of {len(todo)} reports): {error}",
+                            "check the report opens in nsys; run `nsyswrap export RUN` again to retry the rest")
+    return [r.with_suffix(".sqlite") for r in reports]
+
+
+def _export_one(nsys: str, report: Path) -> Optional[str]:
+    """Export one report; None on success, else the end of nsys's complaint."""
+    tmp = report.parent / TMP_DIR / report.with_suffix(".sqlite").name
+    tmp.parent.mkdir(exist_ok=True)
+    done = subprocess.run([nsys, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}", str(report)],
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not tmp.exists():
+        said = (done.stderr or done.stdout).strip()
+        return said[-300:] or f"exit code {done.returncode}"
+    os.replace(tmp, report.with_suffix(".sqlite"))
+    return None

@@ -1,0 +1,48 @@
+"""The run manifest (`<out>/manifest.json`) and the per-rank records it is assembled from.
+
+Every rank's wrapper writes `<out>/ranks/<host>.rank<N>.json` when it starts and when it
+ends (on whichever node it runs); the launcher folds them into the manifest.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+RANKS_DIR = "ranks"
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def short_host() -> str:
+    return socket.gethostname().split(".")[0] or "localhost"
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write atomically: readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def rank_record_path(out: Path, host: str, rank: int) -> Path:
+    return Path(out) / RANKS_DIR / f"{host}.rank{rank}.json"
+
+
+def read_rank_records(out: Path) -> list[dict]:
+    records = [json.loads(p.read_text()) for p in (Path(out) / RANKS_DIR).glob("*.json")]
+    return sorted(records, key=lambda r: (r["rank"], r["host"]))
+
+
+def write_manifest(out: Path, manifest: dict) -> Path:
+    """Write the manifest with the rank records found so far; returns its path."""
+    ranks = read_rank_records(out)
+    path = Path(out) / MANIFEST
+    write_json(path, {**manifest, "hosts": sorted({r["host"] for r in ranks}), "ranks": ranks})
+    return path

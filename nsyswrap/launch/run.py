@@ -1,0 +1,175 @@
+"""`nsyswrap launch`: run a training command with every selected rank under `nsys profile`.
+
+Checks nsys and the output directory before anything starts, runs the rewritten command in
+its own session (a Ctrl-C reaches it exactly once, through this process), waits for nsys to
+finish writing, writes the manifest, exports the reports, and returns the training's exit code.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.launch.config import LaunchConfig
+from nsyswrap.launch.export import export_run
+from nsyswrap.launch.manifest import (MANIFEST, RANKS_DIR, now_utc, rank_record_path, read_rank_records, short_host,
+                                      write_json, write_manifest)
+from nsyswrap.launch.nsys import find_nsys
+from nsyswrap.launch.rank import rank_command
+from nsyswrap.launch.rewrite import rewrite
+
+WRAPPER_MODULE = "nsyswrap.launch.rank"
+RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite")
+NSYS_WAIT_S = 600  # how long to wait for nsys to finish a report after the launcher has exited
+
+
+def plan(cfg: LaunchConfig) -> tuple[list[str], Optional[int]]:
+    """(the command to run, number of ranks if known): cfg.command with the wrapper inserted."""
+    wrapper = [sys.executable, "-m", WRAPPER_MODULE, *cfg.wrapper_args(), "--"]
+    return rewrite(list(cfg.command), wrapper)
+
+
+def rank_lines(cfg: LaunchConfig, argv: list[str], ranks: Optional[int]) -> list[str]:
+    """What each rank will run, for --dry-run."""
+    rank_cfg = LaunchConfig.from_wrapper_args(argv[argv.index(WRAPPER_MODULE) + 1:])
+    shown = range(ranks) if ranks else sorted(cfg.ranks or {0})
+    lines = []
+    for rank in shown:
+        command, env = rank_command(rank, rank_cfg, short_host())
+        prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+        lines.append(f"rank {rank}: {shlex.join(prefix + command)}")
+    if not ranks:
+        lines.append("(other ranks: the same with their own number; unselected ranks run without nsys)")
+    return lines
+
+
+def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
+    """Run the launch; returns the training's exit code (128+N when a signal N ended it)."""
+    console = console or Console(stderr=True)
+    argv, ranks = plan(cfg)
+    if cfg.dry_run:
+        console.print(f"launch: {shlex.join(argv)}", markup=False, highlight=False, soft_wrap=True)
+        for line in rank_lines(cfg, argv, ranks):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return 0
+    nsys_path, nsys_version = find_nsys(cfg.nsys)
+    _prepare_out(cfg)
+    manifest = {"nsyswrap_version": _own_version(), "command": list(cfg.command), "launched": argv,
+                "options": _options(cfg), "nsys": {"path": nsys_path, "version": nsys_version},
+                "launcher_host": short_host(), "started_utc": now_utc(), "status": "running"}
+    write_manifest(cfg.out, manifest)
+    console.print(f"nsyswrap: profiling {_which_ranks(cfg)} into {cfg.out}", markup=False, highlight=False)
+    code, stopped_by = _supervise(argv, Path(cfg.command[0]).name)
+    _wait_for_nsys(cfg.out, console)
+    status = "interrupted" if stopped_by else ("ok" if code == 0 else "failed")
+    manifest.update(ended_utc=now_utc(), exit_code=code, status=status, stopped_by=stopped_by)
+    write_manifest(cfg.out, manifest)
+    if cfg.export and (any(cfg.out.glob("*.nsys-rep")) or any(cfg.out.glob("*.qdstrm"))):
+        try:
+            manifest["sqlite"] = [str(p) for p in export_run(cfg.out, force=cfg.force, jobs=cfg.jobs,
+                                                             nsys=cfg.nsys, console=console)]
+        except NsysWrapError as exc:
+            console.print(f"nsyswrap: export: {exc}", markup=False, highlight=False)
+        write_manifest(cfg.out, manifest)
+    console.print(f"nsyswrap: {status}, exit code {code}; manifest: {cfg.out / MANIFEST}\n"
+                  f"next: nsyswrap list, then nsyswrap query NAME {cfg.out}", markup=False, highlight=False)
+    return code
+
+
+def _prepare_out(cfg: LaunchConfig) -> None:
+    existing = [p for pattern in RUN_FILES for p in cfg.out.glob(pattern)]
+    if existing and not cfg.force:
+        raise NsysWrapError(cfg.out, f"already holds a run ({existing[0].name})",
+                            "choose another --out, or pass --force to replace that run")
+    for path in existing:
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    cfg.out.mkdir(parents=True, exist_ok=True)
+
+
+def _supervise(argv: list[str], launcher: str) -> tuple[int, Optional[str]]:
+    """Run argv in its own session, passing SIGINT/SIGTERM/SIGHUP on to it; (exit code, signal name)."""
+    try:
+        child = subprocess.Popen(argv, start_new_session=True)
+    except OSError as exc:
+        raise NsysWrapError(argv[0], f"cannot be started ({exc.strerror})", "check the training command") from None
+    stopped_by: list[str] = []
+
+    def forward(signum, frame) -> None:
+        stopped_by.append(signal.Signals(signum).name)
+        # srun only prints its status on one SIGINT; SIGTERM makes it stop its tasks.
+        child.send_signal(signal.SIGTERM if launcher == "srun" and signum == signal.SIGINT else signum)
+
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    try:
+        previous = {sig: signal.signal(sig, forward) for sig in handled}
+    except ValueError:  # not the main thread: signals stay where they are
+        previous = {}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return (128 - code if code < 0 else code), (stopped_by[0] if stopped_by else None)
+
+
+def _wait_for_nsys(out: Path, console: Console) -> None:
+    """Give nsys time to finish reports whose wrapper was killed (torchrun kills slow ranks after 30 s);
+    then record such ranks as killed."""
+    host, deadline, told = short_host(), time.monotonic() + NSYS_WAIT_S, False
+    while True:
+        running = [r for r in read_rank_records(out) if r["host"] == host and r["status"] == "running"]
+        busy = [r for r in running if _alive(r.get("child_pid"))]
+        if not busy or time.monotonic() > deadline:
+            break
+        if not told:
+            console.print(f"nsyswrap: waiting for nsys to finish the reports of rank(s) "
+                          f"{', '.join(str(r['rank']) for r in busy)}", markup=False, highlight=False)
+            told = True
+        time.sleep(1)
+    for record in running:
+        if not _alive(record["pid"]):
+            write_json(rank_record_path(out, host, record["rank"]), {**record, "status": "killed", "ended_utc": now_utc()})
+
+
+def _alive(pid: Optional[int]) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _options(cfg: LaunchConfig) -> dict:
+    options = asdict(cfg)
+    options.pop("command")
+    options["ranks"] = sorted(cfg.ranks) if cfg.ranks is not None else "all"
+    return options
+
+
+def _which_ranks(cfg: LaunchConfig) -> str:
+    return "every rank" if cfg.ranks is None else "rank(s) " + ",".join(map(str, sorted(cfg.ranks)))
+
+
+def _own_version() -> str:
+    try:
+        return version("nsyswrap")
+    except PackageNotFoundError:
+        return "unknown"

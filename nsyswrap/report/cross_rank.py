@@ -1,0 +1,210 @@
+"""The cross-rank section of `nsyswrap report` (layout: see nsyswrap.report), built on
+nsyswrap.crossrank.
+
+It names the straggler, the phase behind its lag and what it costs the others,
+with the clock offsets (and their uncertainty) that all cross-rank times rest on.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
+from nsyswrap.crossrank.metrics import bandwidth, clock_offsets, matched_collectives, mismatches, stragglers
+from nsyswrap.queries import run_module
+from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.run import Run
+
+GB_PER_S, BYTES = "GB/s", "bytes"
+IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no straggler named
+
+
+def _ms(ns: float) -> str:
+    """A duration for people: `1.234 ms`."""
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def _table(table_id: str, title: str, rows: list[dict]) -> dict:
+    return {"id": table_id, "title": title, "rows": rows}
+
+
+def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
+    no_shared = "no collective shared with the reference rank"
+    offset_rows = [
+        {"rank": int(r["rank"]), "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
+         "source": r.source}
+        for _, r in offsets.iterrows()
+    ]
+    quality_rows = [
+        {"rank": int(r["rank"]), "uncertainty": figure(r.spread_ns, NS, no_shared),
+         "max_residual": figure(r.max_residual_ns, NS, no_shared), "collectives": figure(r.collectives, COUNT)}
+        for _, r in offsets.iterrows()
+    ]
+    return [
+        _table("clock_offsets", "Clock offsets to the reference rank: aligned = UTC session start + t + offset; "
+               "shift = session time to run time", offset_rows),
+        _table("clock_uncertainty", "Clock alignment uncertainty: robust spread (1.4826 x MAD) and largest "
+               "residual of the per-collective end differences", quality_rows),
+    ]
+
+
+def _straggler_rows(strag: pd.DataFrame) -> list[dict]:
+    return [
+        {"step": "all" if pd.isna(r.step) else int(r.step), "rank": int(r["rank"]),
+         "last": figure(r.last_count, COUNT), "collectives": figure(r.collectives, COUNT),
+         "lag": figure(r.lag_ns, NS), "imposed_wait": figure(r.imposed_wait_ns, NS),
+         "share_of_wait": share(r.imposed_wait_ns, r.total_wait_ns, "nobody waited"),
+         "phase": r.phase if isinstance(r.phase, str) else None,
+         "phase_excess": figure(r.phase_excess_ns, NS, "no phase is longer than on the median rank")}
+        for _, r in strag.iterrows()
+    ]
+
+
+def _waits_table(coll: pd.DataFrame) -> dict:
+    per = coll.groupby("rank").agg(wait_ns=("wait_ns", "sum"), mean_lag_ns=("lag_ns", "mean"),
+                                   collectives=("seq", "size"))
+    last = coll[coll["rank"] == coll["last_rank"]].groupby("rank").size()
+    rows = [
+        {"rank": int(rank), "waited": figure(r.wait_ns, NS), "mean_lag": figure(round(r.mean_lag_ns), NS),
+         "last": figure(int(last.get(rank, 0)), COUNT), "collectives": figure(r.collectives, COUNT)}
+        for rank, r in per.iterrows()
+    ]
+    return _table("rank_waits", "Per rank: time waited inside matched collectives, mean arrival vs the "
+                  "median rank, and how often it arrived last", rows)
+
+
+def _mismatch_table(miss: pd.DataFrame) -> dict:
+    rows = [
+        {"pg": r.pg, "seq": int(r.seq), "ops": r.ops, "bytes": r.bytes, "present_ranks": r.present_ranks,
+         "missing_ranks": r.missing_ranks or None, "reason": r.reason}
+        for _, r in miss.iterrows()
+    ]
+    return _table("mismatches", "Collective keys (pg, seq) not matched across ranks, left out of every "
+                  "cross-rank figure", rows)
+
+
+def _bandwidth_table(bw: pd.DataFrame) -> dict:
+    rows = [
+        {"op": r.op, "bytes": figure(r.bytes, BYTES), "ranks": int(r.ranks),
+         "collectives": figure(r.collectives, COUNT), "transfer": figure(r.transfer_ns, NS),
+         "algbw": figure(r.algbw_gb_per_s, GB_PER_S), "busbw": figure(r.busbw_gb_per_s, GB_PER_S)}
+        for _, r in bw.iterrows()
+    ]
+    return _table("bandwidth", "NCCL bandwidth per op and size: transfer = shortest duration across "
+                  "ranks; busbw = algbw x NCCL's bus factor", rows)
+
+
+def _alpha_beta_table(fit: pd.DataFrame) -> dict:
+    one_size = "needs collectives of two or more payload sizes"
+    rows = [
+        {"op": r.op, "collectives": figure(r.collectives, COUNT), "sizes": figure(r.sizes, COUNT),
+         "latency": figure(r.latency_ns, NS, one_size),
+         "bandwidth": figure(r.bandwidth_gb_per_s, GB_PER_S, one_size if r.sizes < 2 else
+                             "transfer time does not grow with size"),
+         "r2": figure(r.r2, FRACTION, one_size)}
+        for _, r in fit.iterrows()
+    ]
+    return _table("alpha_beta", "Alpha-beta fit per op: transfer = latency + bytes / bandwidth "
+                  "(least squares)", rows)
+
+
+def _step_time_ns(run: Run, options: ReportOptions) -> int:
+    ranges = run_module(run, "crossrank.step_phases")
+    steps = ranges[ranges["phase"].isna()]
+    if options.step_from is not None:
+        steps = steps[steps["step"] >= options.step_from]
+    if options.step_to is not None:
+        steps = steps[steps["step"] < options.step_to]
+    return int((steps["end_ns"] - steps["start_ns"]).groupby(steps["step"]).median().sum())
+
+
+def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
+    if run_row is None:
+        return {"label": None, "reason": "no collective is matched on every rank of its group"}
+    if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns:
+        return {"label": "ranks in step", "reason": f"all waits in collectives add up to "
+                f"{_ms(run_row.total_wait_ns)}, under {IN_STEP_SHARE:.0%} of the steps' time"}
+    reason = (f"rank {int(run_row['rank'])} arrived last at {int(run_row.last_count)} of "
+              f"{int(run_row.collectives)} matched collectives, {_ms(run_row.lag_ns)} after the median rank "
+              f"in total, and made the others wait {_ms(run_row.imposed_wait_ns)} "
+              f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting)")
+    if isinstance(run_row.phase, str):
+        reason += (f"; its lag is in `{run_row.phase}`, +{_ms(run_row.phase_excess_ns / run_row.phase_steps)} "
+                   f"per step over the median rank")
+    return {"label": f"straggler: rank {int(run_row['rank'])}", "reason": reason}
+
+
+def _recommendations(run_row: pd.Series | None, offsets: pd.DataFrame, miss: pd.DataFrame) -> list[str]:
+    out = []
+    if run_row is not None and isinstance(run_row.phase, str):
+        out.append(f"Look at `{run_row.phase}` on rank {int(run_row['rank'])}: it runs "
+                   f"{_ms(run_row.phase_excess_ns / run_row.phase_steps)} per step longer than on the median "
+                   "rank (host time without waits, or GPU time of its kernels), and every other rank waits "
+                   "for it in the next collective.")
+    fine = offsets[offsets["source"] != "utc"]
+    if not fine.empty and fine["spread_ns"].max() > 10_000:
+        out.append(f"Clock alignment is loose (uncertainty up to {_ms(fine['spread_ns'].max())}): skews "
+                   "below that are noise.")
+    if not miss.empty:
+        first = miss.iloc[0]
+        out.append(f"{len(miss)} collective key(s) are not matched across ranks (first: pg {first.pg} seq "
+                   f"{first.seq}, {first.reason}); a rank issuing a different sequence of collectives "
+                   "hangs or corrupts NCCL runs, so check the code path of ranks "
+                   f"{first.present_ranks if first.reason == 'missing' else 'around that step'}.")
+    return out
+
+
+def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame) -> list[dict]:
+    out = []
+    utc_only = offsets[offsets["source"] == "utc"]
+    if len(utc_only) == len(offsets):
+        out.append({"what": "fine clock alignment", "reason": "no collective is matched across ranks, so "
+                    "reports are aligned by UTC session start only (errors of milliseconds are possible)"})
+    elif not utc_only.empty:
+        out.append({"what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
+                    "reason": "they share no matched collective with the reference rank, so they are "
+                              "aligned by UTC session start only (errors of milliseconds are possible)"})
+    if bw.empty:
+        out.append({"what": "NCCL bandwidth", "reason": "no matched collective has known bytes (nsyswrap's "
+                    "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
+    if not strag.empty and strag["phase"].isna().all():
+        out.append({"what": "the phase behind the straggler's lag",
+                    "reason": "no range nested in a `step:<i>` range is longer on it than on the median rank"})
+    return out
+
+
+def crossrank_section(run: Run, options: ReportOptions) -> dict:
+    """Build the section dict: verdict names the straggler; tables hold every figure."""
+    section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
+               "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
+    if len(run.reports) < 2:
+        section["cannot_answer"].append({"what": "cross-rank analysis",
+                                         "reason": "it needs the reports of two or more ranks"})
+        return section
+    steps = {"step_from": options.step_from, "step_to": options.step_to}
+    offsets = clock_offsets(run)
+    coll = matched_collectives(run, **steps)
+    strag = stragglers(run, **steps)
+    miss = mismatches(run)
+    bw = bandwidth(run, **steps)
+    run_rows = strag[strag["step"].isna()]
+    run_row = None if run_rows.empty else run_rows.iloc[0]
+    section["verdict"] = _verdict(run_row, _step_time_ns(run, options))
+    section["recommendations"] = _recommendations(run_row, offsets, miss)
+    section["tables"] = _offsets_tables(offsets)
+    if not coll.empty:
+        section["tables"] += [
+            _table("stragglers", "Straggler per step (most often last; ties: most wait imposed) and over "
+                   "all steps; phase = the range in the step that is longest vs the median rank",
+                   _straggler_rows(strag)),
+            _waits_table(coll),
+        ]
+    if not miss.empty:
+        section["tables"].append(_mismatch_table(miss))
+    if not bw.empty:
+        section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
+    section["cannot_answer"] = _cannot_answer(offsets, bw, strag)
+    if options.window_nvtx:
+        section["cannot_answer"].append({"what": "limiting cross-rank figures to --window-nvtx",
+                                         "reason": "they are computed per step (use --steps)"})
+    return section

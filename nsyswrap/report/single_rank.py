@@ -1,0 +1,335 @@
+"""The single-rank section: time ledger, collective exposure, idle gaps, launches, steps and
+NVTX GPU time per (rank, device), with a verdict and recommendations."""
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from nsyswrap import metrics
+from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.report.verdict import Evidence, Totals, naive_note, recommendations, verdict
+from nsyswrap.run import Run
+
+NSYSWRAP_CONTEXT = "^(fwd|bwd|coll):"
+ANY_CONTEXT = "."
+TOP_EXPOSED = 10
+TOP_RANGES = 15
+TINY_KERNEL_NS = 10_000
+CAUSES = ("host_bound", "sync", "other", "unknown")
+NO_COMM = "no NCCL kernel or peer-to-peer copy in the window on this device"
+NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with --trace=cuda)"
+
+
+def single_rank_section(run: Run, options: ReportOptions) -> dict:
+    """Build the section dict (see nsyswrap.report for the layout)."""
+    params = options.window_params()
+    ledger = metrics.time_ledger(run, **params)
+    by_text = metrics.gpu_time_by_text(run)
+    gaps = metrics.idle_gaps(run, **params)
+    launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
+    exposure = metrics.collective_exposure(run, **params, context_regex=_context_regex(by_text))
+    steps = metrics.step_ledger(run, **params)
+    totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
+    overall = sum(totals.values(), Totals())
+    tables = [
+        _ledger_table(ledger),
+        _shares_table(ledger, totals),
+        _collectives_table(metrics.exposure_summary(run, **params)),
+        _top_exposed_table(exposure),
+        _gaps_table(gaps, ledger),
+        _histogram_table(metrics.gap_histogram(run, **params)),
+        _launch_table(launch),
+        _steps_table(steps, options),
+        _ranges_table(by_text, options),
+    ]
+    cannot = _cannot_answer(run, options, ledger, exposure, gaps, steps)
+    if tables[-1] is None:
+        cannot.append({"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text)})
+    return {
+        "id": "single_rank",
+        "title": f"Where the GPU time goes (window: {options.describe()})",
+        "verdict": verdict(overall) if not ledger.empty else {
+            "label": None, "reason": "no device has GPU activity in the window"},
+        "recommendations": _recommendations(totals, exposure, launch),
+        "tables": [t for t in tables if t is not None],
+        "cannot_answer": cannot,
+    }
+
+
+def _recommendations(totals: dict, exposure: pd.DataFrame, launch: pd.DataFrame) -> list[str]:
+    """For the whole run, then for each group of devices whose own verdict differs."""
+    if not totals:
+        return []
+    overall = sum(totals.values(), Totals())
+    advice = recommendations(overall, _evidence(exposure, launch, list(totals)))
+    out = list(advice.values())
+    groups: dict[str, list] = {}
+    for key, t in totals.items():
+        groups.setdefault(verdict(t)["label"], []).append(key)
+    for label, keys in groups.items():
+        if label in (verdict(overall)["label"], "balanced", None):
+            continue
+        where = ", ".join(f"rank {r} device {d}" for r, d in keys)
+        group = sum((totals[k] for k in keys), Totals())
+        extra = recommendations(group, _evidence(exposure, launch, keys))
+        out += [f"On {where} ({label}): {text}" for topic, text in extra.items()
+                if topic not in advice]
+    note = naive_note(overall)
+    return out + ([note] if note else [])
+
+
+def _by_device(df: pd.DataFrame) -> dict[tuple[int, int], pd.Series]:
+    return {(int(r["rank"]), int(r.device)): r for _, r in df.iterrows()}
+
+
+def _totals(row: pd.Series, gaps: pd.DataFrame) -> Totals:
+    mine = gaps[(gaps["rank"] == row["rank"]) & (gaps.device == row.device)]
+    return Totals(
+        span_ns=int(row.span_ns), compute_busy_ns=int(row.compute_busy_ns),
+        comm_busy_ns=int(row.comm_busy_ns), both_ns=int(row.both_ns),
+        exposed_comm_ns=int(row.exposed_comm_ns), copy_only_ns=int(row.copy_only_ns),
+        idle_ns=int(row.idle_ns), compute_sum_ns=int(row.compute_sum_ns),
+        comm_sum_ns=int(row.comm_sum_ns),
+        gap_ns={c: int(n) for c, n in mine.groupby("cause").dur_ns.sum().items()},
+    )
+
+
+def _context_regex(by_text: pd.DataFrame) -> str:
+    """nsyswrap's module/collective ranges when the run has them, else any range."""
+    has_ours = by_text.text.str.match(r"(?:fwd|bwd|coll):").any()
+    return NSYSWRAP_CONTEXT if has_ours else ANY_CONTEXT
+
+
+def _table(table_id: str, title: str, rows: list[dict]) -> dict:
+    return {"id": table_id, "title": title, "rows": rows}
+
+
+def _key(row) -> dict:
+    return {"rank": int(row["rank"]), "device": int(row["device"])}
+
+
+def _ledger_table(ledger: pd.DataFrame) -> dict:
+    rows = [
+        {**_key(r), "span": figure(r.span_ns, NS),
+         "compute_only": figure(r.compute_only_ns, NS), "both": figure(r.both_ns, NS),
+         "comm_only": figure(r.comm_only_ns, NS), "copy_only": figure(r.copy_only_ns, NS),
+         "idle": figure(r.idle_ns, NS), "compute_busy": figure(r.compute_busy_ns, NS),
+         "comm_busy": figure(r.comm_busy_ns, NS), "copy_busy": figure(r.copy_busy_ns, NS)}
+        for _, r in ledger.iterrows()
+    ]
+    return _table("ledger", "Time ledger: compute_only + both + comm_only + copy_only + idle "
+                  "= span", rows)
+
+
+def _shares_table(ledger: pd.DataFrame, totals: dict) -> dict:
+    rows = []
+    for _, r in ledger.iterrows():
+        empty = "the window is empty"
+        rows.append({
+            **_key(r),
+            "compute_only": share(r.compute_only_ns, r.span_ns, empty),
+            "both": share(r.both_ns, r.span_ns, empty),
+            "exposed_comm": share(r.exposed_comm_ns, r.span_ns, empty),
+            "copy_only": share(r.copy_only_ns, r.span_ns, empty),
+            "idle": share(r.idle_ns, r.span_ns, empty),
+            "overlap_ratio": figure(r.overlap_ratio, FRACTION, NO_COMM),
+            "naive_overlap_ratio": figure(r.naive_overlap_ratio, FRACTION, NO_COMM),
+            "verdict": verdict(totals[(int(r["rank"]), int(r.device))])["label"],
+        })
+    return _table("shares", "Shares of the span; overlap = both / comm busy (exact) beside the "
+                  "naive (compute + comm - span) / comm", rows)
+
+
+def _collectives_table(summary: pd.DataFrame) -> dict | None:
+    if summary.empty:
+        return None
+    rows = [
+        {**_key(r), "collectives": figure(r.collectives, COUNT), "hidden": figure(r.hidden, COUNT),
+         "partly_hidden": figure(r.partly_hidden, COUNT), "exposed": figure(r.exposed, COUNT),
+         "nccl_time": figure(r.total_ns, NS), "overlapped": figure(r.overlap_ns, NS),
+         "exposed_time": figure(r.exposed_ns, NS)}
+        for _, r in summary.iterrows()
+    ]
+    return _table("collectives", "NCCL kernels hidden behind compute on the same device", rows)
+
+
+def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
+    top = exposure[exposure.exposed_ns > 0].head(TOP_EXPOSED)
+    if top.empty:
+        return None
+    no_launch = "no launch call traced for this kernel"
+    rows = [
+        {**_key(r), "kernel": r["name"],
+         "step": figure(r.step, COUNT, "launch call outside every step range" if pd.notna(
+             r.launch_ns) else no_launch),
+         "context": r.context if isinstance(r.context, str) else None,
+         "duration": figure(r.dur_ns, NS), "exposed": figure(r.exposed_ns, NS),
+         "exposure": r.exposure, "compute_stream": bool(r.compute_stream)}
+        for _, r in top.iterrows()
+    ]
+    return _table("top_exposed", f"Most exposed NCCL kernels (top {TOP_EXPOSED}); context = "
+                  "innermost NVTX range around the launch call", rows)
+
+
+def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
+    if gaps.empty:
+        return None
+    rows = []
+    idle = {k: r.idle_ns for k, r in _by_device(ledger).items()}
+    for (rank, device), mine in gaps.groupby(["rank", "device"]):
+        for cause in CAUSES:
+            part = mine[mine.cause == cause]
+            if part.empty:
+                continue
+            rows.append({
+                "rank": int(rank), "device": int(device), "cause": cause,
+                "gaps": figure(len(part), COUNT), "total": figure(part.dur_ns.sum(), NS),
+                "longest": figure(part.dur_ns.max(), NS),
+                "share_of_idle": share(part.dur_ns.sum(), idle.get((rank, device)),
+                                       "no idle time"),
+            })
+    return _table("idle_gaps", "Idle gaps (nothing on any stream) by cause: other = the next "
+                  "kernel was already queued, else sync = host syncs cover half the gap, else "
+                  "host_bound = the next kernel was launched after the GPU went idle", rows)
+
+
+def _histogram_table(hist: pd.DataFrame) -> dict | None:
+    if hist.empty:
+        return None
+    rows = []
+    for (rank, device, lo), part in hist.groupby(["rank", "device", "bucket_lo_ns"]):
+        hi = part.bucket_hi_ns.iloc[0]
+        label = f">= {_duration(lo)}" if pd.isna(hi) else f"{_duration(lo)} - {_duration(hi)}"
+        counts = dict(zip(part.cause, part.gaps))
+        rows.append({"rank": int(rank), "device": int(device), "length": label,
+                     **{c: figure(counts.get(c, 0), COUNT) for c in CAUSES},
+                     "total": figure(part.total_ns.sum(), NS)})
+    return _table("gap_histogram", "Idle gaps by length and cause (counts)", rows)
+
+
+def _duration(ns: float) -> str:
+    ns = int(ns)
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns >= size:
+            return f"{ns / size:g} {unit}"
+    return f"{ns} ns"
+
+
+def _launch_table(launch: pd.DataFrame) -> dict | None:
+    if launch.empty:
+        return None
+    rows = [
+        {**_key(r), "kernels": figure(r.kernels, COUNT), "launched": figure(r.launched, COUNT),
+         "latency_p50": figure(r.latency_p50_ns, NS, NO_LAUNCHES),
+         "latency_p90": figure(r.latency_p90_ns, NS, NO_LAUNCHES),
+         "latency_max": figure(r.latency_max_ns, NS, NO_LAUNCHES),
+         "kernel_p50": figure(r.kernel_p50_ns, NS),
+         "tiny_kernels": figure(r.tiny_kernels, COUNT),
+         "tiny_share": share(r.tiny_kernels, r.kernels, "no kernels")}
+        for _, r in launch.iterrows()
+    ]
+    return _table("launches", f"Launch latency (kernel start - launch call start); tiny = shorter "
+                  f"than {TINY_KERNEL_NS / 1000:g} us", rows)
+
+
+def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
+    if steps.empty:
+        return None
+    rows = [
+        {**_key(r), "step": int(r.step), "duration": figure(r.duration_ns, NS),
+         "compute": figure(r.compute_busy_ns, NS), "comm": figure(r.comm_busy_ns, NS),
+         "exposed_comm": figure(r.exposed_comm_ns, NS), "copy_only": figure(r.copy_only_ns, NS),
+         "idle": figure(r.idle_ns, NS)}
+        for _, r in steps.iterrows()
+    ]
+    return _table("steps", f"Steps (NVTX ranges like {options.step_pattern!r}); compute and "
+                  "comm are busy unions", rows)
+
+
+def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
+    steps = by_text.text.str.match(_like_regex(options.step_pattern))
+    ranges = by_text[(by_text.gpu_ns > 0) & ~steps]
+    if ranges.empty:
+        return None
+    top = ranges.sort_values(["gpu_ns", "rank", "text"], ascending=[False, True, True])
+    rows = [
+        {"rank": int(r["rank"]), "range": r.text, "ranges": figure(r.ranges, COUNT),
+         "range_time": figure(r.range_ns, NS), "kernels": figure(r.kernels, COUNT),
+         "gpu_time": figure(r.gpu_ns, NS), "compute": figure(r.compute_ns, NS),
+         "nccl": figure(r.nccl_ns, NS), "copies": figure(r.copy_ns, NS)}
+        for _, r in top.head(TOP_RANGES).iterrows()
+    ]
+    return _table("nvtx_gpu_time", f"GPU time launched inside NVTX ranges, whole capture (top "
+                  f"{TOP_RANGES}; summed kernel time; nested ranges include their children)", rows)
+
+
+def _why_no_ranges(by_text: pd.DataFrame) -> str:
+    if by_text.empty:
+        return ("the reports have no NVTX ranges; annotate the model (nsyswrap launch "
+                "--annotate all) and capture with --trace=nvtx")
+    return "no GPU work was launched inside an NVTX range other than the steps"
+
+
+def _like_regex(pattern: str) -> str:
+    """A SQL LIKE pattern as an anchored regex."""
+    parts = (".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return "^" + "".join(parts) + "$"
+
+
+def _evidence(exposure: pd.DataFrame, launch: pd.DataFrame, keys: list) -> Evidence:
+    """What the recommendations cite, from the devices `keys` ((rank, device) pairs)."""
+    e = Evidence(tiny_threshold_ns=TINY_KERNEL_NS)
+    exposure, launch = _only(exposure, keys), _only(launch, keys)
+    exposed = exposure[exposure.exposed_ns > 0]
+    if not exposed.empty:
+        r = exposed.iloc[0]
+        where = f" in {r.context}" if isinstance(r.context, str) else ""
+        step = f" (step {int(r.step)})" if pd.notna(r.step) else ""
+        e.top_exposed = (f"{r['name']} on rank {r['rank']} device {r.device}{where}{step}, "
+                         f"{r.exposed_ns / 1e6:,.2f} ms exposed")
+        shared = exposed[exposed.compute_stream][["rank", "device"]].drop_duplicates()
+        e.same_stream = [f"rank {r['rank']} device {r.device}" for _, r in shared.iterrows()]
+    e.ranks = len({r for r, _ in keys})
+    if not launch.empty:
+        e.kernels = int(launch.kernels.sum())
+        e.tiny_kernels = int(launch.tiny_kernels.sum())
+    return e
+
+
+def _only(df: pd.DataFrame, keys: list) -> pd.DataFrame:
+    return df[pd.MultiIndex.from_arrays([df["rank"], df.device]).isin(keys)]
+
+
+def _cannot_answer(run: Run, options: ReportOptions, ledger: pd.DataFrame,
+                   exposure: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame) -> list[dict]:
+    out = []
+    active = metrics.time_ledger(run) if options.limits_window else ledger
+    with_gpu = set(active["rank"])
+    in_window = set(ledger["rank"])
+    for report in run.reports:
+        if report.rank not in with_gpu:
+            out.append({
+                "what": f"the time ledger, collective exposure, idle gaps and launch latency of "
+                        f"rank {report.rank} ({report.path.name})",
+                "reason": "the report has no GPU activity (no CUDA kernel, memcpy or memset "
+                          "rows); capture with nsys profile --trace=cuda",
+            })
+        elif report.rank not in in_window:
+            out.append({
+                "what": f"the metrics of rank {report.rank} ({report.path.name})",
+                "reason": f"its window is empty: nothing matches {options.describe()}",
+            })
+    if not ledger.empty and exposure.empty:
+        out.append({"what": "collective exposure",
+                    "reason": "no NCCL kernels in the window (communication, if any, is "
+                              "peer-to-peer copies only)" if ledger.comm_kernels.sum() else
+                              "no NCCL kernels or peer-to-peer copies in the window"})
+    if not gaps.empty and (gaps.cause == "unknown").all():
+        out.append({"what": "the causes of idle gaps", "reason": NO_LAUNCHES})
+    if steps.empty:
+        out.append({"what": "the step breakdown",
+                    "reason": f"no NVTX range matches the step pattern {options.step_pattern!r} "
+                              "in the window; pass --step-pattern, e.g. 'ProfilerStep#%'"})
+    return out

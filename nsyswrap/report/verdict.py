@@ -1,0 +1,180 @@
+"""The verdict on where GPU time goes, and what to do about it.
+
+Shares are of the analysed span (summed over the devices judged together):
+* communication-bound: exposed communication >= COMM_BOUND and at least the idle share;
+* host-bound: idle >= IDLE_BOUND and gaps caused by the host (host_bound or sync) make
+  up at least half of the idle time;
+* compute-bound: compute runs >= COMPUTE_BOUND of the span;
+* balanced: none of these.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+COMM_BOUND = 0.15
+IDLE_BOUND = 0.15
+COMPUTE_BOUND = 0.70
+COPY_NOTABLE = 0.05
+TINY_NOTABLE = 0.30
+NAIVE_MISLEADS = 0.10
+HOST_CAUSES = ("host_bound", "sync")
+
+
+@dataclass
+class Totals:
+    """Ledger and gap time (ns) of one device, or summed over several."""
+
+    span_ns: int = 0
+    compute_busy_ns: int = 0
+    comm_busy_ns: int = 0
+    both_ns: int = 0
+    exposed_comm_ns: int = 0
+    copy_only_ns: int = 0
+    idle_ns: int = 0
+    compute_sum_ns: int = 0
+    comm_sum_ns: int = 0
+    gap_ns: dict[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: Totals) -> Totals:
+        gaps = dict(self.gap_ns)
+        for cause, ns in other.gap_ns.items():
+            gaps[cause] = gaps.get(cause, 0) + ns
+        numbers = {k: getattr(self, k) + getattr(other, k) for k in _NUMBERS}
+        return Totals(**numbers, gap_ns=gaps)
+
+    def share(self, ns: int) -> float:
+        return ns / self.span_ns if self.span_ns else 0.0
+
+    @property
+    def host_idle_ns(self) -> int:
+        return sum(self.gap_ns.get(c, 0) for c in HOST_CAUSES)
+
+
+_NUMBERS = [k for k in Totals.__dataclass_fields__ if k != "gap_ns"]
+
+
+def verdict(t: Totals) -> dict:
+    """{"label": compute-bound | communication-bound | host-bound | balanced | null, "reason"}."""
+    if t.span_ns <= 0:
+        return {"label": None, "reason": "the analysed window is empty"}
+    exposed, idle = t.share(t.exposed_comm_ns), t.share(t.idle_ns)
+    compute = t.share(t.compute_busy_ns)
+    shares = (f"compute runs {compute:.0%}, exposed communication {exposed:.0%}, copies "
+              f"alone {t.share(t.copy_only_ns):.0%}, idle {idle:.0%} of the time")
+    if exposed >= COMM_BOUND and exposed >= idle:
+        return {"label": "communication-bound", "reason": shares}
+    if idle >= IDLE_BOUND and 2 * t.host_idle_ns >= t.idle_ns:
+        return {"label": "host-bound",
+                "reason": f"{shares}; the host caused {t.host_idle_ns / t.idle_ns:.0%} of the "
+                          "idle time"}
+    if compute >= COMPUTE_BOUND:
+        return {"label": "compute-bound", "reason": shares}
+    return {"label": "balanced", "reason": f"{shares}; no single cause dominates"}
+
+
+@dataclass
+class Evidence:
+    """What the recommendations cite besides the totals."""
+
+    top_exposed: str | None = None       # "AllReduce in bwd:layers.3 (step 2), 1.2 ms exposed"
+    same_stream: list[str] = field(default_factory=list)  # "rank 0 device 1": NCCL on compute
+    ranks: int = 1
+    kernels: int = 0
+    tiny_kernels: int = 0
+    tiny_threshold_ns: int = 10_000
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.2f} ms"
+
+
+def recommendations(t: Totals, e: Evidence) -> dict[str, str]:
+    """Concrete next steps by topic (exposed, same_stream, overlap, sync, launch, queued,
+    copies, compute, balanced), most important first."""
+    out: dict[str, str] = {}
+    label = verdict(t)["label"]
+    if label == "communication-bound":
+        out["exposed"] = (
+            f"Communication is exposed for {_ms(t.exposed_comm_ns)} "
+            f"({t.share(t.exposed_comm_ns):.0%} of the time); only "
+            f"{t.both_ns / t.comm_busy_ns:.0%} of it overlaps compute."
+            + (f" Most exposed: {e.top_exposed}." if e.top_exposed else "")
+            + (" Part of it may be waiting for a slower rank (see the cross-rank section)."
+               if e.ranks > 1 else "")
+        )
+        out["overlap"] = (
+            "Overlap more and communicate less often: with DDP tune bucket_cap_mb so the first "
+            "buckets start early in backward, with FSDP set backward_prefetch=BACKWARD_PRE and "
+            "forward_prefetch=True; accumulate gradients under no_sync() to all-reduce less "
+            "often; halve the bytes with a bf16 compression hook."
+        )
+    if e.same_stream:
+        out["same_stream"] = (
+            f"Exposed NCCL kernels share a stream with compute on {', '.join(e.same_stream)}, so "
+            "they cannot overlap it: issue collectives on their own stream (async_op=True, or "
+            "DDP/FSDP, which do) and wait on the handle only where the result is needed."
+        )
+    if t.share(t.idle_ns) >= IDLE_BOUND or label == "host-bound":
+        out.update(_idle_advice(t, e))
+    if t.share(t.copy_only_ns) >= COPY_NOTABLE:
+        out["copies"] = (
+            f"Copies alone occupy the GPU for {_ms(t.copy_only_ns)} "
+            f"({t.share(t.copy_only_ns):.0%}): use pinned host memory with non_blocking=True and "
+            "prefetch the next batch on a side stream so copies overlap compute."
+        )
+    if label == "compute-bound":
+        out["compute"] = (
+            f"The GPU computes {t.share(t.compute_busy_ns):.0%} of the time: make the kernels "
+            "faster (bf16 autocast, TF32 matmuls, fused or flash attention, torch.compile) and "
+            "start from the longest ones (`nsyswrap query kernels.summary`)."
+        )
+    if label == "balanced" and not out:
+        out["balanced"] = (
+            "No single cause dominates; compare the steps and the longest kernels "
+            "(`nsyswrap query kernels.summary`) to choose what to improve first.")
+    return out
+
+
+def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
+    """What to do about idle time, by the cause that dominates it."""
+    out = {}
+    sync, launch = t.gap_ns.get("sync", 0), t.gap_ns.get("host_bound", 0)
+    if sync and sync >= launch:
+        out["sync"] = (
+            f"The GPU waits for the host after synchronizations for {_ms(sync)}: remove .item(), "
+            ".cpu(), print(tensor) and torch.cuda.synchronize() from the step loop, copy with "
+            "non_blocking=True, and log metrics every N steps."
+        )
+    elif launch:
+        tiny = ""
+        if e.kernels and e.tiny_kernels / e.kernels >= TINY_NOTABLE:
+            tiny = (f" {e.tiny_kernels} of {e.kernels} kernels are shorter than "
+                    f"{e.tiny_threshold_ns / 1000:g} us, so launch overhead dominates.")
+        out["launch"] = (
+            f"The GPU is idle {_ms(launch)} waiting for kernel launches.{tiny} Launch fewer, "
+            "larger kernels: torch.compile to fuse them, CUDA graphs (torch.compile(mode="
+            "'reduce-overhead')) to launch a whole step at once, a larger batch per GPU; move "
+            "data loading off the critical path (DataLoader num_workers, pin_memory=True)."
+        )
+    other = t.gap_ns.get("other", 0)
+    if other and other > t.host_idle_ns:
+        out["queued"] = (
+            f"The GPU sits idle {_ms(other)} although the next kernel was already queued: it "
+            "waits for an event, another stream or another GPU; look for stream waits and "
+            "peer-to-peer dependencies before these gaps (`nsyswrap query gaps.idle`)."
+        )
+    return out
+
+
+def naive_note(t: Totals) -> str | None:
+    """A warning when the summed-time overlap estimate differs much from the exact one."""
+    if not t.comm_sum_ns:
+        return None
+    naive = (t.compute_sum_ns + t.comm_sum_ns - t.span_ns) / t.comm_sum_ns
+    exact = t.both_ns / t.comm_busy_ns if t.comm_busy_ns else 0.0
+    if abs(naive - exact) < NAIVE_MISLEADS:
+        return None
+    impossible = " (an impossible value)" if not 0 <= naive <= 1 else ""
+    return (f"Note: the usual estimate (compute + comm - span) / comm says {naive:.0%} "
+            f"overlap{impossible}, the exact overlap is {exact:.0%}; summed kernel times "
+            "mislead when streams run at once or the GPU idles.")

@@ -1,0 +1,61 @@
+-- One row per (op, payload size, group size) of matched collectives whose bytes
+-- are known (from the `coll:` ranges): transfer time and NCCL's algorithm and
+-- bus bandwidth. Transfer time of a collective is its shortest duration across
+-- ranks (the last rank to arrive does not wait). Bus bandwidth = algorithm
+-- bandwidth x NCCL's factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter
+-- and all_to_all (n-1)/n; broadcast, reduce and others 1. `bytes` is taken as
+-- nccl-tests' size (for all_gather the gathered size).
+-- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
+-- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
+-- @column op VARCHAR               Collective, e.g. all_reduce.
+-- @column bytes BIGINT             Payload bytes.
+-- @column ranks BIGINT             Group size n (range's size=, else matched).
+-- @column collectives BIGINT       Matched collectives of this op and size.
+-- @column transfer_ns BIGINT       Median transfer time (ns).
+-- @column min_transfer_ns BIGINT   Shortest transfer time (ns).
+-- @column algbw_gb_per_s DOUBLE    bytes / median transfer time (GB/s).
+-- @column bus_factor DOUBLE        NCCL's bus bandwidth factor for op and n.
+-- @column busbw_gb_per_s DOUBLE    algbw_gb_per_s x bus_factor (GB/s).
+WITH transfers AS (
+    SELECT
+        pg,
+        seq,
+        any_value(op) AS op,
+        any_value(bytes) AS bytes,
+        coalesce(any_value(group_size), count(*)) AS ranks,
+        any_value(transfer_ns) AS transfer_ns
+    FROM xr_collectives($step_from, $step_to)
+    GROUP BY pg, seq
+),
+sizes AS (
+    SELECT
+        op,
+        bytes,
+        ranks,
+        count(*) AS collectives,
+        round(median(transfer_ns))::BIGINT AS transfer_ns,
+        min(transfer_ns) AS min_transfer_ns,
+        CASE
+            WHEN op LIKE 'all_reduce%' THEN 2.0 * (ranks - 1) / ranks
+            WHEN op LIKE 'all_gather%'
+                OR op LIKE 'reduce_scatter%'
+                OR op LIKE 'all_to_all%' THEN (ranks - 1) / ranks
+            ELSE 1.0
+        END AS bus_factor
+    FROM transfers
+    WHERE bytes > 0
+        AND transfer_ns > 0
+    GROUP BY op, bytes, ranks
+)
+SELECT
+    op,
+    bytes,
+    ranks,
+    collectives,
+    transfer_ns,
+    min_transfer_ns,
+    bytes / transfer_ns AS algbw_gb_per_s,
+    bus_factor,
+    bytes / transfer_ns * bus_factor AS busbw_gb_per_s
+FROM sizes
+ORDER BY op, bytes, ranks

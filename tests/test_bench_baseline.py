@@ -1,0 +1,41 @@
+"""The benchmark's pandas baseline computes what nsyswrap computes, to the nanosecond."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import nsyswrap
+from bench.baseline import analyse
+
+from conftest import FIXTURES
+
+RUNS = ["run2", "edge_cases", "run4_straggler"]
+GAP_COLUMNS = ["rank", "device", "start_ns", "end_ns", "dur_ns", "sync_ns", "next_launch_ns", "cause"]
+SKEW_COLUMNS = ["pg", "seq", "rank", "start_ns", "end_ns", "wait_ns", "last_rank", "skew_ns"]
+
+
+def _same(ours: pd.DataFrame, theirs: pd.DataFrame, keys: list[str]) -> None:
+    ours = ours.sort_values(keys).reset_index(drop=True)
+    theirs = theirs[ours.columns].sort_values(keys).reset_index(drop=True)
+    pd.testing.assert_frame_equal(ours, theirs, check_dtype=False)
+
+
+@pytest.fixture(scope="module", params=RUNS)
+def run(request):
+    path = FIXTURES / request.param
+    return path, analyse([path])
+
+
+def test_ledger_matches_nsyswrap(run):
+    path, (ledger, _, _) = run
+    _same(ledger, nsyswrap.query("ledger.devices", [path]), ["rank", "device"])
+
+
+def test_idle_gaps_match_nsyswrap(run):
+    path, (_, gaps, _) = run
+    _same(gaps[GAP_COLUMNS], nsyswrap.query("gaps.idle", [path]), ["rank", "device", "start_ns"])
+
+
+def test_collective_skew_matches_nsyswrap(run):
+    path, (_, _, skew) = run
+    _same(skew[SKEW_COLUMNS], nsyswrap.query("crossrank.collectives", [path]), ["pg", "seq", "rank"])

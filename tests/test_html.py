@@ -1,0 +1,63 @@
+"""`nsyswrap report RUN --html PATH`: a self-contained page with the plots and every section."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from crossrank_runs import planted_run
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """(run dir, page path, page text) of `nsyswrap report RUN --html` on a 4-rank run."""
+    from nsyswrap.cli import main
+
+    out = tmp_path_factory.mktemp("html_run")
+    planted_run(out, ranks=4, steps=3, straggler=(3, "data_loading", 200_000))
+    html = out / "report.html"
+    with pytest.raises(SystemExit) as done:
+        main(["report", str(out), "--html", str(html), "-f", "json", "-o", str(out / "report.json")])
+    assert done.value.code in (0, None)
+    return out, html, html.read_text(encoding="utf-8")
+
+
+def test_page_is_self_contained(page):
+    _, _, text = page
+    assert text.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<script|<link|<img|<iframe|url\(|@import", text)
+    assert set(re.findall(r"https?://[^\s\"'<>]+", text)) <= {"http://www.w3.org/2000/svg"}
+
+
+def test_page_has_the_three_plots_and_the_sections(page):
+    _, _, text = page
+    for label in ("per-rank step timeline", "GPU time ledger per rank", "arrival skew per rank and collective"):
+        assert f'aria-label="{label}"' in text
+    assert text.count("<svg") == 3
+    assert "straggler: rank 3" in text and "`data_loading`" in text
+    assert "Where the GPU time goes" in text and "Across ranks" in text
+    assert len(re.findall(r"<title>rank \d+, pg=0 seq=\d+: arrived", text)) == 4 * 6  # one cell per rank x collective
+
+
+def test_cli_refuses_to_overwrite_the_page(cli, page):
+    out, html, _ = page
+    code, _, err = cli("report", out, "--html", html)
+    assert code == 1 and "already exists" in err
+    assert cli("report", out, "--html", html, "--force", "-f", "json")[0] == 0
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_page_renders_headless(page, tmp_path):
+    _, html, _ = page
+    png = tmp_path / "page.png"
+    subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--screenshot={png}",
+         "--window-size=1400,1800", html.as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )
+    assert png.stat().st_size > 20_000  # a blank page is a few kB
