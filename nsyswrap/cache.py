@@ -80,6 +80,9 @@ def _raw(path: Path, key: str, tables: dict[str, set[str]]):
 def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
     con = duckdb.connect()
     try:
+        # One thread per report: the build is paced by the single stream out of SQLite and
+        # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.
+        con.execute("SET threads = 1")
         con.execute((_views_dir() / "_macros.sql").read_text())
         small: dict[str, pa.Table] = {}
         for view in VIEWS:

@@ -1,6 +1,8 @@
 """A run: several per-rank reports behind one DuckDB connection with the normalized views."""
 from __future__ import annotations
 
+import shutil
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ MEMORY_LIMIT = "2GB"
 class Run:
     con: duckdb.DuckDBPyConnection
     reports: list[Report]
+    spill_dir: Path
 
     def df(self, sql: str, params: dict | None = None) -> pd.DataFrame:
         """Run SQL over the views with bound parameters and return a DataFrame."""
@@ -32,6 +35,7 @@ class Run:
 
     def close(self) -> None:
         self.con.close()
+        shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def __enter__(self) -> "Run":
         return self
@@ -72,6 +76,10 @@ def open_run(
         dirs = list(pool.map(prepare, reports))
     con = duckdb.connect()
     con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+    # DuckDB spills to ./.tmp by default and, when done, deletes every spill file there,
+    # also other processes' ones: give each run a directory of its own.
+    spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
+    con.execute(f"SET temp_directory = {_quote(str(spill))}")
     for view in VIEWS:
         parts = [
             f"SELECT {r.rank}::INTEGER AS rank, {_quote(str(r.path))} AS report, * "
@@ -81,7 +89,7 @@ def open_run(
         con.execute(f"CREATE VIEW {view} AS " + "\nUNION ALL\n".join(parts))
     for macros in sorted((sql_root() / "_macros").glob("*.sql")):
         con.execute(macros.read_text())
-    return Run(con, reports)
+    return Run(con, reports, spill)
 
 
 @dataclass(frozen=True)

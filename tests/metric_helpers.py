@@ -48,7 +48,7 @@ def table_run(tmp_path: Path) -> Run:
         columns = ", ".join(f'"{n}" {t}' for n, t in zip(cols.column_name, cols.column_type))
         con.execute(f"CREATE TABLE {view} ({columns})")
     con.execute((sql_root() / "_macros" / "metrics.sql").read_text())
-    return Run(con, [])
+    return Run(con, [], tmp_path / "spill")
 
 
 def set_kernels(run: Run, rows: list[dict]) -> None:

@@ -16,33 +16,52 @@
 -- @column kernel_end_ns BIGINT    End of the launched work, ns.
 -- @column kind VARCHAR            Kind of the launched work (see kernels.kind).
 -- @column latency_ns BIGINT       kernel_start_ns - start_ns: launch latency.
-WITH ranked AS (
+WITH joined AS (
     SELECT
-        pid,
-        correlation_id,
-        arg_min(
-            {'tid': tid, 'api': api, 'start_ns': start_ns, 'end_ns': end_ns},
-            (CASE api_class WHEN 'runtime' THEN 0 WHEN 'driver' THEN 1 ELSE 2 END, start_ns)
-        ) AS call
+        a.pid,
+        a.tid,
+        a.api,
+        a.start_ns,
+        a.end_ns,
+        a.correlation_id,
+        k.device,
+        k.stream,
+        k.start_ns AS kernel_start_ns,
+        k.end_ns AS kernel_end_ns,
+        k.kind,
+        CASE a.api_class WHEN 'runtime' THEN 0 WHEN 'driver' THEN 1 ELSE 2 END
+            AS preference
+    FROM api_calls AS a
+    JOIN kernels AS k
+        ON k.pid = a.pid
+        AND k.correlation_id = a.correlation_id
+),
+repeated AS (
+    SELECT pid, correlation_id
     FROM api_calls
-    WHERE (pid, correlation_id) IN (SELECT (pid, correlation_id) FROM kernels)
-    GROUP BY pid, correlation_id
+    GROUP BY ALL
+    HAVING count(*) > 1
+),
+chosen AS (
+    SELECT * FROM joined ANTI JOIN repeated USING (pid, correlation_id)
+    UNION ALL
+    SELECT * FROM (SELECT * FROM joined SEMI JOIN repeated USING (pid, correlation_id))
+    QUALIFY row_number() OVER (
+        PARTITION BY pid, correlation_id ORDER BY preference, start_ns
+    ) = 1
 )
 SELECT
-    a.pid,
-    a.call.tid AS tid,
-    a.call.api AS api,
-    a.call.start_ns AS start_ns,
-    a.call.end_ns AS end_ns,
-    a.call.end_ns - a.call.start_ns AS dur_ns,
-    a.correlation_id,
-    k.device,
-    k.stream,
-    k.start_ns AS kernel_start_ns,
-    k.end_ns AS kernel_end_ns,
-    k.kind,
-    k.start_ns - a.call.start_ns AS latency_ns
-FROM ranked AS a
-JOIN kernels AS k
-    ON k.pid = a.pid
-    AND k.correlation_id = a.correlation_id
+    pid,
+    tid,
+    api,
+    start_ns,
+    end_ns,
+    end_ns - start_ns AS dur_ns,
+    correlation_id,
+    device,
+    stream,
+    kernel_start_ns,
+    kernel_end_ns,
+    kind,
+    kernel_start_ns - start_ns AS latency_ns
+FROM chosen

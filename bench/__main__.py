@@ -1,0 +1,63 @@
+"""`python -m bench`: generate (or reuse) the runs, measure, print and write bench/RESULTS.md."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+from bench import dataset, results, suite
+
+DEFAULT_BUDGET_S = 570  # the whole command, generation included, stays under 10 minutes
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _saved(part: str) -> dict | None:
+    path = dataset.OUT / f"results-{part}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _run_part(part: str, session: suite.Session) -> None:
+    started, load = time.monotonic(), _load()
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    size = None
+    if part == "main":
+        run = dataset.main_run(session.steps)
+        size = dataset.size_of(run)
+        suite.main_suite(session, run)
+    else:
+        suite.scale_suite(session)
+    result = {"part": part, "started": stamp, "duration_s": time.monotonic() - started, "load_before": load,
+              "load_after": _load(), "jobs": session.jobs, "dataset": size, "rows": session.rows}
+    (dataset.OUT / f"results-{part}.json").write_text(json.dumps(result, indent=1))
+    session.rows = []
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--part", choices=("all", "main", "scale"), default="all",
+                        help="main: the 8-rank comparison; scale: 1-8 ranks, 0.25-1 M kernels (default: both)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
+                        help="seconds for everything; measurements that do not fit are reported as skipped")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="reports nsyswrap normalizes at a time")
+    parser.add_argument("--steps", type=int, default=dataset.FULL_STEPS,
+                        help="steps per rank (~1000 kernels each); fewer for a quick try")
+    args = parser.parse_args(argv)
+    dataset.OUT.mkdir(parents=True, exist_ok=True)
+    session = suite.Session(args.budget, args.jobs, args.steps)
+    for part in ("main", "scale"):
+        if args.part in ("all", part):
+            _run_part(part, session)
+    text = results.render(_saved("main"), _saved("scale"))
+    results.RESULTS_MD.write_text(text + "\n")
+    print(text)
+    print(f"\nwrote {results.RESULTS_MD}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""What one measured process does: `python -m bench.tasks TASK RUN [options]`.
+
+Each task imports only what it needs, times its own work and prints one JSON line
+({"work_s": ..., "peak_rss_mb": ..., more}); `measure.run_task` adds the process's
+wall time and CPU time.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import time
+from pathlib import Path
+
+
+def task_floor(args) -> dict:
+    from bench.floor import floor
+
+    return floor(args.run)
+
+
+def task_startup(args) -> dict:
+    import nsyswrap.cli  # noqa: F401  (the import is the work)
+
+    return {}
+
+
+def task_extract(args) -> dict:
+    """Read the big tables into Arrow exactly as nsyswrap's cache does, `jobs` reports at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nsyswrap.cache import _raw
+    from nsyswrap.reports import expand
+    from nsyswrap.validate import inspect_tables
+
+    def read(path: Path) -> int:
+        tables = inspect_tables(path)
+        return sum(sum(b.num_rows for b in _raw(path, key, tables)) for key in ("kernel", "runtime", "nvtx"))
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        return {"rows": sum(pool.map(read, expand([args.run])))}
+
+
+def task_report(args) -> dict:
+    """`nsyswrap report RUN -j N`, its terminal output captured."""
+    from nsyswrap.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            main(["report", str(args.run), "-j", str(args.jobs)])
+        except SystemExit as done:  # click ends every command with sys.exit
+            if done.code:
+                raise
+    return {"output_chars": len(out.getvalue())}
+
+
+def task_open(args) -> dict:
+    """open_run alone: normalization into the cache when it is cold, a few checks when warm."""
+    from nsyswrap import open_run
+
+    with open_run([args.run], jobs=args.jobs) as run:
+        return {"reports": len(run.reports)}
+
+
+def task_modules(args) -> dict:
+    """Prebuilt modules (`--name`, repeatable) on one open run; the open and the queries are timed apart."""
+    from nsyswrap import open_run
+    from nsyswrap.queries import run_module
+
+    started = time.perf_counter()
+    with open_run([args.run], jobs=args.jobs) as run:
+        opened = time.perf_counter()
+        rows = sum(len(run_module(run, name)) for name in args.name)
+        return {"open_s": opened - started, "query_s": time.perf_counter() - opened, "rows": rows}
+
+
+def task_baseline(args) -> dict:
+    from bench.baseline import analyse
+
+    ledger, gaps, skew = analyse([args.run])
+    return {"ledger_rows": len(ledger), "gaps": len(gaps), "collective_rows": len(skew)}
+
+
+TASKS = {name[5:]: fn for name, fn in globals().items() if name.startswith("task_")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.tasks")
+    parser.add_argument("task", choices=sorted(TASKS))
+    parser.add_argument("run", type=Path, nargs="?")
+    parser.add_argument("--name", action="append", default=[], help="module name (task modules, repeatable)")
+    parser.add_argument("--jobs", "-j", type=int, default=2)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    result = TASKS[args.task](args)
+    print(json.dumps({"work_s": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb(), **result}))
+
+
+def peak_rss_mb(pid: int | str = "self") -> float | None:
+    """VmHWM of a live process: the peak resident set of its current program image only.
+
+    Unlike ru_maxrss, it does not include the parent's memory the process started with
+    (fork copies the parent's RSS, and Linux carries ru_maxrss across exec).
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(ln.split()[1]) / 1024 for ln in status.splitlines() if ln.startswith("VmHWM:")), None)
+
+
+if __name__ == "__main__":
+    main()
