@@ -3,6 +3,7 @@ NVTX GPU time per (rank, device), with a verdict and recommendations."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import pandas as pd
 
@@ -25,21 +26,25 @@ NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with 
 def single_rank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout)."""
     params = options.window_params()
-    ledger = metrics.time_ledger(run, **params)
     by_text = metrics.gpu_time_by_text(run)
-    gaps = metrics.idle_gaps(run, **params)
-    launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
-    exposure = metrics.collective_exposure(run, **params, context_regex=_context_regex(by_text))
-    steps = metrics.step_ledger(run, **params)
+    with shared_window_sweeps(run, params):
+        ledger = metrics.time_ledger(run, **params)
+        gaps = _gap_summary(run, params)
+        launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
+        exposure = metrics.collective_exposure(run, **params,
+                                               context_regex=_context_regex(by_text))
+        steps = metrics.step_ledger(run, **params)
+        summary = metrics.exposure_summary(run, **params)
+        histogram = metrics.gap_histogram(run, **params)
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     tables = [
         _ledger_table(ledger),
         _shares_table(ledger, totals),
-        _collectives_table(metrics.exposure_summary(run, **params)),
+        _collectives_table(summary),
         _top_exposed_table(exposure),
         _gaps_table(gaps, ledger),
-        _histogram_table(metrics.gap_histogram(run, **params)),
+        _histogram_table(histogram),
         _launch_table(launch),
         _steps_table(steps, options),
         _ranges_table(by_text, options),
@@ -56,6 +61,47 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
         "tables": [t for t in tables if t is not None],
         "cannot_answer": cannot,
     }
+
+
+# Window-parameter macros of sql/_macros/metrics.sql whose results several modules of the
+# section read, in dependency order (idle_gaps and collective_exposure read device_sweep).
+SHARED_MACROS = ("device_sweep", "idle_gaps", "collective_exposure")
+
+
+@contextmanager
+def shared_window_sweeps(run: Run, params: dict):
+    """Inside the block each SHARED_MACROS macro returns its result for `params`, computed
+    once into a temporary table: a temporary macro of the same name shadows it (the modules
+    are unchanged, and must be called with these same window parameters). Afterwards the
+    temporary macros and tables are dropped and the macros compute again."""
+    args = [params["window_nvtx"], params["step_pattern"], params["step_from"],
+            params["step_to"]]
+    made = []
+    try:
+        for macro in SHARED_MACROS:
+            table = f"nsyswrap_shared_{macro}"
+            run.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
+                            f"SELECT * FROM {macro}($1, $2, $3, $4)", args)
+            made.append(macro)
+            run.con.execute(f"CREATE OR REPLACE TEMP MACRO {macro}(window_nvtx, step_pattern, "
+                            f"step_from, step_to) AS TABLE SELECT * FROM {table}")
+        yield
+    finally:
+        for macro in made:
+            run.con.execute(f"DROP MACRO TABLE IF EXISTS temp.{macro}")
+            run.con.execute(f"DROP TABLE IF EXISTS temp.nsyswrap_shared_{macro}")
+
+
+def _gap_summary(run: Run, params: dict) -> pd.DataFrame:
+    """The idle gaps of the window (gaps.idle with min_gap_ns = 0) per (rank, device, cause):
+    how many, their summed and their longest duration."""
+    return run.df("""
+        SELECT rank, device, cause, count(*) AS gaps, sum(dur_ns)::BIGINT AS dur_ns,
+            max(dur_ns) AS longest
+        FROM idle_gaps($window_nvtx, $step_pattern, $step_from, $step_to)
+        GROUP BY rank, device, cause
+        ORDER BY rank, device, cause
+    """, params)
 
 
 def _recommendations(totals: dict, exposure: pd.DataFrame, launch: pd.DataFrame) -> list[str]:
@@ -174,6 +220,7 @@ def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
 
 
 def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
+    """`gaps`: the per-(rank, device, cause) summary of _gap_summary."""
     if gaps.empty:
         return None
     rows = []
@@ -185,8 +232,8 @@ def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
                 continue
             rows.append({
                 "rank": int(rank), "device": int(device), "cause": cause,
-                "gaps": figure(len(part), COUNT), "total": figure(part.dur_ns.sum(), NS),
-                "longest": figure(part.dur_ns.max(), NS),
+                "gaps": figure(part.gaps.sum(), COUNT), "total": figure(part.dur_ns.sum(), NS),
+                "longest": figure(part.longest.max(), NS),
                 "share_of_idle": share(part.dur_ns.sum(), idle.get((rank, device)),
                                        "no idle time"),
             })

@@ -244,56 +244,342 @@ ASOF LEFT JOIN steps AS s
     AND l.start_ns >= s.start_ns
 WHERE l.end_ns IS NOT NULL;
 
+-- Step regions per (rank, device): each step of device_steps from its start to its end,
+-- cut at the next step's start. A point t belongs to the step whose region holds it,
+-- which is the step gpu_timeline gives the segment starting at t. A step without an end
+-- (or with end <= start) holds no time: region_end_ns is NULL or <= start_ns.
+CREATE OR REPLACE MACRO step_regions(step_pattern) AS TABLE
+SELECT
+    rank,
+    device,
+    step,
+    start_ns,
+    end_ns,
+    CASE WHEN end_ns IS NOT NULL THEN least(end_ns, lead(start_ns) OVER (
+        PARTITION BY rank, device ORDER BY start_ns, step
+    )) END AS region_end_ns
+FROM device_steps(step_pattern)
+WHERE start_ns IS NOT NULL;
+
+-- The steps that overlap the window and lie in [step_from, step_to), with their regions.
+CREATE OR REPLACE MACRO window_steps(window_nvtx, step_pattern, step_from, step_to) AS TABLE
+SELECT r.*
+FROM step_regions(step_pattern) AS r
+JOIN analysis_window(window_nvtx, step_pattern, step_from, step_to) AS w
+    ON w.rank = r.rank
+    AND w.device = r.device
+WHERE r.start_ns < w.window_end_ns
+    AND r.end_ns > w.window_start_ns
+    AND r.step >= coalesce(step_from, r.step)
+    AND r.step < coalesce(step_to, r.step + 1);
+
+-- The single sweep behind the ledger, the step ledger, collective exposure and idle gaps.
+-- Every device with a window contributes its GPU activities (code 0 compute, 1 comm,
+-- 2 copy, 3 zero-length), its two window edges (code 4, zero-length) and probe times
+-- (code 5: step region edges, starts and ends of NCCL kernels starting in the window).
+-- One ORDER BY (device, s, e) and running aggregates over that order give, per row:
+--   prev_c / prev_m / prev_p: furthest end of the compute (plus zero-length rows and
+--     window edges) / comm / copy rows before it. A row adds
+--     greatest(0, e - greatest(s, prev)) to the union of its set; a compute-or-comm row
+--     adds greatest(0, e - greatest(s, prev_c, prev_m)) to |C u M|, any row
+--     greatest(0, e - greatest(s, prev_c, prev_m, prev_p)) to |all|.
+--   the running sums of those additions; at a zero-length row at time t every row before
+--     it starts at or before t, so the union of set X before t is
+--     covered_X(t) = running sum - greatest(0, prev_X - t), and X's time in [a, b) is
+--     covered_X(b) - covered_X(a).
+-- Returned: the probe and edge rows (code 4, 5) with covered_* at their time, and every
+-- row (code 0..4) that starts after everything before it ended: it ends the idle gap
+-- [gap_start_ns, t].
+-- All devices share one stream: each device's times are shifted onto its own stretch of
+-- one axis (devices in order, a device's stretch after the previous one's), so ends of
+-- an earlier device are below every time of the next and never count for it; running
+-- sums are only ever subtracted within one device. The running aggregates see the rows
+-- in sort order (DuckDB keeps a sorted subquery's order through windows without ORDER BY,
+-- evaluated in one thread); the lag check below fails the query if that ever breaks.
+CREATE OR REPLACE MACRO device_sweep(window_nvtx, step_pattern, step_from, step_to) AS TABLE
+WITH windows AS (
+    SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
+),
+probes AS (
+    SELECT rank, device, unnest([start_ns, region_end_ns]) AS t
+    FROM window_steps(window_nvtx, step_pattern, step_from, step_to)
+    UNION
+    SELECT k.rank, k.device, unnest([k.start_ns, k.end_ns])
+    FROM kernels AS k
+    JOIN windows AS w
+        ON w.rank = k.rank
+        AND w.device = k.device
+    WHERE k.kind = 'nccl'
+        AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
+),
+extent AS (
+    SELECT
+        w.rank,
+        w.device,
+        w.window_start_ns,
+        w.window_end_ns,
+        -- rows ending before every edge and probe, or starting after all of them,
+        -- change nothing returned
+        least(w.window_start_ns, min(p.t)) AS keep_from,
+        greatest(w.window_end_ns, max(p.t)) AS keep_to
+    FROM windows AS w
+    LEFT JOIN probes AS p
+        ON p.rank = w.rank
+        AND p.device = w.device
+    GROUP BY w.rank, w.device, w.window_start_ns, w.window_end_ns
+),
+activity AS (
+    SELECT
+        rank,
+        device,
+        least(min(start_ns), min(end_ns)) AS first_ns,
+        greatest(max(start_ns), max(end_ns)) AS last_ns
+    FROM kernels
+    GROUP BY rank, device
+),
+devices AS (
+    SELECT
+        x.*,
+        row_number() OVER (ORDER BY x.rank, x.device)::UINTEGER AS pno,
+        -- the device's times [lo, hi] move to [offset, offset + hi - lo]
+        coalesce(sum(hi - lo + 1) OVER (
+            ORDER BY x.rank, x.device ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ), 0)::BIGINT - lo AS shift
+    FROM (
+        SELECT
+            e.*,
+            least(e.keep_from, a.first_ns) AS lo,
+            greatest(e.keep_to, a.last_ns) AS hi
+        FROM extent AS e
+        JOIN activity AS a
+            ON a.rank = e.rank
+            AND a.device = e.device
+    ) AS x
+),
+stream AS (
+    SELECT
+        d.pno,
+        k.start_ns + d.shift AS s,
+        k.end_ns + d.shift AS e,
+        CASE WHEN k.name IS NOT NULL THEN hash(k.name) END AS name_hash,
+        k.pid,
+        k.correlation_id,
+        CASE
+            WHEN k.end_ns IS NULL OR k.end_ns < k.start_ns THEN 6
+            WHEN k.end_ns = k.start_ns THEN 3
+            WHEN k.is_comm THEN 1
+            WHEN k.kind IN ('memcpy', 'memset') THEN 2
+            ELSE 0
+        END::UTINYINT AS code
+    FROM kernels AS k
+    JOIN devices AS d
+        ON d.rank = k.rank
+        AND d.device = k.device
+    WHERE greatest(k.start_ns, k.end_ns) >= d.keep_from
+        AND k.start_ns <= d.keep_to
+    UNION ALL
+    SELECT
+        pno,
+        unnest([window_start_ns, window_end_ns]) + shift,
+        unnest([window_start_ns, window_end_ns]) + shift,
+        NULL,
+        NULL,
+        NULL,
+        4
+    FROM devices
+    UNION ALL
+    SELECT d.pno, p.t + d.shift, p.t + d.shift, NULL, NULL, NULL, 5
+    FROM probes AS p
+    JOIN devices AS d
+        ON d.rank = p.rank
+        AND d.device = p.device
+    WHERE p.t IS NOT NULL
+),
+maxima AS (
+    SELECT
+        *,
+        max(e) FILTER (WHERE code IN (0, 3, 4)) OVER running AS max_c,
+        max(e) FILTER (WHERE code = 1) OVER running AS max_m,
+        max(e) FILTER (WHERE code = 2) OVER running AS max_p
+    FROM (SELECT * FROM stream ORDER BY s, e)
+    WINDOW running AS (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+previous AS (
+    SELECT
+        pno,
+        s,
+        e,
+        code,
+        name_hash,
+        pid,
+        correlation_id,
+        coalesce(lag(s) OVER () = s, FALSE) OR coalesce(lead(s) OVER () = s, FALSE) AS tied,
+        CASE
+            WHEN lag(s) OVER () > s OR (lag(s) OVER () = s AND lag(e) OVER () > e)
+                THEN error('device_sweep: rows reached the running aggregates out of order')
+            ELSE lag(max_c) OVER ()
+        END AS prev_c,
+        lag(max_m) OVER () AS prev_m,
+        lag(max_p) OVER () AS prev_p
+    FROM maxima
+),
+added AS (
+    SELECT
+        pno,
+        s,
+        code,
+        name_hash,
+        pid,
+        correlation_id,
+        tied,
+        prev_c,
+        prev_m,
+        prev_p,
+        greatest(0, e - greatest(s, prev_c)) AS add_c,
+        greatest(0, e - greatest(s, prev_m)) AS add_m,
+        greatest(0, e - greatest(s, prev_p)) AS add_p,
+        greatest(0, e - greatest(s, prev_c, prev_m)) AS add_cm,
+        greatest(0, e - greatest(s, prev_c, prev_m, prev_p)) AS add_a
+    FROM previous
+),
+sums AS (
+    SELECT
+        *,
+        sum(add_c) FILTER (WHERE code = 0) OVER running AS sum_c,
+        sum(add_m) FILTER (WHERE code = 1) OVER running AS sum_m,
+        sum(add_p) FILTER (WHERE code = 2) OVER running AS sum_p,
+        sum(add_cm) FILTER (WHERE code IN (0, 1)) OVER running AS sum_cm,
+        sum(add_a) FILTER (WHERE code IN (0, 1, 2)) OVER running AS sum_a
+    FROM added
+    WINDOW running AS (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+picked AS (
+    SELECT *, greatest(prev_c, prev_m, prev_p) AS prev_a
+    FROM sums
+    WHERE code >= 4
+        OR s > greatest(prev_c, prev_m, prev_p)
+)
+SELECT
+    d.rank,
+    d.device,
+    x.code,
+    x.s - d.shift AS t,
+    x.prev_a - d.shift AS gap_start_ns,
+    x.tied,
+    x.name_hash,
+    x.pid,
+    x.correlation_id,
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_c, 0) - greatest(0, x.prev_c - x.s) END
+        AS covered_c,
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_m, 0) - greatest(0, x.prev_m - x.s) END
+        AS covered_m,
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_p, 0) - greatest(0, x.prev_p - x.s) END
+        AS covered_p,
+    CASE WHEN x.code >= 4
+        THEN coalesce(x.sum_cm, 0) - greatest(0, greatest(x.prev_c, x.prev_m) - x.s) END
+        AS covered_cm,
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_a, 0) - greatest(0, x.prev_a - x.s) END
+        AS covered_a
+FROM picked AS x
+JOIN devices AS d
+    ON d.pno = x.pno
+WHERE x.code <> 6;
+
+
+-- Union lengths per (rank, device) over the window: compute (c), comm (m), copy (p),
+-- compute or comm (cm), any activity (a).
+CREATE OR REPLACE MACRO window_unions(window_nvtx, step_pattern, step_from, step_to)
+AS TABLE
+SELECT
+    rank,
+    device,
+    (arg_max(covered_c, t) - arg_min(covered_c, t))::BIGINT AS c_ns,
+    (arg_max(covered_m, t) - arg_min(covered_m, t))::BIGINT AS m_ns,
+    (arg_max(covered_p, t) - arg_min(covered_p, t))::BIGINT AS p_ns,
+    (arg_max(covered_cm, t) - arg_min(covered_cm, t))::BIGINT AS cm_ns,
+    (arg_max(covered_a, t) - arg_min(covered_a, t))::BIGINT AS a_ns
+FROM device_sweep(window_nvtx, step_pattern, step_from, step_to)
+WHERE code = 4
+GROUP BY rank, device;
+
+-- Union lengths per (rank, device, step) over the region of each step that overlaps the
+-- window and is in [step_from, step_to) (the whole region, not only its part in the
+-- window): covered_X(region end) - covered_X(region start).
+CREATE OR REPLACE MACRO step_unions(window_nvtx, step_pattern, step_from, step_to) AS TABLE
+WITH probes AS (
+    SELECT *
+    FROM device_sweep(window_nvtx, step_pattern, step_from, step_to)
+    WHERE code = 5
+),
+regions AS (
+    SELECT
+        *,
+        coalesce(region_end_ns > start_ns, FALSE) AS holds_time
+    FROM window_steps(window_nvtx, step_pattern, step_from, step_to)
+)
+SELECT
+    r.rank,
+    r.device,
+    r.step,
+    r.start_ns,
+    r.end_ns,
+    CASE WHEN r.holds_time THEN r.region_end_ns - r.start_ns ELSE 0 END AS region_ns,
+    CASE WHEN r.holds_time THEN b.covered_c - a.covered_c ELSE 0 END::BIGINT AS c_ns,
+    CASE WHEN r.holds_time THEN b.covered_m - a.covered_m ELSE 0 END::BIGINT AS m_ns,
+    CASE WHEN r.holds_time THEN b.covered_p - a.covered_p ELSE 0 END::BIGINT AS p_ns,
+    CASE WHEN r.holds_time THEN b.covered_cm - a.covered_cm ELSE 0 END::BIGINT AS cm_ns,
+    CASE WHEN r.holds_time THEN b.covered_a - a.covered_a ELSE 0 END::BIGINT AS a_ns
+FROM regions AS r
+LEFT JOIN probes AS a
+    ON a.rank = r.rank
+    AND a.device = r.device
+    AND a.t = r.start_ns
+LEFT JOIN probes AS b
+    ON b.rank = r.rank
+    AND b.device = r.device
+    AND b.t = r.region_end_ns;
+
 -- Every NCCL kernel starting inside the window with the time compute ran beside it
 -- on the same device: B(t) = compute-busy time before t, overlap = B(end) - B(start).
 CREATE OR REPLACE MACRO collective_exposure(window_nvtx, step_pattern, step_from, step_to)
 AS TABLE
-WITH busy AS (
-    SELECT
-        rank,
-        device,
-        start_ns,
-        n_compute > 0 AS computing,
-        coalesce(sum(CASE WHEN n_compute > 0 THEN dur_ns ELSE 0 END) OVER (
-            PARTITION BY rank, device
-            ORDER BY start_ns
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ), 0) AS busy_before_ns
-    FROM gpu_timeline(window_nvtx, step_pattern, step_from, step_to)
+WITH probes AS (
+    SELECT rank, device, t, covered_c
+    FROM device_sweep(window_nvtx, step_pattern, step_from, step_to)
+    WHERE code = 5
 ),
 win AS (
     SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
 ),
 comm AS (
-    SELECT k.*
-    FROM gpu_work() AS k
+    SELECT
+        k.rank,
+        k.pid,
+        k.device,
+        k.stream,
+        k.correlation_id,
+        k.name,
+        k.start_ns,
+        k.end_ns,
+        k.dur_ns
+    FROM kernels AS k
     JOIN win AS w
         ON w.rank = k.rank
         AND w.device = k.device
     WHERE k.kind = 'nccl'
         AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
 ),
-at_start AS (
-    SELECT
-        c.*,
-        coalesce(b.busy_before_ns
-            + CASE WHEN b.computing THEN c.start_ns - b.start_ns ELSE 0 END, 0) AS busy_at_start
+measured AS (
+    SELECT c.*, b.covered_c - a.covered_c AS overlap
     FROM comm AS c
-    ASOF LEFT JOIN busy AS b
+    JOIN probes AS a
+        ON a.rank = c.rank
+        AND a.device = c.device
+        AND a.t = c.start_ns
+    JOIN probes AS b
         ON b.rank = c.rank
         AND b.device = c.device
-        AND c.start_ns >= b.start_ns
-),
-at_end AS (
-    SELECT
-        c.*,
-        coalesce(b.busy_before_ns
-            + CASE WHEN b.computing THEN c.end_ns - b.start_ns ELSE 0 END, 0) AS busy_at_end
-    FROM at_start AS c
-    ASOF LEFT JOIN busy AS b
-        ON b.rank = c.rank
-        AND b.device = c.device
-        AND c.end_ns >= b.start_ns
+        AND b.t = c.end_ns
 )
 SELECT
     rank,
@@ -305,120 +591,435 @@ SELECT
     start_ns,
     end_ns,
     dur_ns,
-    (busy_at_end - busy_at_start)::BIGINT AS overlap_ns,
-    (dur_ns - (busy_at_end - busy_at_start))::BIGINT AS exposed_ns,
+    overlap::BIGINT AS overlap_ns,
+    (dur_ns - overlap)::BIGINT AS exposed_ns,
     CASE
-        WHEN dur_ns = busy_at_end - busy_at_start THEN 'hidden'
-        WHEN busy_at_end = busy_at_start THEN 'exposed'
+        WHEN dur_ns = overlap THEN 'hidden'
+        WHEN overlap = 0 THEN 'exposed'
         ELSE 'partly_hidden'
     END AS exposure
-FROM at_end;
+FROM measured;
 
--- Idle gaps per (rank, device) inside the window: maximal runs of segments where no
--- activity runs on any stream (a zero-length activity splits a gap), with the host
--- sync time inside and the launch call of the work that ends the gap. cause: other
--- (that work was launched before the GPU went idle), else sync (host syncs cover at
--- least half the gap), host_bound (launched after the GPU went idle) or unknown (no
--- launch record).
-CREATE OR REPLACE MACRO idle_gaps(window_nvtx, step_pattern, step_from, step_to) AS TABLE
-WITH seg AS (
-    SELECT
-        *,
-        n_compute + n_comm + n_copy = 0 AS idle,
-        sum((n_compute + n_comm + n_copy > 0 OR instants > 0)::INTEGER) OVER (
-            PARTITION BY rank, device
-            ORDER BY start_ns
-            ROWS UNBOUNDED PRECEDING
-        ) AS island
-    FROM gpu_timeline(window_nvtx, step_pattern, step_from, step_to)
-    WHERE in_window
-),
-gaps AS (
+-- Merged host-sync intervals per (rank, device) with the sync time before each:
+-- covered(t) = before_ns + least(t, end_ns) - start_ns for the last island starting at or
+-- before t (0 before the first).
+CREATE OR REPLACE MACRO sync_islands() AS TABLE
+WITH sweep AS (
     SELECT
         rank,
         device,
-        min(start_ns) AS start_ns,
-        max(end_ns) AS end_ns,
-        arg_min(step, start_ns) AS step,
-        sum(CASE WHEN n_sync > 0 THEN dur_ns ELSE 0 END)::BIGINT AS sync_ns
-    FROM seg
-    WHERE idle
-    GROUP BY rank, device, island
-),
-next_work AS (
-    SELECT
-        k.rank,
-        k.device,
-        k.start_ns,
-        min(l.start_ns) AS launch_ns,
-        coalesce(arg_min(k.name, l.start_ns), min(k.name)) AS name
-    FROM gpu_work() AS k
-    LEFT JOIN launches AS l
-        ON l.rank = k.rank
-        AND l.pid = k.pid
-        AND l.correlation_id = k.correlation_id
-    GROUP BY k.rank, k.device, k.start_ns
+        start_ns,
+        end_ns,
+        max(end_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end,
+        max(end_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+            AS last_end
+    FROM device_syncs()
+    WHERE end_ns > start_ns
+    WINDOW w AS (PARTITION BY rank, device ORDER BY start_ns, end_ns)
 )
 SELECT
-    g.rank,
-    g.device,
-    g.step,
-    g.start_ns,
-    g.end_ns,
-    g.end_ns - g.start_ns AS dur_ns,
-    g.sync_ns,
-    n.name AS next_name,
-    n.launch_ns AS next_launch_ns,
+    rank,
+    device,
+    start_ns,
+    coalesce(lead(prev_end) OVER w, last_end) AS end_ns,
+    start_ns - first_value(start_ns) OVER w
+        - sum(start_ns - coalesce(prev_end, start_ns)) OVER (w ROWS UNBOUNDED PRECEDING)
+        AS before_ns
+FROM sweep
+WHERE prev_end IS NULL
+    OR start_ns > prev_end
+WINDOW w AS (PARTITION BY rank, device ORDER BY start_ns);
+
+-- Idle gaps per (rank, device) inside the window: maximal stretches where no activity
+-- runs on any stream (a zero-length activity splits a gap), with the host sync time
+-- inside and the launch call of the work that ends the gap. cause: other (that work was
+-- launched before the GPU went idle), else sync (host syncs cover at least half the
+-- gap), host_bound (launched after the GPU went idle) or unknown (no launch record).
+-- step: the step region holding the gap start, else the first one starting inside the
+-- gap (gpu_timeline's first segment of the gap with a step).
+CREATE OR REPLACE MACRO idle_gaps(window_nvtx, step_pattern, step_from, step_to) AS TABLE
+WITH win AS (
+    SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
+),
+raw_gaps AS (
+    SELECT
+        g.rank,
+        g.device,
+        g.gap_start_ns AS start_ns,
+        g.t AS end_ns,
+        g.tied,
+        g.name_hash,
+        g.pid,
+        g.correlation_id
+    FROM device_sweep(window_nvtx, step_pattern, step_from, step_to) AS g
+    JOIN win AS w
+        ON w.rank = g.rank
+        AND w.device = g.device
+    WHERE g.code <= 4
+        AND g.t > g.gap_start_ns
+        AND g.gap_start_ns >= w.window_start_ns
+        AND g.t <= w.window_end_ns
+),
+regions AS (
+    -- every step region with the next one that holds any time
+    SELECT
+        rank,
+        device,
+        step,
+        start_ns,
+        end_ns,
+        first_value(CASE WHEN region_end_ns > start_ns THEN start_ns END IGNORE NULLS) OVER w
+            AS next_start_ns,
+        first_value(CASE WHEN region_end_ns > start_ns THEN step END IGNORE NULLS) OVER w
+            AS next_step
+    FROM step_regions(step_pattern)
+    WINDOW w AS (
+        PARTITION BY rank, device
+        ORDER BY start_ns, step
+        ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING
+    )
+),
+islands AS (
+    SELECT * FROM sync_islands()
+),
+marks AS (
+    -- per device, the start times of regions and sync islands, each with the latest
+    -- region and sync island started by then (of regions starting together: the last)
+    SELECT
+        rank,
+        device,
+        t,
+        last_value(region IGNORE NULLS) OVER w AS region,
+        last_value(island IGNORE NULLS) OVER w AS island
+    FROM (
+        SELECT
+            rank,
+            device,
+            t,
+            arg_max(region, region.step) AS region,
+            any_value(island) AS island
+        FROM (
+            SELECT
+                rank,
+                device,
+                start_ns AS t,
+                {'step': step, 'start_ns': start_ns, 'end_ns': end_ns} AS region,
+                NULL::STRUCT(start_ns BIGINT, end_ns BIGINT, before_ns HUGEINT) AS island
+            FROM regions
+            UNION ALL
+            SELECT
+                rank,
+                device,
+                start_ns,
+                NULL,
+                {'start_ns': start_ns, 'end_ns': end_ns, 'before_ns': before_ns}
+            FROM islands
+        )
+        GROUP BY rank, device, t
+    )
+    WINDOW w AS (PARTITION BY rank, device ORDER BY t ROWS UNBOUNDED PRECEDING)
+),
+looked AS (
+    -- the latest region and sync island starting at or before the gap end
+    SELECT
+        g.*,
+        m.region,
+        m.island,
+        coalesce(m.region.start_ns > g.start_ns OR m.island.start_ns > g.start_ns, FALSE)
+            AS inside
+    FROM raw_gaps AS g
+    ASOF LEFT JOIN marks AS m
+        ON m.rank = g.rank
+        AND m.device = g.device
+        AND g.end_ns >= m.t
+),
+gaps AS (
+    -- neither starts inside the gap: they are also the latest at its start, and settle
+    -- the step (the region holding the start) and the sync time
+    SELECT
+        rank,
+        device,
+        start_ns,
+        end_ns,
+        tied,
+        name_hash,
+        pid,
+        correlation_id,
+        CASE WHEN start_ns < region.end_ns THEN region.step END AS step,
+        CASE
+            WHEN island IS NULL THEN 0
+            -- (least() skips NULLs: only with an island)
+            ELSE least(end_ns, island.end_ns) - least(start_ns, island.end_ns)
+        END AS sync_ns
+    FROM looked
+    WHERE NOT inside
+    UNION ALL
+    -- a region or sync island starts inside: look both up at the gap start
+    SELECT
+        g.rank,
+        g.device,
+        g.start_ns,
+        g.end_ns,
+        g.tied,
+        g.name_hash,
+        g.pid,
+        g.correlation_id,
+        CASE
+            WHEN r.start_ns IS NULL AND f.first_start_ns < g.end_ns THEN f.first_step
+            WHEN g.start_ns < r.end_ns THEN r.step
+            WHEN r.next_start_ns < g.end_ns THEN r.next_step
+        END,
+        (coalesce(g.island.before_ns + least(g.end_ns, g.island.end_ns) - g.island.start_ns, 0)
+            - coalesce(s.before_ns + least(g.start_ns, s.end_ns) - s.start_ns, 0))::BIGINT
+    FROM (SELECT * FROM looked WHERE inside) AS g
+    LEFT JOIN (
+        SELECT
+            rank,
+            device,
+            arg_min(start_ns, (start_ns, step)) AS first_start_ns,
+            arg_min(step, (start_ns, step)) AS first_step
+        FROM step_regions(step_pattern)
+        WHERE region_end_ns > start_ns
+        GROUP BY rank, device
+    ) AS f
+        ON f.rank = g.rank
+        AND f.device = g.device
+    ASOF LEFT JOIN regions AS r
+        ON r.rank = g.rank
+        AND r.device = g.device
+        AND g.start_ns >= r.start_ns
+    ASOF LEFT JOIN islands AS s
+        ON s.rank = g.rank
+        AND s.device = g.device
+        AND g.start_ns >= s.start_ns
+),
+names AS (
+    -- kernel names by the hash the sweep carries (two names with one hash: fail)
+    SELECT
+        hash(name) AS name_hash,
+        CASE WHEN min(name) = max(name) THEN min(name)
+            ELSE error('idle_gaps: two kernel names share a hash') END AS name
+    FROM (SELECT DISTINCT name FROM kernels WHERE name IS NOT NULL)
+    GROUP BY hash(name)
+),
+untied AS (
+    -- no other row starts at the gap end: the kernel ending the gap (if any) is the only
+    -- one starting there, and its launches row, if any, the only one for that start
+    SELECT g.*, l.start_ns AS next_launch_ns
+    FROM (SELECT * FROM gaps WHERE NOT tied) AS g
+    LEFT JOIN launches AS l
+        ON l.rank = g.rank
+        AND l.device = g.device
+        AND l.kernel_start_ns = g.end_ns
+),
+next_work AS (
+    SELECT rank, device, start_ns, end_ns, step, sync_ns, name_hash, next_launch_ns
+    FROM untied
+    WHERE next_launch_ns IS NOT NULL
+        OR pid IS NULL
+    UNION ALL
+    -- no launches row for that kernel: its launch call by correlation id, as for ties
+    SELECT
+        g.rank,
+        g.device,
+        g.start_ns,
+        g.end_ns,
+        g.step,
+        g.sync_ns,
+        g.name_hash,
+        l.launch_ns
+    FROM (SELECT * FROM untied WHERE next_launch_ns IS NULL AND pid IS NOT NULL) AS g
+    LEFT JOIN (
+        SELECT l.rank, l.pid, l.correlation_id, min(l.start_ns) AS launch_ns
+        FROM launches AS l
+        SEMI JOIN untied AS u
+            ON u.rank = l.rank
+            AND u.pid = l.pid
+            AND u.correlation_id = l.correlation_id
+            AND u.next_launch_ns IS NULL
+        GROUP BY l.rank, l.pid, l.correlation_id
+    ) AS l
+        ON l.rank = g.rank
+        AND l.pid = g.pid
+        AND l.correlation_id = g.correlation_id
+),
+named AS (
+    SELECT w.* EXCLUDE (name_hash), n.name AS next_name
+    FROM next_work AS w
+    LEFT JOIN names AS n
+        ON n.name_hash = w.name_hash
+    UNION ALL
+    -- several rows start at the gap end: every kernel starting there, the name of the
+    -- first launched (else the least name)
+    SELECT
+        g.rank,
+        g.device,
+        g.start_ns,
+        g.end_ns,
+        g.step,
+        g.sync_ns,
+        n.launch_ns,
+        n.name
+    FROM (SELECT * FROM gaps WHERE tied) AS g
+    LEFT JOIN (
+        SELECT
+            k.rank,
+            k.device,
+            k.start_ns,
+            min(l.start_ns) AS launch_ns,
+            coalesce(arg_min(k.name, l.start_ns), min(k.name)) AS name
+        FROM kernels AS k
+        SEMI JOIN gaps AS t
+            ON t.rank = k.rank
+            AND t.device = k.device
+            AND t.end_ns = k.start_ns
+            AND t.tied
+        LEFT JOIN launches AS l
+            ON l.rank = k.rank
+            AND l.pid = k.pid
+            AND l.correlation_id = k.correlation_id
+        GROUP BY k.rank, k.device, k.start_ns
+    ) AS n
+        ON n.rank = g.rank
+        AND n.device = g.device
+        AND n.start_ns = g.end_ns
+)
+SELECT
+    rank,
+    device,
+    step,
+    start_ns,
+    end_ns,
+    end_ns - start_ns AS dur_ns,
+    sync_ns::BIGINT AS sync_ns,
+    next_name,
+    next_launch_ns,
     CASE
-        WHEN n.launch_ns < g.start_ns THEN 'other'
-        WHEN 2 * g.sync_ns >= g.end_ns - g.start_ns THEN 'sync'
-        WHEN n.launch_ns IS NOT NULL THEN 'host_bound'
+        WHEN next_launch_ns < start_ns THEN 'other'
+        WHEN 2 * sync_ns >= end_ns - start_ns THEN 'sync'
+        WHEN next_launch_ns IS NOT NULL THEN 'host_bound'
         ELSE 'unknown'
     END AS cause
-FROM gaps AS g
-LEFT JOIN next_work AS n
-    ON n.rank = g.rank
-    AND n.device = g.device
-    AND n.start_ns = g.end_ns;
+FROM named;
+
 
 -- GPU time of the work launched inside each NVTX range on the range's thread:
--- C(t) = running totals of launches before t per thread, range total = C(end) - C(start).
+-- C(t) = running totals of the thread's launches before t, range total = C(end) - C(start).
+-- The range edges ride in one sorted stream with the launches (edges before launches at
+-- the same time), so C at every edge is a running sum read off the stream: thread by
+-- thread in one ORDER BY, minus the sum at the thread's first row. Several totals share
+-- one HUGEINT sum (high and low 64 bits, each a signed sum < 2^63 in magnitude).
 CREATE OR REPLACE MACRO nvtx_gpu_projection(text_like) AS TABLE
-WITH per_time AS (
+WITH ranges AS (
+    SELECT rank, pid, tid, start_ns, end_ns, dur_ns, text
+    FROM nvtx
+    WHERE event_type <> 'mark'
+        AND text LIKE text_like
+),
+threads AS (
+    SELECT DISTINCT rank, pid, tid FROM ranges
+),
+stream AS (
+    -- code 0: the thread's first row; 1: a range edge; 2: a launch
+    SELECT rank, pid, tid, -9223372036854775808 AS t, 0::UTINYINT AS code,
+        0::HUGEINT AS n_gpu, 0::HUGEINT AS compute_nccl, 0::BIGINT AS copy
+    FROM threads
+    UNION ALL
+    SELECT DISTINCT rank, pid, tid, unnest([start_ns, end_ns]), 1, 0, 0, 0
+    FROM ranges
+    UNION ALL
     SELECT
         rank,
         pid,
         tid,
-        start_ns AS t,
-        count(*) AS n,
-        sum(kernel_end_ns - kernel_start_ns) AS gpu_ns,
-        sum(kernel_end_ns - kernel_start_ns) FILTER (WHERE kind IN ('compute', 'other'))
-            AS compute_ns,
-        sum(kernel_end_ns - kernel_start_ns) FILTER (WHERE kind = 'nccl') AS nccl_ns,
-        sum(kernel_end_ns - kernel_start_ns) FILTER (WHERE kind IN ('memcpy', 'memset'))
-            AS copy_ns
-    FROM launches
-    GROUP BY rank, pid, tid, start_ns
+        start_ns,
+        2,
+        18446744073709551616::HUGEINT + gpu,
+        (CASE WHEN kind IN ('compute', 'other') THEN gpu ELSE 0 END)::HUGEINT * 18446744073709551616
+            + CASE WHEN kind = 'nccl' THEN gpu ELSE 0 END,
+        CASE WHEN kind IN ('memcpy', 'memset') THEN gpu ELSE 0 END
+    FROM (
+        SELECT
+            l.rank,
+            l.pid,
+            l.tid,
+            l.start_ns,
+            l.kind,
+            coalesce(l.kernel_end_ns - l.kernel_start_ns, 0) AS gpu
+        FROM launches AS l
+        SEMI JOIN threads AS h
+            ON h.rank = l.rank
+            AND h.pid = l.pid
+            AND h.tid = l.tid
+        WHERE l.start_ns IS NOT NULL
+    )
 ),
 running AS (
+    SELECT
+        *,
+        sum(n_gpu) OVER w AS sum_n_gpu,
+        sum(compute_nccl) OVER w AS sum_compute_nccl,
+        sum(copy) OVER w AS sum_copy,
+        lag(rank) OVER () AS lag_rank,
+        lag(pid) OVER () AS lag_pid,
+        lag(tid) OVER () AS lag_tid,
+        lag(t) OVER () AS lag_t,
+        lag(code) OVER () AS lag_code
+    FROM (SELECT * FROM stream ORDER BY rank, pid, tid, t, code)
+    WINDOW w AS (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+marks AS (
     SELECT
         rank,
         pid,
         tid,
         t,
-        sum(n) OVER w AS n,
-        sum(gpu_ns) OVER w AS gpu_ns,
-        coalesce(sum(compute_ns) OVER w, 0) AS compute_ns,
-        coalesce(sum(nccl_ns) OVER w, 0) AS nccl_ns,
-        coalesce(sum(copy_ns) OVER w, 0) AS copy_ns
-    FROM per_time
-    WINDOW w AS (PARTITION BY rank, pid, tid ORDER BY t ROWS UNBOUNDED PRECEDING)
+        code,
+        CASE
+            WHEN lag_rank = rank AND lag_pid = pid AND lag_tid = tid
+                AND (lag_t > t OR (lag_t = t AND lag_code > code))
+                THEN error('nvtx_gpu_projection: rows reached the running sums out of order')
+            ELSE sum_n_gpu
+        END AS sum_n_gpu,
+        sum_compute_nccl,
+        sum_copy
+    FROM running
+    WHERE code <= 1
+        OR (lag_rank = rank AND lag_pid = pid AND lag_tid = tid
+            AND (lag_t > t OR (lag_t = t AND lag_code > code)))
 ),
-ranges AS (
-    SELECT rank, pid, tid, start_ns, end_ns, dur_ns, text
-    FROM nvtx
-    WHERE event_type <> 'mark'
-        AND text LIKE text_like
+relative AS (
+    -- C(t) of the thread: running sums minus those at the thread's first row
+    SELECT
+        e.rank,
+        e.pid,
+        e.tid,
+        e.t,
+        e.sum_n_gpu - b.sum_n_gpu AS n_gpu,
+        e.sum_compute_nccl - b.sum_compute_nccl AS compute_nccl,
+        e.sum_copy - b.sum_copy AS copy_ns
+    FROM marks AS e
+    JOIN marks AS b
+        ON b.rank = e.rank
+        AND b.pid = e.pid
+        AND b.tid = e.tid
+        AND b.code = 0
+    WHERE e.code = 1
+),
+at_edges AS (
+    -- unpack: high = floor((v + 2^63) / 2^64), low = v - high * 2^64
+    SELECT
+        rank,
+        pid,
+        tid,
+        t,
+        (n_gpu + 9223372036854775808) >> 64 AS n,
+        n_gpu - ((n_gpu + 9223372036854775808) >> 64) * 18446744073709551616 AS gpu_ns,
+        (compute_nccl + 9223372036854775808) >> 64 AS compute_ns,
+        compute_nccl - ((compute_nccl + 9223372036854775808) >> 64) * 18446744073709551616
+            AS nccl_ns,
+        copy_ns
+    FROM relative
 )
 SELECT
     r.rank,
@@ -434,13 +1035,13 @@ SELECT
     (coalesce(e.nccl_ns, 0) - coalesce(s.nccl_ns, 0))::BIGINT AS nccl_ns,
     (coalesce(e.copy_ns, 0) - coalesce(s.copy_ns, 0))::BIGINT AS copy_ns
 FROM ranges AS r
-ASOF LEFT JOIN running AS s
+LEFT JOIN at_edges AS s
     ON s.rank = r.rank
     AND s.pid = r.pid
     AND s.tid = r.tid
-    AND r.start_ns > s.t
-ASOF LEFT JOIN running AS e
+    AND s.t = r.start_ns
+LEFT JOIN at_edges AS e
     ON e.rank = r.rank
     AND e.pid = r.pid
     AND e.tid = r.tid
-    AND r.end_ns > e.t;
+    AND e.t = r.end_ns;

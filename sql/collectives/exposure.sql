@@ -37,58 +37,70 @@ launched AS (
         AND l.pid = e.pid
         AND l.correlation_id = e.correlation_id
 ),
-ranges AS (
-    SELECT rank, pid, tid, start_ns, end_ns, text
+ranges AS MATERIALIZED (
+    SELECT row_number() OVER () AS range_id, rank, pid, tid, start_ns, end_ns, text
     FROM nvtx
     WHERE event_type <> 'mark'
         AND end_ns > start_ns
         AND regexp_matches(text, $context_regex)
 ),
 edges AS (
-    SELECT rank, pid, tid, start_ns AS t, 1 AS sign, start_ns, end_ns, text
-    FROM ranges
-    UNION ALL
-    SELECT rank, pid, tid, end_ns, -1, start_ns, end_ns, text
-    FROM ranges
-),
-starts AS (
-    -- nesting depth of each range: ends before starts at equal times, outer first
-    SELECT rank, pid, tid, start_ns, end_ns, text, depth
+    -- per thread in time order, ends before starts at equal times (outer first, equal
+    -- ranges in their order in nvtx), then the launch calls: the running sum of +1 (start)
+    -- and -1 (end) is the nesting depth.
+    -- Each thread's edges sum to 0, so one running sum over all threads serves them all.
+    SELECT
+        *,
+        sum(delta) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS depth,
+        lag(rank) OVER () AS lag_rank,
+        lag(pid) OVER () AS lag_pid,
+        lag(tid) OVER () AS lag_tid,
+        lag(t) OVER () AS lag_t,
+        lag(ord) OVER () AS lag_ord
     FROM (
-        SELECT
-            *,
-            sum(sign) OVER (
-                PARTITION BY rank, pid, tid
-                ORDER BY t, sign, end_ns DESC
-                ROWS UNBOUNDED PRECEDING
-            ) AS depth
-        FROM edges
+        SELECT * FROM (
+            SELECT rank, pid, tid, start_ns AS t, 1 AS ord, 1 AS delta, end_ns, range_id
+            FROM ranges
+            UNION ALL
+            SELECT rank, pid, tid, end_ns, -1, -1, end_ns, range_id
+            FROM ranges
+            UNION ALL
+            SELECT DISTINCT rank, pid, tid, launch_ns, 2, 0, NULL, NULL
+            FROM launched
+            WHERE launch_ns IS NOT NULL
+        )
+        ORDER BY rank, pid, tid, t, ord, end_ns DESC, range_id
     )
-    WHERE sign = 1
 ),
-open_after AS (
-    -- ranges open on a thread just after time t (start <= t < end)
+depths AS (
     SELECT
         rank,
         pid,
         tid,
         t,
-        sum(sum(sign)) OVER (
-            PARTITION BY rank, pid, tid
-            ORDER BY t
-            ROWS UNBOUNDED PRECEDING
-        ) AS depth
+        ord,
+        end_ns,
+        range_id,
+        CASE
+            WHEN lag_rank = rank AND lag_pid = pid AND lag_tid = tid
+                AND (lag_t > t OR (lag_t = t AND lag_ord > ord))
+                THEN error('collectives.exposure: edges reached the running sum out of order')
+            ELSE depth
+        END AS depth
     FROM edges
-    GROUP BY rank, pid, tid, t
+    WHERE ord <> -1
+),
+starts AS (
+    -- a range and its nesting depth
+    SELECT rank, pid, tid, t AS start_ns, end_ns, range_id, depth
+    FROM depths
+    WHERE ord = 1
 ),
 at_launch AS (
-    SELECT c.*, o.depth
-    FROM launched AS c
-    ASOF LEFT JOIN open_after AS o
-        ON o.rank = c.rank
-        AND o.pid = c.pid
-        AND o.tid = c.tid
-        AND c.launch_ns >= o.t
+    -- ranges open on the thread just after the launch call started (start <= t < end)
+    SELECT rank, pid, tid, t AS launch_ns, depth
+    FROM depths
+    WHERE ord = 2
 ),
 compute_streams AS (
     SELECT DISTINCT rank, pid, device, stream
@@ -98,15 +110,18 @@ compute_streams AS (
 innermost AS (
     -- the innermost open range is the last one started at the current depth
     SELECT
-        c.*,
-        CASE WHEN r.end_ns > c.launch_ns THEN r.text END AS context
-    FROM at_launch AS c
+        a.rank,
+        a.pid,
+        a.tid,
+        a.launch_ns,
+        CASE WHEN r.end_ns > a.launch_ns THEN r.range_id END AS range_id
+    FROM at_launch AS a
     ASOF LEFT JOIN starts AS r
-        ON r.rank = c.rank
-        AND r.pid = c.pid
-        AND r.tid = c.tid
-        AND r.depth = c.depth
-        AND c.launch_ns >= r.start_ns
+        ON r.rank = a.rank
+        AND r.pid = a.pid
+        AND r.tid = a.tid
+        AND r.depth = a.depth
+        AND a.launch_ns >= r.start_ns
 )
 SELECT
     c.rank,
@@ -124,9 +139,16 @@ SELECT
     c.tid,
     c.launch_ns,
     CASE WHEN c.launch_ns < s.end_ns THEN s.step END AS step,
-    c.context,
+    x.text AS context,
     cs.stream IS NOT NULL AS compute_stream
-FROM innermost AS c
+FROM launched AS c
+LEFT JOIN innermost AS i
+    ON i.rank = c.rank
+    AND i.pid = c.pid
+    AND i.tid = c.tid
+    AND i.launch_ns = c.launch_ns
+LEFT JOIN ranges AS x
+    ON x.range_id = i.range_id
 LEFT JOIN compute_streams AS cs
     ON cs.rank = c.rank
     AND cs.pid = c.pid

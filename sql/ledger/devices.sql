@@ -35,22 +35,23 @@
 WITH win AS (
     SELECT * FROM analysis_window($window_nvtx, $step_pattern, $step_from, $step_to)
 ),
+unions AS (
+    SELECT * FROM window_unions($window_nvtx, $step_pattern, $step_from, $step_to)
+),
 ledger AS (
+    -- from the union lengths: both = |C| + |M| - |C u M|, copy only = |all| - |C u M|
     SELECT
         rank,
         device,
-        sum(dur_ns) FILTER (WHERE n_compute > 0 AND n_comm = 0) AS compute_only_ns,
-        sum(dur_ns) FILTER (WHERE n_comm > 0 AND n_compute = 0) AS comm_only_ns,
-        sum(dur_ns) FILTER (WHERE n_compute > 0 AND n_comm > 0) AS both_ns,
-        sum(dur_ns) FILTER (WHERE n_compute = 0 AND n_comm = 0 AND n_copy > 0)
-            AS copy_only_ns,
-        sum(dur_ns) FILTER (WHERE n_compute = 0 AND n_comm = 0 AND n_copy = 0) AS idle_ns,
-        sum(dur_ns) FILTER (WHERE n_compute > 0) AS compute_busy_ns,
-        sum(dur_ns) FILTER (WHERE n_comm > 0) AS comm_busy_ns,
-        sum(dur_ns) FILTER (WHERE n_copy > 0) AS copy_busy_ns
-    FROM gpu_timeline($window_nvtx, $step_pattern, $step_from, $step_to)
-    WHERE in_window
-    GROUP BY rank, device
+        cm_ns - m_ns AS compute_only_ns,
+        cm_ns - c_ns AS comm_only_ns,
+        c_ns + m_ns - cm_ns AS both_ns,
+        a_ns - cm_ns AS copy_only_ns,
+        a_ns AS busy_ns,
+        c_ns AS compute_busy_ns,
+        m_ns AS comm_busy_ns,
+        p_ns AS copy_busy_ns
+    FROM unions
 ),
 clipped AS (
     SELECT
@@ -91,7 +92,7 @@ joined AS (
         coalesce(l.comm_only_ns, 0)::BIGINT AS comm_only_ns,
         coalesce(l.both_ns, 0)::BIGINT AS both_ns,
         coalesce(l.copy_only_ns, 0)::BIGINT AS copy_only_ns,
-        coalesce(l.idle_ns, 0)::BIGINT AS idle_ns,
+        (w.window_end_ns - w.window_start_ns - coalesce(l.busy_ns, 0))::BIGINT AS idle_ns,
         coalesce(l.compute_busy_ns, 0)::BIGINT AS compute_busy_ns,
         coalesce(l.comm_busy_ns, 0)::BIGINT AS comm_busy_ns,
         coalesce(l.copy_busy_ns, 0)::BIGINT AS copy_busy_ns,

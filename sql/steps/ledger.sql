@@ -19,54 +19,19 @@
 -- @column both_ns BIGINT               Compute and communication together (ns).
 -- @column copy_only_ns BIGINT          Only copies/memsets (ns).
 -- @column idle_ns BIGINT               Nothing on any stream of the device (ns).
-WITH win AS (
-    SELECT * FROM analysis_window($window_nvtx, $step_pattern, $step_from, $step_to)
-),
-steps AS (
-    SELECT s.*
-    FROM device_steps($step_pattern) AS s
-    JOIN win AS w
-        ON w.rank = s.rank
-        AND w.device = s.device
-    WHERE s.start_ns < w.window_end_ns
-        AND s.end_ns > w.window_start_ns
-        AND s.step >= coalesce($step_from, s.step)
-        AND s.step < coalesce($step_to, s.step + 1)
-),
-parts AS (
-    SELECT
-        rank,
-        device,
-        step,
-        sum(dur_ns) FILTER (WHERE n_compute > 0) AS compute_busy_ns,
-        sum(dur_ns) FILTER (WHERE n_comm > 0) AS comm_busy_ns,
-        sum(dur_ns) FILTER (WHERE n_compute > 0 AND n_comm = 0) AS compute_only_ns,
-        sum(dur_ns) FILTER (WHERE n_comm > 0 AND n_compute = 0) AS comm_only_ns,
-        sum(dur_ns) FILTER (WHERE n_compute > 0 AND n_comm > 0) AS both_ns,
-        sum(dur_ns) FILTER (WHERE n_compute = 0 AND n_comm = 0 AND n_copy > 0)
-            AS copy_only_ns,
-        sum(dur_ns) FILTER (WHERE n_compute = 0 AND n_comm = 0 AND n_copy = 0) AS idle_ns
-    FROM gpu_timeline($window_nvtx, $step_pattern, $step_from, $step_to)
-    WHERE step IS NOT NULL
-    GROUP BY rank, device, step
-)
 SELECT
-    s.rank,
-    s.device,
-    s.step,
-    s.start_ns,
-    s.end_ns,
-    s.end_ns - s.start_ns AS duration_ns,
-    coalesce(p.compute_busy_ns, 0)::BIGINT AS compute_busy_ns,
-    coalesce(p.comm_busy_ns, 0)::BIGINT AS comm_busy_ns,
-    coalesce(p.compute_only_ns, 0)::BIGINT AS compute_only_ns,
-    coalesce(p.comm_only_ns, 0)::BIGINT AS exposed_comm_ns,
-    coalesce(p.both_ns, 0)::BIGINT AS both_ns,
-    coalesce(p.copy_only_ns, 0)::BIGINT AS copy_only_ns,
-    coalesce(p.idle_ns, 0)::BIGINT AS idle_ns
-FROM steps AS s
-LEFT JOIN parts AS p
-    ON p.rank = s.rank
-    AND p.device = s.device
-    AND p.step = s.step
-ORDER BY s.rank, s.device, s.step
+    rank,
+    device,
+    step,
+    start_ns,
+    end_ns,
+    end_ns - start_ns AS duration_ns,
+    c_ns AS compute_busy_ns,
+    m_ns AS comm_busy_ns,
+    cm_ns - m_ns AS compute_only_ns,
+    cm_ns - c_ns AS exposed_comm_ns,
+    c_ns + m_ns - cm_ns AS both_ns,
+    a_ns - cm_ns AS copy_only_ns,
+    (region_ns - a_ns)::BIGINT AS idle_ns
+FROM step_unions($window_nvtx, $step_pattern, $step_from, $step_to)
+ORDER BY rank, device, step
