@@ -8,7 +8,7 @@ import typer.main
 
 from nsyswrap.cli import app
 
-from conftest import PUBLIC, ROOT
+from conftest import FIXTURES, ROOT
 
 COMMANDS = sorted(typer.main.get_command(app).commands)
 
@@ -31,7 +31,7 @@ def test_list(cli):
 
 
 def test_query_formats(cli, tmp_path):
-    report = PUBLIC[0]
+    report = FIXTURES / "run2"
     code, out, _ = cli("query", "kernels.summary", report, "-f", "json")
     rows = json.loads(out)
     assert code == 0 and rows and {"rank", "name", "total_ns"} <= set(rows[0])
@@ -43,7 +43,7 @@ def test_query_formats(cli, tmp_path):
 
 
 def test_sql_with_bound_parameter(cli):
-    code, out, _ = cli("sql", "SELECT count(*) AS n FROM kernels WHERE dur_ns > $d", PUBLIC[0], "-p", "d=0", "-f", "csv")
+    code, out, _ = cli("sql", "SELECT count(*) AS n FROM kernels WHERE dur_ns > $d", FIXTURES / "run2", "-p", "d=0", "-f", "csv")
     assert code == 0 and out.startswith("n\n")
 
 
