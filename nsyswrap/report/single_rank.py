@@ -2,7 +2,9 @@
 NVTX GPU time per (rank, device), with a verdict and recommendations."""
 from __future__ import annotations
 
+import dataclasses
 import re
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pandas as pd
@@ -26,16 +28,22 @@ NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with 
 def single_rank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout)."""
     params = options.window_params()
-    by_text = metrics.gpu_time_by_text(run)
-    with shared_window_sweeps(run, params):
-        ledger = metrics.time_ledger(run, **params)
-        gaps = _gap_summary(run, params)
-        launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
-        exposure = metrics.collective_exposure(run, **params,
-                                               context_regex=_context_regex(by_text))
-        steps = metrics.step_ledger(run, **params)
-        summary = metrics.exposure_summary(run, **params)
-        histogram = metrics.gap_histogram(run, **params)
+    # The NVTX projection and the launch summary read neither the window sweeps nor each
+    # other: a second connection runs them meanwhile (the sweeps run partly on one thread).
+    with _side_connection(run) as side, ThreadPoolExecutor(max_workers=1) as pool:
+        by_text_job = pool.submit(metrics.gpu_time_by_text, side)
+        launch_job = pool.submit(metrics.launch_summary, side, **params,
+                                 tiny_kernel_ns=TINY_KERNEL_NS)
+        with shared_window_sweeps(run, params):
+            ledger = metrics.time_ledger(run, **params)
+            gaps = _gap_summary(run, params)
+            steps = metrics.step_ledger(run, **params)
+            histogram = metrics.gap_histogram(run, **params)
+            summary = metrics.exposure_summary(run, **params)
+            by_text = by_text_job.result()
+            exposure = metrics.collective_exposure(run, **params,
+                                                   context_regex=_context_regex(by_text))
+        launch = launch_job.result()
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     tables = [
@@ -64,8 +72,8 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
 
 
 # Window-parameter macros of sql/_macros/metrics.sql whose results several modules of the
-# section read, in dependency order (idle_gaps and collective_exposure read device_sweep).
-SHARED_MACROS = ("device_sweep", "idle_gaps", "collective_exposure")
+# section read, in dependency order (idle_gap_rows and collective_exposure read device_sweep).
+SHARED_MACROS = ("device_sweep", "idle_gap_rows", "collective_exposure")
 
 
 @contextmanager
@@ -85,11 +93,27 @@ def shared_window_sweeps(run: Run, params: dict):
             made.append(macro)
             run.con.execute(f"CREATE OR REPLACE TEMP MACRO {macro}(window_nvtx, step_pattern, "
                             f"step_from, step_to) AS TABLE SELECT * FROM {table}")
+        # Only idle_gap_rows reads the sweep's gap rows (code <= 3): keep the edge and probe
+        # rows the ledgers and collective_exposure read, free the rest.
+        run.con.execute("CREATE OR REPLACE TEMP TABLE nsyswrap_shared_device_sweep AS "
+                        "SELECT * FROM nsyswrap_shared_device_sweep WHERE code >= 4")
         yield
     finally:
         for macro in made:
             run.con.execute(f"DROP MACRO TABLE IF EXISTS temp.{macro}")
             run.con.execute(f"DROP TABLE IF EXISTS temp.nsyswrap_shared_{macro}")
+
+
+@contextmanager
+def _side_connection(run: Run):
+    """The run on a second connection to the same database, for another thread."""
+    con = run.con.cursor()
+    try:
+        # the ASOF setting of sql/_macros/metrics.sql is per connection
+        con.execute("SET asof_loop_join_threshold = 0")
+        yield dataclasses.replace(run, con=con)
+    finally:
+        con.close()
 
 
 def _gap_summary(run: Run, params: dict) -> pd.DataFrame:
@@ -98,7 +122,7 @@ def _gap_summary(run: Run, params: dict) -> pd.DataFrame:
     return run.df("""
         SELECT rank, device, cause, count(*) AS gaps, sum(dur_ns)::BIGINT AS dur_ns,
             max(dur_ns) AS longest
-        FROM idle_gaps($window_nvtx, $step_pattern, $step_from, $step_to)
+        FROM idle_gap_rows($window_nvtx, $step_pattern, $step_from, $step_to)
         GROUP BY rank, device, cause
         ORDER BY rank, device, cause
     """, params)

@@ -275,8 +275,9 @@ WHERE r.start_ns < w.window_end_ns
 
 -- The single sweep behind the ledger, the step ledger, collective exposure and idle gaps.
 -- Every device with a window contributes its GPU activities (code 0 compute, 1 comm,
--- 2 copy, 3 zero-length), its two window edges (code 4, zero-length) and probe times
--- (code 5: step region edges, starts and ends of NCCL kernels starting in the window).
+-- 2 copy, 3 zero-length, 6 ending before it starts or never: only its start counts), its
+-- two window edges (code 4, zero-length) and probe times (code 5: step region edges,
+-- starts and ends of NCCL kernels starting in the window; code 7: see origins).
 -- One ORDER BY (device, s, e) and running aggregates over that order give, per row:
 --   prev_c / prev_m / prev_p: furthest end of the compute (plus zero-length rows and
 --     window edges) / comm / copy rows before it. A row adds
@@ -300,11 +301,8 @@ CREATE OR REPLACE MACRO device_sweep(window_nvtx, step_pattern, step_from, step_
 WITH windows AS (
     SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
 ),
-probes AS (
-    SELECT rank, device, unnest([start_ns, region_end_ns]) AS t
-    FROM window_steps(window_nvtx, step_pattern, step_from, step_to)
-    UNION
-    SELECT k.rank, k.device, unnest([k.start_ns, k.end_ns])
+nccl AS (
+    SELECT k.rank, k.device, k.start_ns, k.end_ns
     FROM kernels AS k
     JOIN windows AS w
         ON w.rank = k.rank
@@ -312,58 +310,64 @@ probes AS (
     WHERE k.kind = 'nccl'
         AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
 ),
+probes AS (
+    SELECT r.rank, r.device, unnest([r.start_ns, r.region_end_ns]) AS t
+    FROM step_regions(step_pattern) AS r
+    JOIN windows AS w
+        ON w.rank = r.rank
+        AND w.device = r.device
+    WHERE r.start_ns < w.window_end_ns
+        AND r.end_ns > w.window_start_ns
+        AND r.step >= coalesce(step_from, r.step)
+        AND r.step < coalesce(step_to, r.step + 1)
+    UNION
+    SELECT rank, device, unnest([start_ns, end_ns])
+    FROM nccl
+),
+origins AS (
+    -- a device with an NCCL kernel without end: its first activity start (probe code 7),
+    -- from where collective_exposure counts compute time absolutely
+    SELECT k.rank, k.device, min(k.start_ns) AS t
+    FROM kernels AS k
+    SEMI JOIN (SELECT rank, device FROM nccl WHERE end_ns IS NULL) AS n
+        ON n.rank = k.rank
+        AND n.device = k.device
+    GROUP BY k.rank, k.device
+),
 extent AS (
     SELECT
         w.rank,
         w.device,
         w.window_start_ns,
         w.window_end_ns,
-        -- rows ending before every edge and probe, or starting after all of them,
-        -- change nothing returned
+        -- what lies before every edge and probe, or after all of them, changes nothing
+        -- returned: activities are clipped to [keep_from, keep_to]
         least(w.window_start_ns, min(p.t)) AS keep_from,
         greatest(w.window_end_ns, max(p.t)) AS keep_to
     FROM windows AS w
-    LEFT JOIN probes AS p
+    LEFT JOIN (SELECT * FROM probes UNION ALL SELECT * FROM origins) AS p
         ON p.rank = w.rank
         AND p.device = w.device
     GROUP BY w.rank, w.device, w.window_start_ns, w.window_end_ns
 ),
-activity AS (
-    SELECT
-        rank,
-        device,
-        least(min(start_ns), min(end_ns)) AS first_ns,
-        greatest(max(start_ns), max(end_ns)) AS last_ns
-    FROM kernels
-    GROUP BY rank, device
-),
 devices AS (
     SELECT
-        x.*,
-        row_number() OVER (ORDER BY x.rank, x.device)::UINTEGER AS pno,
-        -- the device's times [lo, hi] move to [offset, offset + hi - lo]
-        coalesce(sum(hi - lo + 1) OVER (
-            ORDER BY x.rank, x.device ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ), 0)::BIGINT - lo AS shift
-    FROM (
-        SELECT
-            e.*,
-            least(e.keep_from, a.first_ns) AS lo,
-            greatest(e.keep_to, a.last_ns) AS hi
-        FROM extent AS e
-        JOIN activity AS a
-            ON a.rank = e.rank
-            AND a.device = e.device
-    ) AS x
+        *,
+        row_number() OVER (ORDER BY rank, device)::UINTEGER AS pno,
+        -- the device's times [keep_from, keep_to] move to [offset, offset + keep_to - keep_from]
+        coalesce(sum(keep_to - keep_from + 1) OVER (
+            ORDER BY rank, device ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ), 0)::BIGINT - keep_from AS shift
+    FROM extent
 ),
 stream AS (
     SELECT
         d.pno,
-        k.start_ns + d.shift AS s,
-        k.end_ns + d.shift AS e,
+        greatest(k.start_ns, d.keep_from) + d.shift AS s,
+        -- (a row ending before it starts, or never, only marks its start)
+        least(CASE WHEN k.end_ns >= k.start_ns THEN k.end_ns ELSE k.start_ns END, d.keep_to)
+            + d.shift AS e,
         CASE WHEN k.name IS NOT NULL THEN hash(k.name) END AS name_hash,
-        k.pid,
-        k.correlation_id,
         CASE
             WHEN k.end_ns IS NULL OR k.end_ns < k.start_ns THEN 6
             WHEN k.end_ns = k.start_ns THEN 3
@@ -383,17 +387,21 @@ stream AS (
         unnest([window_start_ns, window_end_ns]) + shift,
         unnest([window_start_ns, window_end_ns]) + shift,
         NULL,
-        NULL,
-        NULL,
         4
     FROM devices
     UNION ALL
-    SELECT d.pno, p.t + d.shift, p.t + d.shift, NULL, NULL, NULL, 5
+    SELECT d.pno, p.t + d.shift, p.t + d.shift, NULL, 5
     FROM probes AS p
     JOIN devices AS d
         ON d.rank = p.rank
         AND d.device = p.device
     WHERE p.t IS NOT NULL
+    UNION ALL
+    SELECT d.pno, o.t + d.shift, o.t + d.shift, NULL, 7
+    FROM origins AS o
+    JOIN devices AS d
+        ON d.rank = o.rank
+        AND d.device = o.device
 ),
 maxima AS (
     SELECT
@@ -411,8 +419,6 @@ previous AS (
         e,
         code,
         name_hash,
-        pid,
-        correlation_id,
         coalesce(lag(s) OVER () = s, FALSE) OR coalesce(lead(s) OVER () = s, FALSE) AS tied,
         CASE
             WHEN lag(s) OVER () > s OR (lag(s) OVER () = s AND lag(e) OVER () > e)
@@ -429,8 +435,6 @@ added AS (
         s,
         code,
         name_hash,
-        pid,
-        correlation_id,
         tied,
         prev_c,
         prev_m,
@@ -467,18 +471,16 @@ SELECT
     x.prev_a - d.shift AS gap_start_ns,
     x.tied,
     x.name_hash,
-    x.pid,
-    x.correlation_id,
-    CASE WHEN x.code >= 4 THEN coalesce(x.sum_c, 0) - greatest(0, x.prev_c - x.s) END
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_c, 0) - greatest(0, x.prev_c - x.s) END::BIGINT
         AS covered_c,
-    CASE WHEN x.code >= 4 THEN coalesce(x.sum_m, 0) - greatest(0, x.prev_m - x.s) END
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_m, 0) - greatest(0, x.prev_m - x.s) END::BIGINT
         AS covered_m,
-    CASE WHEN x.code >= 4 THEN coalesce(x.sum_p, 0) - greatest(0, x.prev_p - x.s) END
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_p, 0) - greatest(0, x.prev_p - x.s) END::BIGINT
         AS covered_p,
     CASE WHEN x.code >= 4
-        THEN coalesce(x.sum_cm, 0) - greatest(0, greatest(x.prev_c, x.prev_m) - x.s) END
+        THEN coalesce(x.sum_cm, 0) - greatest(0, greatest(x.prev_c, x.prev_m) - x.s) END::BIGINT
         AS covered_cm,
-    CASE WHEN x.code >= 4 THEN coalesce(x.sum_a, 0) - greatest(0, x.prev_a - x.s) END
+    CASE WHEN x.code >= 4 THEN coalesce(x.sum_a, 0) - greatest(0, x.prev_a - x.s) END::BIGINT
         AS covered_a
 FROM picked AS x
 JOIN devices AS d
@@ -543,10 +545,13 @@ LEFT JOIN probes AS b
 -- on the same device: B(t) = compute-busy time before t, overlap = B(end) - B(start).
 CREATE OR REPLACE MACRO collective_exposure(window_nvtx, step_pattern, step_from, step_to)
 AS TABLE
-WITH probes AS (
-    SELECT rank, device, t, covered_c
+WITH sweep AS (
+    SELECT rank, device, code, t, covered_c
     FROM device_sweep(window_nvtx, step_pattern, step_from, step_to)
-    WHERE code = 5
+    WHERE code IN (5, 7)
+),
+probes AS (
+    SELECT * FROM sweep WHERE code = 5
 ),
 win AS (
     SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
@@ -570,16 +575,23 @@ comm AS (
         AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
 ),
 measured AS (
-    SELECT c.*, b.covered_c - a.covered_c AS overlap
+    -- (a kernel without end: B(end) counts as 0, so overlap = -B(start))
+    SELECT
+        c.*,
+        CASE WHEN c.end_ns IS NULL THEN o.covered_c - a.covered_c
+            ELSE b.covered_c - a.covered_c END AS overlap
     FROM comm AS c
     JOIN probes AS a
         ON a.rank = c.rank
         AND a.device = c.device
         AND a.t = c.start_ns
-    JOIN probes AS b
+    LEFT JOIN probes AS b
         ON b.rank = c.rank
         AND b.device = c.device
         AND b.t = c.end_ns
+    LEFT JOIN (SELECT * FROM sweep WHERE code = 7) AS o
+        ON o.rank = c.rank
+        AND o.device = c.device
 )
 SELECT
     rank,
@@ -637,7 +649,7 @@ WINDOW w AS (PARTITION BY rank, device ORDER BY start_ns);
 -- gap), host_bound (launched after the GPU went idle) or unknown (no launch record).
 -- step: the step region holding the gap start, else the first one starting inside the
 -- gap (gpu_timeline's first segment of the gap with a step).
-CREATE OR REPLACE MACRO idle_gaps(window_nvtx, step_pattern, step_from, step_to) AS TABLE
+CREATE OR REPLACE MACRO idle_gap_rows(window_nvtx, step_pattern, step_from, step_to) AS TABLE
 WITH win AS (
     SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
 ),
@@ -648,9 +660,8 @@ raw_gaps AS (
         g.gap_start_ns AS start_ns,
         g.t AS end_ns,
         g.tied,
-        g.name_hash,
-        g.pid,
-        g.correlation_id
+        g.code,
+        g.name_hash
     FROM device_sweep(window_nvtx, step_pattern, step_from, step_to) AS g
     JOIN win AS w
         ON w.rank = g.rank
@@ -742,9 +753,8 @@ gaps AS (
         start_ns,
         end_ns,
         tied,
+        code,
         name_hash,
-        pid,
-        correlation_id,
         CASE WHEN start_ns < region.end_ns THEN region.step END AS step,
         CASE
             WHEN island IS NULL THEN 0
@@ -761,9 +771,8 @@ gaps AS (
         g.start_ns,
         g.end_ns,
         g.tied,
+        g.code,
         g.name_hash,
-        g.pid,
-        g.correlation_id,
         CASE
             WHEN r.start_ns IS NULL AND f.first_start_ns < g.end_ns THEN f.first_step
             WHEN g.start_ns < r.end_ns THEN r.step
@@ -793,18 +802,9 @@ gaps AS (
         AND s.device = g.device
         AND g.start_ns >= s.start_ns
 ),
-names AS (
-    -- kernel names by the hash the sweep carries (two names with one hash: fail)
-    SELECT
-        hash(name) AS name_hash,
-        CASE WHEN min(name) = max(name) THEN min(name)
-            ELSE error('idle_gaps: two kernel names share a hash') END AS name
-    FROM (SELECT DISTINCT name FROM kernels WHERE name IS NOT NULL)
-    GROUP BY hash(name)
-),
 untied AS (
     -- no other row starts at the gap end: the kernel ending the gap (if any) is the only
-    -- one starting there, and its launches row, if any, the only one for that start
+    -- one starting there, and a launches row for that start is its own
     SELECT g.*, l.start_ns AS next_launch_ns
     FROM (SELECT * FROM gaps WHERE NOT tied) AS g
     LEFT JOIN launches AS l
@@ -816,9 +816,9 @@ next_work AS (
     SELECT rank, device, start_ns, end_ns, step, sync_ns, name_hash, next_launch_ns
     FROM untied
     WHERE next_launch_ns IS NOT NULL
-        OR pid IS NULL
+        OR code = 4
     UNION ALL
-    -- no launches row for that kernel: its launch call by correlation id, as for ties
+    -- no launches row of its own: the launch call of its correlation id, if any
     SELECT
         g.rank,
         g.device,
@@ -827,27 +827,29 @@ next_work AS (
         g.step,
         g.sync_ns,
         g.name_hash,
-        l.launch_ns
-    FROM (SELECT * FROM untied WHERE next_launch_ns IS NULL AND pid IS NOT NULL) AS g
+        c.launch_ns
+    FROM (SELECT * FROM untied WHERE next_launch_ns IS NULL AND code <> 4) AS g
     LEFT JOIN (
-        SELECT l.rank, l.pid, l.correlation_id, min(l.start_ns) AS launch_ns
-        FROM launches AS l
+        SELECT k.rank, k.device, k.start_ns, min(l.start_ns) AS launch_ns
+        FROM kernels AS k
         SEMI JOIN untied AS u
-            ON u.rank = l.rank
-            AND u.pid = l.pid
-            AND u.correlation_id = l.correlation_id
+            ON u.rank = k.rank
+            AND u.device = k.device
+            AND u.end_ns = k.start_ns
             AND u.next_launch_ns IS NULL
-        GROUP BY l.rank, l.pid, l.correlation_id
-    ) AS l
-        ON l.rank = g.rank
-        AND l.pid = g.pid
-        AND l.correlation_id = g.correlation_id
+        JOIN launches AS l
+            ON l.rank = k.rank
+            AND l.pid = k.pid
+            AND l.correlation_id = k.correlation_id
+        GROUP BY k.rank, k.device, k.start_ns
+    ) AS c
+        ON c.rank = g.rank
+        AND c.device = g.device
+        AND c.start_ns = g.end_ns
 ),
 named AS (
-    SELECT w.* EXCLUDE (name_hash), n.name AS next_name
-    FROM next_work AS w
-    LEFT JOIN names AS n
-        ON n.name_hash = w.name_hash
+    SELECT *, NULL AS next_name
+    FROM next_work
     UNION ALL
     -- several rows start at the gap end: every kernel starting there, the name of the
     -- first launched (else the least name)
@@ -858,6 +860,7 @@ named AS (
         g.end_ns,
         g.step,
         g.sync_ns,
+        NULL,
         n.launch_ns,
         n.name
     FROM (SELECT * FROM gaps WHERE tied) AS g
@@ -892,6 +895,7 @@ SELECT
     end_ns,
     end_ns - start_ns AS dur_ns,
     sync_ns::BIGINT AS sync_ns,
+    name_hash AS next_name_hash,
     next_name,
     next_launch_ns,
     CASE
@@ -902,13 +906,39 @@ SELECT
     END AS cause
 FROM named;
 
+-- idle_gap_rows with the names of the work ending the gaps (the rows carry the name's hash
+-- where one kernel ends the gap).
+CREATE OR REPLACE MACRO idle_gaps(window_nvtx, step_pattern, step_from, step_to) AS TABLE
+WITH names AS (
+    -- kernel names by the hash the sweep carries (two names with one hash: fail)
+    SELECT
+        hash(name) AS name_hash,
+        CASE WHEN min(name) = max(name) THEN min(name)
+            ELSE error('idle_gaps: two kernel names share a hash') END AS name
+    FROM (SELECT DISTINCT name FROM kernels WHERE name IS NOT NULL)
+    GROUP BY hash(name)
+)
+SELECT
+    g.rank,
+    g.device,
+    g.step,
+    g.start_ns,
+    g.end_ns,
+    g.dur_ns,
+    g.sync_ns,
+    coalesce(g.next_name, n.name) AS next_name,
+    g.next_launch_ns,
+    g.cause
+FROM idle_gap_rows(window_nvtx, step_pattern, step_from, step_to) AS g
+LEFT JOIN names AS n
+    ON n.name_hash = g.next_name_hash;
 
 -- GPU time of the work launched inside each NVTX range on the range's thread:
 -- C(t) = running totals of the thread's launches before t, range total = C(end) - C(start).
--- The range edges ride in one sorted stream with the launches (edges before launches at
--- the same time), so C at every edge is a running sum read off the stream: thread by
--- thread in one ORDER BY, minus the sum at the thread's first row. Several totals share
--- one HUGEINT sum (high and low 64 bits, each a signed sum < 2^63 in magnitude).
+-- The range edges ride in one sorted stream with the launches (thread by thread, edges
+-- before launches at the same time), so C at every edge is a running sum read off the
+-- stream, minus the sum at the thread's first row. Two totals share one HUGEINT sum (high
+-- and low 64 bits, each a signed sum below 2^63 in magnitude).
 CREATE OR REPLACE MACRO nvtx_gpu_projection(text_like) AS TABLE
 WITH ranges AS (
     SELECT rank, pid, tid, start_ns, end_ns, dur_ns, text
@@ -917,109 +947,98 @@ WITH ranges AS (
         AND text LIKE text_like
 ),
 threads AS (
-    SELECT DISTINCT rank, pid, tid FROM ranges
+    SELECT rank, pid, tid, row_number() OVER (ORDER BY rank, pid, tid)::UINTEGER AS tno
+    FROM (SELECT DISTINCT rank, pid, tid FROM ranges)
 ),
 stream AS (
-    -- code 0: the thread's first row; 1: a range edge; 2: a launch
-    SELECT rank, pid, tid, -9223372036854775808 AS t, 0::UTINYINT AS code,
-        0::HUGEINT AS n_gpu, 0::HUGEINT AS compute_nccl, 0::BIGINT AS copy
+    -- code 0: the thread's first row; 1: a range edge; 2: a launch (kind: 0 compute or
+    -- other, 1 nccl, 2 memcpy or memset, 3 else)
+    SELECT tno, -9223372036854775808 AS t, 0::UTINYINT AS code, 0 AS gpu, 3::UTINYINT AS kind
     FROM threads
     UNION ALL
-    SELECT DISTINCT rank, pid, tid, unnest([start_ns, end_ns]), 1, 0, 0, 0
-    FROM ranges
+    SELECT h.tno, e.t, 1, 0, 3
+    FROM (SELECT DISTINCT rank, pid, tid, unnest([start_ns, end_ns]) AS t FROM ranges) AS e
+    JOIN threads AS h
+        ON h.rank = e.rank
+        AND h.pid = e.pid
+        AND h.tid = e.tid
     UNION ALL
     SELECT
-        rank,
-        pid,
-        tid,
-        start_ns,
+        h.tno,
+        l.start_ns,
         2,
-        18446744073709551616::HUGEINT + gpu,
-        (CASE WHEN kind IN ('compute', 'other') THEN gpu ELSE 0 END)::HUGEINT * 18446744073709551616
-            + CASE WHEN kind = 'nccl' THEN gpu ELSE 0 END,
-        CASE WHEN kind IN ('memcpy', 'memset') THEN gpu ELSE 0 END
-    FROM (
-        SELECT
-            l.rank,
-            l.pid,
-            l.tid,
-            l.start_ns,
-            l.kind,
-            coalesce(l.kernel_end_ns - l.kernel_start_ns, 0) AS gpu
-        FROM launches AS l
-        SEMI JOIN threads AS h
-            ON h.rank = l.rank
-            AND h.pid = l.pid
-            AND h.tid = l.tid
-        WHERE l.start_ns IS NOT NULL
-    )
+        coalesce(l.kernel_end_ns - l.kernel_start_ns, 0),
+        CASE
+            WHEN l.kind IN ('compute', 'other') THEN 0
+            WHEN l.kind = 'nccl' THEN 1
+            WHEN l.kind IN ('memcpy', 'memset') THEN 2
+            ELSE 3
+        END
+    FROM launches AS l
+    JOIN threads AS h
+        ON h.rank = l.rank
+        AND h.pid = l.pid
+        AND h.tid = l.tid
+    WHERE l.start_ns IS NOT NULL
 ),
 running AS (
     SELECT
-        *,
-        sum(n_gpu) OVER w AS sum_n_gpu,
-        sum(compute_nccl) OVER w AS sum_compute_nccl,
-        sum(copy) OVER w AS sum_copy,
-        lag(rank) OVER () AS lag_rank,
-        lag(pid) OVER () AS lag_pid,
-        lag(tid) OVER () AS lag_tid,
+        tno,
+        t,
+        code,
+        sum(CASE WHEN code = 2 THEN 18446744073709551616::HUGEINT + gpu END) OVER w AS n_gpu,
+        sum(CASE
+            WHEN kind = 0 THEN gpu::HUGEINT * 18446744073709551616
+            WHEN kind = 1 THEN gpu::HUGEINT
+        END) OVER w AS compute_nccl,
+        sum(gpu) FILTER (WHERE kind = 2) OVER w AS copy,
+        lag(tno) OVER () AS lag_tno,
         lag(t) OVER () AS lag_t,
         lag(code) OVER () AS lag_code
-    FROM (SELECT * FROM stream ORDER BY rank, pid, tid, t, code)
+    FROM (SELECT * FROM stream ORDER BY tno, t, code)
     WINDOW w AS (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 ),
 marks AS (
     SELECT
-        rank,
-        pid,
-        tid,
+        tno,
         t,
         code,
         CASE
-            WHEN lag_rank = rank AND lag_pid = pid AND lag_tid = tid
-                AND (lag_t > t OR (lag_t = t AND lag_code > code))
+            WHEN lag_tno > tno OR (lag_tno = tno AND (lag_t > t OR (lag_t = t AND lag_code > code)))
                 THEN error('nvtx_gpu_projection: rows reached the running sums out of order')
-            ELSE sum_n_gpu
-        END AS sum_n_gpu,
-        sum_compute_nccl,
-        sum_copy
+            ELSE coalesce(n_gpu, 0)
+        END AS n_gpu,
+        coalesce(compute_nccl, 0) AS compute_nccl,
+        coalesce(copy, 0) AS copy
     FROM running
     WHERE code <= 1
-        OR (lag_rank = rank AND lag_pid = pid AND lag_tid = tid
-            AND (lag_t > t OR (lag_t = t AND lag_code > code)))
-),
-relative AS (
-    -- C(t) of the thread: running sums minus those at the thread's first row
-    SELECT
-        e.rank,
-        e.pid,
-        e.tid,
-        e.t,
-        e.sum_n_gpu - b.sum_n_gpu AS n_gpu,
-        e.sum_compute_nccl - b.sum_compute_nccl AS compute_nccl,
-        e.sum_copy - b.sum_copy AS copy_ns
-    FROM marks AS e
-    JOIN marks AS b
-        ON b.rank = e.rank
-        AND b.pid = e.pid
-        AND b.tid = e.tid
-        AND b.code = 0
-    WHERE e.code = 1
+        OR lag_tno > tno
+        OR (lag_tno = tno AND (lag_t > t OR (lag_t = t AND lag_code > code)))
 ),
 at_edges AS (
-    -- unpack: high = floor((v + 2^63) / 2^64), low = v - high * 2^64
+    -- C(t) of the thread, unpacked: high = floor((v + 2^63) / 2^64), low = v - high * 2^64
     SELECT
-        rank,
-        pid,
-        tid,
-        t,
-        (n_gpu + 9223372036854775808) >> 64 AS n,
-        n_gpu - ((n_gpu + 9223372036854775808) >> 64) * 18446744073709551616 AS gpu_ns,
-        (compute_nccl + 9223372036854775808) >> 64 AS compute_ns,
-        compute_nccl - ((compute_nccl + 9223372036854775808) >> 64) * 18446744073709551616
+        h.rank,
+        h.pid,
+        h.tid,
+        e.t,
+        (e.n_gpu - b.n_gpu + 9223372036854775808) >> 64 AS n,
+        e.n_gpu - b.n_gpu
+            - ((e.n_gpu - b.n_gpu + 9223372036854775808) >> 64) * 18446744073709551616
+            AS gpu_ns,
+        (e.compute_nccl - b.compute_nccl + 9223372036854775808) >> 64 AS compute_ns,
+        e.compute_nccl - b.compute_nccl
+            - ((e.compute_nccl - b.compute_nccl + 9223372036854775808) >> 64)
+                * 18446744073709551616
             AS nccl_ns,
-        copy_ns
-    FROM relative
+        e.copy - b.copy AS copy_ns
+    FROM marks AS e
+    JOIN marks AS b
+        ON b.tno = e.tno
+        AND b.code = 0
+    JOIN threads AS h
+        ON h.tno = e.tno
+    WHERE e.code = 1
 )
 SELECT
     r.rank,
