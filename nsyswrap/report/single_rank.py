@@ -28,12 +28,10 @@ NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with 
 def single_rank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout)."""
     params = options.window_params()
-    # The NVTX projection and the launch summary read neither the window sweeps nor each
-    # other: a second connection runs them meanwhile (the sweeps run partly on one thread).
+    # The NVTX projection reads nothing of the window: a second connection runs it while
+    # the window sweep runs (which is partly single-threaded).
     with _side_connection(run) as side, ThreadPoolExecutor(max_workers=1) as pool:
         by_text_job = pool.submit(metrics.gpu_time_by_text, side)
-        launch_job = pool.submit(metrics.launch_summary, side, **params,
-                                 tiny_kernel_ns=TINY_KERNEL_NS)
         with shared_window_sweeps(run, params):
             ledger = metrics.time_ledger(run, **params)
             gaps = _gap_summary(run, params)
@@ -43,7 +41,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
             by_text = by_text_job.result()
             exposure = metrics.collective_exposure(run, **params,
                                                    context_regex=_context_regex(by_text))
-        launch = launch_job.result()
+    launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     tables = [

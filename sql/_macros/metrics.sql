@@ -273,30 +273,32 @@ WHERE r.start_ns < w.window_end_ns
     AND r.step >= coalesce(step_from, r.step)
     AND r.step < coalesce(step_to, r.step + 1);
 
--- The single sweep behind the ledger, the step ledger, collective exposure and idle gaps.
+-- The one sweep behind the ledger, the step ledger, collective exposure and idle gaps.
 -- Every device with a window contributes its GPU activities (code 0 compute, 1 comm,
 -- 2 copy, 3 zero-length, 6 ending before it starts or never: only its start counts), its
--- two window edges (code 4, zero-length) and probe times (code 5: step region edges,
--- starts and ends of NCCL kernels starting in the window; code 7: see origins).
--- One ORDER BY (device, s, e) and running aggregates over that order give, per row:
---   prev_c / prev_m / prev_p: furthest end of the compute (plus zero-length rows and
+-- two window edges (code 4, zero-length) and probe times (code 5: step region edges, starts
+-- and ends of NCCL kernels starting in the window; code 7: see origins). Everything is
+-- clipped to [keep_from, keep_to], the span of edges and probes: nothing outside it
+-- changes what is returned. One ORDER BY (device, s, e) and running aggregates over it
+-- give each row:
+--   prev_c / prev_m / prev_p: the furthest end of the compute (plus zero-length rows and
 --     window edges) / comm / copy rows before it. A row adds
---     greatest(0, e - greatest(s, prev)) to the union of its set; a compute-or-comm row
---     adds greatest(0, e - greatest(s, prev_c, prev_m)) to |C u M|, any row
---     greatest(0, e - greatest(s, prev_c, prev_m, prev_p)) to |all|.
---   the running sums of those additions; at a zero-length row at time t every row before
---     it starts at or before t, so the union of set X before t is
---     covered_X(t) = running sum - greatest(0, prev_X - t), and X's time in [a, b) is
---     covered_X(b) - covered_X(a).
--- Returned: the probe and edge rows (code 4, 5) with covered_* at their time, and every
--- row (code 0..4) that starts after everything before it ended: it ends the idle gap
--- [gap_start_ns, t].
--- All devices share one stream: each device's times are shifted onto its own stretch of
--- one axis (devices in order, a device's stretch after the previous one's), so ends of
--- an earlier device are below every time of the next and never count for it; running
--- sums are only ever subtracted within one device. The running aggregates see the rows
--- in sort order (DuckDB keeps a sorted subquery's order through windows without ORDER BY,
--- evaluated in one thread); the lag check below fails the query if that ever breaks.
+--     greatest(0, e - greatest(s, prev)) to the union of its set (union lengths by running
+--     maximum); a compute or comm row adds greatest(0, e - greatest(s, prev_c, prev_m))
+--     to |C u M|, any activity greatest(0, e - greatest(s, prev_c, prev_m, prev_p)) to
+--     |all|.
+--   the running sums of those additions. At a zero-length row at time t every row before
+--     it starts at or before t, so set X covers covered_X(t) = running sum
+--     - greatest(0, prev_X - t) of the time before t: X's time in [a, b) is
+--     covered_X(b) - covered_X(a), for a and b probed or edges of one device.
+-- Returned: the edge and probe rows (code 4, 5, 7) with covered_* at their time t, and
+-- every activity row or edge that starts after everything before it ended: it ends the idle
+-- gap [gap_start_ns, t] (tied: another row starts at t too; name_hash: hash of its name).
+-- All devices share the stream: each device's times are shifted onto its own stretch of
+-- one axis, devices one after the other, so the ends of a device never reach the next
+-- one's times; running sums are only subtracted within a device. The running aggregates
+-- see the rows in sort order (DuckDB keeps a sorted subquery's order through windows
+-- without ORDER BY, and runs them on one thread); the lag check fails the query if not.
 CREATE OR REPLACE MACRO device_sweep(window_nvtx, step_pattern, step_from, step_to) AS TABLE
 WITH windows AS (
     SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
