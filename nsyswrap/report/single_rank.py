@@ -41,7 +41,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
             by_text = by_text_job.result()
             exposure = metrics.collective_exposure(run, **params,
                                                    context_regex=_context_regex(by_text))
-    launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
+            launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     tables = [
@@ -69,9 +69,16 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     }
 
 
-# Window-parameter macros of sql/_macros/metrics.sql whose results several modules of the
-# section read, in dependency order (idle_gap_rows and collective_exposure read device_sweep).
-SHARED_MACROS = ("device_sweep", "idle_gap_rows", "collective_exposure")
+# Window-parameter macros of sql/_macros/metrics.sql that several modules of the section
+# read, in dependency order, each with the macro that computes its result (the sources
+# after device_sweep read it, by then shared: one sweep serves them all).
+SHARED_MACROS = (
+    ("analysis_window", "analysis_window"),
+    ("device_sweep", "device_sweep"),
+    ("idle_gap_rows", "idle_gap_rows"),
+    ("collective_exposure", "collective_exposure_swept"),
+    ("window_unions", "window_unions_swept"),
+)
 
 
 @contextmanager
@@ -84,10 +91,10 @@ def shared_window_sweeps(run: Run, params: dict):
             params["step_to"]]
     made = []
     try:
-        for macro in SHARED_MACROS:
+        for macro, source in SHARED_MACROS:
             table = f"nsyswrap_shared_{macro}"
             run.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
-                            f"SELECT * FROM {macro}($1, $2, $3, $4)", args)
+                            f"SELECT * FROM {source}($1, $2, $3, $4)", args)
             made.append(macro)
             run.con.execute(f"CREATE OR REPLACE TEMP MACRO {macro}(window_nvtx, step_pattern, "
                             f"step_from, step_to) AS TABLE SELECT * FROM {table}")

@@ -146,108 +146,10 @@ JOIN drivers AS d
     AND d.pid = a.pid
 WHERE a.api ILIKE '%synchronize%';
 
--- The device timeline as consecutive segments [start_ns, end_ns) of constant state:
--- how many compute, comm and copy activities run (all streams of the device), how
--- many host syncs are in progress, and how many zero-length activities sit at its start.
--- Cut at every activity edge, sync edge, window edge and step edge; each segment says
--- whether it lies in the window and in which step.
-CREATE OR REPLACE MACRO gpu_timeline(window_nvtx, step_pattern, step_from, step_to)
-AS TABLE
-WITH work AS (
-    SELECT rank, device, start_ns, end_ns, activity
-    FROM gpu_work()
-    WHERE end_ns > start_ns
-),
-instants AS (
-    SELECT rank, device, start_ns
-    FROM gpu_work()
-    WHERE end_ns = start_ns
-),
-win AS (
-    SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
-),
-steps AS (
-    SELECT * FROM device_steps(step_pattern)
-),
-sync AS (
-    SELECT * FROM device_syncs() WHERE end_ns > start_ns
-),
-deltas AS (
-    SELECT
-        rank,
-        device,
-        unnest([start_ns, end_ns]) AS t,
-        unnest([1, -1]) AS sign,
-        activity
-    FROM work
-    UNION ALL
-    SELECT rank, device, unnest([start_ns, end_ns]), unnest([1, -1]), 'sync'
-    FROM sync
-    UNION ALL
-    SELECT rank, device, start_ns, 0, 'instant'
-    FROM instants
-    UNION ALL
-    SELECT rank, device, unnest([window_start_ns, window_end_ns]), 0, 'cut'
-    FROM win
-    UNION ALL
-    SELECT rank, device, unnest([start_ns, end_ns]), 0, 'cut'
-    FROM steps
-),
-points AS (
-    SELECT
-        rank,
-        device,
-        t,
-        sum(sign) FILTER (WHERE activity = 'compute') AS d_compute,
-        sum(sign) FILTER (WHERE activity = 'comm') AS d_comm,
-        sum(sign) FILTER (WHERE activity = 'copy') AS d_copy,
-        sum(sign) FILTER (WHERE activity = 'sync') AS d_sync,
-        count(*) FILTER (WHERE activity = 'instant') AS instants
-    FROM deltas
-    GROUP BY rank, device, t
-),
-levels AS (
-    SELECT
-        rank,
-        device,
-        t AS start_ns,
-        lead(t) OVER (PARTITION BY rank, device ORDER BY t) AS end_ns,
-        coalesce(sum(d_compute) OVER running, 0)::BIGINT AS n_compute,
-        coalesce(sum(d_comm) OVER running, 0)::BIGINT AS n_comm,
-        coalesce(sum(d_copy) OVER running, 0)::BIGINT AS n_copy,
-        coalesce(sum(d_sync) OVER running, 0)::BIGINT AS n_sync,
-        instants
-    FROM points
-    WINDOW running AS (PARTITION BY rank, device ORDER BY t ROWS UNBOUNDED PRECEDING)
-)
-SELECT
-    l.rank,
-    l.device,
-    l.start_ns,
-    l.end_ns,
-    l.end_ns - l.start_ns AS dur_ns,
-    l.n_compute,
-    l.n_comm,
-    l.n_copy,
-    l.n_sync,
-    l.instants,
-    coalesce(l.start_ns >= w.window_start_ns AND l.end_ns <= w.window_end_ns, FALSE)
-        AS in_window,
-    CASE WHEN l.end_ns <= s.end_ns THEN s.step END AS step
-FROM levels AS l
-LEFT JOIN win AS w
-    ON w.rank = l.rank
-    AND w.device = l.device
-ASOF LEFT JOIN steps AS s
-    ON s.rank = l.rank
-    AND s.device = l.device
-    AND l.start_ns >= s.start_ns
-WHERE l.end_ns IS NOT NULL;
-
 -- Step regions per (rank, device): each step of device_steps from its start to its end,
--- cut at the next step's start. A point t belongs to the step whose region holds it,
--- which is the step gpu_timeline gives the segment starting at t. A step without an end
--- (or with end <= start) holds no time: region_end_ns is NULL or <= start_ns.
+-- cut at the next step's start. A point t belongs to the step whose region holds it.
+-- A step without an end (or with end <= start) holds no time: region_end_ns is NULL or
+-- <= start_ns. Of steps starting together the lowest number holds the time.
 CREATE OR REPLACE MACRO step_regions(step_pattern) AS TABLE
 SELECT
     rank,
@@ -256,7 +158,7 @@ SELECT
     start_ns,
     end_ns,
     CASE WHEN end_ns IS NOT NULL THEN least(end_ns, lead(start_ns) OVER (
-        PARTITION BY rank, device ORDER BY start_ns, step
+        PARTITION BY rank, device ORDER BY start_ns, step DESC
     )) END AS region_end_ns
 FROM device_steps(step_pattern)
 WHERE start_ns IS NOT NULL;
@@ -293,7 +195,8 @@ WHERE r.start_ns < w.window_end_ns
 --     covered_X(b) - covered_X(a), for a and b probed or edges of one device.
 -- Returned: the edge and probe rows (code 4, 5, 7) with covered_* at their time t, and
 -- every activity row or edge that starts after everything before it ended: it ends the idle
--- gap [gap_start_ns, t] (tied: another row starts at t too; name_hash: hash of its name).
+-- gap [gap_start_ns, t] (ends_gap: one inside the window; tied: another row starts at t
+-- too; name_hash: hash of its name).
 -- All devices share the stream: each device's times are shifted onto its own stretch of
 -- one axis, devices one after the other, so the ends of a device never reach the next
 -- one's times; running sums are only subtracted within a device. The running aggregates
@@ -471,6 +374,8 @@ SELECT
     x.code,
     x.s - d.shift AS t,
     x.prev_a - d.shift AS gap_start_ns,
+    coalesce(x.code <= 4 AND x.s > x.prev_a AND x.prev_a - d.shift >= d.window_start_ns
+        AND x.s - d.shift <= d.window_end_ns, FALSE) AS ends_gap,
     x.tied,
     x.name_hash,
     CASE WHEN x.code >= 4 THEN coalesce(x.sum_c, 0) - greatest(0, x.prev_c - x.s) END::BIGINT
@@ -491,8 +396,87 @@ WHERE x.code <> 6;
 
 
 -- Union lengths per (rank, device) over the window: compute (c), comm (m), copy (p),
--- compute or comm (cm), any activity (a).
+-- compute or comm (cm), any activity (a). The same sweep as device_sweep, lighter: only
+-- the activities clipped to the window, and the additions summed per device.
 CREATE OR REPLACE MACRO window_unions(window_nvtx, step_pattern, step_from, step_to)
+AS TABLE
+WITH devices AS (
+    SELECT
+        *,
+        row_number() OVER (ORDER BY rank, device)::UINTEGER AS pno,
+        -- the device's window [start, end] moves to [offset, offset + end - start]
+        coalesce(sum(window_end_ns - window_start_ns + 1) OVER (
+            ORDER BY rank, device ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ), 0)::BIGINT - window_start_ns AS shift
+    FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
+),
+maxima AS (
+    SELECT
+        *,
+        max(e) FILTER (WHERE code = 0) OVER running AS max_c,
+        max(e) FILTER (WHERE code = 1) OVER running AS max_m,
+        max(e) FILTER (WHERE code = 2) OVER running AS max_p
+    FROM (
+        SELECT
+            d.pno,
+            greatest(k.start_ns, d.window_start_ns) + d.shift AS s,
+            least(k.end_ns, d.window_end_ns) + d.shift AS e,
+            CASE
+                WHEN k.is_comm THEN 1
+                WHEN k.kind IN ('memcpy', 'memset') THEN 2
+                ELSE 0
+            END::UTINYINT AS code
+        FROM kernels AS k
+        JOIN devices AS d
+            ON d.rank = k.rank
+            AND d.device = k.device
+        WHERE k.end_ns > k.start_ns
+            AND k.start_ns < d.window_end_ns
+            AND k.end_ns > d.window_start_ns
+        ORDER BY s, e
+    )
+    WINDOW running AS (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+previous AS (
+    SELECT
+        pno,
+        s,
+        e,
+        code,
+        CASE
+            WHEN lag(s) OVER () > s OR (lag(s) OVER () = s AND lag(e) OVER () > e)
+                THEN error('window_unions: rows reached the running maxima out of order')
+            ELSE lag(max_c) OVER ()
+        END AS prev_c,
+        lag(max_m) OVER () AS prev_m,
+        lag(max_p) OVER () AS prev_p
+    FROM maxima
+),
+added AS (
+    SELECT
+        pno,
+        sum(greatest(0, e - greatest(s, prev_c))) FILTER (WHERE code = 0) AS c_ns,
+        sum(greatest(0, e - greatest(s, prev_m))) FILTER (WHERE code = 1) AS m_ns,
+        sum(greatest(0, e - greatest(s, prev_p))) FILTER (WHERE code = 2) AS p_ns,
+        sum(greatest(0, e - greatest(s, prev_c, prev_m))) FILTER (WHERE code <= 1) AS cm_ns,
+        sum(greatest(0, e - greatest(s, prev_c, prev_m, prev_p))) AS a_ns
+    FROM previous
+    GROUP BY pno
+)
+SELECT
+    d.rank,
+    d.device,
+    coalesce(u.c_ns, 0)::BIGINT AS c_ns,
+    coalesce(u.m_ns, 0)::BIGINT AS m_ns,
+    coalesce(u.p_ns, 0)::BIGINT AS p_ns,
+    coalesce(u.cm_ns, 0)::BIGINT AS cm_ns,
+    coalesce(u.a_ns, 0)::BIGINT AS a_ns
+FROM devices AS d
+LEFT JOIN added AS u
+    ON u.pno = d.pno;
+
+-- window_unions read off device_sweep's window edges (for callers that share one sweep).
+CREATE OR REPLACE MACRO window_unions_swept(window_nvtx, step_pattern, step_from, step_to)
 AS TABLE
 SELECT
     rank,
@@ -545,7 +529,161 @@ LEFT JOIN probes AS b
 
 -- Every NCCL kernel starting inside the window with the time compute ran beside it
 -- on the same device: B(t) = compute-busy time before t, overlap = B(end) - B(start).
+-- B comes from device_sweep's method on the compute kernels alone, probed at the NCCL
+-- kernels' starts and ends (and, for a kernel without end, at the device's first
+-- activity: B(end) then counts as 0, so overlap = -B(start)).
 CREATE OR REPLACE MACRO collective_exposure(window_nvtx, step_pattern, step_from, step_to)
+AS TABLE
+WITH win AS (
+    SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
+),
+comm AS (
+    SELECT
+        k.rank,
+        k.pid,
+        k.device,
+        k.stream,
+        k.correlation_id,
+        k.name,
+        k.start_ns,
+        k.end_ns,
+        k.dur_ns
+    FROM kernels AS k
+    JOIN win AS w
+        ON w.rank = k.rank
+        AND w.device = k.device
+    WHERE k.kind = 'nccl'
+        AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
+),
+probes AS (
+    -- code 5: NCCL kernel edges; 7: the device's first activity, for kernels without end
+    SELECT DISTINCT rank, device, unnest([start_ns, end_ns]) AS t, 5 AS code
+    FROM comm
+    UNION ALL
+    SELECT k.rank, k.device, min(k.start_ns), 7
+    FROM kernels AS k
+    SEMI JOIN (SELECT rank, device FROM comm WHERE end_ns IS NULL) AS n
+        ON n.rank = k.rank
+        AND n.device = k.device
+    GROUP BY k.rank, k.device
+),
+devices AS (
+    SELECT
+        *,
+        row_number() OVER (ORDER BY rank, device)::UINTEGER AS pno,
+        coalesce(sum(keep_to - keep_from + 1) OVER (
+            ORDER BY rank, device ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ), 0)::BIGINT - keep_from AS shift
+    FROM (
+        SELECT rank, device, min(t) AS keep_from, max(t) AS keep_to
+        FROM probes
+        GROUP BY rank, device
+    )
+),
+maxima AS (
+    SELECT
+        *,
+        max(e) FILTER (WHERE code = 0) OVER running AS max_c
+    FROM (
+        SELECT
+            d.pno,
+            greatest(k.start_ns, d.keep_from) + d.shift AS s,
+            least(k.end_ns, d.keep_to) + d.shift AS e,
+            0::UTINYINT AS code
+        FROM kernels AS k
+        JOIN devices AS d
+            ON d.rank = k.rank
+            AND d.device = k.device
+        WHERE k.end_ns > k.start_ns
+            -- compute: neither comm nor copy (gpu_work's activity)
+            AND NOT coalesce(k.is_comm OR k.kind IN ('memcpy', 'memset'), FALSE)
+            AND k.end_ns >= d.keep_from
+            AND k.start_ns <= d.keep_to
+        UNION ALL
+        SELECT d.pno, p.t + d.shift, p.t + d.shift, p.code
+        FROM probes AS p
+        JOIN devices AS d
+            ON d.rank = p.rank
+            AND d.device = p.device
+        WHERE p.t IS NOT NULL
+        ORDER BY s, e
+    )
+    WINDOW running AS (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+previous AS (
+    SELECT
+        pno,
+        s,
+        e,
+        code,
+        CASE
+            WHEN lag(s) OVER () > s OR (lag(s) OVER () = s AND lag(e) OVER () > e)
+                THEN error('collective_exposure: rows reached the running sums out of order')
+            ELSE lag(max_c) OVER ()
+        END AS prev_c
+    FROM maxima
+),
+covered AS (
+    SELECT
+        d.rank,
+        d.device,
+        x.code,
+        x.s - d.shift AS t,
+        coalesce(x.sum_c, 0) - greatest(0, x.prev_c - x.s) AS covered_c
+    FROM (
+        SELECT
+            *,
+            sum(greatest(0, e - greatest(s, prev_c))) FILTER (WHERE code = 0) OVER (
+                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+            ) AS sum_c
+        FROM previous
+    ) AS x
+    JOIN devices AS d
+        ON d.pno = x.pno
+    WHERE x.code <> 0
+),
+measured AS (
+    SELECT
+        c.*,
+        CASE WHEN c.end_ns IS NULL THEN o.covered_c - a.covered_c
+            ELSE b.covered_c - a.covered_c END AS overlap
+    FROM comm AS c
+    JOIN covered AS a
+        ON a.rank = c.rank
+        AND a.device = c.device
+        AND a.code = 5
+        AND a.t = c.start_ns
+    LEFT JOIN covered AS b
+        ON b.rank = c.rank
+        AND b.device = c.device
+        AND b.code = 5
+        AND b.t = c.end_ns
+    LEFT JOIN covered AS o
+        ON o.rank = c.rank
+        AND o.device = c.device
+        AND o.code = 7
+)
+SELECT
+    rank,
+    pid,
+    device,
+    stream,
+    correlation_id,
+    name,
+    start_ns,
+    end_ns,
+    dur_ns,
+    overlap::BIGINT AS overlap_ns,
+    (dur_ns - overlap)::BIGINT AS exposed_ns,
+    CASE
+        WHEN dur_ns = overlap THEN 'hidden'
+        WHEN overlap = 0 THEN 'exposed'
+        ELSE 'partly_hidden'
+    END AS exposure
+FROM measured;
+
+-- collective_exposure read off device_sweep's probes (for callers that share one sweep).
+CREATE OR REPLACE MACRO collective_exposure_swept(window_nvtx, step_pattern, step_from, step_to)
 AS TABLE
 WITH sweep AS (
     SELECT rank, device, code, t, covered_c
@@ -650,54 +788,53 @@ WINDOW w AS (PARTITION BY rank, device ORDER BY start_ns);
 -- launched before the GPU went idle), else sync (host syncs cover at least half the
 -- gap), host_bound (launched after the GPU went idle) or unknown (no launch record).
 -- step: the step region holding the gap start, else the first one starting inside the
--- gap (gpu_timeline's first segment of the gap with a step).
+-- gap.
 CREATE OR REPLACE MACRO idle_gap_rows(window_nvtx, step_pattern, step_from, step_to) AS TABLE
-WITH win AS (
-    SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
-),
-raw_gaps AS (
-    SELECT
-        g.rank,
-        g.device,
-        g.gap_start_ns AS start_ns,
-        g.t AS end_ns,
-        g.tied,
-        g.code,
-        g.name_hash
-    FROM device_sweep(window_nvtx, step_pattern, step_from, step_to) AS g
-    JOIN win AS w
-        ON w.rank = g.rank
-        AND w.device = g.device
-    WHERE g.code <= 4
-        AND g.t > g.gap_start_ns
-        AND g.gap_start_ns >= w.window_start_ns
-        AND g.t <= w.window_end_ns
-),
-regions AS (
-    -- every step region with the next one that holds any time
+WITH raw_gaps AS (
     SELECT
         rank,
         device,
-        step,
+        gap_start_ns AS start_ns,
+        t AS end_ns,
+        tied,
+        code,
+        name_hash
+    FROM device_sweep(window_nvtx, step_pattern, step_from, step_to)
+    WHERE ends_gap
+),
+regions AS (
+    -- every step region with the next one that holds any time (of steps starting
+    -- together, the one holding the time)
+    SELECT
+        rank,
+        device,
+        arg_min(step, step) AS step,
         start_ns,
-        end_ns,
-        first_value(CASE WHEN region_end_ns > start_ns THEN start_ns END IGNORE NULLS) OVER w
-            AS next_start_ns,
-        first_value(CASE WHEN region_end_ns > start_ns THEN step END IGNORE NULLS) OVER w
-            AS next_step
-    FROM step_regions(step_pattern)
-    WINDOW w AS (
-        PARTITION BY rank, device
-        ORDER BY start_ns, step
-        ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING
+        arg_min(end_ns, step) AS end_ns,
+        arg_min(next_start_ns, step) AS next_start_ns,
+        arg_min(next_step, step) AS next_step
+    FROM (
+        SELECT
+            *,
+            first_value(CASE WHEN region_end_ns > start_ns THEN start_ns END IGNORE NULLS)
+                OVER w AS next_start_ns,
+            first_value(CASE WHEN region_end_ns > start_ns THEN step END IGNORE NULLS)
+                OVER w AS next_step
+        FROM step_regions(step_pattern)
+        WINDOW w AS (
+            PARTITION BY rank, device
+            ORDER BY start_ns, step DESC
+            ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING
+        )
     )
+    GROUP BY rank, device, start_ns
 ),
 islands AS (
     SELECT * FROM sync_islands()
 ),
 marks AS (
     -- per device, the start times of regions and sync islands, each with the latest
-    -- region and sync island started by then (of regions starting together: the last)
+    -- region and sync island started by then
     SELECT
         rank,
         device,
@@ -709,7 +846,7 @@ marks AS (
             rank,
             device,
             t,
-            arg_max(region, region.step) AS region,
+            arg_min(region, region.step) AS region,
             any_value(island) AS island
         FROM (
             SELECT
