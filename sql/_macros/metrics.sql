@@ -527,6 +527,46 @@ LEFT JOIN probes AS b
     AND b.device = r.device
     AND b.t = r.region_end_ns;
 
+-- Every GPU activity (any kind) of a device that starts inside its analysis window.
+CREATE OR REPLACE MACRO window_kernels(window_nvtx, step_pattern, step_from, step_to)
+AS TABLE
+SELECT k.*
+FROM kernels AS k
+JOIN analysis_window(window_nvtx, step_pattern, step_from, step_to) AS w
+    ON w.rank = k.rank
+    AND w.device = k.device
+WHERE k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns;
+
+-- hidden (all of an NCCL kernel overlapped compute), exposed (none of it) or partly_hidden.
+CREATE OR REPLACE MACRO exposure_class(dur_ns, overlap_ns) AS CASE
+    WHEN dur_ns = overlap_ns THEN 'hidden'
+    WHEN overlap_ns = 0 THEN 'exposed'
+    ELSE 'partly_hidden'
+END;
+
+-- Every kernel (not copy) starting inside the window with its launch call, if traced.
+CREATE OR REPLACE MACRO window_launch_latency(window_nvtx, step_pattern, step_from, step_to)
+AS TABLE
+SELECT
+    k.rank,
+    k.device,
+    k.stream,
+    k.pid,
+    l.tid,
+    k.correlation_id,
+    k.kind,
+    k.name,
+    l.start_ns AS launch_ns,
+    k.start_ns,
+    k.dur_ns,
+    k.start_ns - l.start_ns AS latency_ns
+FROM window_kernels(window_nvtx, step_pattern, step_from, step_to) AS k
+LEFT JOIN launches AS l
+    ON l.rank = k.rank
+    AND l.pid = k.pid
+    AND l.correlation_id = k.correlation_id
+WHERE k.kind NOT IN ('memcpy', 'memset');
+
 -- Every NCCL kernel starting inside the window with the time compute ran beside it
 -- on the same device: B(t) = compute-busy time before t, overlap = B(end) - B(start).
 -- B comes from device_sweep's method on the compute kernels alone, probed at the NCCL
@@ -534,26 +574,10 @@ LEFT JOIN probes AS b
 -- activity: B(end) then counts as 0, so overlap = -B(start)).
 CREATE OR REPLACE MACRO collective_exposure(window_nvtx, step_pattern, step_from, step_to)
 AS TABLE
-WITH win AS (
-    SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
-),
-comm AS (
-    SELECT
-        k.rank,
-        k.pid,
-        k.device,
-        k.stream,
-        k.correlation_id,
-        k.name,
-        k.start_ns,
-        k.end_ns,
-        k.dur_ns
-    FROM kernels AS k
-    JOIN win AS w
-        ON w.rank = k.rank
-        AND w.device = k.device
-    WHERE k.kind = 'nccl'
-        AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
+WITH comm AS (
+    SELECT rank, pid, device, stream, correlation_id, name, start_ns, end_ns, dur_ns
+    FROM window_kernels(window_nvtx, step_pattern, step_from, step_to)
+    WHERE kind = 'nccl'
 ),
 probes AS (
     -- code 5: NCCL kernel edges; 7: the device's first activity, for kernels without end
@@ -675,11 +699,7 @@ SELECT
     dur_ns,
     overlap::BIGINT AS overlap_ns,
     (dur_ns - overlap)::BIGINT AS exposed_ns,
-    CASE
-        WHEN dur_ns = overlap THEN 'hidden'
-        WHEN overlap = 0 THEN 'exposed'
-        ELSE 'partly_hidden'
-    END AS exposure
+    exposure_class(dur_ns, overlap) AS exposure
 FROM measured;
 
 -- collective_exposure read off device_sweep's probes (for callers that share one sweep).
@@ -693,26 +713,10 @@ WITH sweep AS (
 probes AS (
     SELECT * FROM sweep WHERE code = 5
 ),
-win AS (
-    SELECT * FROM analysis_window(window_nvtx, step_pattern, step_from, step_to)
-),
 comm AS (
-    SELECT
-        k.rank,
-        k.pid,
-        k.device,
-        k.stream,
-        k.correlation_id,
-        k.name,
-        k.start_ns,
-        k.end_ns,
-        k.dur_ns
-    FROM kernels AS k
-    JOIN win AS w
-        ON w.rank = k.rank
-        AND w.device = k.device
-    WHERE k.kind = 'nccl'
-        AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
+    SELECT rank, pid, device, stream, correlation_id, name, start_ns, end_ns, dur_ns
+    FROM window_kernels(window_nvtx, step_pattern, step_from, step_to)
+    WHERE kind = 'nccl'
 ),
 measured AS (
     -- (a kernel without end: B(end) counts as 0, so overlap = -B(start))
@@ -745,11 +749,7 @@ SELECT
     dur_ns,
     overlap::BIGINT AS overlap_ns,
     (dur_ns - overlap)::BIGINT AS exposed_ns,
-    CASE
-        WHEN dur_ns = overlap THEN 'hidden'
-        WHEN overlap = 0 THEN 'exposed'
-        ELSE 'partly_hidden'
-    END AS exposure
+    exposure_class(dur_ns, overlap) AS exposure
 FROM measured;
 
 -- Merged host-sync intervals per (rank, device) with the sync time before each:

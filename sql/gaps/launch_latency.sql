@@ -16,27 +16,6 @@
 -- @column start_ns BIGINT              Kernel start (ns).
 -- @column dur_ns BIGINT                Kernel duration (ns).
 -- @column latency_ns BIGINT            start_ns - launch_ns (ns).
-SELECT
-    k.rank,
-    k.device,
-    k.stream,
-    k.pid,
-    l.tid,
-    k.correlation_id,
-    k.kind,
-    k.name,
-    l.start_ns AS launch_ns,
-    k.start_ns,
-    k.dur_ns,
-    k.start_ns - l.start_ns AS latency_ns
-FROM kernels AS k
-JOIN analysis_window($window_nvtx, $step_pattern, $step_from, $step_to) AS w
-    ON w.rank = k.rank
-    AND w.device = k.device
-LEFT JOIN launches AS l
-    ON l.rank = k.rank
-    AND l.pid = k.pid
-    AND l.correlation_id = k.correlation_id
-WHERE k.kind NOT IN ('memcpy', 'memset')
-    AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
-ORDER BY k.rank, k.device, k.start_ns, k.correlation_id
+SELECT *
+FROM window_launch_latency($window_nvtx, $step_pattern, $step_from, $step_to)
+ORDER BY rank, device, start_ns, correlation_id

@@ -15,23 +15,6 @@
 -- @column kernel_p50_ns BIGINT         Median kernel duration (ns).
 -- @column tiny_kernels BIGINT          Kernels shorter than tiny_kernel_ns.
 -- @column tiny_kernel_ns BIGINT        Their summed duration (ns).
-WITH launched AS (
-    SELECT
-        k.rank,
-        k.device,
-        k.dur_ns,
-        k.start_ns - l.start_ns AS latency_ns
-    FROM kernels AS k
-    JOIN analysis_window($window_nvtx, $step_pattern, $step_from, $step_to) AS w
-        ON w.rank = k.rank
-        AND w.device = k.device
-    LEFT JOIN launches AS l
-        ON l.rank = k.rank
-        AND l.pid = k.pid
-        AND l.correlation_id = k.correlation_id
-    WHERE k.kind NOT IN ('memcpy', 'memset')
-        AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
-)
 SELECT
     rank,
     device,
@@ -44,6 +27,6 @@ SELECT
     count(*) FILTER (WHERE dur_ns < $tiny_kernel_ns) AS tiny_kernels,
     coalesce(sum(dur_ns) FILTER (WHERE dur_ns < $tiny_kernel_ns), 0)::BIGINT
         AS tiny_kernel_ns
-FROM launched
+FROM window_launch_latency($window_nvtx, $step_pattern, $step_from, $step_to)
 GROUP BY rank, device
 ORDER BY rank, device
