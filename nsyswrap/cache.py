@@ -1,7 +1,9 @@
 """Normalized Parquet copies of each report, keyed to the report's path, size and mtime.
 
 The first open of a report reads its tables once (see `sqlite_source`) and
-writes one Parquet file per view; later opens read the Parquet files only.
+writes one Parquet file per view, then one per reduction (`sql/_reductions`: small
+per-report tables the cross-rank macros read instead of the large views); later
+opens read the Parquet files only.
 """
 from __future__ import annotations
 
@@ -15,14 +17,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from nsyswrap.connection import VIEWS, CachedReport, connect, reduction_names
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.sql_files import sql_root
 from nsyswrap.sqlite_source import read_batches, typed_select
 
-VIEWS = (
-    "memcpy", "memset", "kernels", "syncs", "api_calls", "launches",
-    "nvtx", "collectives", "devices", "processes", "session",
-)
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx"}
 
 
@@ -35,12 +34,18 @@ def _views_dir() -> Path:
     return sql_root() / "_views"
 
 
+def sql_digest(*folders: str, extra: str = "") -> str:
+    """Changes whenever a SQL file in `folders` (under sql/) or `extra` changes."""
+    h = hashlib.sha256(extra.encode())
+    for folder in folders:
+        for f in sorted((sql_root() / folder).rglob("*.sql")):
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _format_digest() -> str:
     """Changes whenever the view SQL or the raw column lists change."""
-    h = hashlib.sha256(repr(sorted(RAW_TABLES.items())).encode())
-    for f in sorted(_views_dir().glob("*.sql")):
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    return sql_digest("_views", extra=repr(sorted(RAW_TABLES.items())))
 
 
 def cache_dir_for(path: Path) -> Path:
@@ -53,21 +58,54 @@ def cache_dir_for(path: Path) -> Path:
 def normalized(path: Path, tables: dict[str, set[str]]) -> Path:
     """The directory holding `<view>.parquet` for the report, built if needed."""
     target = cache_dir_for(path)
-    if (target / "session.parquet").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
-    try:
-        _build(path, tables, work)
-        try:
-            os.replace(work, target)
-        except OSError:  # another process finished first
-            shutil.rmtree(work, ignore_errors=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if not (target / "session.parquet").exists():
+        build_atomically(target, lambda work: _build(path, tables, work))
     return target
 
 
+def reductions_dir_for(views_dir: Path) -> Path:
+    """Where the reductions of a normalized report live (keyed to their SQL and macros)."""
+    return views_dir / f"reductions-{sql_digest('_reductions', '_macros')}"
+
+
+def reduced(path: Path, views_dir: Path) -> Path:
+    """The directory holding `<reduction>.parquet` for the report, built if needed."""
+    target = reductions_dir_for(views_dir)
+    if not (target / ".complete").exists():
+        build_atomically(target, lambda work: _reduce(path, views_dir, work))
+    return target
+
+
+def build_atomically(target: Path, build) -> None:
+    """`build(work)` fills a fresh directory that then becomes `target` in one rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+    try:
+        build(work)
+        try:
+            os.replace(work, target)
+        except OSError:  # another process finished first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _reduce(path: Path, views_dir: Path, out: Path) -> None:
+    """Each reduction over the report alone, as rank 0 (the `rank` and `report` columns
+    are not stored: the run's views add them)."""
+    with tempfile.TemporaryDirectory(prefix="nsyswrap-spill-") as spill:
+        con = connect([CachedReport(0, path, views_dir, None)], memory_limit="1GB",
+                      spill_dir=Path(spill), threads=1)
+        try:
+            for name in reduction_names():
+                sql = (sql_root() / "_reductions" / f"{name}.sql").read_text()
+                names = [d[0] for d in con.execute(f"SELECT * FROM ({sql}) LIMIT 0").description]
+                kept = ", ".join(f'"{n}"' for n in names if n not in ("rank", "report"))
+                con.execute(f"COPY (SELECT {kept} FROM ({sql})) TO '{out / f'{name}.parquet'}' "
+                            "(FORMAT parquet)")
+        finally:
+            con.close()
+    (out / ".complete").touch()
 def _raw(path: Path, key: str, tables: dict[str, set[str]]):
     """A reader (large tables) or table (small ones) of one raw export table."""
     names, columns = RAW_TABLES[key]

@@ -11,3 +11,6 @@ class NsysWrapError(Exception):
         self.where, self.problem, self.fix = where, problem, fix
         prefix = f"{where}: " if where is not None else ""
         super().__init__(f"{prefix}{problem}; {fix}")
+
+    def __reduce__(self):  # to cross from a worker process intact
+        return type(self), (self.where, self.problem, self.fix)

@@ -1,23 +1,32 @@
 """A run: several per-rank reports behind one DuckDB connection with the normalized views."""
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import duckdb
 import pandas as pd
 
-from nsyswrap.cache import VIEWS, normalized
+from nsyswrap.cache import (build_atomically, cache_dir_for, normalized, reduced, reductions_dir_for,
+                            sql_digest)
+from nsyswrap.connection import CachedReport, connect
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.pool import map_reports
 from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
-from nsyswrap.sql_files import sql_root
 from nsyswrap.validate import inspect_tables
 
-MEMORY_LIMIT = "2GB"
+MEMORY_LIMIT_MB = 2048
+"""DuckDB's memory cap for a run, shared by the run's connection and its workers."""
+
+PerReport = Callable[["Run", dict], dict[str, pd.DataFrame]]
+"""Work on one report alone: (one-report run, params) -> named frames."""
 
 
 @dataclass
@@ -25,6 +34,8 @@ class Run:
     con: duckdb.DuckDBPyConnection
     reports: list[Report]
     spill_dir: Path
+    cached: list[CachedReport] = field(default_factory=list)  # empty: tables made by hand
+    jobs: int = 2
 
     def df(self, sql: str, params: dict | None = None) -> pd.DataFrame:
         """Run SQL over the views with bound parameters and return a DataFrame."""
@@ -32,6 +43,21 @@ class Run:
             return self.con.execute(sql, params or {}).df()
         except duckdb.Error as exc:
             raise NsysWrapError("query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
+
+    def per_report(self, fn: PerReport, params: dict) -> dict[str, pd.DataFrame]:
+        """`fn` on each report alone, `jobs` reports at a time in worker processes, its
+        frames concatenated in rank order. Results are cached beside each report's views,
+        keyed to the rank, `fn`, `params` and every SQL file and Python module of nsyswrap."""
+        dirs = [_results_dir(c, fn, params) for c in self.cached]
+        missing = [(c, d) for c, d in zip(self.cached, dirs) if not (d / ".complete").exists()]
+        if missing:
+            workers = min(self.jobs, len(missing))
+            limit = f"{MEMORY_LIMIT_MB // workers}MB"
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            map_reports(partial(_compute_frames, fn, params, limit, threads), missing, self.jobs)
+        names = sorted(p.stem for p in dirs[0].glob("*.parquet")) if dirs else []
+        return {name: pd.concat([pd.read_parquet(d / f"{name}.parquet") for d in dirs],
+                                ignore_index=True) for name in names}
 
     def close(self) -> None:
         self.con.close()
@@ -44,8 +70,46 @@ class Run:
         self.close()
 
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+@functools.cache
+def _code_digest() -> str:
+    """Changes whenever nsyswrap's SQL or Python changes: cached results follow the code."""
+    here = Path(__file__).parent
+    python = "".join(hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(here.rglob("*.py")))
+    return sql_digest("", extra=python)
+
+
+def _results_dir(cached: CachedReport, fn: PerReport, params: dict) -> Path:
+    key = repr((cached.rank, fn.__module__, fn.__qualname__, sorted(params.items()), _code_digest()))
+    return cached.views_dir / "results" / hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def _compute_frames(fn: PerReport, params: dict, memory_limit: str, threads: int,
+                    item: tuple[CachedReport, Path]) -> None:
+    """In a worker: `fn` over one report, each frame written to `<dir>/<name>.parquet`."""
+    cached, target = item
+    report = Report(cached.rank, cached.path, "cache")
+
+    def build(work: Path) -> None:
+        with _open([report], [cached], memory_limit=memory_limit, threads=threads) as one:
+            for name, frame in fn(one, params).items():
+                frame.to_parquet(work / f"{name}.parquet", index=False)
+        (work / ".complete").touch()
+
+    build_atomically(target, build)
+
+
+def _prepare(item: tuple[Path, dict[str, set[str]]]) -> tuple[Path, Path]:
+    """In a worker: a report's normalized views and its reductions, built if needed."""
+    path, tables = item
+    views_dir = normalized(path, tables)
+    return views_dir, reduced(path, views_dir)
+
+
+def _open(reports: list[Report], cached: list[CachedReport], *, memory_limit: str,
+          threads: int | None = None, jobs: int = 2) -> Run:
+    spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
+    con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
+    return Run(con, reports, spill, cached, jobs)
 
 
 def open_run(
@@ -57,39 +121,23 @@ def open_run(
 ) -> Run:
     """Validate the reports, normalize each (cached) and open the views over all of them.
 
-    `jobs` reports are normalized at a time (memory stays bounded by that, not by
-    the number of ranks); `progress(done, total)` is called after each report.
+    `jobs` reports are normalized at a time in worker processes (memory stays bounded
+    by that, not by the number of ranks); `progress(done, total)` is called after each.
     """
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)
+    todo = [r.path for r in reports if not _is_cached(r.path)]
+    built = dict(zip(todo, map_reports(_prepare, [(p, tables[p]) for p in todo], jobs, progress)))
+    cached = []
+    for r in reports:
+        views_dir, reductions_dir = built.get(r.path) or _prepare((r.path, tables[r.path]))
+        cached.append(CachedReport(r.rank, r.path, views_dir, reductions_dir))
+    return _open(reports, cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs)
 
-    done = iter(range(1, len(reports) + 1))
 
-    def prepare(report: Report) -> Path:
-        out = normalized(report.path, tables[report.path])
-        if progress:
-            progress(next(done), len(reports))
-        return out
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        dirs = list(pool.map(prepare, reports))
-    con = duckdb.connect()
-    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
-    # DuckDB spills to ./.tmp by default and, when done, deletes every spill file there,
-    # also other processes' ones: give each run a directory of its own.
-    spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
-    con.execute(f"SET temp_directory = {_quote(str(spill))}")
-    for view in VIEWS:
-        parts = [
-            f"SELECT {r.rank}::INTEGER AS rank, {_quote(str(r.path))} AS report, * "
-            f"FROM read_parquet({_quote(str(d / f'{view}.parquet'))})"
-            for r, d in zip(reports, dirs)
-        ]
-        con.execute(f"CREATE VIEW {view} AS " + "\nUNION ALL\n".join(parts))
-    for macros in sorted((sql_root() / "_macros").glob("*.sql")):
-        con.execute(macros.read_text())
-    return Run(con, reports, spill)
+def _is_cached(path: Path) -> bool:
+    return (reductions_dir_for(cache_dir_for(path)) / ".complete").exists()
 
 
 @dataclass(frozen=True)

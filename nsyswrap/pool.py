@@ -1,0 +1,44 @@
+"""Per-report work in a bounded pool of processes: `jobs` reports at a time, so memory
+grows with `jobs`, not with the number of ranks, and every core is used."""
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Iterable, TypeVar
+
+from nsyswrap.errors import NsysWrapError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
+                progress: Callable[[int, int], None] | None = None) -> list[R]:
+    """`[fn(item) for item in items]`, `jobs` at a time in worker processes (in this
+    process when there is one item or one job); `progress(done, total)` after each."""
+    items = list(items)
+    if jobs <= 1 or len(items) <= 1:
+        out = []
+        for done, item in enumerate(items, 1):
+            out.append(fn(item))
+            if progress:
+                progress(done, len(items))
+        return out
+    # forkserver: workers fork from a clean server process, never from this one, which
+    # may hold DuckDB threads; the server imports nsyswrap once for all workers.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["nsyswrap.run"])
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context)
+    try:
+        futures = [pool.submit(fn, item) for item in items]
+        for done, _ in enumerate(as_completed(futures), 1):
+            if progress:
+                progress(done, len(items))
+        return [f.result() for f in futures]
+    except BrokenProcessPool as exc:
+        raise NsysWrapError("worker processes", f"stopped unexpectedly ({exc})",
+                            "in a script, call nsyswrap under `if __name__ == '__main__':`, "
+                            "or pass jobs=1 (-j 1)") from None
+    finally:
+        pool.shutdown(cancel_futures=True)
