@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 from bench import dataset
 from bench.measure import Measurement, run_task
@@ -33,15 +34,17 @@ class Session:
         self.steps = steps
         self.rows: list[dict] = []
 
-    def measure(self, key: str, label: str, task: list, *, cache: Path | None = None,
-                repeat: int = 1, timeout_s: float = 600, **extra) -> Measurement | None:
-        """Measure `task` (median wall of up to `repeat` runs) and record it under `key`."""
+    def measure(self, key: str, label: str, task: list, *, cache: Path | None = None, repeat: int = 1,
+                timeout_s: float = 600, before: Callable[[], None] | None = None, **extra) -> Measurement | None:
+        """Measure `task` (median wall of up to `repeat` runs, `before()` ahead of each) and record it under `key`."""
         env = {"NSYSWRAP_CACHE_DIR": str(cache)} if cache else None
         runs: list[Measurement] = []
         while len(runs) < repeat:
             left = self.deadline - time.monotonic()
             if left < MIN_TASK_S:
                 break
+            if before:
+                before()
             argv = [str(a.resolve()) if isinstance(a, Path) else str(a) for a in task]  # tasks run elsewhere
             runs.append(run_task(label, argv, env, timeout_s=min(timeout_s, left)))
             if runs[-1].error or runs[-1].wall_s > REPEAT_BELOW_S:
@@ -50,8 +53,8 @@ class Session:
             self.skip(key, label, "time budget spent", **extra)
             return None
         chosen = sorted(runs, key=lambda m: m.wall_s)[len(runs) // 2]
-        print(f"{label}: {chosen.wall_s:.2f} s, {chosen.peak_rss_mb:.0f} MB {chosen.error or ''}",
-              file=sys.stderr, flush=True)
+        print(f"{label}: {chosen.wall_s:.2f} s, {chosen.peak_rss_mb:.0f} MB over {chosen.processes} processes "
+              f"({chosen.peak_rss_main_mb:.0f} MB task) {chosen.error or ''}", file=sys.stderr, flush=True)
         self.rows.append({"key": key, **asdict(chosen), "runs": len(runs),
                           "wall_s_runs": [round(m.wall_s, 3) for m in runs], **extra})
         return chosen
@@ -69,6 +72,16 @@ def fresh_cache(name: str) -> Path:
     return path
 
 
+def drop_results(cache: Path) -> Callable[[], None]:
+    """What deletes the cached per-report results (`<cache>/<report>/results`), keeping the
+    normalized views and reductions: the next call computes its metrics again."""
+    def drop() -> None:
+        for results in cache.glob("*/results"):
+            shutil.rmtree(results)
+
+    return drop
+
+
 def warm_page_cache(run: Path) -> None:
     """Read every report once so the floor and nsyswrap start from the same OS page cache."""
     for report in run.glob("*.sqlite"):
@@ -78,15 +91,11 @@ def warm_page_cache(run: Path) -> None:
 
 
 def main_suite(session: Session, run: Path) -> None:
-    """floor, nsyswrap cold/warm, the baseline's work both ways, each module alone.
-
-    A cold report is about a cold open_run plus a warm report, so it is skipped (and
-    bounded from below) when the warm report alone overruns its time limit.
-    """
+    """floor; the report and the baseline's work, each on cached views with results
+    computed, with results cached, and cold; the baseline; each module alone."""
     from nsyswrap.queries import catalog
 
     j = ["-j", session.jobs]
-    trio = [arg for name in TRIO for arg in ("--name", name)]
     warm_page_cache(run)
     session.measure("floor", "floor: count(*), sum(end-start) of kernels + launch calls (sqlite3)",
                     ["floor", run], repeat=3)
@@ -95,32 +104,51 @@ def main_suite(session: Session, run: Path) -> None:
     cache = fresh_cache("main")
     session.measure("cold_open", "nsyswrap open_run, cold: normalize + cache every report", ["open", run, *j],
                     cache=cache)
-    warm = session.measure("warm_report", "nsyswrap report, warm (cached)", ["report", run, *j], cache=cache,
-                           repeat=3, timeout_s=REPORT_TIMEOUT_S)
-    if not (warm and warm.timed_out):
-        session.measure("cold_report", "nsyswrap report, cold (empty cache)", ["report", run, *j],
-                        cache=fresh_cache("cold"), timeout_s=REPORT_TIMEOUT_S)
-    else:
-        session.skip("cold_report", "nsyswrap report, cold (empty cache)", "the warm report already overran")
-    trio_warm = session.measure("trio_warm", "nsyswrap ledger + idle gaps + collective skew, warm",
-                                ["modules", run, *trio, *j], cache=cache, repeat=3, timeout_s=REPORT_TIMEOUT_S)
+    report = ["report", run, *j]
+    computed = _cached_views(session, "report", "report", report, cache)
+    _cold(session, "report", "report", report, computed)
+    trio = ["modules", run, *(arg for name in TRIO for arg in ("--name", name)), *j]
+    computed = _cached_views(session, "trio", "ledger + idle gaps + collective skew", trio, cache)
     session.measure("baseline", "pandas baseline: ledger + idle gaps + collective skew", ["baseline", run],
                     timeout_s=BASELINE_TIMEOUT_S)
-    if not (trio_warm and trio_warm.timed_out):
-        session.measure("trio_cold", "nsyswrap ledger + idle gaps + collective skew, cold",
-                        ["modules", run, *trio, *j], cache=fresh_cache("cold"), timeout_s=REPORT_TIMEOUT_S)
-    else:
-        session.skip("trio_cold", "nsyswrap ledger + idle gaps + collective skew, cold", "the warm run already overran")
+    _cold(session, "trio", "ledger + idle gaps + collective skew", trio, computed)
     session.measure("extract", "diagnostic: ADBC extraction of the kernel/runtime/NVTX columns only",
                     ["extract", run, *j])
-    for name in catalog():
-        session.measure(f"module:{name}", f"module {name}, warm", ["modules", run, "--name", name, *j],
-                        cache=cache, timeout_s=MODULE_TIMEOUT_S)
+    for name, module in catalog().items():  # each the first call of that module on the cached views
+        scope, state = ("rank", "results computed") if module.per_rank else ("run", "computed on the run")
+        session.measure(f"module:{name}", f"module {name} (scope {scope}), views cached, {state}",
+                        ["modules", run, "--name", name, *j], cache=cache, before=drop_results(cache),
+                        timeout_s=MODULE_TIMEOUT_S, scope=scope)
     shutil.rmtree(CACHES, ignore_errors=True)
 
 
+def _cached_views(session: Session, key: str, what: str, task: list, cache: Path) -> Measurement | None:
+    """`task` on the cached views: results computed (deleted before each run: the first call
+    with these options), then cached (the same call again)."""
+    computed = session.measure(f"{key}_computed", f"nsyswrap {what}, views cached, results computed (first call "
+                               "with these options)", task, cache=cache, before=drop_results(cache), repeat=3,
+                               timeout_s=REPORT_TIMEOUT_S)
+    label = f"nsyswrap {what}, warm (views + results cached)"
+    if computed and computed.error:
+        session.skip(f"{key}_warm", label, "no results cached: the call computing them did not finish")
+    else:
+        session.measure(f"{key}_warm", label, task, cache=cache, repeat=3, timeout_s=REPORT_TIMEOUT_S)
+    return computed
+
+
+def _cold(session: Session, key: str, what: str, task: list, computed: Measurement | None) -> None:
+    """`task` on an empty cache: at least a cold open_run plus the run with results computed,
+    so skipped (and bounded from below in the results) when that one already overran."""
+    label = f"nsyswrap {what}, cold (empty cache)"
+    if computed and computed.timed_out:
+        session.skip(f"{key}_cold", label, "the run on cached views already overran")
+    else:
+        session.measure(f"{key}_cold", label, task, cache=fresh_cache("cold"), timeout_s=REPORT_TIMEOUT_S)
+
+
 def scale_suite(session: Session) -> None:
-    """floor, cold normalization and the warm baseline work at 1/2/4/8 ranks and 0.25/0.5/1 M kernels."""
+    """floor, cold normalization, and the baseline's work on the cached views with results
+    computed, at 1/2/4/8 ranks and 0.25/0.5/1 M kernels."""
     trio = [arg for name in TRIO for arg in ("--name", name)]
     points = [(ranks, 1.0) for ranks in (1, 2, 4, 8)] + [(1, 0.25), (1, 0.5)]
     for ranks, fraction in points:
@@ -131,7 +159,7 @@ def scale_suite(session: Session) -> None:
         cache = fresh_cache("scale")
         session.measure("cold_open", "cold open_run (normalization)", ["open", run, "-j", session.jobs],
                         cache=cache, **point)
-        session.measure("trio_warm", "warm ledger + gaps + skew", ["modules", run, *trio, "-j", session.jobs],
-                        cache=cache, **point)
+        session.measure("trio_computed", "ledger + gaps + skew, views cached, results computed",
+                        ["modules", run, *trio, "-j", session.jobs], cache=cache, before=drop_results(cache),
+                        **point)
     shutil.rmtree(CACHES, ignore_errors=True)
-

@@ -1,8 +1,8 @@
 """What one measured process does: `python -m bench.tasks TASK RUN [options]`.
 
 Each task imports only what it needs, times its own work and prints one JSON line
-({"work_s": ..., "peak_rss_mb": ..., more}); `measure.run_task` adds the process's
-wall time and CPU time.
+({"work_s": ..., "peak_rss_mb": its own VmHWM, more}); `measure.run_task` adds the
+wall time, and the CPU time and peak RSS of the whole process tree (workers included).
 """
 from __future__ import annotations
 
@@ -103,11 +103,18 @@ def peak_rss_mb(pid: int | str = "self") -> float | None:
     Unlike ru_maxrss, it does not include the parent's memory the process started with
     (fork copies the parent's RSS, and Linux carries ru_maxrss across exec).
     """
+    return memory_mb(pid).get("VmHWM")
+
+
+def memory_mb(pid: int | str = "self") -> dict[str, float]:
+    """The memory lines of /proc/PID/status (VmHWM, VmRSS, ...) in MB; none for a process
+    that is gone or a zombie."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
-        return None
-    return next((int(ln.split()[1]) / 1024 for ln in status.splitlines() if ln.startswith("VmHWM:")), None)
+        return {}
+    return {ln.split(":")[0]: int(ln.split()[1]) / 1024 for ln in status.splitlines()
+            if ln.startswith("Vm") and ln.endswith(" kB")}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Normalized Parquet copies of each report, keyed to the report's path, size and mtime.
 
 The first open of a report reads its tables once (see `sqlite_source`) and
-writes one Parquet file per view, then one per reduction (`sql/_reductions`: small
+writes one Parquet file per view, then one per reduction (`sql/_reductions`:
 per-report tables the cross-rank macros read instead of the large views); later
 opens read the Parquet files only.
 """
@@ -23,6 +23,7 @@ from nsyswrap.sql_files import sql_root
 from nsyswrap.sqlite_source import read_batches, typed_select
 
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx"}
+REDUCTION_ROW_GROUP = 16384
 
 
 def cache_root() -> Path:
@@ -101,8 +102,10 @@ def _reduce(path: Path, views_dir: Path, out: Path) -> None:
                 sql = (sql_root() / "_reductions" / f"{name}.sql").read_text()
                 names = [d[0] for d in con.execute(f"SELECT * FROM ({sql}) LIMIT 0").description]
                 kept = ", ".join(f'"{n}"' for n in names if n not in ("rank", "report"))
+                # Small row groups: a read of part of a reduction (a time window, the
+                # longest N events) skips the others by their min/max statistics.
                 con.execute(f"COPY (SELECT {kept} FROM ({sql})) TO '{out / f'{name}.parquet'}' "
-                            "(FORMAT parquet)")
+                            f"(FORMAT parquet, ROW_GROUP_SIZE {REDUCTION_ROW_GROUP})")
         finally:
             con.close()
     (out / ".complete").touch()
@@ -121,6 +124,7 @@ def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
         # One thread per report: the build is paced by the single stream out of SQLite and
         # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.
         con.execute("SET threads = 1")
+        con.execute("SET enable_progress_bar = false")
         con.execute((_views_dir() / "_macros.sql").read_text())
         small: dict[str, pa.Table] = {}
         for view in VIEWS:

@@ -31,7 +31,7 @@ Output = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 Params = Annotated[list[str], typer.Option("--param", "-p", help="Query parameter NAME=VALUE (repeatable).")]
 RankPattern = Annotated[str, typer.Option("--rank-pattern", help="Regex with one group that finds the rank in a file name.")]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Reports normalized at a time (bounds memory).")]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
 def _opener(rank_pattern: str, jobs: int) -> Opener:
@@ -40,6 +40,8 @@ def _opener(rank_pattern: str, jobs: int) -> Opener:
 
 
 def _progress_bar():
+    """A progress callback that draws one bar per series of per-report work (reading the
+    reports, then computing their metrics)."""
     from rich.progress import Progress
 
     state: dict[str, object] = {}
@@ -48,10 +50,10 @@ def _progress_bar():
         if "bar" not in state:
             bar = Progress(console=Console(stderr=True), transient=True)
             bar.start()
-            state["bar"], state["task"] = bar, bar.add_task("reading reports", total=total)
+            state["bar"], state["task"] = bar, bar.add_task("reports", total=total)
         state["bar"].update(state["task"], completed=done)
         if done == total:
-            state["bar"].stop()
+            state.pop("bar").stop()
 
     return advance
 

@@ -3,6 +3,7 @@ views and the per-report reductions, each with `rank` and `report` columns, and 
 table macros of `sql/_macros`."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,23 @@ def reduction_names() -> list[str]:
     return sorted(p.stem for p in (sql_root() / "_reductions").glob("*.sql"))
 
 
+def reduction_columns(name: str) -> list[tuple[str, str]]:
+    """(name, type) of each column a reduction's header declares (`-- @column`)."""
+    text = (sql_root() / "_reductions" / f"{name}.sql").read_text()
+    return re.findall(r"^--\s*@column\s+(\w+)\s+(\w+)", text, re.M)
+
+
+def _unbuilt_reduction(name: str) -> str:
+    """A view of a reduction's declared columns that fails when read: while the
+    reductions are built, the macros that read them can still be created (DuckDB binds
+    a table macro when it is created), but no reduction can read another."""
+    columns = ", ".join(f'CAST(NULL AS {type_}) AS "{column}"'
+                        for column, type_ in [("rank", "INTEGER"), ("report", "VARCHAR"),
+                                              *reduction_columns(name)])
+    return (f"CREATE VIEW {name} AS SELECT {columns} FROM range(1) "
+            f"WHERE error({quote(f'reduction {name} is read while the reductions are built')})")
+
+
 def quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -39,6 +57,7 @@ def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
             threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """A connection with one view per normalized view and per reduction over `reports`."""
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")  # workers share the terminal
     con.execute(f"SET memory_limit = {quote(memory_limit)}")
     # DuckDB spills to ./.tmp by default and, when done, deletes every spill file there,
     # also other processes' ones: each connection gets a directory of its own.
@@ -48,6 +67,9 @@ def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
     tables = [(view, "views_dir") for view in VIEWS]
     if all(r.reductions_dir for r in reports):
         tables += [(name, "reductions_dir") for name in reduction_names()]
+    else:
+        for name in reduction_names():
+            con.execute(_unbuilt_reduction(name))
     for name, where in tables:
         parts = [
             f"SELECT {r.rank}::INTEGER AS rank, {quote(str(r.path))} AS report, * "

@@ -3,8 +3,10 @@ grows with `jobs`, not with the number of ranks, and every core is used."""
 from __future__ import annotations
 
 import multiprocessing
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Callable, Iterable, TypeVar
 
 from nsyswrap.errors import NsysWrapError
@@ -31,14 +33,30 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
     context.set_forkserver_preload(["nsyswrap.run"])
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context)
     try:
-        futures = [pool.submit(fn, item) for item in items]
+        with _main_hidden():  # the workers start here
+            futures = [pool.submit(fn, item) for item in items]
         for done, _ in enumerate(as_completed(futures), 1):
             if progress:
                 progress(done, len(items))
         return [f.result() for f in futures]
     except BrokenProcessPool as exc:
         raise NsysWrapError("worker processes", f"stopped unexpectedly ({exc})",
-                            "in a script, call nsyswrap under `if __name__ == '__main__':`, "
-                            "or pass jobs=1 (-j 1)") from None
+                            "check free memory, or pass jobs=1 (-j 1) to work in one process") from None
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+@contextmanager
+def _main_hidden():
+    """Workers would run the caller's main script again to find its functions (ours live in
+    modules), which breaks scripts without an `if __name__ == '__main__':` guard."""
+    main = sys.modules["__main__"]
+    saved = {k: getattr(main, k) for k in ("__spec__", "__file__") if hasattr(main, k)}
+    main.__spec__ = None
+    if "__file__" in saved:
+        del main.__file__
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(main, key, value)

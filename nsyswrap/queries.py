@@ -5,8 +5,11 @@ Each file is one SELECT over the views, with a header::
     -- What one row is (first line), more description.
     -- @param min_dur_ns BIGINT = 0   What the parameter does.
     -- @column dur_ns BIGINT          What the column holds, with its unit.
+    -- @scope rank                    (optional) Each rank's rows depend on its report only.
 
-Values reach the SQL only as bound `$name` parameters. The loader rejects
+Values reach the SQL only as bound `$name` parameters. A module of scope rank runs on
+each report alone, `jobs` at a time, and its results are cached per report
+(`Run.per_report`); its rows are then put in the order of its final ORDER BY. The loader rejects
 undeclared or unused parameters; a test checks every column is documented.
 """
 from __future__ import annotations
@@ -23,6 +26,8 @@ from nsyswrap.sql_files import sql_root
 
 _PARAM = re.compile(r"^--\s*@param\s+(\w+)\s+(\w+)(?:\s*=\s*(\S+))?\s*(.*)$")
 _COLUMN = re.compile(r"^--\s*@column\s+(\w+)\s+(\w+)\s*(.*)$")
+_SCOPE = re.compile(r"^--\s*@scope\s+(rank|run)\b")
+_ORDER = re.compile(r"^ORDER BY (.+?)(?:^LIMIT\b.*)?\Z", re.M | re.S)
 _USE = re.compile(r"(?<![\w$])\$(\w+)")
 _CONVERT = {
     "BIGINT": int, "INTEGER": int, "DOUBLE": float, "VARCHAR": str,
@@ -53,6 +58,13 @@ class SqlModule:
     params: tuple[Param, ...]
     columns: tuple[Column, ...]
     sql: str
+    per_rank: bool = False
+
+    def order(self) -> list[tuple[str, bool]]:
+        """(column, descending) of the final ORDER BY, table aliases dropped."""
+        m = _ORDER.search(self.sql)
+        keys = [k.strip() for k in m[1].split(",")] if m else []
+        return [(re.sub(r"^\w+\.", "", k.split()[0]), k.upper().endswith(" DESC")) for k in keys]
 
 
 def _literal(text: str | None, type_: str):
@@ -67,7 +79,7 @@ def parse(path: Path, name: str) -> SqlModule:
     header = lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("--")), len(lines))]
     if not header:
         raise NsysWrapError(path, "has no header comment", "start it with '-- what one row is'")
-    params, columns = [], []
+    params, columns, per_rank = [], [], False
     for lineno, line in enumerate(header, 1):
         if m := _PARAM.match(line):
             if m[2] not in _CONVERT:
@@ -77,6 +89,8 @@ def parse(path: Path, name: str) -> SqlModule:
             params.append(Param(m[1], m[2], _literal(m[3], m[2]), m[4]))
         elif m := _COLUMN.match(line):
             columns.append(Column(m[1], m[2], m[3]))
+        elif m := _SCOPE.match(line):
+            per_rank = m[1] == "rank"
     body = "\n".join(lines[len(header):])
     used = set(_USE.findall(re.sub(r"--[^\n]*", "", body)))
     declared = {p.name for p in params}
@@ -85,7 +99,7 @@ def parse(path: Path, name: str) -> SqlModule:
     if declared - used:
         raise NsysWrapError(path, f"declares unused parameter(s) {sorted(declared - used)}", "remove them from the header")
     summary = header[0].lstrip("- ").strip()
-    return SqlModule(name, path, summary, tuple(params), tuple(columns), body)
+    return SqlModule(name, path, summary, tuple(params), tuple(columns), body, per_rank)
 
 
 def catalog() -> dict[str, SqlModule]:
@@ -127,4 +141,18 @@ def bind(module: SqlModule, given: dict[str, object]) -> dict[str, object]:
 def run_module(run: Run, name: str, **params) -> pd.DataFrame:
     """Run prebuilt module `name` on an open run."""
     module = get(name)
-    return run.df(module.sql, bind(module, params))
+    values = bind(module, params)
+    if not module.per_rank or len(run.cached) < 2:
+        return run.df(module.sql, values)
+    frame = run.per_report(_module_on_report, {"module": name, **values})["rows"]
+    keys = module.order()
+    if keys and keys[0] == ("rank", False):
+        keys = keys[:1]  # each report's rows are already in order
+    return frame.sort_values([k for k, _ in keys], ascending=[not d for _, d in keys],
+                             kind="stable", ignore_index=True)
+
+
+def _module_on_report(run: Run, params: dict) -> dict[str, pd.DataFrame]:
+    """Run.per_report work: one module on one report."""
+    values = dict(params)
+    return {"rows": run_module(run, values.pop("module"), **values)}

@@ -36,6 +36,7 @@ class Run:
     spill_dir: Path
     cached: list[CachedReport] = field(default_factory=list)  # empty: tables made by hand
     jobs: int = 2
+    progress: Callable[[int, int], None] | None = None
 
     def df(self, sql: str, params: dict | None = None) -> pd.DataFrame:
         """Run SQL over the views with bound parameters and return a DataFrame."""
@@ -54,10 +55,11 @@ class Run:
             workers = min(self.jobs, len(missing))
             limit = f"{MEMORY_LIMIT_MB // workers}MB"
             threads = max(1, (os.cpu_count() or 1) // workers)
-            map_reports(partial(_compute_frames, fn, params, limit, threads), missing, self.jobs)
+            map_reports(partial(_compute_frames, fn, params, limit, threads), missing, self.jobs,
+                        self.progress)
         names = sorted(p.stem for p in dirs[0].glob("*.parquet")) if dirs else []
-        return {name: pd.concat([pd.read_parquet(d / f"{name}.parquet") for d in dirs],
-                                ignore_index=True) for name in names}
+        return {name: _concat([pd.read_parquet(d / f"{name}.parquet") for d in dirs])
+                for name in names}
 
     def close(self) -> None:
         self.con.close()
@@ -68,6 +70,11 @@ class Run:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The frames one after the other (empty ones only shape an all-empty result)."""
+    return pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
 
 
 @functools.cache
@@ -106,10 +113,11 @@ def _prepare(item: tuple[Path, dict[str, set[str]]]) -> tuple[Path, Path]:
 
 
 def _open(reports: list[Report], cached: list[CachedReport], *, memory_limit: str,
-          threads: int | None = None, jobs: int = 2) -> Run:
+          threads: int | None = None, jobs: int = 2,
+          progress: Callable[[int, int], None] | None = None) -> Run:
     spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
-    return Run(con, reports, spill, cached, jobs)
+    return Run(con, reports, spill, cached, jobs, progress)
 
 
 def open_run(
@@ -133,7 +141,7 @@ def open_run(
     for r in reports:
         views_dir, reductions_dir = built.get(r.path) or _prepare((r.path, tables[r.path]))
         cached.append(CachedReport(r.rank, r.path, views_dir, reductions_dir))
-    return _open(reports, cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs)
+    return _open(reports, cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress)
 
 
 def _is_cached(path: Path) -> bool:

@@ -15,6 +15,7 @@ import pytest
 
 from nsyswrap import open_run
 from nsyswrap.cache import VIEWS
+from nsyswrap.connection import reduction_names
 from nsyswrap.crossrank import (
     bandwidth, clock_offsets, fit_alpha_beta, matched_collectives, mismatches, phase_lag, stragglers,
 )
@@ -173,9 +174,11 @@ def test_step_window_limits_collectives_and_stragglers(planted):
 
 
 def test_no_copied_sql_blocks_and_every_cte_is_used():
-    """Shared logic lives in the xr_* macros of sql/_macros/crossrank.sql, not in copies; no CTE
-    is named like a view (inside a macro it would replace the view)."""
-    paths = [*(sql_root() / "crossrank").glob("*.sql"), sql_root() / "_macros" / "crossrank.sql"]
+    """Shared logic lives in the xr_* macros of sql/_macros/crossrank.sql and the per-rank
+    reductions of sql/_reductions, not in copies; no CTE is named like a view or a reduction
+    (inside a macro it would replace it)."""
+    paths = [*(sql_root() / "crossrank").glob("*.sql"), *(sql_root() / "_reductions").glob("*.sql"),
+             sql_root() / "_macros" / "crossrank.sql"]
     for path in paths:
         text = path.read_text()
         assert "-- shared:" not in text, f"{path.name} still holds a copied block"
@@ -183,7 +186,15 @@ def test_no_copied_sql_blocks_and_every_cte_is_used():
         ctes = re.findall(r"^(?:WITH )?(\w+) AS (?:NOT )?(?:MATERIALIZED )?\(", code, re.M)
         unused = [c for c in ctes if len(re.findall(rf"\b{c}\b", code)) < 2]
         assert not unused, f"{path.name} defines unused CTEs {unused}"
-        assert not set(ctes) & set(VIEWS), f"{path.name} names a CTE like a view"
+        assert not set(ctes) & {*VIEWS, *reduction_names()}, f"{path.name} names a CTE like a view or reduction"
+
+
+def test_events_are_stored_longest_first_up_to_the_default_max_events():
+    """xr_events keeps each rank's longest events first, as many as crossrank.trace_events
+    returns by default: a trace of the whole run reads only those row groups."""
+    default = next(p.default for p in catalog()["crossrank.trace_events"].params if p.name == "max_events")
+    text = (sql_root() / "_reductions" / "xr_events.sql").read_text()
+    assert re.findall(r"dur_rank <= (\d+)", text) == [str(default)]
 
 
 def test_every_crossrank_module_runs_on_one_report(tmp_path):

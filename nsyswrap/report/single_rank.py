@@ -2,9 +2,7 @@
 NVTX GPU time per (rank, device), with a verdict and recommendations."""
 from __future__ import annotations
 
-import dataclasses
 import re
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pandas as pd
@@ -27,35 +25,27 @@ NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with 
 
 def single_rank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout)."""
-    params = options.window_params()
-    # The NVTX projection reads nothing of the window: a second connection runs it while
-    # the window sweep runs (which is partly single-threaded).
-    with _side_connection(run) as side, ThreadPoolExecutor(max_workers=1) as pool:
-        by_text_job = pool.submit(metrics.gpu_time_by_text, side)
-        with shared_window_sweeps(run, params):
-            ledger = metrics.time_ledger(run, **params)
-            gaps = _gap_summary(run, params)
-            steps = metrics.step_ledger(run, **params)
-            histogram = metrics.gap_histogram(run, **params)
-            summary = metrics.exposure_summary(run, **params)
-            by_text = by_text_job.result()
-            exposure = metrics.collective_exposure(run, **params,
-                                                   context_regex=_context_regex(by_text))
-            launch = metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS)
+    frames = run.per_report(single_rank_frames, options.window_params())
+    ledger, gaps, steps, by_text, launch = (
+        frames[k] for k in ("ledger", "gaps", "steps", "by_text", "launch"))
+    exposure = frames["exposure"].sort_values(  # collectives.exposure's order, over all ranks
+        ["exposed_ns", "rank", "device", "start_ns", "correlation_id"],
+        ascending=[False, True, True, True, True], kind="stable", ignore_index=True)
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     tables = [
         _ledger_table(ledger),
         _shares_table(ledger, totals),
-        _collectives_table(summary),
+        _collectives_table(frames["summary"]),
         _top_exposed_table(exposure),
         _gaps_table(gaps, ledger),
-        _histogram_table(histogram),
+        _histogram_table(frames["histogram"]),
         _launch_table(launch),
         _steps_table(steps, options),
         _ranges_table(by_text, options),
     ]
-    cannot = _cannot_answer(run, options, ledger, exposure, gaps, steps)
+    cannot = _cannot_answer(run, options, ledger, frames.get("active", ledger), exposure, gaps,
+                            steps)
     if tables[-1] is None:
         cannot.append({"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text)})
     return {
@@ -67,6 +57,28 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
         "tables": [t for t in tables if t is not None],
         "cannot_answer": cannot,
     }
+
+
+def single_rank_frames(run: Run, params: dict) -> dict[str, pd.DataFrame]:
+    """The section's metrics of one report (see Run.per_report): ledger, gaps (per cause),
+    steps, histogram, exposure summary, NVTX GPU time by text, collective exposure, launch
+    summary and, when the window is limited, the ledger of the whole activity (active)."""
+    by_text = metrics.gpu_time_by_text(run)
+    with shared_window_sweeps(run, params):
+        frames = {
+            "ledger": metrics.time_ledger(run, **params),
+            "gaps": _gap_summary(run, params),
+            "steps": metrics.step_ledger(run, **params),
+            "histogram": metrics.gap_histogram(run, **params),
+            "summary": metrics.exposure_summary(run, **params),
+            "by_text": by_text,
+            "exposure": metrics.collective_exposure(run, **params,
+                                                    context_regex=_context_regex(by_text)),
+            "launch": metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS),
+        }
+    if ReportOptions(**params).limits_window:
+        frames["active"] = metrics.time_ledger(run)
+    return frames
 
 
 # Window-parameter macros of sql/_macros/metrics.sql that several modules of the section
@@ -107,18 +119,6 @@ def shared_window_sweeps(run: Run, params: dict):
         for macro in made:
             run.con.execute(f"DROP MACRO TABLE IF EXISTS temp.{macro}")
             run.con.execute(f"DROP TABLE IF EXISTS temp.nsyswrap_shared_{macro}")
-
-
-@contextmanager
-def _side_connection(run: Run):
-    """The run on a second connection to the same database, for another thread."""
-    con = run.con.cursor()
-    try:
-        # the ASOF setting of sql/_macros/metrics.sql is per connection
-        con.execute("SET asof_loop_join_threshold = 0")
-        yield dataclasses.replace(run, con=con)
-    finally:
-        con.close()
 
 
 def _gap_summary(run: Run, params: dict) -> pd.DataFrame:
@@ -172,7 +172,7 @@ def _totals(row: pd.Series, gaps: pd.DataFrame) -> Totals:
 
 
 def _context_regex(by_text: pd.DataFrame) -> str:
-    """nsyswrap's module/collective ranges when the run has them, else any range."""
+    """nsyswrap's module/collective ranges when the report has them, else any range."""
     has_ours = by_text.text.str.match(r"(?:fwd|bwd|coll):").any()
     return NSYSWRAP_CONTEXT if has_ours else ANY_CONTEXT
 
@@ -314,11 +314,12 @@ def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
     if steps.empty:
         return None
     rows = [
-        {**_key(r), "step": int(r.step), "duration": figure(r.duration_ns, NS),
+        {"rank": int(r.rank), "device": int(r.device), "step": int(r.step),
+         "duration": figure(r.duration_ns, NS),
          "compute": figure(r.compute_busy_ns, NS), "comm": figure(r.comm_busy_ns, NS),
          "exposed_comm": figure(r.exposed_comm_ns, NS), "copy_only": figure(r.copy_only_ns, NS),
          "idle": figure(r.idle_ns, NS)}
-        for _, r in steps.iterrows()
+        for r in steps.itertuples(index=False)  # one row per step: thousands
     ]
     return _table("steps", f"Steps (NVTX ranges like {options.step_pattern!r}); compute and "
                   "comm are busy unions", rows)
@@ -378,10 +379,9 @@ def _only(df: pd.DataFrame, keys: list) -> pd.DataFrame:
     return df[pd.MultiIndex.from_arrays([df["rank"], df.device]).isin(keys)]
 
 
-def _cannot_answer(run: Run, options: ReportOptions, ledger: pd.DataFrame,
+def _cannot_answer(run: Run, options: ReportOptions, ledger: pd.DataFrame, active: pd.DataFrame,
                    exposure: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame) -> list[dict]:
     out = []
-    active = metrics.time_ledger(run) if options.limits_window else ledger
     with_gpu = set(active["rank"])
     in_window = set(ledger["rank"])
     for report in run.reports:

@@ -26,6 +26,7 @@
 -- @column step BIGINT               Step whose range contains the launch call.
 -- @column context VARCHAR           Innermost context range containing the launch call.
 -- @column compute_stream BOOLEAN    Compute kernels also run on this kernel's stream.
+-- @scope rank                     Each rank's rows depend on its report only.
 WITH exposure AS (
     SELECT * FROM collective_exposure($window_nvtx, $step_pattern, $step_from, $step_to)
 ),

@@ -13,6 +13,7 @@
 -- @column total_ns BIGINT              Summed NCCL kernel time (ns).
 -- @column overlap_ns BIGINT            Summed time compute ran beside them (ns).
 -- @column exposed_ns BIGINT            Summed exposed time (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 SELECT
     rank,
     device,

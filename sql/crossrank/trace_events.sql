@@ -23,61 +23,77 @@ bounds AS (
     SELECT
         min(s.start_ns + o.shift_ns) AS start_ns,
         max(s.end_ns + o.shift_ns) AS end_ns
-    FROM xr_steps() AS s
+    FROM xr_steps AS s
     JOIN offsets AS o
         USING (rank)
     WHERE s.step >= coalesce($start_step, s.step)
         AND s.step <= coalesce($end_step, s.step)
 ),
-waits AS (
+windows AS (
+    -- Per rank, the window in session time (no rows without a window).
     SELECT
-        rank,
-        'wait ' || op || ' pg=' || pg || ' seq=' || seq AS name,
-        start_ns,
-        wait_ns
-    FROM alignment
-    WHERE wait_ns > 0
+        o.rank,
+        o.shift_ns,
+        b.start_ns - o.shift_ns AS start_ns,
+        b.end_ns - o.shift_ns AS end_ns
+    FROM offsets AS o
+    CROSS JOIN bounds AS b
+    WHERE $start_step IS NOT NULL
+        OR $end_step IS NOT NULL
 ),
 events AS NOT MATERIALIZED (
-    -- The track is spelled out only for the events that make the list.
+    -- Without a window only the longest max_events of each rank can make the list;
+    -- with one, the join bounds are pushed into the scans of xr_events.
     SELECT
-        n.rank,
-        'nvtx' AS source,
-        n.tid,
-        NULL AS device,
-        NULL AS stream,
-        n.text AS name,
-        'nvtx' AS category,
-        n.start_ns + o.shift_ns AS start_ns,
-        n.dur_ns
-    FROM nvtx AS n
+        e.rank,
+        e.source,
+        e.tid,
+        e.device,
+        e.stream,
+        e.name,
+        e.category,
+        e.start_ns + o.shift_ns AS start_ns,
+        e.dur_ns
+    FROM xr_events AS e
     JOIN offsets AS o
         USING (rank)
-    WHERE n.event_type <> 'mark'
+    WHERE $start_step IS NULL
+        AND $end_step IS NULL
+        AND e.dur_rank <= $max_events
     UNION ALL
     SELECT
-        k.rank,
-        'gpu',
+        e.rank,
+        e.source,
+        e.tid,
+        e.device,
+        e.stream,
+        e.name,
+        e.category,
+        e.start_ns + w.shift_ns,
+        e.dur_ns
+    FROM xr_events AS e
+    JOIN windows AS w
+        ON w.rank = e.rank
+        AND e.end_ns > w.start_ns
+        AND e.start_ns < w.end_ns
+    UNION ALL
+    SELECT
+        a.rank,
+        'wait',
         NULL,
-        k.device,
-        k.stream,
-        k.name,
-        k.kind,
-        k.start_ns + o.shift_ns,
-        k.dur_ns
-    FROM kernels AS k
-    JOIN offsets AS o
-        USING (rank)
-    UNION ALL
-    SELECT rank, 'wait', NULL, NULL, NULL, name, 'wait', start_ns, wait_ns
-    FROM waits
-),
-windowed AS NOT MATERIALIZED (
-    SELECT e.*
-    FROM events AS e
+        NULL,
+        NULL,
+        'wait ' || a.op || ' pg=' || a.pg || ' seq=' || a.seq,
+        'wait',
+        a.start_ns,
+        a.wait_ns
+    FROM alignment AS a
     CROSS JOIN bounds AS b
-    WHERE ($start_step IS NULL AND $end_step IS NULL)
-        OR (e.start_ns + e.dur_ns > b.start_ns AND e.start_ns < b.end_ns)
+    WHERE a.wait_ns > 0
+        AND (
+            ($start_step IS NULL AND $end_step IS NULL)
+            OR (a.start_ns + a.wait_ns > b.start_ns AND a.start_ns < b.end_ns)
+        )
 ),
 cut AS (
     -- The shortest duration that makes the list: only events at least this long
@@ -86,12 +102,13 @@ cut AS (
         CASE WHEN NOT bool_or(dur_ns IS NULL) THEN min(dur_ns) END AS dur_ns
     FROM (
         SELECT dur_ns
-        FROM windowed
+        FROM events
         ORDER BY dur_ns DESC
         LIMIT $max_events
     )
 ),
 chosen AS (
+    -- The track is spelled out only for the events that make the list.
     SELECT
         e.rank,
         CASE e.source
@@ -103,7 +120,7 @@ chosen AS (
         e.category,
         e.start_ns,
         e.dur_ns
-    FROM windowed AS e
+    FROM events AS e
     WHERE coalesce(e.dur_ns >= (SELECT dur_ns FROM cut), TRUE)
 )
 SELECT *

@@ -11,6 +11,7 @@
 -- @column bucket_hi_ns BIGINT          Bucket end, exclusive (ns; NULL: unbounded).
 -- @column gaps BIGINT                  Number of gaps.
 -- @column total_ns BIGINT              Their summed length (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 WITH bucketed AS (
     SELECT
         rank,

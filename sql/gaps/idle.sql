@@ -19,6 +19,7 @@
 -- @column next_name VARCHAR            Name of the work that ends the gap.
 -- @column next_launch_ns BIGINT        Start of its launch call (ns).
 -- @column cause VARCHAR                host_bound, sync, other or unknown.
+-- @scope rank                     Each rank's rows depend on its report only.
 SELECT
     rank,
     device,

@@ -16,6 +16,7 @@
 -- @column start_ns BIGINT              Kernel start (ns).
 -- @column dur_ns BIGINT                Kernel duration (ns).
 -- @column latency_ns BIGINT            start_ns - launch_ns (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 SELECT *
 FROM window_launch_latency($window_nvtx, $step_pattern, $step_from, $step_to)
 ORDER BY rank, device, start_ns, correlation_id

@@ -15,6 +15,7 @@
 -- @column kernel_p50_ns BIGINT         Median kernel duration (ns).
 -- @column tiny_kernels BIGINT          Kernels shorter than tiny_kernel_ns.
 -- @column tiny_kernel_ns BIGINT        Their summed duration (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 SELECT
     rank,
     device,

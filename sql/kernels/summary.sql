@@ -9,6 +9,7 @@
 -- @column avg_ns DOUBLE            Mean duration (ns).
 -- @column min_ns BIGINT            Shortest run (ns).
 -- @column max_ns BIGINT            Longest run (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 SELECT
     rank,
     kind,

@@ -32,6 +32,7 @@
 -- @column compute_kernels BIGINT       Compute kernels overlapping the window.
 -- @column comm_kernels BIGINT          Communication kernels and P2P copies overlapping it.
 -- @column copies BIGINT                Other copies and memsets overlapping it.
+-- @scope rank                     Each rank's rows depend on its report only.
 WITH win AS (
     SELECT * FROM analysis_window($window_nvtx, $step_pattern, $step_from, $step_to)
 ),

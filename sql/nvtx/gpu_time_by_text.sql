@@ -12,6 +12,7 @@
 -- @column compute_ns BIGINT            Of which compute kernels (ns).
 -- @column nccl_ns BIGINT               Of which NCCL kernels (ns).
 -- @column copy_ns BIGINT               Of which memcpy and memset (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 WITH ranges AS (
     SELECT
         * EXCLUDE (text),

@@ -14,6 +14,7 @@
 -- @column compute_ns BIGINT            Of which compute kernels (ns).
 -- @column nccl_ns BIGINT               Of which NCCL kernels (ns).
 -- @column copy_ns BIGINT               Of which memcpy and memset (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 SELECT *
 FROM nvtx_gpu_projection($text_like)
 ORDER BY rank, pid, tid, start_ns, end_ns DESC, text

@@ -19,6 +19,7 @@
 -- @column both_ns BIGINT               Compute and communication together (ns).
 -- @column copy_only_ns BIGINT          Only copies/memsets (ns).
 -- @column idle_ns BIGINT               Nothing on any stream of the device (ns).
+-- @scope rank                     Each rank's rows depend on its report only.
 SELECT
     rank,
     device,

@@ -1,0 +1,175 @@
+-- One row per phase of one rank: an NVTX range directly inside a `step:<i>` range on
+-- the same thread (one level deeper, ending inside it; zero-length and `coll:` ranges
+-- are not phases), with its host time (duration less the CUDA synchronize calls and
+-- collective ranges started in it: waiting for others is not lag) and the GPU time
+-- of the compute kernels launched in it. Times are session ns. xr_phase_lag() sums
+-- these per step and takes the medians over the ranks.
+-- @column pid BIGINT              Process id of the thread.
+-- @column tid BIGINT              Thread holding the step and the phase.
+-- @column step BIGINT             Step index from `step:<i>`.
+-- @column phase VARCHAR           Text of the range.
+-- @column start_ns BIGINT         Range start, ns on the report's session clock.
+-- @column end_ns BIGINT           Range end, ns on the report's session clock.
+-- @column host_ns BIGINT          end_ns - start_ns less the waits started in it
+--                                 (at least 0) (ns).
+-- @column gpu_ns BIGINT           GPU time of the compute kernels launched in it (ns).
+WITH thread_ranges AS (
+    -- NVTX ranges on threads that hold step ranges (zero-length ones left out);
+    -- `thread` packs (pid, tid) into one key.
+    SELECT
+        (n.pid << 24) | n.tid AS thread,
+        n.pid,
+        n.tid,
+        n.start_ns,
+        n.end_ns,
+        n.text
+    FROM nvtx AS n
+    SEMI JOIN (
+        SELECT DISTINCT pid, tid
+        FROM nvtx
+        WHERE regexp_full_match(text, 'step:\d+')
+    ) AS s
+        ON s.pid = n.pid
+        AND s.tid = n.tid
+    WHERE n.event_type <> 'mark'
+        AND n.end_ns > n.start_ns
+),
+edges AS (
+    SELECT thread, pid, tid, start_ns AS t, 1 AS delta, start_ns, end_ns, text
+    FROM thread_ranges
+    UNION ALL
+    SELECT thread, pid, tid, end_ns, -1, NULL, NULL, NULL
+    FROM thread_ranges
+),
+depths AS (
+    -- Nesting depth of a range = ranges open on its thread once it starts;
+    -- ends sort before starts at the same time, longer ranges start first, and
+    -- of two equal ranges a module or collective range (fwd:, bwd:, coll:)
+    -- is the inner one.
+    SELECT thread, pid, tid, start_ns, end_ns, text, depth
+    FROM (
+        SELECT
+            *,
+            sum(delta) OVER (
+                PARTITION BY thread
+                ORDER BY
+                    t,
+                    delta,
+                    end_ns DESC,
+                    regexp_matches(text, '^(fwd|bwd|coll):'),
+                    text
+                ROWS UNBOUNDED PRECEDING
+            ) AS depth
+        FROM edges
+    )
+    WHERE delta = 1
+),
+step_ranges AS (
+    SELECT
+        thread,
+        depth,
+        CAST(regexp_extract(text, '^step:(\d+)$', 1) AS BIGINT) AS step,
+        start_ns,
+        end_ns
+    FROM depths
+    WHERE regexp_full_match(text, 'step:\d+')
+),
+candidates AS (
+    -- Only ranges one level below some step of their thread can be phases.
+    SELECT c.*
+    FROM depths AS c
+    SEMI JOIN (SELECT DISTINCT thread, depth FROM step_ranges) AS s
+        ON s.thread = c.thread
+        AND s.depth + 1 = c.depth
+    WHERE c.text NOT LIKE 'coll:%'
+),
+phases AS (
+    SELECT c.thread, c.pid, c.tid, s.step, c.text AS phase, c.start_ns, c.end_ns
+    FROM candidates AS c
+    ASOF JOIN step_ranges AS s
+        ON s.thread = c.thread
+        AND s.start_ns <= c.start_ns
+    WHERE c.depth = s.depth + 1
+        AND c.end_ns <= s.end_ns
+),
+owned AS (
+    -- The span whose launches a phase owns: a launch belongs to the latest phase
+    -- started on its thread, if that has not ended. Spans are cut into buckets of
+    -- one width per thread (its span / its phases: two buckets per phase on
+    -- average), so that each launch meets only the few spans of its bucket in a
+    -- hash join on (thread, bucket) instead of every launch being sorted.
+    SELECT
+        thread,
+        start_ns,
+        least(end_ns, lead(start_ns) OVER (PARTITION BY thread ORDER BY start_ns))
+            AS until_ns,
+        greatest(1, (max(end_ns) OVER t - min(start_ns) OVER t) // count(*) OVER t)
+            AS width
+    FROM phases
+    WINDOW t AS (PARTITION BY thread)
+),
+buckets AS (
+    SELECT
+        thread,
+        start_ns,
+        until_ns,
+        unnest(range(start_ns // width, (until_ns - 1) // width + 1)) AS bucket
+    FROM owned
+    WHERE until_ns > start_ns
+),
+compute_launches AS (
+    SELECT l.thread, l.start_ns, l.gpu_ns, l.start_ns // w.width AS bucket
+    FROM (
+        SELECT
+            (pid << 24) | tid AS thread,
+            start_ns,
+            kernel_end_ns - kernel_start_ns AS gpu_ns
+        FROM launches
+        WHERE kind IN ('compute', 'other')
+    ) AS l
+    JOIN (SELECT DISTINCT thread, width FROM owned) AS w
+        ON w.thread = l.thread
+),
+phase_gpu AS (
+    -- GPU time of the compute kernels launched in each phase.
+    SELECT b.thread, b.start_ns, sum(l.gpu_ns) AS gpu_ns
+    FROM compute_launches AS l
+    JOIN buckets AS b
+        ON b.thread = l.thread
+        AND b.bucket = l.bucket
+    WHERE l.start_ns >= b.start_ns
+        AND l.start_ns < b.until_ns
+    GROUP BY b.thread, b.start_ns
+),
+phase_waits AS (
+    SELECT p.thread, p.start_ns, sum(w.dur_ns) AS wait_ns
+    FROM (
+        SELECT pid, tid, start_ns, dur_ns
+        FROM api_calls
+        WHERE api ILIKE '%synchronize%'
+        UNION ALL
+        SELECT pid, tid, start_ns, dur_ns
+        FROM collectives
+    ) AS w
+    ASOF JOIN phases AS p
+        ON p.thread = (w.pid << 24) | w.tid
+        AND p.start_ns <= w.start_ns
+    WHERE w.start_ns < p.end_ns
+    GROUP BY p.thread, p.start_ns
+)
+SELECT
+    p.pid,
+    p.tid,
+    p.step,
+    p.phase,
+    p.start_ns,
+    p.end_ns,
+    greatest(0, p.end_ns - p.start_ns - coalesce(w.wait_ns, 0))::BIGINT AS host_ns,
+    coalesce(g.gpu_ns, 0)::BIGINT AS gpu_ns
+FROM phases AS p
+LEFT JOIN phase_gpu AS g
+    ON g.thread = p.thread
+    AND g.start_ns = p.start_ns
+LEFT JOIN phase_waits AS w
+    ON w.thread = p.thread
+    AND w.start_ns = p.start_ns
