@@ -53,9 +53,19 @@ def quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def macro_files() -> list[Path]:
+    return sorted((sql_root() / "_macros").glob("*.sql"))
+
+
+def macro_names(path: Path) -> set[str]:
+    """The table macros a file of `sql/_macros` creates."""
+    return set(re.findall(r"^CREATE OR REPLACE MACRO (\w+)", path.read_text(), re.M))
+
+
 def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
-            threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """A connection with one view per normalized view and per reduction over `reports`."""
+            threads: int | None = None, macros: bool = True) -> duckdb.DuckDBPyConnection:
+    """A connection with one view per normalized view and per reduction over `reports`,
+    and (`macros`) every file of `sql/_macros`."""
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")  # workers share the terminal
     con.execute(f"SET memory_limit = {quote(memory_limit)}")
@@ -64,6 +74,9 @@ def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
     con.execute(f"SET temp_directory = {quote(str(spill_dir))}")
     if threads:
         con.execute(f"SET threads = {int(threads)}")
+    # ASOF joins must stay sort-merge joins (see sql/_macros/metrics.sql), also in SQL
+    # that runs before any macro file is loaded.
+    con.execute("SET asof_loop_join_threshold = 0")
     tables = [(view, "views_dir") for view in VIEWS]
     if all(r.reductions_dir for r in reports):
         tables += [(name, "reductions_dir") for name in reduction_names()]
@@ -77,6 +90,6 @@ def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
             for r in reports
         ]
         con.execute(f"CREATE VIEW {name} AS " + "\nUNION ALL\n".join(parts))
-    for macros in sorted((sql_root() / "_macros").glob("*.sql")):
-        con.execute(macros.read_text())
+    for path in macro_files() if macros else []:
+        con.execute(path.read_text())
     return con

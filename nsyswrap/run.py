@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -13,10 +14,11 @@ from typing import Callable
 
 import duckdb
 import pandas as pd
+import pyarrow.parquet as pq
 
 from nsyswrap.cache import (build_atomically, cache_dir_for, normalized, reduced, reductions_dir_for,
                             sql_digest)
-from nsyswrap.connection import CachedReport, connect
+from nsyswrap.connection import CachedReport, connect, macro_files, macro_names
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.pool import map_reports
 from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
@@ -31,17 +33,38 @@ PerReport = Callable[["Run", dict], dict[str, pd.DataFrame]]
 
 @dataclass
 class Run:
-    con: duckdb.DuckDBPyConnection
+    connection: duckdb.DuckDBPyConnection
     reports: list[Report]
     spill_dir: Path
     cached: list[CachedReport] = field(default_factory=list)  # empty: tables made by hand
     jobs: int = 2
     progress: Callable[[int, int], None] | None = None
+    unloaded_macros: dict[Path, set[str]] = field(default_factory=dict)
+    """Files of sql/_macros not yet run on the connection, with the macros each creates:
+    each loads when SQL first names one of its macros (metrics.sql alone takes ~0.2 s)."""
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The connection, with every macro loaded."""
+        self._load_macros(lambda names: True)
+        return self.connection
+
+    def _load_macros(self, needed: Callable[[set[str]], bool]) -> None:
+        for path, names in list(self.unloaded_macros.items()):
+            if needed(names):
+                self.connection.execute(path.read_text())
+                del self.unloaded_macros[path]
 
     def df(self, sql: str, params: dict | None = None) -> pd.DataFrame:
         """Run SQL over the views with bound parameters and return a DataFrame."""
+        return self.execute(sql, params).df()
+
+    def execute(self, sql: str, params: dict | None = None) -> duckdb.DuckDBPyConnection:
+        """Run SQL over the views with bound parameters (the macros it names loaded)."""
+        words = set(re.findall(r"\w+", sql))
+        self._load_macros(lambda names: bool(names & words))
         try:
-            return self.con.execute(sql, params or {}).df()
+            return self.connection.execute(sql, params or {})
         except duckdb.Error as exc:
             raise NsysWrapError("query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
 
@@ -58,11 +81,11 @@ class Run:
             map_reports(partial(_compute_frames, fn, params, limit, threads), missing, self.jobs,
                         self.progress)
         names = sorted(p.stem for p in dirs[0].glob("*.parquet")) if dirs else []
-        return {name: _concat([pd.read_parquet(d / f"{name}.parquet") for d in dirs])
+        return {name: _concat([pq.read_table(d / f"{name}.parquet").to_pandas() for d in dirs])
                 for name in names}
 
     def close(self) -> None:
-        self.con.close()
+        self.connection.close()
         shutil.rmtree(self.spill_dir, ignore_errors=True)
 
     def __enter__(self) -> "Run":
@@ -116,8 +139,9 @@ def _open(reports: list[Report], cached: list[CachedReport], *, memory_limit: st
           threads: int | None = None, jobs: int = 2,
           progress: Callable[[int, int], None] | None = None) -> Run:
     spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
-    con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
-    return Run(con, reports, spill, cached, jobs, progress)
+    con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads, macros=False)
+    return Run(con, reports, spill, cached, jobs, progress,
+               {path: macro_names(path) for path in macro_files()})
 
 
 def open_run(

@@ -80,8 +80,10 @@ def _section(section: dict, console: Console) -> None:
 def _table(spec: dict) -> Table:
     rows = spec["rows"]
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    cells = [cell for row in rows for cell in row.values()]
-    scales = {c: _scale([row.get(c) for row in rows], cells) for c in columns}
+    times = [c["value"] for row in rows for c in row.values()
+             if is_figure(c) and c["unit"] == NS and c["value"] is not None]
+    longest = max(map(abs, times), default=0)
+    scales = {c: _scale([row.get(c) for row in rows], longest) for c in columns}
     table = Table(title=spec["title"], title_justify="left", header_style="bold")
     for c in columns:
         unit = scales[c][0]
@@ -106,15 +108,14 @@ def _table(spec: dict) -> Table:
     return table
 
 
-def _scale(column: list, table: list) -> tuple[str, float]:
-    """Display unit and divisor of a column; times share one unit across the table."""
-    figures = [c for c in column if is_figure(c)]
-    if not figures:
+def _scale(column: list, longest_ns: float) -> tuple[str, float]:
+    """Display unit and divisor of a column; times share one unit across the table,
+    chosen by its longest time."""
+    unit = next((c["unit"] for c in column if is_figure(c)), None)
+    if unit is None:
         return "", 1
-    unit = figures[0]["unit"]
     if unit == NS:
-        times = [c["value"] for c in table if is_figure(c) and c["unit"] == NS]
-        top = max((abs(v) for v in times if v is not None), default=0)
+        top = longest_ns
         return ("ms", 1e6) if top >= 1e6 else ("us", 1e3) if top >= 1e3 else ("ns", 1)
     if unit == FRACTION:
         return "%", 0.01
