@@ -147,7 +147,7 @@ def run_module(run: Run, name: str, **params) -> pd.DataFrame:
     frame = run.per_report(_module_on_report, {"module": name, **values})["rows"]
     keys = module.order()
     if keys and keys[0] == ("rank", False):
-        keys = keys[:1]  # each report's rows are already in order
+        return frame  # per_report puts the ranks in order, each report's rows are in order
     return frame.sort_values([k for k, _ in keys], ascending=[not d for _, d in keys],
                              kind="stable", ignore_index=True)
 

@@ -14,6 +14,7 @@ from typing import Callable
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nsyswrap.cache import (build_atomically, cache_dir_for, normalized, reduced, reductions_dir_for,
@@ -72,8 +73,9 @@ class Run:
         """`fn` on each report alone, `jobs` reports at a time in worker processes, its
         frames concatenated in rank order. Results are cached beside each report's views,
         keyed to the rank, `fn`, `params` and every SQL file and Python module of nsyswrap."""
-        dirs = [_results_dir(c, fn, params) for c in self.cached]
-        missing = [(c, d) for c, d in zip(self.cached, dirs) if not (d / ".complete").exists()]
+        ranked = sorted(self.cached, key=lambda c: c.rank)
+        dirs = [_results_dir(c, fn, params) for c in ranked]
+        missing = [(c, d) for c, d in zip(ranked, dirs) if not (d / ".complete").exists()]
         if missing:
             workers = min(self.jobs, len(missing))
             limit = f"{MEMORY_LIMIT_MB // workers}MB"
@@ -81,8 +83,7 @@ class Run:
             map_reports(partial(_compute_frames, fn, params, limit, threads), missing, self.jobs,
                         self.progress)
         names = sorted(p.stem for p in dirs[0].glob("*.parquet")) if dirs else []
-        return {name: _concat([pq.read_table(d / f"{name}.parquet").to_pandas() for d in dirs])
-                for name in names}
+        return {name: _concat([pq.read_table(d / f"{name}.parquet") for d in dirs]) for name in names}
 
     def close(self) -> None:
         self.connection.close()
@@ -95,9 +96,13 @@ class Run:
         self.close()
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """The frames one after the other (empty ones only shape an all-empty result)."""
-    return pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
+def _concat(tables: list[pa.Table]) -> pd.DataFrame:
+    """The tables one after the other (empty ones only shape an all-empty result), as one
+    DataFrame converted once, freeing the Arrow buffers as it goes (large results)."""
+    kept = [t for t in tables if t.num_rows] or tables[:1]
+    table = pa.concat_tables(kept, promote_options="permissive")
+    del kept, tables
+    return table.to_pandas(self_destruct=True, split_blocks=True)
 
 
 @functools.cache
