@@ -56,12 +56,11 @@ def cache_dir_for(path: Path) -> Path:
     return cache_root() / hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def normalized(path: Path, tables: dict[str, set[str]]) -> Path:
-    """The directory holding `<view>.parquet` for the report, built if needed."""
-    target = cache_dir_for(path)
+def normalize(path: Path, tables: dict[str, set[str]], target: Path) -> None:
+    """Fill `target` (the report's `cache_dir_for`, found by the caller: a worker process
+    may see another environment) with `<view>.parquet`, unless it is there."""
     if not (target / "session.parquet").exists():
         build_atomically(target, lambda work: _build(path, tables, work))
-    return target
 
 
 def reductions_dir_for(views_dir: Path) -> Path:
@@ -69,12 +68,14 @@ def reductions_dir_for(views_dir: Path) -> Path:
     return views_dir / f"reductions-{sql_digest('_reductions', '_macros')}"
 
 
-def reduced(path: Path, views_dir: Path) -> Path:
-    """The directory holding `<reduction>.parquet` for the report, built if needed."""
+def reduce_report(path: Path, views_dir: Path, names: list[str]) -> None:
+    """Build the reductions `names` of a normalized report that are not cached yet."""
     target = reductions_dir_for(views_dir)
-    if not (target / ".complete").exists():
-        build_atomically(target, lambda work: _reduce(path, views_dir, work))
-    return target
+    todo = [n for n in names if not (target / f"{n}.parquet").exists()]
+    if todo:
+        target.mkdir(exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".build-", dir=target) as work:
+            _reduce(path, views_dir, todo, Path(work), target)
 
 
 def build_atomically(target: Path, build) -> None:
@@ -91,24 +92,26 @@ def build_atomically(target: Path, build) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _reduce(path: Path, views_dir: Path, out: Path) -> None:
+def _reduce(path: Path, views_dir: Path, names: list[str], work: Path, target: Path) -> None:
     """Each reduction over the report alone, as rank 0 (the `rank` and `report` columns
-    are not stored: the run's views add them)."""
+    are not stored: the run's views add them), written in `work`, then moved to `target`."""
     with tempfile.TemporaryDirectory(prefix="nsyswrap-spill-") as spill:
         con = connect([CachedReport(0, path, views_dir, None)], memory_limit="1GB",
                       spill_dir=Path(spill), threads=1)
         try:
-            for name in reduction_names():
+            for name in names:
                 sql = (sql_root() / "_reductions" / f"{name}.sql").read_text()
-                names = [d[0] for d in con.execute(f"SELECT * FROM ({sql}) LIMIT 0").description]
-                kept = ", ".join(f'"{n}"' for n in names if n not in ("rank", "report"))
+                columns = [d[0] for d in con.execute(f"SELECT * FROM ({sql}) LIMIT 0").description]
+                kept = ", ".join(f'"{c}"' for c in columns if c not in ("rank", "report"))
                 # Small row groups: a read of part of a reduction (a time window, the
                 # longest N events) skips the others by their min/max statistics.
-                con.execute(f"COPY (SELECT {kept} FROM ({sql})) TO '{out / f'{name}.parquet'}' "
+                con.execute(f"COPY (SELECT {kept} FROM ({sql})) TO '{work / f'{name}.parquet'}' "
                             f"(FORMAT parquet, ROW_GROUP_SIZE {REDUCTION_ROW_GROUP})")
+                os.replace(work / f"{name}.parquet", target / f"{name}.parquet")
         finally:
             con.close()
-    (out / ".complete").touch()
+
+
 def _raw(path: Path, key: str, tables: dict[str, set[str]]):
     """A reader (large tables) or table (small ones) of one raw export table."""
     names, columns = RAW_TABLES[key]

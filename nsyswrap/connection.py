@@ -3,6 +3,7 @@ views and the per-report reductions, each with `rank` and `report` columns, and 
 table macros of `sql/_macros`."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +40,9 @@ def reduction_columns(name: str) -> list[tuple[str, str]]:
 
 
 def _unbuilt_reduction(name: str) -> str:
-    """A view of a reduction's declared columns that fails when read: while the
-    reductions are built, the macros that read them can still be created (DuckDB binds
-    a table macro when it is created), but no reduction can read another."""
+    """A view of a reduction's declared columns that fails when read: until a reduction
+    is built, the macros that read it can still be created (DuckDB binds a table macro
+    when it is created), but no reduction can read another."""
     columns = ", ".join(f'CAST(NULL AS {type_}) AS "{column}"'
                         for column, type_ in [("rank", "INTEGER"), ("report", "VARCHAR"),
                                               *reduction_columns(name)])
@@ -57,15 +58,29 @@ def macro_files() -> list[Path]:
     return sorted((sql_root() / "_macros").glob("*.sql"))
 
 
+@functools.cache
 def macro_names(path: Path) -> set[str]:
     """The table macros a file of `sql/_macros` creates."""
     return set(re.findall(r"^CREATE OR REPLACE MACRO (\w+)", path.read_text(), re.M))
 
 
+def create_view(con: duckdb.DuckDBPyConnection, name: str, reports: list[CachedReport],
+                where: str) -> None:
+    """View `name` over `<name>.parquet` in each report's `where` directory, with `rank`
+    and `report` first (replacing a stand-in of an unbuilt reduction)."""
+    parts = [
+        f"SELECT {r.rank}::INTEGER AS rank, {quote(str(r.path))} AS report, * "
+        f"FROM read_parquet({quote(str(getattr(r, where) / f'{name}.parquet'))})"
+        for r in reports
+    ]
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS " + "\nUNION ALL\n".join(parts))
+
+
 def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
             threads: int | None = None, macros: bool = True) -> duckdb.DuckDBPyConnection:
-    """A connection with one view per normalized view and per reduction over `reports`,
-    and (`macros`) every file of `sql/_macros`."""
+    """A connection with one view per normalized view and per reduction over `reports`
+    (a stand-in that fails when read while a report lacks the reduction), and
+    (`macros`) every file of `sql/_macros`."""
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")  # workers share the terminal
     con.execute(f"SET memory_limit = {quote(memory_limit)}")
@@ -77,19 +92,14 @@ def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
     # ASOF joins must stay sort-merge joins (see sql/_macros/metrics.sql), also in SQL
     # that runs before any macro file is loaded.
     con.execute("SET asof_loop_join_threshold = 0")
-    tables = [(view, "views_dir") for view in VIEWS]
-    if all(r.reductions_dir for r in reports):
-        tables += [(name, "reductions_dir") for name in reduction_names()]
-    else:
-        for name in reduction_names():
+    for view in VIEWS:
+        create_view(con, view, reports, "views_dir")
+    for name in reduction_names():
+        if all(r.reductions_dir and (r.reductions_dir / f"{name}.parquet").exists()
+               for r in reports):
+            create_view(con, name, reports, "reductions_dir")
+        else:
             con.execute(_unbuilt_reduction(name))
-    for name, where in tables:
-        parts = [
-            f"SELECT {r.rank}::INTEGER AS rank, {quote(str(r.path))} AS report, * "
-            f"FROM read_parquet({quote(str(getattr(r, where) / f'{name}.parquet'))})"
-            for r in reports
-        ]
-        con.execute(f"CREATE VIEW {name} AS " + "\nUNION ALL\n".join(parts))
     for path in macro_files() if macros else []:
         con.execute(path.read_text())
     return con

@@ -17,9 +17,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsyswrap.cache import (build_atomically, cache_dir_for, normalized, reduced, reductions_dir_for,
-                            sql_digest)
-from nsyswrap.connection import CachedReport, connect, macro_files, macro_names
+from nsyswrap.cache import (build_atomically, cache_dir_for, normalize, reduce_report,
+                            reductions_dir_for, sql_digest)
+from nsyswrap.connection import (CachedReport, connect, create_view, macro_files, macro_names,
+                                 reduction_names)
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.pool import map_reports
 from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
@@ -43,12 +44,32 @@ class Run:
     unloaded_macros: dict[Path, set[str]] = field(default_factory=dict)
     """Files of sql/_macros not yet run on the connection, with the macros each creates:
     each loads when SQL first names one of its macros (metrics.sql alone takes ~0.2 s)."""
+    built_reductions: set[str] = field(default_factory=set)
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The connection, with every macro loaded."""
-        self._load_macros(lambda names: True)
+        """The connection, with every reduction built and every macro loaded."""
+        self._prepare_for(set(reduction_names()) | set().union(*self.unloaded_macros.values()))
         return self.connection
+
+    def _prepare_for(self, words: set[str]) -> None:
+        """Build the reductions and load the macro files SQL naming `words` reads: the
+        reductions it names or that the macro files of the macros it names mention."""
+        files = [path for path in macro_files() if macro_names(path) & words]
+        words = words.union(*(_words(path.read_text()) for path in files))
+        self._build_reductions(sorted(words & set(reduction_names()) - self.built_reductions))
+        self._load_macros(lambda names: bool(names & words))
+
+    def _build_reductions(self, names: list[str]) -> None:
+        """Reductions are built when first read: per report in the pool, then viewed."""
+        if not names or not self.cached:
+            return
+        todo = [(c, [n for n in names if not (c.reductions_dir / f"{n}.parquet").exists()])
+                for c in self.cached]
+        map_reports(_reduce, [item for item in todo if item[1]], self.jobs, self.progress)
+        for name in names:
+            create_view(self.connection, name, self.cached, "reductions_dir")
+        self.built_reductions.update(names)
 
     def _load_macros(self, needed: Callable[[set[str]], bool]) -> None:
         for path, names in list(self.unloaded_macros.items()):
@@ -60,10 +81,9 @@ class Run:
         """Run SQL over the views with bound parameters and return a DataFrame."""
         return self.execute(sql, params).df()
 
-    def execute(self, sql: str, params: dict | None = None) -> duckdb.DuckDBPyConnection:
+    def execute(self, sql: str, params: dict | list | None = None) -> duckdb.DuckDBPyConnection:
         """Run SQL over the views with bound parameters (the macros it names loaded)."""
-        words = set(re.findall(r"\w+", sql))
-        self._load_macros(lambda names: bool(names & words))
+        self._prepare_for(_words(sql))
         try:
             return self.connection.execute(sql, params or {})
         except duckdb.Error as exc:
@@ -133,11 +153,15 @@ def _compute_frames(fn: PerReport, params: dict, memory_limit: str, threads: int
     build_atomically(target, build)
 
 
-def _prepare(item: tuple[Path, dict[str, set[str]]]) -> tuple[Path, Path]:
-    """In a worker: a report's normalized views and its reductions, built if needed."""
-    path, tables = item
-    views_dir = normalized(path, tables)
-    return views_dir, reduced(path, views_dir)
+@functools.lru_cache(maxsize=256)
+def _words(sql: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\w+", sql))
+
+
+def _reduce(item: tuple[CachedReport, list[str]]) -> None:
+    """In a worker: the reductions `names` of one report."""
+    cached, names = item
+    reduce_report(cached.path, cached.views_dir, names)
 
 
 def _open(reports: list[Report], cached: list[CachedReport], *, memory_limit: str,
@@ -145,8 +169,10 @@ def _open(reports: list[Report], cached: list[CachedReport], *, memory_limit: st
           progress: Callable[[int, int], None] | None = None) -> Run:
     spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads, macros=False)
+    built = {n for n in reduction_names()
+             if all((c.reductions_dir / f"{n}.parquet").exists() for c in cached)}
     return Run(con, reports, spill, cached, jobs, progress,
-               {path: macro_names(path) for path in macro_files()})
+               {path: macro_names(path) for path in macro_files()}, built)
 
 
 def open_run(
@@ -164,17 +190,19 @@ def open_run(
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)
-    todo = [r.path for r in reports if not _is_cached(r.path)]
-    built = dict(zip(todo, map_reports(_prepare, [(p, tables[p]) for p in todo], jobs, progress)))
+    todo = [(r.path, tables[r.path], cache_dir_for(r.path)) for r in reports
+            if not (cache_dir_for(r.path) / "session.parquet").exists()]
+    map_reports(_normalize, todo, jobs, progress)
     cached = []
     for r in reports:
-        views_dir, reductions_dir = built.get(r.path) or _prepare((r.path, tables[r.path]))
-        cached.append(CachedReport(r.rank, r.path, views_dir, reductions_dir))
+        views_dir = cache_dir_for(r.path)
+        cached.append(CachedReport(r.rank, r.path, views_dir, reductions_dir_for(views_dir)))
     return _open(reports, cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress)
 
 
-def _is_cached(path: Path) -> bool:
-    return (reductions_dir_for(cache_dir_for(path)) / ".complete").exists()
+def _normalize(item: tuple[Path, dict[str, set[str]], Path]) -> None:
+    """In a worker: a report's normalized views."""
+    normalize(*item)
 
 
 @dataclass(frozen=True)

@@ -70,3 +70,15 @@ def test_scripts_without_a_main_guard_can_use_workers(tmp_path):
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "4"), done.stderr[-500:]
+
+
+def test_reductions_are_built_when_first_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path))
+    with open_run([RUN]) as run:
+        events = [c.reductions_dir / "xr_events.parquet" for c in run.cached]
+        keys = [c.reductions_dir / "xr_rank_keys.parquet" for c in run.cached]
+        assert not any(p.exists() for p in events + keys)  # opening builds none
+        run_module(run, "crossrank.clock_offsets")
+        assert all(p.exists() for p in keys) and not any(p.exists() for p in events)
+        assert len(run_module(run, "crossrank.trace_events", max_events=5)) == 5
+        assert all(p.exists() for p in events)

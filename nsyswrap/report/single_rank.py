@@ -105,20 +105,20 @@ def shared_window_sweeps(run: Run, params: dict):
     try:
         for macro, source in SHARED_MACROS:
             table = f"nsyswrap_shared_{macro}"
-            run.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
-                            f"SELECT * FROM {source}($1, $2, $3, $4)", args)
+            run.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
+                        f"SELECT * FROM {source}($1, $2, $3, $4)", args)
             made.append(macro)
-            run.con.execute(f"CREATE OR REPLACE TEMP MACRO {macro}(window_nvtx, step_pattern, "
-                            f"step_from, step_to) AS TABLE SELECT * FROM {table}")
+            run.execute(f"CREATE OR REPLACE TEMP MACRO {macro}(window_nvtx, step_pattern, "
+                        f"step_from, step_to) AS TABLE SELECT * FROM {table}")
         # Only idle_gap_rows reads the sweep's gap rows (code <= 3): keep the edge and probe
         # rows the ledgers and collective_exposure read, free the rest.
-        run.con.execute("CREATE OR REPLACE TEMP TABLE nsyswrap_shared_device_sweep AS "
-                        "SELECT * FROM nsyswrap_shared_device_sweep WHERE code >= 4")
+        run.execute("CREATE OR REPLACE TEMP TABLE nsyswrap_shared_device_sweep AS "
+                    "SELECT * FROM nsyswrap_shared_device_sweep WHERE code >= 4")
         yield
     finally:
         for macro in made:
-            run.con.execute(f"DROP MACRO TABLE IF EXISTS temp.{macro}")
-            run.con.execute(f"DROP TABLE IF EXISTS temp.nsyswrap_shared_{macro}")
+            run.execute(f"DROP MACRO TABLE IF EXISTS temp.{macro}")
+            run.execute(f"DROP TABLE IF EXISTS temp.nsyswrap_shared_{macro}")
 
 
 def _gap_summary(run: Run, params: dict) -> pd.DataFrame:
