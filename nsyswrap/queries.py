@@ -7,10 +7,10 @@ Each file is one SELECT over the views, with a header::
     -- @column dur_ns BIGINT          What the column holds, with its unit.
     -- @scope rank                    (optional) Each rank's rows depend on its report only.
 
-Values reach the SQL only as bound `$name` parameters. A module of scope rank runs on
-each report alone, `jobs` at a time, and its results are cached per report
-(`Run.per_report`); its rows are then put in the order of its final ORDER BY. The loader rejects
-undeclared or unused parameters; a test checks every column is documented.
+Values reach the SQL only as bound `$name` parameters. The loader rejects undeclared or
+unused parameters; a test checks every column is documented. A module of scope rank
+runs on each report alone, `jobs` at a time, with results cached per report
+(`Run.per_report`); its rows are then put in the order of its final ORDER BY.
 """
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""A run: several per-rank reports behind one DuckDB connection with the normalized views."""
+"""A run: several per-rank reports behind one DuckDB connection with the normalized views,
+the reductions (built when first read) and the macros (loaded when first named); work on
+each report alone runs in a pool of worker processes, its results cached per report."""
 from __future__ import annotations
 
 import functools
@@ -8,7 +10,6 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -100,8 +101,8 @@ class Run:
             workers = min(self.jobs, len(missing))
             limit = f"{MEMORY_LIMIT_MB // workers}MB"
             threads = max(1, (os.cpu_count() or 1) // workers)
-            map_reports(partial(_compute_frames, fn, params, limit, threads), missing, self.jobs,
-                        self.progress)
+            work = functools.partial(_compute_frames, fn, params, limit, threads)
+            map_reports(work, missing, self.jobs, self.progress)
         names = sorted(p.stem for p in dirs[0].glob("*.parquet")) if dirs else []
         return {name: _concat([pq.read_table(d / f"{name}.parquet") for d in dirs]) for name in names}
 
@@ -190,13 +191,12 @@ def open_run(
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)
-    todo = [(r.path, tables[r.path], cache_dir_for(r.path)) for r in reports
-            if not (cache_dir_for(r.path) / "session.parquet").exists()]
+    dirs = {r.path: cache_dir_for(r.path) for r in reports}
+    todo = [(r.path, tables[r.path], dirs[r.path]) for r in reports
+            if not (dirs[r.path] / "session.parquet").exists()]
     map_reports(_normalize, todo, jobs, progress)
-    cached = []
-    for r in reports:
-        views_dir = cache_dir_for(r.path)
-        cached.append(CachedReport(r.rank, r.path, views_dir, reductions_dir_for(views_dir)))
+    cached = [CachedReport(r.rank, r.path, dirs[r.path], reductions_dir_for(dirs[r.path]))
+              for r in reports]
     return _open(reports, cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress)
 
 
