@@ -82,15 +82,10 @@ def single_rank_frames(run: Run, params: dict) -> dict[str, pd.DataFrame]:
 
 
 # Window-parameter macros of sql/_macros/metrics.sql that several modules of the section
-# read, in dependency order, each with the macro that computes its result (the sources
-# after device_sweep read it, by then shared: one sweep serves them all).
-SHARED_MACROS = (
-    ("analysis_window", "analysis_window"),
-    ("device_sweep", "device_sweep"),
-    ("idle_gap_rows", "idle_gap_rows"),
-    ("collective_exposure", "collective_exposure_swept"),
-    ("window_unions", "window_unions_swept"),
-)
+# read, in dependency order (those after device_sweep read it, by then shared: one sweep
+# serves them all).
+SHARED_MACROS = ("analysis_window", "device_sweep", "idle_gap_rows", "collective_exposure",
+                 "window_unions")
 
 
 @contextmanager
@@ -103,10 +98,10 @@ def shared_window_sweeps(run: Run, params: dict):
             params["step_to"]]
     made = []
     try:
-        for macro, source in SHARED_MACROS:
+        for macro in SHARED_MACROS:
             table = f"nsyswrap_shared_{macro}"
             run.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
-                        f"SELECT * FROM {source}($1, $2, $3, $4)", args)
+                        f"SELECT * FROM {macro}($1, $2, $3, $4)", args)
             made.append(macro)
             run.execute(f"CREATE OR REPLACE TEMP MACRO {macro}(window_nvtx, step_pattern, "
                         f"step_from, step_to) AS TABLE SELECT * FROM {table}")
