@@ -10,9 +10,14 @@ sudo=""
 
 if ! command -v nsys >/dev/null 2>&1; then
     if [ ! -f "$sources" ]; then
-        # Same mirror as the system's main Debian source, non-free components added.
-        uri=$(awk '/^URIs:/ && $2 ~ /debian$/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-        uri=${uri:-http://deb.debian.org/debian}
+        # Same mirror as the system's main Debian source (deb822 or one-line format),
+        # with the non-free and contrib components added.
+        uri=$(awk '/^URIs:/ && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+        [ -n "$uri" ] || uri=$(awk '$1 == "deb" && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
+        if [ -z "$uri" ]; then
+            echo "install-nsys.sh: no Debian package source is configured in /etc/apt; add one, or install nsys by hand" >&2
+            exit 1
+        fi
         $sudo tee "$sources" >/dev/null <<SRC
 Types: deb
 URIs: $uri
