@@ -91,8 +91,7 @@ def test_backward_kernels_are_launched_by_autograd_threads_inside_bwd_ranges(run
             AND l.start_ns >= n.start_ns AND l.start_ns < n.end_ns
         WHERE n.text = 'bwd:DistributedDataParallel'
         GROUP BY ALL ORDER BY ALL""")
-    assert list(where.itertuples(index=False, name=None)) == [(r, False, where.launches[i])
-                                                             for i, r in enumerate(RANKS)], where
+    assert list(where["rank"]) == list(RANKS) and not where["main_thread"].any(), where
     assert (where["launches"] > 100 * STEPS).all(), where
     ranges = run_module(run, "nvtx.range_gpu_time", text_like="bwd:DistributedDataParallel")
     assert len(ranges) == len(RANKS) * STEPS
@@ -104,7 +103,8 @@ def test_backward_kernels_are_launched_by_autograd_threads_inside_bwd_ranges(run
 def test_backward_phase_holds_the_backward_kernels(run):
     """GPU time of the `backward` phase = compute kernels any thread of the rank launched during it."""
     launched = run.df("""
-        SELECT n.rank, CAST(regexp_extract(s.text, '\\d+$') AS BIGINT) AS step, sum(l.kernel_end_ns - l.kernel_start_ns) AS gpu_ns
+        SELECT n.rank, CAST(regexp_extract(s.text, '\\d+$') AS BIGINT) AS step,
+               sum(l.kernel_end_ns - l.kernel_start_ns) AS gpu_ns
         FROM nvtx AS n
         JOIN nvtx AS s ON s.rank = n.rank AND s.pid = n.pid AND s.tid = n.tid AND s.text LIKE 'step:%'
             AND n.start_ns >= s.start_ns AND n.end_ns <= s.end_ns
@@ -179,3 +179,9 @@ def test_the_graph_report_cannot_answer_only_what_one_process_lacks(graphs):
     report = build_report(graphs, ReportOptions())
     unanswered = [(s["id"], item["what"]) for s in report["sections"] for item in s["cannot_answer"]]
     assert unanswered == [("single_rank", "collective exposure"), ("crossrank", "cross-rank analysis")]
+
+
+@pytest.mark.xfail(strict=True, reason="#12/#16: launch's manifest lists each rank's `reports` (.nsys-rep paths); "
+                                       "reports.py reads only `sqlite` or `report` keys, so ranks fall back to file names")
+def test_ranks_come_from_the_launch_manifest(run):
+    assert [(r.rank, r.rank_source) for r in run.reports] == [(r, "manifest") for r in RANKS]
