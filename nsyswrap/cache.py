@@ -20,6 +20,7 @@ import pyarrow as pa
 from nsyswrap.connection import VIEWS, CachedReport, connect, reduction_names
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.sql_files import sql_root
+from nsyswrap.sql_guard import SAFE_CONFIG
 from nsyswrap.sqlite_source import read_batches, typed_select
 
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx"}
@@ -122,7 +123,7 @@ def _raw(path: Path, key: str, tables: dict[str, set[str]]):
 
 
 def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
-    con = duckdb.connect()
+    con = duckdb.connect(config=SAFE_CONFIG)
     try:
         # One thread per report: the build is paced by the single stream out of SQLite and
         # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.

@@ -306,11 +306,13 @@ def test_an_existing_run_is_replaced_only_with_force(standin, tmp_path):
     assert launch(cfg) == 0
     with pytest.raises(NsysWrapError, match="already holds a run"):
         launch(cfg)
-    (out / "old.rank9.nsys-rep").write_text("stale")
     forced = LaunchConfig.build([sys.executable, "-c", "pass"], out=out, force=True)
     assert launch(forced) == 0
     assert "--force-overwrite=true" in standin.calls()[-1]
-    assert not (out / "old.rank9.nsys-rep").exists()
+    (out / "old.rank9.nsys-rep").write_text("not listed in the manifest")
+    with pytest.raises(NsysWrapError, match="old.rank9.nsys-rep: is not listed in"):
+        launch(forced)
+    assert (out / "old.rank9.nsys-rep").read_text() == "not listed in the manifest"
 
 
 def test_a_qdstrm_left_by_nsys_is_imported_or_reported(standin, tmp_path, monkeypatch):
