@@ -1,6 +1,7 @@
 """The one error type nsyswrap raises for bad input."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
@@ -14,3 +15,8 @@ class NsysWrapError(Exception):
 
     def __reduce__(self):  # to cross from a worker process intact
         return type(self), (self.where, self.problem, self.fix)
+
+
+def note(text: str) -> None:
+    """One line on stderr about something nsyswrap repaired or worked around (not an error)."""
+    print(f"nsyswrap: note: {text}", file=sys.stderr)

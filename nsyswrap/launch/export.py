@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
@@ -33,6 +34,8 @@ def export_run(run_dir, force: bool = False, jobs: Optional[int] = None, nsys: s
     if not reports and not stranded:
         raise NsysWrapError(run_dir, "holds no .nsys-rep reports", "pass the --out directory of `nsyswrap launch`")
     todo = [r for r in reports if force or not r.with_suffix(".sqlite").exists()]
+    if todo:
+        _check_writable(run_dir)
     failures = []
     if todo:
         nsys_path, _ = find_nsys(nsys)
@@ -54,6 +57,14 @@ def export_run(run_dir, force: bool = False, jobs: Optional[int] = None, nsys: s
         raise NsysWrapError(report, f"nsys export failed ({len(failures)} of {len(todo)} reports): {error}",
                             "check the report opens in nsys; run `nsyswrap export RUN` again to retry the rest")
     return [r.with_suffix(".sqlite") for r in reports]
+
+
+def _check_writable(run_dir: Path) -> None:
+    try:
+        tempfile.TemporaryFile(dir=run_dir).close()
+    except OSError as exc:
+        raise NsysWrapError(run_dir, f"cannot be written ({exc.strerror}), so its reports cannot be exported there",
+                            "make the run directory writable, or copy the run somewhere writable") from None
 
 
 def _export_one(nsys: str, report: Path) -> Optional[str]:
