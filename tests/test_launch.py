@@ -37,6 +37,8 @@ if args == ["--version"]:
     sys.exit(0)
 options = dict(a.partition("=")[::2] for a in args[1:] if a.startswith("--"))
 if args[0] == "export":
+    if os.environ.get("NSYS_STANDIN_EXPORT_HANG"):  # stuck: writes nothing, uses no CPU
+        signal.pause()
     if os.environ.get("NSYS_STANDIN_EXPORT_FAIL"):
         sys.exit("Error: the report is damaged")
     open(options["--output"], "w").write("sqlite of " + args[-1])
@@ -53,6 +55,9 @@ child = subprocess.Popen(args[program:])
 for sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(sig, lambda signum, frame: child.send_signal(signum))
 code = child.wait()
+if os.environ.get("NSYS_STANDIN_HANG"):  # stuck after the program ended (as nsys 2022.4 can be)
+    while True:
+        signal.pause()
 sys.exit(128 - code if code < 0 else code)
 """
 

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.launch.nsys import QDSTRM_FIX, find_nsys, rescue_qdstrm
+from nsyswrap.launch.nsys import (QDSTRM_FIX, file_sizes, find_nsys, rescue_qdstrm, stall_limit, tree_cpu_ticks,
+                                  wait_or_stop)
 
 TMP_DIR = ".export-tmp"
 
@@ -71,10 +72,15 @@ def _export_one(nsys: str, report: Path) -> Optional[str]:
     """Export one report; None on success, else the end of nsys's complaint."""
     tmp = report.parent / TMP_DIR / report.with_suffix(".sqlite").name
     tmp.parent.mkdir(exist_ok=True)
-    done = subprocess.run([nsys, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}", str(report)],
-                          capture_output=True, text=True)
+    with tempfile.TemporaryFile("w+") as said:
+        done = subprocess.Popen([nsys, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}",
+                                 str(report)], stdout=said, stderr=said, text=True, start_new_session=True)
+        stuck = wait_or_stop(done, lambda: (file_sizes([tmp]), tree_cpu_ticks(done.pid)), stall_limit())
+        said.seek(0)
+        text = said.read().strip()
+    if stuck:
+        return f"nsys export {stuck.removeprefix('nsys ')}"
     if done.returncode != 0 or not tmp.exists():
-        said = (done.stderr or done.stdout).strip()
-        return said[-300:] or f"exit code {done.returncode}"
+        return text[-300:] or f"exit code {done.returncode}"
     os.replace(tmp, report.with_suffix(".sqlite"))
     return None
