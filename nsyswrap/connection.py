@@ -15,7 +15,7 @@ from nsyswrap.sql_guard import SAFE_CONFIG
 
 VIEWS = (
     "memcpy", "memset", "kernels", "syncs", "api_calls", "launches",
-    "nvtx", "collectives", "devices", "processes", "session",
+    "nvtx", "collectives", "devices", "processes", "session", "data_quality",
 )
 
 
