@@ -125,3 +125,11 @@ def test_read_only_output_file_with_force(tmp_path, locked):
     assert_one_line_error(unprivileged("sql", "SELECT 1", REPORT, "-f", "csv", "-o", out, "--force"),
                           "out.csv: cannot be written (Permission denied)")
     assert out.read_text() == "keep"
+
+
+# --- parameters ------------------------------------------------------------------------------------
+
+def test_a_reversed_step_window_in_query_is_the_error_of_report_steps(cli):
+    assert_one_line_error(cli("report", REPORT, "--steps", "5:2"), "selects no step")
+    assert_one_line_error(cli("query", "gaps.idle", REPORT, "-p", "step_from=5", "-p", "step_to=2"),
+                          "-p step_from=5 -p step_to=2: selects no step (step_to must exceed step_from)")
