@@ -3,6 +3,7 @@ traceback, checked before any analysis. Permission cases run the real CLI in a p
 without the right to bypass file permissions (as root: DAC capabilities dropped)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -25,55 +26,119 @@ def assert_one_line_error(result, needle: str) -> str:
     return lines[0]
 
 
-def unprivileged(*args) -> tuple[int, str, str]:
-    """`nsyswrap ARGS` in a process that file permissions apply to, even when run as root."""
+BATCH = """
+import contextlib, io, json, os, sys
+from nsyswrap.cli import main
+results = {}
+for name, (args, env) in json.loads(sys.argv[1]).items():
+    os.environ.update(env)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # a bug: keep its traceback for the assertion
+            import traceback
+            traceback.print_exc(file=err)
+            code = 99
+    results[name] = [code, out.getvalue(), err.getvalue()]
+print(json.dumps(results))
+"""
+
+
+def unprivileged(cases: dict[str, tuple[list, dict]], env: dict | None = None) -> dict[str, tuple[int, str, str]]:
+    """`nsyswrap ARGS` for each case (argv, environment variables), in one process that file
+    permissions apply to even when run as root (its DAC capabilities dropped)."""
     prefix = []
     if os.geteuid() == 0:
         if not shutil.which("setpriv"):
             pytest.skip("running as root without setpriv: permissions cannot be tested")
         prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([*prefix, sys.executable, "-m", "nsyswrap", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=120)
-    return done.returncode, done.stdout, done.stderr
+    args = {name: ([str(a) for a in argv], case_env) for name, (argv, case_env) in cases.items()}
+    done = subprocess.run([*prefix, sys.executable, "-c", BATCH, json.dumps(args)],
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {name: tuple(result) for name, result in json.loads(done.stdout.splitlines()[-1]).items()}
 
 
-@pytest.fixture
-def locked(tmp_path):
-    """make(path, mode): chmod that is undone after the test (so tmp_path can be removed)."""
-    changed = []
+def _permission_cases(base: Path) -> tuple[dict, list[Path]]:
+    """Each case: (argv, what its error line says); and the paths to make accessible again."""
+    locked: list[Path] = []
 
-    def make(path: Path, mode: int) -> Path:
+    def lock(path: Path, mode: int) -> Path:
         path.chmod(mode)
-        changed.append(path)
+        locked.append(path)
         return path
 
-    yield make
-    for path in changed:
-        path.chmod(0o755)
+    def folder(name: str, report: bool = False) -> Path:
+        (base / name).mkdir()
+        if report:
+            shutil.copy(REPORT, base / name / "rank0.sqlite")
+        return base / name
+
+    (folder("out") / "out.csv").write_text("keep")
+    (folder("exportrun") / "h.rank0.nsys-rep").write_text("report")
+    unreadable = Path(shutil.copy(REPORT, folder("file") / "rank0.sqlite"))
+    cases = {
+        "unreadable-report-file": (["sql", "SELECT 1", lock(unreadable, 0o000)],
+                                   "rank0.sqlite: cannot be read (Permission denied)"),
+        "unreadable-run-directory": (["report", lock(folder("run", report=True), 0o000)],
+                                     "run: cannot be read (Permission denied)"),
+        "unsearchable-directory-above": (["query", "kernels.summary", lock(folder("dir", report=True), 0o600) / "rank0.sqlite"],
+                                         "cannot be read"),
+        "output-in-read-only-directory": (["query", "kernels.summary", REPORT, "-f", "csv", "-o",
+                                           lock(folder("ro"), 0o555) / "out.csv"],
+                                          "out.csv: cannot be written (Permission denied)"),
+        "read-only-output-with-force": (["sql", "SELECT 1", REPORT, "-f", "csv", "-o",
+                                         lock(base / "out" / "out.csv", 0o444), "--force"],
+                                        "out.csv: cannot be written (Permission denied)"),
+        "export-into-read-only-run": (["export", lock(base / "exportrun", 0o555)], "cannot be written"),
+        "launch-into-read-only-directory": (["launch", "--out", lock(folder("launch"), 0o555) / "run", "--",
+                                             sys.executable, "-c", "pass"], "cannot be written"),
+        "read-only-cache": (["sql", "SELECT count(*) AS n FROM kernels", REPORT, "-f", "csv"],
+                            "cannot be used (Permission denied)", {"NSYSWRAP_CACHE_DIR": str(lock(folder("cache"), 0o555))}),
+    }
+    return cases, locked
 
 
-# --- reports that cannot be reached or read ------------------------------------------------------
+@pytest.fixture(scope="module")
+def permission_results(tmp_path_factory):
+    base = tmp_path_factory.mktemp("permissions")
+    nsys = base / "bin" / "nsys"  # a stand-in that records it if anything but --version runs it
+    nsys.parent.mkdir()
+    nsys.write_text(f"#!{sys.executable}\nimport sys\nif sys.argv[1:] == ['--version']:\n"
+                    "    print('NVIDIA Nsight Systems version 2022.4.2.1')\nelse:\n"
+                    f"    open({str(base / 'nsys-ran')!r}, 'w').write(' '.join(sys.argv))\n")
+    nsys.chmod(0o755)
+    cases, locked = _permission_cases(base)
+    try:
+        results = unprivileged({name: (case[0], case[2] if len(case) > 2 else {}) for name, case in cases.items()},
+                               env={"PATH": f"{nsys.parent}{os.pathsep}{os.environ['PATH']}"})
+    finally:
+        for path in locked:
+            path.chmod(0o755)
+    return {name: (results[name], case[1]) for name, case in cases.items()}, base
 
-def test_unreadable_report_file(tmp_path, locked):
-    report = locked(Path(shutil.copy(REPORT, tmp_path / "rank0.sqlite")), 0o000)
-    assert_one_line_error(unprivileged("sql", "SELECT 1", report), "rank0.sqlite: cannot be read (Permission denied)")
+
+@pytest.mark.parametrize("case", ["unreadable-report-file", "unreadable-run-directory", "unsearchable-directory-above",
+                                  "output-in-read-only-directory", "read-only-output-with-force",
+                                  "export-into-read-only-run", "launch-into-read-only-directory"])
+def test_permissions_are_checked_before_the_work(permission_results, case):
+    results, base = permission_results
+    result, needle = results[case]
+    assert_one_line_error(result, needle)
+    assert (base / "out" / "out.csv").read_text() == "keep" and not (base / "nsys-ran").exists()
+    assert not (base / "exportrun" / ".export-tmp").exists()
 
 
-def test_unreadable_run_directory(tmp_path, locked):
-    run = tmp_path / "run"
-    run.mkdir()
-    shutil.copy(REPORT, run / "rank0.sqlite")
-    locked(run, 0o000)
-    assert_one_line_error(unprivileged("report", run), "run: cannot be read (Permission denied)")
-
-
-def test_unsearchable_directory_above_a_report(tmp_path, locked):
-    run = tmp_path / "run"
-    run.mkdir()
-    report = Path(shutil.copy(REPORT, run / "rank0.sqlite"))
-    locked(run, 0o600)
-    assert_one_line_error(unprivileged("query", "kernels.summary", report), "cannot be read")
+def test_a_read_only_cache_falls_back_to_a_private_directory(permission_results):
+    results, base = permission_results
+    (code, out, err), needle = results["read-only-cache"]
+    assert code == 0 and int(out.split()[1]) > 0 and f"cache {base / 'cache'} {needle}" in err, err
+    assert not any((base / "cache").iterdir())
 
 
 @pytest.mark.parametrize("make, needle", [
@@ -110,21 +175,6 @@ def test_output_in_a_missing_directory(cli, tmp_path, command):
 
 def test_output_that_is_a_directory(cli, tmp_path):
     assert_one_line_error(cli("sql", "SELECT 1", REPORT, "-f", "csv", "-o", tmp_path, "--force"), "is a directory")
-
-
-def test_output_in_a_read_only_directory(tmp_path, locked):
-    folder = locked(tmp_path / "ro", 0o555) if (tmp_path / "ro").mkdir() is None else None
-    assert_one_line_error(unprivileged("query", "kernels.summary", REPORT, "-f", "csv", "-o", folder / "out.csv"),
-                          "out.csv: cannot be written (Permission denied)")
-
-
-def test_read_only_output_file_with_force(tmp_path, locked):
-    out = tmp_path / "out.csv"
-    out.write_text("keep")
-    locked(out, 0o444)
-    assert_one_line_error(unprivileged("sql", "SELECT 1", REPORT, "-f", "csv", "-o", out, "--force"),
-                          "out.csv: cannot be written (Permission denied)")
-    assert out.read_text() == "keep"
 
 
 # --- parameters ------------------------------------------------------------------------------------

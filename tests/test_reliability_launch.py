@@ -13,7 +13,7 @@ from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.export import export_run
 from nsyswrap.launch.run import launch
 from test_launch import HOST, manifest, standin  # noqa: F401  (the stand-in nsys fixture)
-from test_reliability_inputs import assert_one_line_error, unprivileged
+from test_reliability_inputs import assert_one_line_error
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "run2", "rank0.sqlite")
 
@@ -55,13 +55,13 @@ def test_a_manifest_cannot_point_outside_its_run(standin, tmp_path):
 
 def test_a_stuck_nsys_profile_is_stopped_and_reported(standin, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("NSYS_STANDIN_HANG", "1")
-    monkeypatch.setenv("NSYSWRAP_NSYS_STALL_S", "2")
+    monkeypatch.setenv("NSYSWRAP_NSYS_STALL_S", "1")
     out = tmp_path / "run"
     started = time.monotonic()
     code = launch(LaunchConfig.build([sys.executable, "-c", "pass"], out=out, export=False))
     assert time.monotonic() - started < 60 and code != 0
     (rank,) = manifest(out)["ranks"]
-    assert rank["status"] == "stuck" and "made no progress for 2 s" in rank["note"]
+    assert rank["status"] == "stuck" and "made no progress for 1 s" in rank["note"]
     assert rank["reports"] == [f"{out}/{HOST}.rank0.nsys-rep"]  # what it wrote is kept
     assert "made no progress" in capfd.readouterr().err
 
@@ -75,27 +75,3 @@ def test_a_stuck_nsys_export_is_stopped_and_the_rest_kept(standin, tmp_path, mon
         export_run(tmp_path)
     assert time.monotonic() - started < 30
     assert (tmp_path / "h.rank0.nsys-rep").read_text() == "report"
-
-
-def test_export_into_a_read_only_run_is_refused_first(standin, tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "h.rank0.nsys-rep").write_text("report")
-    run.chmod(0o555)
-    try:
-        assert_one_line_error(unprivileged("export", run), "cannot be written")
-    finally:
-        run.chmod(0o755)
-    assert not standin.calls("export")
-
-
-def test_launch_into_a_read_only_directory_is_refused_first(standin, tmp_path):
-    parent = tmp_path / "ro"
-    parent.mkdir()
-    parent.chmod(0o555)
-    try:
-        assert_one_line_error(unprivileged("launch", "--out", parent / "run", "--", sys.executable, "-c", "pass"),
-                              "cannot be written")
-    finally:
-        parent.chmod(0o755)
-    assert not standin.calls()
