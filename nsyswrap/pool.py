@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, TypeVar
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.worker_lifeline import start_worker
+from nsyswrap.processes import start_worker
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -92,3 +92,13 @@ def test_an_unusable_cache_falls_back_to_a_private_directory(cli, report, tmp_pa
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(make(tmp_path)))
     count, err = _count(cli, report)
     assert count > 0 and f"cache {make(tmp_path)} cannot be used" in err and "caching in" in err
+
+
+def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch):
+    import nsyswrap.cache
+
+    monkeypatch.setattr(nsyswrap.cache, "MIN_FREE_BYTES", 1 << 62)  # more than any disk has free
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "full"))
+    count, err = _count(cli, report)
+    assert count > 0 and "MB free); caching in" in err
+    assert not any((tmp_path / "full").iterdir())

@@ -24,6 +24,7 @@ from nsyswrap.launch.manifest import now_utc, rank_record_path, short_host, writ
 from nsyswrap.launch.nsys import (QDSTRM_FIX, file_sizes, nsys_argv, report_stem, rescue_qdstrm, stall_limit,
                                   tree_cpu_ticks, wait_or_stop)
 from nsyswrap.launch.ranks import env_rank
+from nsyswrap.processes import alive
 
 STARTUP_DIR = Path(__file__).resolve().parent.parent / "annotate" / "startup"
 STARTED_VARIABLE = "NSYSWRAP_STARTED"  # file that startup/sitecustomize.py creates when Python starts
@@ -99,7 +100,7 @@ class _Child:
         sizes = file_sizes(stem.parent.glob(stem.name + ".*"))
         program = self.program_pid()
         if program is not None:
-            return (sizes, time.monotonic()) if _running(program) else sizes
+            return (sizes, time.monotonic()) if alive(program) else sizes
         return sizes, (None if self.observed else tree_cpu_ticks(self.process.pid))
 
     def program_pid(self) -> Optional[int]:
@@ -183,14 +184,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nsyswrap: {exc}", file=sys.stderr)
         return 2
     return run_rank(cfg)
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state != b"Z"
 
 
 if __name__ == "__main__":

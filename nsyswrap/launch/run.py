@@ -29,6 +29,7 @@ from nsyswrap.launch.manifest import (MANIFEST, RANKS_DIR, files_of_run, now_utc
 from nsyswrap.launch.nsys import find_nsys
 from nsyswrap.launch.rank import rank_command
 from nsyswrap.launch.rewrite import rewrite
+from nsyswrap.processes import alive
 
 WRAPPER_MODULE = "nsyswrap.launch.rank"
 RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite")
@@ -148,7 +149,7 @@ def _wait_for_nsys(out: Path, console: Console) -> None:
     host, deadline, told = short_host(), time.monotonic() + NSYS_WAIT_S, False
     while True:
         running = [r for r in read_rank_records(out) if r["host"] == host and r["status"] == "running"]
-        busy = [r for r in running if _alive(r.get("child_pid"))]
+        busy = [r for r in running if alive(r.get("child_pid"))]
         if not busy or time.monotonic() > deadline:
             break
         if not told:
@@ -157,20 +158,8 @@ def _wait_for_nsys(out: Path, console: Console) -> None:
             told = True
         time.sleep(1)
     for record in running:
-        if not _alive(record["pid"]):
+        if not alive(record["pid"]):
             write_json(rank_record_path(out, host, record["rank"]), {**record, "status": "killed", "ended_utc": now_utc()})
-
-
-def _alive(pid: Optional[int]) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _options(cfg: LaunchConfig) -> dict:

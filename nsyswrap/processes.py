@@ -1,4 +1,5 @@
-"""Worker processes live only as long as the process that started them.
+"""Whether a process is alive, and worker processes that live only as long as the
+process that started them.
 
 Each worker of `pool.map_reports` ignores SIGINT (an interrupt is the parent's to handle:
 it stops the workers itself) and runs a watchdog thread that ends the worker when its
@@ -25,11 +26,14 @@ def start_worker(parent_pid: int) -> None:
 def _watch(parent_pid: int, first_ppid: int) -> None:
     while True:
         time.sleep(POLL_S)
-        if os.getppid() != first_ppid or not _alive(parent_pid):
+        if os.getppid() != first_ppid or not alive(parent_pid):
             os._exit(1)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int | None) -> bool:
+    """True while `pid` runs (a process that ended but is not yet reaped counts as dead)."""
+    if not pid:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
