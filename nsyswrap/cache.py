@@ -121,6 +121,8 @@ def _damaged_file(entry: Path) -> Path | None:
     if missing:
         return missing[0]
     for file in entry.rglob("*.parquet"):
+        if any(part.startswith(".") for part in file.relative_to(entry).parts):
+            continue  # being written by another process (`.build-*`), not damaged
         try:
             size = file.stat().st_size
             with file.open("rb") as fh:

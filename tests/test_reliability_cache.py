@@ -102,3 +102,12 @@ def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, m
     count, err = _count(cli, report)
     assert count > 0 and "MB free); caching in" in err
     assert not any((tmp_path / "full").iterdir())
+
+
+def test_an_entry_another_process_is_writing_is_not_damaged(cli, cache, built):
+    report, pristine = built
+    entry = shutil.copytree(pristine, cache / pristine.name)
+    partial = entry / "results" / ".build-other" / "ledger.parquet"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"PAR1 half written")
+    assert _count(cli, report)[1] == "" and partial.exists()

@@ -63,7 +63,7 @@ def files_of_run(out: Path) -> set[Path]:
         for record in records:
             stem = f"{record['host']}.rank{int(record['rank'])}"
             names.add(f"{stem}.qdstrm")
-            ranks_names |= {f"{stem}.json", *(f".{stem}.started{n}" for n in range(1, 10))}
+            ranks_names |= {f"{stem}.json", *(p.name for p in (out / RANKS_DIR).glob(f".{stem}.started*"))}
             for report in record.get("reports") or []:
                 base = Path(report).name.removesuffix(".nsys-rep")
                 names |= {f"{base}.nsys-rep", f"{base}.sqlite", f"{base}.qdstrm"}

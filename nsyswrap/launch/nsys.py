@@ -25,7 +25,7 @@ QDSTRM_FIX = ("nsys could not find its QdstrmImporter; on Debian link "
 
 STALL_VARIABLE = "NSYSWRAP_NSYS_STALL_S"
 DEFAULT_STALL_S = 600.0  # nsys 2022.4 has hung for half an hour at the end of a capture
-STOP_GRACE_S = 10.0
+STOP_GRACE_S = 10.0  # at most, after SIGTERM, before SIGKILL
 
 
 def stall_limit() -> float:
@@ -50,12 +50,13 @@ def wait_or_stop(process: subprocess.Popen, progress: Callable[[], Hashable], li
         if now != last:
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= limit:
-            _stop_group(process)
+            _stop_group(process, grace=min(STOP_GRACE_S, limit))
             return f"nsys made no progress for {limit:g} s and was stopped (what it had written is kept)"
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    for sig, grace in ((signal.SIGTERM, min(STOP_GRACE_S, stall_limit())), (signal.SIGKILL, STOP_GRACE_S)):
+def _stop_group(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM (nsys may still write its report within `grace` seconds), then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
         except (ProcessLookupError, PermissionError):
