@@ -8,6 +8,7 @@ import pandas as pd
 from nsyswrap.cache import VIEWS
 from nsyswrap.queries import catalog, parse, run_module
 from nsyswrap.run import DEFAULT_OPENER, Opener
+from nsyswrap.sql_guard import check_read_only, lock
 from nsyswrap.sql_files import sql_root
 
 
@@ -18,8 +19,11 @@ def query(name: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPEN
 
 
 def sql(text: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
-    """Run ad-hoc SQL over the views of the reports; `$name` values come from params."""
+    """Run ad-hoc SQL over the views of the reports; `$name` values come from params.
+    Only one read-only statement is run (see `sql_guard`)."""
+    check_read_only(text)
     with opener.open(reports) as run:
+        lock(run.connection)
         return run.df(text, params)
 
 

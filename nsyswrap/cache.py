@@ -1,4 +1,9 @@
-"""Normalized Parquet copies of each report, keyed to the report's path, size and mtime.
+"""Normalized Parquet copies of each report, keyed to the report's path, size, mtime and
+content (SQLite's file change counter and a hash of the first and last pages).
+
+A cache directory that cannot be written falls back to a private temporary one; a damaged
+entry (a truncated or missing Parquet file) is found when the report is opened, removed
+and built again, each with a one-line note.
 
 The first open of a report reads its tables once (see `sqlite_source`) and
 writes one Parquet file per view, then one per reduction (`sql/_reductions`:
@@ -7,6 +12,8 @@ opens read the Parquet files only.
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import os
 import re
@@ -18,17 +25,42 @@ import duckdb
 import pyarrow as pa
 
 from nsyswrap.connection import VIEWS, CachedReport, connect, reduction_names
+from nsyswrap.errors import note
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.sql_files import sql_root
+from nsyswrap.sql_guard import SAFE_CONFIG
 from nsyswrap.sqlite_source import read_batches, typed_select
 
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx"}
 REDUCTION_ROW_GROUP = 16384
 
 
+MIN_FREE_BYTES = 64 << 20  # a cache directory with less room than this counts as full
+
+
 def cache_root() -> Path:
-    """Where normalized reports live: $NSYSWRAP_CACHE_DIR or ~/.cache/nsyswrap."""
-    return Path(os.environ.get("NSYSWRAP_CACHE_DIR") or Path.home() / ".cache" / "nsyswrap")
+    """Where normalized reports live: $NSYSWRAP_CACHE_DIR or ~/.cache/nsyswrap, else (when
+    that cannot be created or written, or is full) a private temporary directory."""
+    return _usable(Path(os.environ.get("NSYSWRAP_CACHE_DIR") or Path.home() / ".cache" / "nsyswrap"))
+
+
+@functools.cache
+def _usable(wanted: Path) -> Path:
+    try:
+        wanted.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=wanted) as probe:
+            probe.write(bytes(4096))
+            probe.flush()
+        free = shutil.disk_usage(wanted).free
+        if free < MIN_FREE_BYTES:
+            raise OSError(28, f"only {free >> 20} MB free")
+    except OSError as exc:
+        fallback = Path(tempfile.mkdtemp(prefix="nsyswrap-cache-"))
+        atexit.register(shutil.rmtree, fallback, ignore_errors=True)
+        note(f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for this run "
+             "(set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)")
+        return fallback
+    return wanted
 
 
 def _views_dir() -> Path:
@@ -50,10 +82,59 @@ def _format_digest() -> str:
 
 
 def cache_dir_for(path: Path) -> Path:
-    """The cache directory of one report version."""
+    """The cache directory of one report version; a damaged entry there is removed first."""
     st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{_format_digest()}"
-    return cache_root() / hashlib.sha256(key.encode()).hexdigest()[:24]
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{content_key(path)}|{_format_digest()}"
+    target = cache_root() / hashlib.sha256(key.encode()).hexdigest()[:24]
+    damaged = _damaged_file(target)
+    if damaged is not None:
+        note(f"{path}: cache entry {damaged} was damaged; building it again")
+        trash = target.with_name(f".damaged-{os.getpid()}-{target.name}")
+        try:
+            os.replace(target, trash)
+        except OSError:  # another process moved it first
+            pass
+        shutil.rmtree(trash, ignore_errors=True)
+    return target
+
+
+def content_key(path: Path) -> str:
+    """Changes with the report's content even when size and mtime do not: SQLite's file
+    change counter (header bytes 24-28) and a hash of the first and last pages."""
+    with path.open("rb") as fh:
+        head = fh.read(100)
+        page = int.from_bytes(head[16:18], "big") if len(head) >= 18 else 0
+        page = 65536 if page == 1 else (page or 4096)
+        fh.seek(0)
+        first = fh.read(page)
+        fh.seek(max(0, path.stat().st_size - page))
+        last = fh.read(page)
+    return head[24:28].hex() + hashlib.sha256(first + last).hexdigest()[:16]
+
+
+def _damaged_file(entry: Path) -> Path | None:
+    """A Parquet file of a cache entry that is truncated or not Parquet, or a missing view
+    of a built entry; None when the entry is sound (or absent)."""
+    if not (entry / "session.parquet").exists():
+        return None
+    missing = [entry / f"{v}.parquet" for v in VIEWS if not (entry / f"{v}.parquet").exists()]
+    if missing:
+        return missing[0]
+    for file in entry.rglob("*.parquet"):
+        if any(part.startswith(".") for part in file.relative_to(entry).parts):
+            continue  # being written by another process (`.build-*`), not damaged
+        try:
+            size = file.stat().st_size
+            with file.open("rb") as fh:
+                start = fh.read(4)
+                fh.seek(max(0, size - 8))
+                tail = fh.read(8)
+        except OSError:
+            return file
+        footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else size
+        if start != b"PAR1" or tail[4:] != b"PAR1" or footer + 12 > size:
+            return file
+    return None
 
 
 def normalize(path: Path, tables: dict[str, set[str]], target: Path) -> None:
@@ -122,7 +203,7 @@ def _raw(path: Path, key: str, tables: dict[str, set[str]]):
 
 
 def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
-    con = duckdb.connect()
+    con = duckdb.connect(config=SAFE_CONFIG)
     try:
         # One thread per report: the build is paced by the single stream out of SQLite and
         # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.

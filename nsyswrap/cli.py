@@ -25,9 +25,10 @@ app = typer.Typer(
 )
 console = Console()
 
-Reports = Annotated[list[Path], typer.Argument(help="Report .sqlite files, run directories or globs (one report per rank).")]
+# readable=False: nsyswrap itself names an unreadable path in one line (exit 1), not click.
+Reports = Annotated[list[Path], typer.Argument(readable=False, help="Report .sqlite files, run directories or globs (one report per rank).")]
 Fmt = Annotated[Format, typer.Option("--format", "-f", help="table for people; csv, json or parquet for machines.")]
-Output = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of the terminal.")]
+Output = Annotated[Optional[Path], typer.Option("--output", "-o", readable=False, help="Write to this file instead of the terminal.")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 Params = Annotated[list[str], typer.Option("--param", "-p", help="Query parameter NAME=VALUE (repeatable).")]
 RankPattern = Annotated[str, typer.Option("--rank-pattern", help="Regex with one group that finds the rank in a file name.")]
@@ -125,7 +126,7 @@ def report(
     step_pattern: Annotated[str, typer.Option("--step-pattern", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with plots (timeline, ledger, skew heat map).")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", readable=False, help="Also write a self-contained HTML page with plots (timeline, ledger, skew heat map).")] = None,
 ) -> None:
     """Summarize REPORTS: time ledger, collective exposure, idle gaps, steps, stragglers and a verdict."""
     check_writable(output, force)
@@ -140,7 +141,7 @@ def report(
 @app.command()
 def timeline(
     reports: Reports,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Trace file to write (Chrome/Perfetto JSON).")],
+    output: Annotated[Path, typer.Option("--output", "-o", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],
     start_step: Annotated[Optional[int], typer.Option("--start-step", help="First step of the window (default: the first).")] = None,
     end_step: Annotated[Optional[int], typer.Option("--end-step", help="Last step of the window, included (default: the last).")] = None,
     max_events: Annotated[int, typer.Option("--max-events", min=1, help="Keep at most this many events, longest first.")] = DEFAULT_MAX_EVENTS,
@@ -163,7 +164,7 @@ def _presets_help() -> str:
 @app.command(epilog=_presets_help())
 def generate(
     scenario: Annotated[str, typer.Argument(help="A preset (listed below) or a scenario / truth .json file.")],
-    out: Annotated[Path, typer.Argument(help="Directory for rank<N>.sqlite reports and truth.json.")],
+    out: Annotated[Path, typer.Argument(readable=False, help="Directory for rank<N>.sqlite reports and truth.json.")],
     ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, help="Number of ranks.")] = None,
     steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Training steps per rank.")] = None,
     kernels_per_step: Annotated[Optional[int], typer.Option("--kernels-per-step", min=1, help="Compute kernels per step and device.")] = None,
@@ -191,7 +192,7 @@ Works the same with srun and mpirun/mpiexec. Exits with the training's exit code
 @app.command(help=LAUNCH_HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def launch(
     ctx: typer.Context,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory for reports and manifest (default: runs/<time>).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", readable=False, help="Run directory for reports and manifest (default: runs/<time>).")] = None,
     ranks: Annotated[Optional[str], typer.Option("--ranks", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all).")] = None,
     steps: Annotated[Optional[str], typer.Option("--steps", help="Capture only steps START:STOP (steps from nsyswrap.step, else one per optimizer step).")] = None,
     every: Annotated[Optional[int], typer.Option("--every", help="Capture the --steps window again every N steps.")] = None,
@@ -217,7 +218,7 @@ def launch(
 
 @app.command()
 def export(
-    run: Annotated[Path, typer.Argument(help="Run directory (the --out of `nsyswrap launch`).")],
+    run: Annotated[Path, typer.Argument(readable=False, help="Run directory (the --out of `nsyswrap launch`).")],
     force: Annotated[bool, typer.Option("--force", help="Export again reports that already have a .sqlite.")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Reports exported at a time (default: one per core).")] = None,
     nsys: Annotated[str, typer.Option("--nsys", help="The nsys executable.")] = "nsys",

@@ -11,10 +11,11 @@ from pathlib import Path
 import duckdb
 
 from nsyswrap.sql_files import sql_root
+from nsyswrap.sql_guard import SAFE_CONFIG
 
 VIEWS = (
     "memcpy", "memset", "kernels", "syncs", "api_calls", "launches",
-    "nvtx", "collectives", "devices", "processes", "session",
+    "nvtx", "collectives", "devices", "processes", "session", "data_quality",
 )
 
 
@@ -81,7 +82,7 @@ def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
     """A connection with one view per normalized view and per reduction over `reports`
     (a stand-in that fails when read while a report lacks the reduction), and
     (`macros`) every file of `sql/_macros`."""
-    con = duckdb.connect()
+    con = duckdb.connect(config=SAFE_CONFIG)
     con.execute("SET enable_progress_bar = false")  # workers share the terminal
     con.execute(f"SET memory_limit = {quote(memory_limit)}")
     # DuckDB spills to ./.tmp by default and, when done, deletes every spill file there,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 from enum import Enum
 from pathlib import Path
 
@@ -21,9 +22,26 @@ class Format(str, Enum):
 
 
 def check_writable(output: Path | None, force: bool) -> None:
-    """Refuse to overwrite an existing file unless forced."""
-    if output is not None and output.exists() and not force:
+    """Before any work: refuse an output that exists (unless forced), is a directory, or
+    cannot be written (missing or read-only directory, read-only file)."""
+    if output is None:
+        return
+    output = Path(output)
+    if output.is_dir():
+        raise NsysWrapError(output, "is a directory", "give a file name, e.g. --output DIR/result.csv")
+    if output.exists() and not force:
         raise NsysWrapError(output, "already exists", "pass --force to overwrite it or choose another --output")
+    folder = output.absolute().parent
+    if not folder.is_dir():
+        raise NsysWrapError(output, f"cannot be written: directory {folder} does not exist",
+                            "create it first or choose another --output")
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+        if output.exists():
+            open(output, "ab").close()  # opening to append changes nothing
+    except OSError as exc:
+        raise NsysWrapError(output, f"cannot be written ({exc.strerror})",
+                            "choose an --output in a directory you can write to") from None
 
 
 def to_json_records(df: pd.DataFrame) -> list[dict]:

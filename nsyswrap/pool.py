@@ -3,6 +3,7 @@ grows with `jobs`, not with the number of ranks, and every core is used."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, TypeVar
 
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.processes import start_worker
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -31,7 +33,8 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
     # may hold DuckDB threads; the server imports nsyswrap once for all workers.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["nsyswrap.run"])
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context)
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context,
+                               initializer=start_worker, initargs=(os.getpid(),))
     try:
         with _main_hidden():  # the workers start here
             futures = [pool.submit(fn, item) for item in items]
@@ -39,6 +42,10 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
             if progress:
                 progress(done, len(items))
         return [f.result() for f in futures]
+    except KeyboardInterrupt:  # the workers ignore SIGINT: stop them here
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        raise
     except BrokenProcessPool as exc:
         raise NsysWrapError("worker processes", f"stopped unexpectedly ({exc})",
                             "check free memory, or pass jobs=1 (-j 1) to work in one process") from None

@@ -135,6 +135,10 @@ def bind(module: SqlModule, given: dict[str, object]) -> dict[str, object]:
             values[p.name] = raw if raw is None or not isinstance(raw, str) else _CONVERT[p.type](raw)
         except ValueError:
             raise NsysWrapError(module.name, f"parameter {p.name}={raw!r} is not a {p.type}", "pass a value of that type") from None
+    low, high = values.get("step_from"), values.get("step_to")
+    if low is not None and high is not None and high <= low:  # as `report --steps`
+        raise NsysWrapError(f"-p step_from={low} -p step_to={high}", "selects no step (step_to must exceed step_from)",
+                            "write e.g. -p step_from=2 -p step_to=5 for steps 2, 3 and 4")
     return values
 
 

@@ -36,6 +36,7 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "gpus": (("TARGET_INFO_GPU",), {"id": I, "name": T, "smCount": I, "totalMemory": I}),
     "session_start": (("TARGET_INFO_SESSION_START_TIME",), {"utcEpochNs": I, "utcTime": T}),
     "meta": (("META_DATA_EXPORT", "EXPORT_META_DATA"), {"name": T, "value": T}),
+    "analysis": (("ANALYSIS_DETAILS",), {"duration": I}),
     "system_env": (("TARGET_INFO_SYSTEM_ENV",), {"name": T, "value": T}),
 }
 

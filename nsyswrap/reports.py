@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.sqlite_source import connect_readonly
-from nsyswrap.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES
+from nsyswrap.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES, check_readable
 
 DEFAULT_RANK_PATTERN = r"rank(\d+)"
 MANIFEST_NAME = "manifest.json"
@@ -36,6 +37,8 @@ def expand(inputs: str | Path | list[str | Path]) -> list[Path]:
     for item in inputs:
         text = str(item)
         path = Path(text)
+        if os.path.lexists(text) or not glob.has_magic(text):
+            check_readable(path)
         if path.is_dir():
             reports = sorted(path.glob("*.sqlite"), key=_natural_key)
             if not reports:
@@ -90,7 +93,14 @@ def _environment_rank(path: Path) -> int | None:
 
 def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) -> list[Report]:
     """Give every report its rank; raise on duplicates or on a run that mixes named and unnamed."""
-    pattern = re.compile(rank_pattern)
+    try:
+        pattern = re.compile(rank_pattern)
+    except re.error as exc:
+        raise NsysWrapError(f"--rank-pattern {rank_pattern}", f"is not a regular expression ({exc})",
+                            r"write e.g. 'rank(\d+)'") from None
+    if pattern.groups < 1:
+        raise NsysWrapError(f"--rank-pattern {rank_pattern}", "has no group for the rank number",
+                            r"write e.g. 'rank(\d+)'")
     found: list[tuple[Path, int | None, str]] = []
     for path in paths:
         rank, source = _manifest_rank(path), "manifest"

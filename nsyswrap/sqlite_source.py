@@ -4,6 +4,11 @@ nsyswrap reads with Apache Arrow's ADBC SQLite driver (see README, "How reports
 are read"). The driver infers column types from the values it meets, so every
 query starts with one typed prototype row (`_proto = 1`) that fixes the Arrow
 type of each column before any NULL or mixed value shows up.
+
+SQLite stores whatever bytes a program gave as TEXT; strings that are not valid UTF-8
+(a kernel name, an NVTX message) are decoded leniently, with U+FFFD replacement
+characters, so one bad name never makes a report unreadable. The `data_quality` view
+counts the strings that hold replacement characters.
 """
 from __future__ import annotations
 
@@ -62,9 +67,23 @@ def read_batches(path: Path, query: str) -> pa.RecordBatchReader:
 
     def batches():
         try:
-            yield from reader
+            for batch in reader:
+                yield valid_utf8(batch)
         finally:
             cur.close()
             con.close()
 
     return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+def valid_utf8(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` with every string that is not valid UTF-8 decoded with replacement characters."""
+    columns = list(batch.columns)
+    for i, column in enumerate(columns):
+        if pa.types.is_string(column.type):
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:
+                raw = column.view(pa.binary()).to_pylist()
+                columns[i] = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw], pa.string())
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)

@@ -1,7 +1,10 @@
 """Checks that a path is a complete, readable Nsight Systems SQLite export."""
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
+import stat
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
@@ -21,10 +24,31 @@ RAW_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
 EXPORT_HINT = "export it first: nsyswrap export RUN_DIR (or nsys export --type sqlite FILE)"
 
 
+def check_readable(path: Path) -> None:
+    """Reject a path that cannot be reached or read (missing, broken or looping link,
+    no permission), naming why, before any work starts."""
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            os.listdir(path)
+        else:
+            open(path, "rb").close()
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise NsysWrapError(path, f"is a broken symbolic link (to {os.readlink(path)})", "check the path") from None
+        raise NsysWrapError(path, "does not exist", "check the path") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NsysWrapError(path, "is a symbolic link loop", "point the link at a report") from None
+        raise NsysWrapError(path, f"cannot be read ({exc.strerror})",
+                            "make it readable (and its directory searchable) or copy it somewhere readable") from None
+
+
 def check_header(path: Path) -> None:
-    """Reject missing, empty, non-SQLite and truncated files without opening them."""
-    if not path.exists():
-        raise NsysWrapError(path, "does not exist", "check the path")
+    """Reject missing, unreadable, empty, non-SQLite and truncated files without opening them."""
+    check_readable(path)
+    if path.is_dir():
+        raise NsysWrapError(path, "is a directory inside a run directory", "pass the report files themselves")
     if path.suffix in RAW_REPORT_SUFFIXES:
         raise NsysWrapError(path, "is an nsys report, not its SQLite export", EXPORT_HINT)
     size = path.stat().st_size

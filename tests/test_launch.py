@@ -37,6 +37,8 @@ if args == ["--version"]:
     sys.exit(0)
 options = dict(a.partition("=")[::2] for a in args[1:] if a.startswith("--"))
 if args[0] == "export":
+    if os.environ.get("NSYS_STANDIN_EXPORT_HANG"):  # stuck: writes nothing, uses no CPU
+        signal.pause()
     if os.environ.get("NSYS_STANDIN_EXPORT_FAIL"):
         sys.exit("Error: the report is damaged")
     open(options["--output"], "w").write("sqlite of " + args[-1])
@@ -53,6 +55,9 @@ child = subprocess.Popen(args[program:])
 for sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(sig, lambda signum, frame: child.send_signal(signum))
 code = child.wait()
+if os.environ.get("NSYS_STANDIN_HANG"):  # stuck after the program ended (as nsys 2022.4 can be)
+    while True:
+        signal.pause()
 sys.exit(128 - code if code < 0 else code)
 """
 
@@ -306,11 +311,13 @@ def test_an_existing_run_is_replaced_only_with_force(standin, tmp_path):
     assert launch(cfg) == 0
     with pytest.raises(NsysWrapError, match="already holds a run"):
         launch(cfg)
-    (out / "old.rank9.nsys-rep").write_text("stale")
     forced = LaunchConfig.build([sys.executable, "-c", "pass"], out=out, force=True)
     assert launch(forced) == 0
     assert "--force-overwrite=true" in standin.calls()[-1]
-    assert not (out / "old.rank9.nsys-rep").exists()
+    (out / "old.rank9.nsys-rep").write_text("not listed in the manifest")
+    with pytest.raises(NsysWrapError, match="old.rank9.nsys-rep: is not listed in"):
+        launch(forced)
+    assert (out / "old.rank9.nsys-rep").read_text() == "not listed in the manifest"
 
 
 def test_a_qdstrm_left_by_nsys_is_imported_or_reported(standin, tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional
@@ -16,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.launch.nsys import QDSTRM_FIX, find_nsys, rescue_qdstrm
+from nsyswrap.launch.nsys import (QDSTRM_FIX, file_sizes, find_nsys, rescue_qdstrm, stall_limit, tree_cpu_ticks,
+                                  wait_or_stop)
 
 TMP_DIR = ".export-tmp"
 
@@ -33,6 +35,8 @@ def export_run(run_dir, force: bool = False, jobs: Optional[int] = None, nsys: s
     if not reports and not stranded:
         raise NsysWrapError(run_dir, "holds no .nsys-rep reports", "pass the --out directory of `nsyswrap launch`")
     todo = [r for r in reports if force or not r.with_suffix(".sqlite").exists()]
+    if todo:
+        _check_writable(run_dir)
     failures = []
     if todo:
         nsys_path, _ = find_nsys(nsys)
@@ -56,14 +60,27 @@ def export_run(run_dir, force: bool = False, jobs: Optional[int] = None, nsys: s
     return [r.with_suffix(".sqlite") for r in reports]
 
 
+def _check_writable(run_dir: Path) -> None:
+    try:
+        tempfile.TemporaryFile(dir=run_dir).close()
+    except OSError as exc:
+        raise NsysWrapError(run_dir, f"cannot be written ({exc.strerror}), so its reports cannot be exported there",
+                            "make the run directory writable, or copy the run somewhere writable") from None
+
+
 def _export_one(nsys: str, report: Path) -> Optional[str]:
     """Export one report; None on success, else the end of nsys's complaint."""
     tmp = report.parent / TMP_DIR / report.with_suffix(".sqlite").name
     tmp.parent.mkdir(exist_ok=True)
-    done = subprocess.run([nsys, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}", str(report)],
-                          capture_output=True, text=True)
+    with tempfile.TemporaryFile("w+") as said:
+        done = subprocess.Popen([nsys, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}",
+                                 str(report)], stdout=said, stderr=said, text=True, start_new_session=True)
+        stuck = wait_or_stop(done, lambda: (file_sizes([tmp]), tree_cpu_ticks(done.pid)), stall_limit())
+        said.seek(0)
+        text = said.read().strip()
+    if stuck:
+        return f"nsys export {stuck.removeprefix('nsys ')}"
     if done.returncode != 0 or not tmp.exists():
-        said = (done.stderr or done.stdout).strip()
-        return said[-300:] or f"exit code {done.returncode}"
+        return text[-300:] or f"exit code {done.returncode}"
     os.replace(tmp, report.with_suffix(".sqlite"))
     return None

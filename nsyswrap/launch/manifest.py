@@ -11,6 +11,8 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 
+from nsyswrap.errors import NsysWrapError
+
 MANIFEST = "manifest.json"
 RANKS_DIR = "ranks"
 
@@ -46,3 +48,28 @@ def write_manifest(out: Path, manifest: dict) -> Path:
     path = Path(out) / MANIFEST
     write_json(path, {**manifest, "hosts": sorted({r["host"] for r in ranks}), "ranks": ranks})
     return path
+
+
+def files_of_run(out: Path) -> set[Path]:
+    """The files a previous launch into `out` wrote, by its manifest and rank records: the
+    only files `launch --force` may delete. Raises when `out` holds no nsyswrap manifest."""
+    out = Path(out)
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+        if "nsyswrap_version" not in manifest or "launched" not in manifest:
+            raise ValueError("not written by nsyswrap launch")
+        records = [*manifest.get("ranks", []), *read_rank_records(out)]
+        names, ranks_names = {MANIFEST}, set()
+        for record in records:
+            stem = f"{record['host']}.rank{int(record['rank'])}"
+            names.add(f"{stem}.qdstrm")
+            ranks_names |= {f"{stem}.json", *(p.name for p in (out / RANKS_DIR).glob(f".{stem}.started*"))}
+            for report in record.get("reports") or []:
+                base = Path(report).name.removesuffix(".nsys-rep")
+                names |= {f"{base}.nsys-rep", f"{base}.sqlite", f"{base}.qdstrm"}
+        names |= {Path(p).name for p in manifest.get("sqlite") or []}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise NsysWrapError(out, f"is not a run nsyswrap launch wrote ({out / MANIFEST}: {exc})",
+                            "--force replaces only such runs: choose another --out") from None
+    # Names only, always directly in `out`: a hand-edited manifest cannot point elsewhere.
+    return {out / n for n in names if "/" not in n} | {out / RANKS_DIR / n for n in ranks_names if "/" not in n}

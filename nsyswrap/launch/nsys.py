@@ -1,11 +1,14 @@
 """The nsys CLI: finding and checking it, one rank's `nsys profile` command, and .qdstrm rescue."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Hashable, Optional
 
 from nsyswrap.annotate.ranges import DOMAIN
 from nsyswrap.annotate.steps import CAPTURE_RANGE
@@ -18,6 +21,80 @@ DEFAULTS = {"--sample": "none", "--cpuctxsw": "none"}
 QDSTRM_FIX = ("nsys could not find its QdstrmImporter; on Debian link "
               "/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64 to /usr/lib/nsight-systems/host-linux-x64 "
               "(.ci/install-nsys.sh does), or run `QdstrmImporter -i FILE.qdstrm` from the nsys installation")
+
+
+STALL_VARIABLE = "NSYSWRAP_NSYS_STALL_S"
+DEFAULT_STALL_S = 600.0  # nsys 2022.4 has hung for half an hour at the end of a capture
+STOP_GRACE_S = 10.0  # at most, after SIGTERM, before SIGKILL
+
+
+def stall_limit() -> float:
+    """Seconds without progress after which a running nsys counts as stuck ($NSYSWRAP_NSYS_STALL_S)."""
+    try:
+        return max(0.5, float(os.environ.get(STALL_VARIABLE) or DEFAULT_STALL_S))
+    except ValueError:
+        return DEFAULT_STALL_S
+
+
+def wait_or_stop(process: subprocess.Popen, progress: Callable[[], Hashable], limit: float) -> Optional[str]:
+    """Wait for `process` (started in a session of its own); when `progress()` has not changed
+    for `limit` seconds, stop its process group (SIGTERM, then SIGKILL) and say what happened."""
+    last, since = progress(), time.monotonic()
+    while True:
+        try:
+            process.wait(timeout=min(1.0, limit / 4))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        now = progress()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= limit:
+            _stop_group(process, grace=min(STOP_GRACE_S, limit))
+            return f"nsys made no progress for {limit:g} s and was stopped (what it had written is kept)"
+
+
+def _stop_group(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM (nsys may still write its report within `grace` seconds), then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            process.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def tree_cpu_ticks(pid: int) -> int:
+    """CPU time (clock ticks) used so far by `pid` and every process below it."""
+    parents, ticks = {}, {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_bytes().rsplit(b")", 1)[-1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+        ticks[int(stat.parent.name)] = int(fields[11]) + int(fields[12])
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        total += ticks.get(current, 0)
+        todo += [p for p, pp in parents.items() if pp == current]
+    return total
+
+
+def file_sizes(paths) -> tuple:
+    """(name, size) of each existing file, to see whether nsys is still writing."""
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append((path.name, path.stat().st_size))
+        except OSError:
+            continue
+    return tuple(sorted(sizes))
 
 
 def find_nsys(name: str = "nsys") -> tuple[str, str]:

@@ -21,8 +21,10 @@ from nsyswrap.annotate.steps import EVERY_VARIABLE, STEPS_VARIABLE
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.manifest import now_utc, rank_record_path, short_host, write_json
-from nsyswrap.launch.nsys import QDSTRM_FIX, nsys_argv, report_stem, rescue_qdstrm
+from nsyswrap.launch.nsys import (QDSTRM_FIX, file_sizes, nsys_argv, report_stem, rescue_qdstrm, stall_limit,
+                                  tree_cpu_ticks, wait_or_stop)
 from nsyswrap.launch.ranks import env_rank
+from nsyswrap.processes import alive
 
 STARTUP_DIR = Path(__file__).resolve().parent.parent / "annotate" / "startup"
 STARTED_VARIABLE = "NSYSWRAP_STARTED"  # file that startup/sitecustomize.py creates when Python starts
@@ -76,6 +78,8 @@ class _Child:
         self.process: Optional[subprocess.Popen] = None
         self.started: Optional[Path] = None
         self.signalled = False
+        self.stuck: Optional[str] = None
+        self.observed = False  # the program's start shows through startup/sitecustomize.py
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self._forward)
 
@@ -90,17 +94,28 @@ class _Child:
         except ProcessLookupError:
             pass  # it has ended already; nsys is finishing the report
 
+    def _progress(self, stem: Path):
+        """Changes while nsys works: the program runs, its CPU time grows (a program whose start
+        cannot be seen), or the report files grow (nsys writing after the program ended)."""
+        sizes = file_sizes(stem.parent.glob(stem.name + ".*"))
+        program = self.program_pid()
+        if program is not None:
+            return (sizes, time.monotonic()) if alive(program) else sizes
+        return sizes, (None if self.observed else tree_cpu_ticks(self.process.pid))
+
     def program_pid(self) -> Optional[int]:
         try:
             return int(self.started.read_text())
         except (AttributeError, OSError, ValueError):
             return None
 
-    def run(self, argv: list[str], env: dict[str, str], started: Path, on_start) -> int:
+    def run(self, argv: list[str], env: dict[str, str], started: Path, on_start, stem: Optional[Path] = None) -> int:
+        """Run argv; with `stem` (under nsys), stop nsys when it makes no progress (`self.stuck` says so)."""
         self.started = started
         self.process = subprocess.Popen(argv, env={**os.environ, **env, STARTED_VARIABLE: str(started)},
                                         start_new_session=True)
         on_start(self.process.pid)
+        self.stuck = None if stem is None else wait_or_stop(self.process, lambda: self._progress(stem), stall_limit())
         code = self.process.wait()
         return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as a shell reports it
 
@@ -114,16 +129,19 @@ def run_rank(cfg: LaunchConfig) -> int:
     stem = report_stem(cfg.out, host, rank)
     record_path.parent.mkdir(parents=True, exist_ok=True)
     child = _Child()
+    child.observed = runs_python_with_site(list(cfg.command))
     for attempt in range(1, NSYS_ATTEMPTS + 1):
         started = record_path.with_name(f".{record_path.stem}.started{attempt}")
         record["nsys_attempts"] = attempt
         try:
-            code = child.run(argv, env, started, lambda pid: write_json(record_path, {**record, "child_pid": pid}))
+            code = child.run(argv, env, started, lambda pid: write_json(record_path, {**record, "child_pid": pid}),
+                             stem if record["profiled"] else None)
         except OSError as exc:
             print(f"nsyswrap: rank {rank}: cannot start {argv[0]}: {exc}", file=sys.stderr)
             write_json(record_path, {**record, "ended_utc": now_utc(), "status": "failed", "exit_code": 127})
             return 127
-        died_early = (record["profiled"] and code != 0 and not child.signalled and not started.exists()
+        died_early = (record["profiled"] and code != 0 and not child.signalled and not child.stuck
+                      and not started.exists()
                       and runs_python_with_site(list(cfg.command))
                       and not reports_of(stem) and not Path(f"{stem}.qdstrm").exists())
         started.unlink(missing_ok=True)
@@ -135,13 +153,16 @@ def run_rank(cfg: LaunchConfig) -> int:
                   "starting it again", file=sys.stderr)
             time.sleep(random.uniform(1, 3))
     qdstrm, note = Path(f"{stem}.qdstrm"), None
+    if child.stuck:
+        note = child.stuck
+        print(f"nsyswrap: rank {rank}: {note}", file=sys.stderr)
     if record["profiled"] and not reports_of(stem) and qdstrm.exists():
         if rescue_qdstrm(qdstrm, cfg.nsys) is None:
-            note = f"{qdstrm}: {QDSTRM_FIX}"
+            note = f"{qdstrm}: {QDSTRM_FIX}" + (f"; {note}" if note else "")
             print(f"nsyswrap: rank {rank}: {note}", file=sys.stderr)
     reports = [str(p) for p in reports_of(stem)] if record["profiled"] else []
     write_json(record_path, {**record, "child_pid": child.process.pid, "ended_utc": now_utc(), "exit_code": code,
-                             "status": "ok" if code == 0 else "failed", "reports": reports, "note": note})
+                             "status": "stuck" if child.stuck else ("ok" if code == 0 else "failed"), "reports": reports, "note": note})
     return code
 
 

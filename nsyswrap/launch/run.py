@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
@@ -22,12 +23,13 @@ from rich.console import Console
 
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
-from nsyswrap.launch.export import export_run
-from nsyswrap.launch.manifest import (MANIFEST, RANKS_DIR, now_utc, rank_record_path, read_rank_records, short_host,
-                                      write_json, write_manifest)
+from nsyswrap.launch.export import TMP_DIR, export_run
+from nsyswrap.launch.manifest import (MANIFEST, RANKS_DIR, files_of_run, now_utc, rank_record_path, read_rank_records,
+                                      short_host, write_json, write_manifest)
 from nsyswrap.launch.nsys import find_nsys
 from nsyswrap.launch.rank import rank_command
 from nsyswrap.launch.rewrite import rewrite
+from nsyswrap.processes import alive
 
 WRAPPER_MODULE = "nsyswrap.launch.rank"
 RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite")
@@ -88,16 +90,31 @@ def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
 
 
 def _prepare_out(cfg: LaunchConfig) -> None:
+    """Make --out ready: empty, or (with --force) emptied of exactly the files a previous
+    launch's manifest lists; files nsyswrap did not write are never deleted."""
     existing = [p for pattern in RUN_FILES for p in cfg.out.glob(pattern)]
     if existing and not cfg.force:
         raise NsysWrapError(cfg.out, f"already holds a run ({existing[0].name})",
                             "choose another --out, or pass --force to replace that run")
-    for path in existing:
-        if path.is_dir():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    cfg.out.mkdir(parents=True, exist_ok=True)
+    if existing:
+        ours = files_of_run(cfg.out)
+        strangers = [p for p in existing if p.name != RANKS_DIR and p not in ours]
+        if strangers:
+            raise NsysWrapError(strangers[0], f"is not listed in {cfg.out / MANIFEST} ({len(strangers)} such file(s)); "
+                                "--force replaces only the files of a run nsyswrap wrote",
+                                "move those files away, or choose another --out")
+        for path in ours:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(cfg.out / TMP_DIR, ignore_errors=True)
+        if (cfg.out / RANKS_DIR).is_dir() and not any((cfg.out / RANKS_DIR).iterdir()):
+            (cfg.out / RANKS_DIR).rmdir()
+    try:
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.TemporaryFile(dir=cfg.out)
+    except OSError as exc:
+        raise NsysWrapError(cfg.out, f"cannot be written ({exc.strerror})",
+                            "choose an --out directory you can write to") from None
+    probe.close()
 
 
 def _supervise(argv: list[str], launcher: str) -> tuple[int, Optional[str]]:
@@ -132,7 +149,7 @@ def _wait_for_nsys(out: Path, console: Console) -> None:
     host, deadline, told = short_host(), time.monotonic() + NSYS_WAIT_S, False
     while True:
         running = [r for r in read_rank_records(out) if r["host"] == host and r["status"] == "running"]
-        busy = [r for r in running if _alive(r.get("child_pid"))]
+        busy = [r for r in running if alive(r.get("child_pid"))]
         if not busy or time.monotonic() > deadline:
             break
         if not told:
@@ -141,20 +158,8 @@ def _wait_for_nsys(out: Path, console: Console) -> None:
             told = True
         time.sleep(1)
     for record in running:
-        if not _alive(record["pid"]):
+        if not alive(record["pid"]):
             write_json(rank_record_path(out, host, record["rank"]), {**record, "status": "killed", "ended_utc": now_utc()})
-
-
-def _alive(pid: Optional[int]) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _options(cfg: LaunchConfig) -> dict:

@@ -18,12 +18,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from nsyswrap.report.cross_rank import crossrank_section
+from nsyswrap.report.data_quality import data_quality_section
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import ReportFormat, write_report
 from nsyswrap.report.single_rank import single_rank_section
 from nsyswrap.run import DEFAULT_OPENER, Opener, Run
 
-SECTIONS = [single_rank_section, crossrank_section]
+SECTIONS = [single_rank_section, crossrank_section, data_quality_section]
 
 __all__ = ["SECTIONS", "ReportFormat", "ReportOptions", "build_report", "report",
            "write_report"]

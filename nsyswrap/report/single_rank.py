@@ -47,7 +47,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     cannot = _cannot_answer(run, options, ledger, frames.get("active", ledger), exposure, gaps,
                             steps)
     if tables[-1] is None:
-        cannot.append({"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text)})
+        cannot.append({"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text, run)})
     return {
         "id": "single_rank",
         "title": f"Where the GPU time goes (window: {options.describe()})",
@@ -337,8 +337,12 @@ def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
                   f"{TOP_RANGES}; summed kernel time; nested ranges include their children)", rows)
 
 
-def _why_no_ranges(by_text: pd.DataFrame) -> str:
-    if by_text.empty:
+def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:
+    ranges, untexted = run.execute("SELECT sum(nvtx_ranges), sum(nvtx_ranges_without_text) "
+                                   "FROM data_quality").fetchone()
+    if ranges and ranges == untexted:
+        return f"the reports' {ranges} NVTX ranges all have no text, so none can be named"
+    if by_text.empty and not ranges:
         return ("the reports have no NVTX ranges; annotate the model (nsyswrap launch "
                 "--annotate all) and capture with --trace=nvtx")
     return "no GPU work was launched inside an NVTX range other than the steps"

@@ -12,3 +12,9 @@ CREATE OR REPLACE MACRO copy_kind_name(k) AS CASE k
 CREATE OR REPLACE MACRO sync_type_name(t) AS CASE t
     WHEN 1 THEN 'event_sync' WHEN 2 THEN 'stream_wait' WHEN 3 THEN 'stream_sync'
     WHEN 4 THEN 'context_sync' ELSE 'unknown' END;
+-- Why a kernel's times cannot be right (NULL when they can): such kernels are left out of
+-- the kernels view, hence of every figure, and counted by the data_quality view.
+CREATE OR REPLACE MACRO kernel_defect(start_ns, end_ns, capture_ns) AS CASE
+    WHEN end_ns IS NULL OR start_ns IS NULL THEN 'null_time'
+    WHEN end_ns < start_ns THEN 'end_before_start'
+    WHEN end_ns - start_ns > capture_ns THEN 'longer_than_capture' END;

@@ -60,6 +60,8 @@ kernel_rows AS (
     LEFT JOIN kernel_names AS d
         ON d.id = k.demangledName
     WHERE k._proto = 0
+        -- kernels whose times cannot be right are counted by data_quality instead
+        AND kernel_defect(k.start, k."end", (SELECT max(duration) FROM raw_analysis WHERE _proto = 0)) IS NULL
 )
 SELECT * FROM kernel_rows
 UNION ALL

@@ -1,0 +1,44 @@
+"""The report's data-quality section: per rank, what nsyswrap left out of every figure or
+repaired while reading the report (the `data_quality` view), and reports without kernels."""
+from __future__ import annotations
+
+from nsyswrap.report.figures import COUNT, NS, figure
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.run import Run
+
+LEFT_OUT = {"kernels_end_before_start": ("end_lt_start", "end before start"),
+            "kernels_null_time": ("no_time", "no start or end"),
+            "kernels_longer_than_capture": ("too_long", "longer than the whole capture")}
+
+
+def data_quality_section(run: Run, options: ReportOptions) -> dict:
+    """Build the section dict (see nsyswrap.report for the layout); `notes` holds one line
+    per problem found, also shown as the table's title."""
+    quality = run.df("SELECT * FROM data_quality ORDER BY rank")
+    names = {r.rank: r.path.name for r in run.reports}
+    rows, notes, cannot = [], [], []
+    for q in quality.itertuples(index=False):
+        left_out = {label: int(getattr(q, column)) for column, (_, label) in LEFT_OUT.items() if getattr(q, column)}
+        rows.append({"rank": int(q.rank), "capture": figure(q.capture_ns, NS, "the report records no capture duration"),
+                     "kernels": figure(q.kernels_captured, COUNT),
+                     **{key: figure(getattr(q, column), COUNT) for column, (key, _) in LEFT_OUT.items()},
+                     "nvtx": figure(q.nvtx_ranges, COUNT), "nvtx_no_text": figure(q.nvtx_ranges_without_text, COUNT),
+                     "repaired": figure(q.strings_repaired, COUNT)})
+        if not q.kernels_captured:
+            cannot.append({"what": f"the CUDA kernels of rank {q.rank} ({names.get(q.rank)})",
+                           "reason": "no CUDA kernels captured (the report has no kernel rows); "
+                                     "capture with nsys profile --trace=cuda on a GPU"})
+        if left_out:
+            detail = ", ".join(f"{n} {label}" for label, n in left_out.items())
+            notes.append(f"rank {q.rank}: {sum(left_out.values())} of {q.kernels_captured} kernels left out of "
+                         f"every figure ({detail}): their times cannot be right")
+        if q.nvtx_ranges_without_text:
+            notes.append(f"rank {q.rank}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges have no "
+                         "text (kept, but they cannot be named)")
+        if q.strings_repaired:
+            notes.append(f"rank {q.rank}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
+                         "(read with replacement characters)")
+    title = "Data quality: " + ("; ".join(notes) if notes else "nothing left out or repaired")
+    return {"id": "data_quality", "title": "Data quality", "verdict": None, "recommendations": [],
+            "notes": notes, "tables": [{"id": "data_quality", "title": title, "rows": rows}],
+            "cannot_answer": cannot}

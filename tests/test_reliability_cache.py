@@ -1,0 +1,113 @@
+"""The cache heals and never lies: damaged entries are found and rebuilt (with a note), a
+report rewritten with the same size and mtime is read again, and a cache directory that
+cannot be used falls back to a private temporary one (with a note)."""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import nsyswrap
+from test_reliability_inputs import REPORT
+
+COUNT = "SELECT count(*) AS n FROM kernels"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
+def report(tmp_path) -> Path:
+    return Path(shutil.copy(REPORT, tmp_path / "rank0.sqlite"))
+
+
+def _count(cli, report: Path, *extra) -> tuple[int, str]:
+    code, out, err = cli("sql", COUNT, report, "-f", "csv", *extra)
+    assert code == 0 and "Traceback" not in err, err
+    return int(out.split()[1]), err
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    """(report, its complete cache entry: views, every reduction, per-rank results)."""
+    folder = tmp_path_factory.mktemp("built")
+    report = Path(shutil.copy(REPORT, folder / "rank0.sqlite"))
+    saved, os.environ["NSYSWRAP_CACHE_DIR"] = os.environ["NSYSWRAP_CACHE_DIR"], str(folder / "cache")
+    try:
+        nsyswrap.report.report([report])  # per-rank results
+        with nsyswrap.open_run([report]) as run:
+            run.con  # every reduction
+    finally:
+        os.environ["NSYSWRAP_CACHE_DIR"] = saved
+    (entry,) = [p for p in (folder / "cache").iterdir() if p.is_dir()]
+    return report, entry
+
+
+@pytest.mark.parametrize("damage", [
+    lambda entry: _truncate(entry / "kernels.parquet"),
+    lambda entry: (entry / "nvtx.parquet").unlink(),
+    lambda entry: (entry / "session.parquet").write_bytes(b"PAR1 not really"),
+    lambda entry: _truncate(next(entry.glob("results/*/*.parquet"))),
+    lambda entry: _truncate(next(entry.glob("reductions-*/*.parquet"))),
+], ids=["truncated-view", "missing-view", "garbage-view", "truncated-result", "truncated-reduction"])
+def test_a_damaged_entry_is_rebuilt_and_said_so(cli, cache, built, damage):
+    report, pristine = built
+    entry = shutil.copytree(pristine, cache / pristine.name)
+    damage(entry)
+    count, err = _count(cli, report)
+    assert count == nsyswrap.sql(COUNT, [REPORT]).n[0]
+    assert f"cache entry {entry}/" in err and "was damaged; building it again" in err
+    assert _count(cli, report) == (count, "")  # healed: no note the next time
+
+
+def test_a_report_rewritten_with_the_same_size_and_mtime_is_read_again(cli, cache, report):
+    before, _ = _count(cli, report)
+    stat = report.stat()
+    con = sqlite3.connect(report)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.commit()
+    con.close()
+    os.utime(report, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert report.stat().st_size == stat.st_size and report.stat().st_mtime_ns == stat.st_mtime_ns
+    assert _count(cli, report)[0] == before - 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda tmp: Path("/proc/nsyswrap-cache"),
+    lambda tmp: (tmp / "file").write_text("x") and tmp / "file",
+    lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "cache",
+], ids=["cannot-be-created", "is-a-file", "under-a-file"])
+def test_an_unusable_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch, make):
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(make(tmp_path)))
+    count, err = _count(cli, report)
+    assert count > 0 and f"cache {make(tmp_path)} cannot be used" in err and "caching in" in err
+
+
+def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch):
+    import nsyswrap.cache
+
+    monkeypatch.setattr(nsyswrap.cache, "MIN_FREE_BYTES", 1 << 62)  # more than any disk has free
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "full"))
+    count, err = _count(cli, report)
+    assert count > 0 and "MB free); caching in" in err
+    assert not any((tmp_path / "full").iterdir())
+
+
+def test_an_entry_another_process_is_writing_is_not_damaged(cli, cache, built):
+    report, pristine = built
+    entry = shutil.copytree(pristine, cache / pristine.name)
+    partial = entry / "results" / ".build-other" / "ledger.parquet"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"PAR1 half written")
+    assert _count(cli, report)[1] == "" and partial.exists()

@@ -1,0 +1,185 @@
+"""Bad paths and outputs: one `Error: <file>: <problem>; <fix>` line, exit code 1, no
+traceback, checked before any analysis. Permission cases run the real CLI in a process
+without the right to bypass file permissions (as root: DAC capabilities dropped)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN2 = ROOT / "fixtures" / "run2"
+REPORT = RUN2 / "rank0.sqlite"
+
+
+def assert_one_line_error(result, needle: str) -> str:
+    code, out, err = result
+    assert "Traceback" not in err and "╭" not in err, err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("nsyswrap: note:")]
+    assert code == 1 and len(lines) == 1, err
+    assert lines[0].startswith("Error: ") and needle in lines[0] and "; " in lines[0], err
+    return lines[0]
+
+
+BATCH = """
+import contextlib, io, json, os, sys
+from nsyswrap.cli import main
+results = {}
+for name, (args, env) in json.loads(sys.argv[1]).items():
+    os.environ.update(env)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # a bug: keep its traceback for the assertion
+            import traceback
+            traceback.print_exc(file=err)
+            code = 99
+    results[name] = [code, out.getvalue(), err.getvalue()]
+print(json.dumps(results))
+"""
+
+
+def unprivileged(cases: dict[str, tuple[list, dict]], env: dict | None = None) -> dict[str, tuple[int, str, str]]:
+    """`nsyswrap ARGS` for each case (argv, environment variables), in one process that file
+    permissions apply to even when run as root (its DAC capabilities dropped)."""
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: permissions cannot be tested")
+        prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    args = {name: ([str(a) for a in argv], case_env) for name, (argv, case_env) in cases.items()}
+    done = subprocess.run([*prefix, sys.executable, "-c", BATCH, json.dumps(args)],
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {name: tuple(result) for name, result in json.loads(done.stdout.splitlines()[-1]).items()}
+
+
+def _permission_cases(base: Path) -> tuple[dict, list[Path]]:
+    """Each case: (argv, what its error line says); and the paths to make accessible again."""
+    locked: list[Path] = []
+
+    def lock(path: Path, mode: int) -> Path:
+        path.chmod(mode)
+        locked.append(path)
+        return path
+
+    def folder(name: str, report: bool = False) -> Path:
+        (base / name).mkdir()
+        if report:
+            shutil.copy(REPORT, base / name / "rank0.sqlite")
+        return base / name
+
+    (folder("out") / "out.csv").write_text("keep")
+    (folder("exportrun") / "h.rank0.nsys-rep").write_text("report")
+    unreadable = Path(shutil.copy(REPORT, folder("file") / "rank0.sqlite"))
+    cases = {
+        "unreadable-report-file": (["sql", "SELECT 1", lock(unreadable, 0o000)],
+                                   "rank0.sqlite: cannot be read (Permission denied)"),
+        "unreadable-run-directory": (["report", lock(folder("run", report=True), 0o000)],
+                                     "run: cannot be read (Permission denied)"),
+        "unsearchable-directory-above": (["query", "kernels.summary", lock(folder("dir", report=True), 0o600) / "rank0.sqlite"],
+                                         "cannot be read"),
+        "output-in-read-only-directory": (["query", "kernels.summary", REPORT, "-f", "csv", "-o",
+                                           lock(folder("ro"), 0o555) / "out.csv"],
+                                          "out.csv: cannot be written (Permission denied)"),
+        "read-only-output-with-force": (["sql", "SELECT 1", REPORT, "-f", "csv", "-o",
+                                         lock(base / "out" / "out.csv", 0o444), "--force"],
+                                        "out.csv: cannot be written (Permission denied)"),
+        "export-into-read-only-run": (["export", lock(base / "exportrun", 0o555)], "cannot be written"),
+        "launch-into-read-only-directory": (["launch", "--out", lock(folder("launch"), 0o555) / "run", "--",
+                                             sys.executable, "-c", "pass"], "cannot be written"),
+        "read-only-cache": (["sql", "SELECT count(*) AS n FROM kernels", REPORT, "-f", "csv"],
+                            "cannot be used (Permission denied)", {"NSYSWRAP_CACHE_DIR": str(lock(folder("cache"), 0o555))}),
+    }
+    return cases, locked
+
+
+@pytest.fixture(scope="module")
+def permission_results(tmp_path_factory):
+    base = tmp_path_factory.mktemp("permissions")
+    nsys = base / "bin" / "nsys"  # a stand-in that records it if anything but --version runs it
+    nsys.parent.mkdir()
+    nsys.write_text(f"#!{sys.executable}\nimport sys\nif sys.argv[1:] == ['--version']:\n"
+                    "    print('NVIDIA Nsight Systems version 2022.4.2.1')\nelse:\n"
+                    f"    open({str(base / 'nsys-ran')!r}, 'w').write(' '.join(sys.argv))\n")
+    nsys.chmod(0o755)
+    cases, locked = _permission_cases(base)
+    try:
+        results = unprivileged({name: (case[0], case[2] if len(case) > 2 else {}) for name, case in cases.items()},
+                               env={"PATH": f"{nsys.parent}{os.pathsep}{os.environ['PATH']}"})
+    finally:
+        for path in locked:
+            path.chmod(0o755)
+    return {name: (results[name], case[1]) for name, case in cases.items()}, base
+
+
+@pytest.mark.parametrize("case", ["unreadable-report-file", "unreadable-run-directory", "unsearchable-directory-above",
+                                  "output-in-read-only-directory", "read-only-output-with-force",
+                                  "export-into-read-only-run", "launch-into-read-only-directory"])
+def test_permissions_are_checked_before_the_work(permission_results, case):
+    results, base = permission_results
+    result, needle = results[case]
+    assert_one_line_error(result, needle)
+    assert (base / "out" / "out.csv").read_text() == "keep" and not (base / "nsys-ran").exists()
+    assert not (base / "exportrun" / ".export-tmp").exists()
+
+
+def test_a_read_only_cache_falls_back_to_a_private_directory(permission_results):
+    results, base = permission_results
+    (code, out, err), needle = results["read-only-cache"]
+    assert code == 0 and int(out.split()[1]) > 0 and f"cache {base / 'cache'} {needle}" in err, err
+    assert not any((base / "cache").iterdir())
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda d: (os.symlink(d / "b", d / "a"), os.symlink(d / "a", d / "b"), d / "a")[-1], "is a symbolic link loop"),
+    (lambda d: (os.symlink(d / "gone.sqlite", d / "rank0.sqlite"), d / "rank0.sqlite")[-1], "is a broken symbolic link"),
+    (lambda d: (os.mkdir(d / "rank0.sqlite"), d / "*.sqlite")[-1], "is a directory inside a run directory"),
+    (lambda d: d / "\udcff.sqlite", "does not exist"),
+], ids=["symlink-loop", "broken-symlink", "directory-named-sqlite", "non-utf8-name"])
+def test_paths_that_lead_nowhere(cli, tmp_path, make, needle):
+    assert_one_line_error(cli("sql", "SELECT 1", make(tmp_path)), needle)
+
+
+@pytest.mark.parametrize("pattern, needle", [
+    ("rank(", "is not a regular expression"),
+    (r"rank\d+", "has no group for the rank number"),
+])
+def test_bad_rank_pattern(cli, pattern, needle):
+    assert_one_line_error(cli("sql", "SELECT 1", REPORT, "--rank-pattern", pattern), f"--rank-pattern {pattern}: {needle}")
+
+
+# --- outputs, checked before the work --------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [
+    ["query", "kernels.summary", REPORT, "-f", "csv", "-o"],
+    ["report", REPORT, "-f", "json", "-o"],
+    ["report", REPORT, "--html"],
+    ["timeline", REPORT, "-o"],
+], ids=["query", "report", "html", "timeline"])
+def test_output_in_a_missing_directory(cli, tmp_path, command):
+    out = tmp_path / "nope" / "out.txt"
+    assert_one_line_error(cli(*command, out), "does not exist")
+    assert not out.parent.exists()
+
+
+def test_output_that_is_a_directory(cli, tmp_path):
+    assert_one_line_error(cli("sql", "SELECT 1", REPORT, "-f", "csv", "-o", tmp_path, "--force"), "is a directory")
+
+
+# --- parameters ------------------------------------------------------------------------------------
+
+def test_a_reversed_step_window_in_query_is_the_error_of_report_steps(cli):
+    assert_one_line_error(cli("report", REPORT, "--steps", "5:2"), "selects no step")
+    assert_one_line_error(cli("query", "gaps.idle", REPORT, "-p", "step_from=5", "-p", "step_to=2"),
+                          "-p step_from=5 -p step_to=2: selects no step (step_to must exceed step_from)")
