@@ -35,8 +35,10 @@ Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Reports read and
 
 
 def _opener(rank_pattern: str, jobs: int) -> Opener:
-    """Reading options plus a progress bar on stderr while reports are normalized."""
-    return Opener(rank_pattern=rank_pattern, jobs=jobs, progress=_progress_bar())
+    """Reading options plus a progress bar on stderr (a terminal only) while reports are
+    normalized."""
+    return Opener(rank_pattern=rank_pattern, jobs=jobs,
+                  progress=_progress_bar() if sys.stderr.isatty() else None)
 
 
 def _progress_bar():
@@ -126,6 +128,8 @@ def report(
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with plots (timeline, ledger, skew heat map).")] = None,
+    detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
+    section: Annotated[Optional[str], typer.Option("--section", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
 ) -> None:
     """Summarize REPORTS: time ledger, collective exposure, idle gaps, steps, stragglers and a verdict."""
     check_writable(output, force)
@@ -134,7 +138,7 @@ def report(
         result = build_report(reports, options, opener=_opener(rank_pattern, jobs))
     else:
         result = report_with_html(reports, options, html, opener=_opener(rank_pattern, jobs), force=force)
-    write_report(result, fmt, output, force, console)
+    write_report(result, fmt, output, force, console, detail=detail, section=section)
 
 
 @app.command()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-NS, FRACTION, COUNT = "ns", "fraction", "count"
+NS, FRACTION, COUNT, BYTES = "ns", "fraction", "count", "bytes"
 
 
 def figure(value, unit: str, reason: str | None = None) -> dict:
