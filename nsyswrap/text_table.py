@@ -15,13 +15,14 @@ NBSP = "\u00a0"
 
 
 def _header_split(header: str) -> list[str]:
-    """One or two lines, split at the space that makes the header narrowest."""
-    words = header.split(" ")
+    """One or two lines, split after a space or an underscore, whichever makes the header
+    narrowest (`compute_only_ns` -> `compute_` / `only_ns`)."""
     best = [header]
-    for i in range(1, len(words)):
-        lines = [" ".join(words[:i]), " ".join(words[i:])]
-        if max(map(len, lines)) < max(map(len, best)):
-            best = lines
+    for i in range(1, len(header)):
+        if header[i - 1] in " _":
+            lines = [header[:i].rstrip(), header[i:]]
+            if max(map(len, lines)) < max(map(len, best)):
+                best = lines
     return best
 
 
@@ -63,6 +64,7 @@ def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int
             dropped.append(headers[c])
     while total(widths) > width and len(cols) > keep:
         dropped.append(headers[cols.pop()])
+    dropped.sort(key=headers.index)
     two = any(widths[c] < len(headers[c]) for c in cols)
     head_lines = [[], []] if two else [[]]
     for c in cols:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import io
 import json
 import statistics
-from enum import Enum
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.output import check_writable
+from nsyswrap.output import ReportFormat, check_writable
 from nsyswrap.report.diagnosis import quantile
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, is_figure
 from nsyswrap.text_table import fit, wrap
@@ -25,6 +24,7 @@ KEY_ROWS = 8          # devices on the first screen
 FILE_WIDTH = 100      # width of the text written to --output
 SECONDARY = ("naive_overlap_ratio", "compute_stream", "compute_busy", "comm_busy", "copy_busy",
              "max_residual", "kernel_p50", "latency_max")  # dropped first when too wide
+__all__ = ["ReportFormat", "first_screen", "render_text", "to_json", "write_report"]
 KEYS = ("step", "rank", "device", "op", "pg", "seq", "cause", "length", "framework", "kind")
 SHORT = {
     "device": "dev", "compute_only": "comp only", "comm_only": "comm only",
@@ -40,11 +40,6 @@ SHORT = {
     "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
     "activities": "activ", "gpu_time": "gpu time",
 }
-
-
-class ReportFormat(str, Enum):
-    table = "table"
-    json = "json"
 
 
 def to_json(report: dict) -> str:
