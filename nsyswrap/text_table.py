@@ -52,7 +52,9 @@ def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int
     def total(widths: dict[int, int]) -> int:
         return sum(widths[c] for c in cols) + GAP * (len(cols) - 1)
 
-    widths = {c: natural(c) for c in cols}
+    widths = {c: max(natural(c), len(headers[c])) for c in cols}  # headers on one line
+    if total(widths) > width:
+        widths = {c: natural(c) for c in cols}
     for cap in (TEXT_MAX, 24, TEXT_MIN):
         if total(widths) <= width:
             break
