@@ -52,6 +52,8 @@ class _Console:
 
 
 console = _Console()
+# Help names an argument by its metavar alone (typer would add its Python type, `<list[Path]>`).
+typer.core.TyperArgument.display_type_rich = lambda self, ctx: None
 
 
 def _print_version(value: bool) -> None:
@@ -70,13 +72,13 @@ def _main(
     """Where does the step time of multi-GPU training go? Query Nsight Systems exports."""
 
 
-Reports = Annotated[list[Path], typer.Argument(metavar="REPORTS...", help="Report .sqlite files, run directories or globs (one report per rank).")]
+Reports = Annotated[list[Path], typer.Argument(metavar="REPORTS", help="Report .sqlite files, run directories or globs (one report per rank).")]
 Fmt = Annotated[Format, typer.Option("--format", "-f", help="table for people; csv, json or parquet for machines.")]
-Output = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to this file instead of the terminal.")]
+Output = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="Write to this file instead of the terminal.")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
-Params = Annotated[list[str], typer.Option("--param", "-p", help="Query parameter NAME=VALUE (repeatable).")]
-RankPattern = Annotated[str, typer.Option("--rank-pattern", help="Regex with one group that finds the rank in a file name.")]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
+Params = Annotated[list[str], typer.Option("--param", "-p", metavar="NAME=VALUE", help="Query parameter NAME=VALUE (repeatable).")]
+RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", help="Regex with one group that finds the rank in a file name.")]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
 def _opener(rank_pattern: str, jobs: int):
@@ -229,7 +231,7 @@ def timeline(
     reports: Reports,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", help="Trace file to write (Chrome/Perfetto JSON).")],
     steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Only steps A to B-1, e.g. 2:5 (default: every step).")] = None,
-    max_events: Annotated[Optional[int], typer.Option("--max-events", min=1, help="Keep at most this many events, longest first [default: 100,000].")] = None,
+    max_events: Annotated[Optional[int], typer.Option("--max-events", min=1, metavar="N", help="Keep at most this many events, longest first [default: 100,000].")] = None,
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
@@ -264,12 +266,12 @@ class _PresetsEpilog(typer.core.TyperCommand):
 
 @app.command(cls=_PresetsEpilog)
 def generate(
-    scenario: Annotated[str, typer.Argument(help="A preset (listed below) or a scenario / truth .json file.")],
-    out: Annotated[Path, typer.Argument(help="Directory for rank<N>.sqlite reports and truth.json.")],
-    ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, help="Number of ranks.")] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Training steps per rank.")] = None,
-    kernels_per_step: Annotated[Optional[int], typer.Option("--kernels-per-step", min=1, help="Compute kernels per step and device.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed.")] = None,
+    scenario: Annotated[str, typer.Argument(metavar="SCENARIO", help="A preset (listed below) or a scenario / truth .json file.")],
+    out: Annotated[Path, typer.Argument(metavar="OUT", help="Directory for rank<N>.sqlite reports and truth.json.")],
+    ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, metavar="N", help="Number of ranks.")] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, metavar="A:B", help="Training steps per rank.")] = None,
+    kernels_per_step: Annotated[Optional[int], typer.Option("--kernels-per-step", min=1, metavar="N", help="Compute kernels per step and device.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", metavar="N", help="Random seed.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace reports already in OUT.")] = False,
 ) -> None:
     """Write synthetic reports with planted ground truth.
@@ -297,17 +299,17 @@ Works the same with srun and mpirun/mpiexec. Exits with the training's exit code
 @app.command(help=LAUNCH_HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def launch(
     ctx: typer.Context,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory for reports and manifest (default: runs/<time>).")] = None,
-    ranks: Annotated[Optional[str], typer.Option("--ranks", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all).")] = None,
-    steps: Annotated[Optional[str], typer.Option("--steps", help="Capture only steps START:STOP (steps from nsyswrap.step, else one per optimizer step).")] = None,
-    every: Annotated[Optional[int], typer.Option("--every", help="Capture the --steps window again every N steps.")] = None,
-    annotate: Annotated[str, typer.Option("--annotate", help="Annotate at start-up: modules, collectives, steps (comma list) or all.")] = "",
-    trace: Annotated[str, typer.Option("--trace", help="nsys --trace value.")] = "cuda,nvtx,osrt",
-    nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
-    nsys: Annotated[str, typer.Option("--nsys", help="The nsys executable.")] = "nsys",
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Run directory for reports and manifest (default: runs/<time>).")] = None,
+    ranks: Annotated[Optional[str], typer.Option("--ranks", metavar="LIST", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.")] = None,
+    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).")] = None,
+    every: Annotated[Optional[int], typer.Option("--every", metavar="N", help="Capture the --steps window again every N steps.")] = None,
+    annotate: Annotated[str, typer.Option("--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps (comma list) or all.")] = "",
+    trace: Annotated[str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")] = "cuda,nvtx,osrt",
+    nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", metavar="OPTION", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
+    nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
     force: Annotated[bool, typer.Option("--force", help="Replace a run already in --out.")] = False,
     export: Annotated[bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")] = True,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Reports exported at a time (default: one per core).")] = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
 ) -> None:
     from datetime import datetime
@@ -323,10 +325,10 @@ def launch(
 
 @app.command()
 def export(
-    run: Annotated[Path, typer.Argument(help="Run directory (the --out of `nsyswrap launch`).")],
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="Run directory (the --out of `nsyswrap launch`).")],
     force: Annotated[bool, typer.Option("--force", help="Export again reports that already have a .sqlite.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Reports exported at a time (default: one per core).")] = None,
-    nsys: Annotated[str, typer.Option("--nsys", help="The nsys executable.")] = "nsys",
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
+    nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
 ) -> None:
     """Export a run's reports to SQLite (resumable).
 

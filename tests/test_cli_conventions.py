@@ -51,3 +51,10 @@ def test_launch_refuses_ranks_the_command_does_not_start(cli, tmp_path):
                          "torchrun", "--nproc-per-node", "2", "train.py")
     assert code == 1 and "rank(s) 5" in err and "starts 2 rank(s)" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_usage_names_values_not_python_types(cli):
+    for command in ("report", "query", "timeline", "launch", "export", "generate"):
+        code, out, _ = cli(command, "--help")
+        assert code == 0
+        assert not re.search(r"<(list\[|str>|int|path>|bool>)", out), command

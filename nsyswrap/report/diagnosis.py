@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, is_figure
-from nsyswrap.report.verdict import (NOT_ENOUGH, Evidence, Totals, recommendations,
+from nsyswrap.report.verdict import (NOT_ENOUGH, Evidence, Totals, ms, recommendations,
                                      verdict)
 
 WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers
@@ -55,10 +55,6 @@ def value(cell, default=None):
     if is_figure(cell):
         return default if cell["value"] is None else cell["value"]
     return default if cell is None else cell
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.2f} ms"
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -116,7 +112,7 @@ class _Run:
                 and waited >= WAIT_DOMINATES * t.comm_busy_ns
                 and t.exposed_comm_ns >= 0.05 * t.span_ns):
             return {"label": "waiting-for-peers",
-                    "reason": f"it waits {_ms(waited)} in collectives for slower ranks, "
+                    "reason": f"it waits {ms(waited)} in collectives for slower ranks, "
                               f"{waited / t.comm_busy_ns:.0%} of its NCCL time; "
                               f"{v['reason']}"}
         return v
@@ -174,23 +170,23 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
     where = " and ".join(ops) if ops else "collectives"
     text = (f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
-            f"{value(total['collectives'], 0)} collectives, {_ms(lag)} per step after the "
-            "median rank" + (f"; its lag is in `{phase}` (+{_ms(excess)} per step)" if phase
+            f"{value(total['collectives'], 0)} collectives, {ms(lag)} per step after the "
+            "median rank" + (f"; its lag is in `{phase}` (+{ms(excess)} per step)" if phase
                              else "") + ".")
     if others:
-        text += (f" {_ranks(list(others)).capitalize()} wait {_ms(wait)} per step for it in "
+        text += (f" {_ranks(list(others)).capitalize()} wait {ms(wait)} per step for it in "
                  f"{where}")
         if nccl:
             text += f": {min(wait / nccl, 1):.0%} of their NCCL time"
         if exposed:
             text += (f", {min(wait / exposed, 1):.0%} of their exposed communication "
-                     f"({_ms(exposed)} per step)" if wait < exposed else
-                     f", more than their exposed communication ({_ms(exposed)} per step), so "
+                     f"({ms(exposed)} per step)" if wait < exposed else
+                     f", more than their exposed communication ({ms(exposed)} per step), so "
                      "all of it is waiting")
         text += "."
     step_ns = _median_step(run)
     share = wait / step_ns if step_ns else None
-    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{_ms(excess)} per "
+    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} per "
               "step now); every other rank waits for it in the next collective." if phase else
               f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
               "others wait for it in every collective.")
@@ -229,7 +225,7 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
         share = group.share(getattr(group, attr))
         names = ", ".join(_device(k, run.per_rank) for k in sorted(keys))
         text = (f"{names[0].upper()}{names[1:]} {'is' if len(keys) == 1 else 'are'} {label}: "
-                f"{share:.0%} of the GPU time {what} ({_ms(cost)} {basis}).")
+                f"{share:.0%} of the GPU time {what} ({ms(cost)} {basis}).")
         advice = recommendations(group, run.evidence(keys), label)
         said = [advice[t] for t in ADVICE_TOPICS[label] if t in advice]
         out.append({

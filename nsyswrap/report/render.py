@@ -8,7 +8,6 @@ are a flag away: `--detail` (every table in full) or `--section NAME`.
 """
 from __future__ import annotations
 
-import io
 import json
 import statistics
 from pathlib import Path
@@ -17,6 +16,7 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.output import ReportFormat, check_writable
 from nsyswrap.report.diagnosis import quantile
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, is_figure
+from nsyswrap.report.verdict import ms
 from nsyswrap.text_table import fit, wrap
 
 MAX_ROWS = 12
@@ -95,7 +95,7 @@ def first_screen(report: dict, width: int) -> list[str]:
         lines += _key_figures(devices, width)
     worst = d.get("worst_steps", [])
     if worst:
-        items = ", ".join(f"rank {w['rank']} step {w['step']} {_ms(w['duration']['value'])}"
+        items = ", ".join(f"rank {w['rank']} step {w['step']} {ms(w['duration']['value'])}"
                           for w in worst)
         lines += wrap(f"Longest steps: {items}.", width)
     recs = d.get("recommendations", [])
@@ -144,10 +144,6 @@ def _num(cell: dict, divisor: float, digits: int) -> str:
     if not is_figure(cell) or cell["value"] is None:
         return "n/a"
     return f"{cell['value'] / divisor:,.{digits}f}"
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.2f} ms"
 
 
 def _clip(text: str, width: int) -> str:
@@ -289,6 +285,6 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
     worst = sorted(per_step, key=lambda r: -(r[time_col]["value"] or 0))[:3]
     worst_text = ", ".join(
         " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: "
-        f"{_ms(r[time_col]['value'])}" for r in worst)
+        f"{ms(r[time_col]['value'])}" for r in worst)
     return stats + other, [f"statistics of {time_col} per step; longest: {worst_text}; {more}"]
 

@@ -116,7 +116,8 @@ class Evidence:
         return "pytorch" in self.frameworks
 
 
-def _ms(ns: float) -> str:
+def ms(ns: float) -> str:
+    """A duration for people: `1.23 ms`."""
     return f"{ns / 1e6:,.2f} ms"
 
 
@@ -127,7 +128,7 @@ def recommendations(t: Totals, e: Evidence, label: str | None = None) -> dict[st
     label = label or verdict(t)["label"]
     if label == "communication-bound":
         out["exposed"] = (
-            f"Communication is exposed for {_ms(t.exposed_comm_ns)} "
+            f"Communication is exposed for {ms(t.exposed_comm_ns)} "
             f"({t.share(t.exposed_comm_ns):.0%} of the time); only "
             f"{t.both_ns / t.comm_busy_ns:.0%} of it overlaps compute."
             + (f" Most exposed: {e.top_exposed}." if e.top_exposed else "")
@@ -171,7 +172,7 @@ def _overlap_advice(e: Evidence) -> str:
 
 
 def _copy_advice(t: Totals, e: Evidence) -> str:
-    text = (f"Copies alone occupy the GPU for {_ms(t.copy_only_ns)} "
+    text = (f"Copies alone occupy the GPU for {ms(t.copy_only_ns)} "
             f"({t.share(t.copy_only_ns):.0%}), with nothing else running")
     if e.pageable_copies and e.pageable_copies >= PAGEABLE_NOTABLE * e.host_copies \
             and not e.host_alloc_calls:
@@ -195,7 +196,7 @@ def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
     sync, launch = t.gap_ns.get("sync", 0), t.gap_ns.get("host_bound", 0)
     if sync and sync >= launch:
         out["sync"] = (
-            f"The GPU waits for the host after synchronizations for {_ms(sync)}: remove "
+            f"The GPU waits for the host after synchronizations for {ms(sync)}: remove "
             + (".item(), .cpu(), print(tensor) and torch.cuda.synchronize() from the step loop, "
                "copy with non_blocking=True" if e.pytorch else
                "device and stream synchronizations and blocking copies from the loop")
@@ -207,7 +208,7 @@ def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
             tiny = (f" {e.tiny_kernels} of {e.kernels} kernels are shorter than "
                     f"{e.tiny_threshold_ns / 1000:g} us, so launch overhead dominates.")
         out["launch"] = (
-            f"The GPU is idle {_ms(launch)} waiting for kernel launches.{tiny} Launch fewer, "
+            f"The GPU is idle {ms(launch)} waiting for kernel launches.{tiny} Launch fewer, "
             "larger kernels (fuse them), or launch a whole step at once as a CUDA graph"
             + ("; in PyTorch torch.compile fuses kernels and mode='reduce-overhead' uses CUDA "
                "graphs; move data loading off the critical path (DataLoader num_workers)"
@@ -217,7 +218,7 @@ def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
     other = t.gap_ns.get("other", 0)
     if other and other > t.host_idle_ns:
         out["queued"] = (
-            f"The GPU sits idle {_ms(other)} although the next kernel was already queued: it "
+            f"The GPU sits idle {ms(other)} although the next kernel was already queued: it "
             "waits for an event, another stream or another GPU; look for stream waits and "
             "peer-to-peer dependencies before these gaps (`nsyswrap query gaps.idle`)."
         )
