@@ -212,7 +212,7 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
         unit = next((x["unit"] for x in column if is_figure(x)), None)
         suffix = {FRACTION: " %", BYTES: " B"}.get(unit, "" if unit in (None, COUNT, NS)
                                                    else f" {unit}")
-        headers.append(SHORT.get(c, c.replace("_", " ")) + suffix)
+        headers.append(SHORT.get(c, c.replace("_", " ")) + ("" if c == unit else suffix))
         right.append(unit is not None)
         for i, x in enumerate(column):
             if is_figure(x) and x["value"] is None:

@@ -4,6 +4,8 @@ memory copies use (pageable or pinned), pinned-memory allocation calls and how m
 activity each device has. Layout: see nsyswrap.report."""
 from __future__ import annotations
 
+import pandas as pd
+
 from nsyswrap.report.figures import BYTES, COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
@@ -26,54 +28,53 @@ HOST_ALLOC = "regexp_matches(api, '^(cudaHostAlloc|cudaMallocHost|cudaHostRegist
 
 
 def trace_section(run: Run, options: ReportOptions) -> dict:
-    """Build the section dict: tables frameworks, copies, host_alloc and activity."""
+    """Build the section dict: tables frameworks, copies, host_alloc and activity (each
+    report's rows computed alone and cached, see Run.per_report)."""
+    frames = run.per_report(trace_frames, {})
+    seen = frames["frameworks"].groupby(["framework", "seen_in"], sort=False)["n"].sum()
     tables = [
         {"id": "frameworks", "title": "Frameworks seen in the trace (advice names only these)",
-         "rows": _frameworks(run)},
+         "rows": [{"framework": fw, "seen_in": where, "rows": figure(n, COUNT)}
+                  for (fw, where), n in seen.items() if n > 0]},
         {"id": "copies", "title": "Memory copies by direction and memory kind (pageable host "
-         "memory is slow and cannot overlap)", "rows": _copies(run)},
+         "memory is slow and cannot overlap)",
+         "rows": [{"rank": int(r.rank), "kind": r.copy_kind, "src": r.src_kind,
+                   "dst": r.dst_kind, "copies": figure(r.copies, COUNT),
+                   "bytes": figure(r.bytes, BYTES), "time": figure(r.dur_ns, NS)}
+                  for r in frames["copies"].itertuples(index=False)]},
         {"id": "host_alloc", "title": "Pinned host memory allocation calls",
-         "rows": _host_alloc(run)},
+         "rows": [{"rank": int(r.rank), "api": r.api, "calls": figure(r.calls, COUNT)}
+                  for r in frames["host_alloc"].itertuples(index=False)]},
         {"id": "activity", "title": "GPU activities (kernels, copies, sets) per device",
-         "rows": _activity(run)},
+         "rows": [{"rank": int(r.rank), "device": int(r.device),
+                   "activities": figure(r.activities, COUNT), "compute": figure(r.compute, COUNT),
+                   "nccl": figure(r.nccl, COUNT), "copies": figure(r.copies, COUNT)}
+                  for r in frames["activity"].itertuples(index=False)]},
     ]
     return {"id": "trace", "title": "What the trace shows: frameworks, copies, activity",
             "verdict": None, "recommendations": [], "tables": tables, "cannot_answer": []}
 
 
-def _frameworks(run: Run) -> list[dict]:
-    parts = [f"SELECT '{fw}' AS framework, '{where}' AS seen_in, count(*) AS n "
-             f"FROM {view} WHERE {cond}" for fw, where, view, cond in SIGNS]
-    df = run.df(" UNION ALL ".join(parts))
-    df = df[df["n"] > 0]
-    return [{"framework": r.framework, "seen_in": r.seen_in, "rows": figure(r.n, COUNT)}
-            for r in df.itertuples(index=False)]
-
-
-def _copies(run: Run) -> list[dict]:
-    df = run.df("""
-        SELECT rank, copy_kind, src_kind, dst_kind, count(*) AS copies,
-            sum(bytes)::BIGINT AS bytes, sum(dur_ns)::BIGINT AS dur_ns
-        FROM memcpy GROUP BY ALL ORDER BY rank, copies DESC, copy_kind, src_kind, dst_kind""")
-    return [{"rank": int(r.rank), "kind": r.copy_kind, "src": r.src_kind, "dst": r.dst_kind,
-             "copies": figure(r.copies, COUNT), "bytes": figure(r.bytes, BYTES),
-             "time": figure(r.dur_ns, NS)} for r in df.itertuples(index=False)]
-
-
-def _host_alloc(run: Run) -> list[dict]:
-    df = run.df(f"""
-        SELECT rank, regexp_replace(api, '_v[0-9]+$', '') AS api, count(*) AS calls
-        FROM api_calls WHERE {HOST_ALLOC} GROUP BY ALL ORDER BY rank, api""")
-    return [{"rank": int(r.rank), "api": r.api, "calls": figure(r.calls, COUNT)}
-            for r in df.itertuples(index=False)]
-
-
-def _activity(run: Run) -> list[dict]:
-    df = run.df("""
-        SELECT rank, device, count(*) AS activities, count(*) FILTER (kind = 'compute') AS compute,
-            count(*) FILTER (kind = 'nccl') AS nccl, count(*) FILTER (kind = 'memcpy') AS copies
-        FROM kernels GROUP BY ALL ORDER BY rank, device""")
-    return [{"rank": int(r.rank), "device": int(r.device),
-             "activities": figure(r.activities, COUNT), "compute": figure(r.compute, COUNT),
-             "nccl": figure(r.nccl, COUNT), "copies": figure(r.copies, COUNT)}
-            for r in df.itertuples(index=False)]
+def trace_frames(run: Run, params: dict) -> dict[str, pd.DataFrame]:
+    """The section's rows of one report: frameworks (framework, seen_in, n), copies,
+    host_alloc and activity."""
+    signs = " UNION ALL ".join(
+        f"SELECT '{fw}' AS framework, '{where}' AS seen_in, count(*) AS n FROM {view} "
+        f"WHERE {cond}" for fw, where, view, cond in SIGNS)
+    return {
+        "frameworks": run.df(signs),
+        "copies": run.df("""
+            SELECT rank, copy_kind, src_kind, dst_kind, count(*) AS copies,
+                sum(bytes)::BIGINT AS bytes, sum(dur_ns)::BIGINT AS dur_ns
+            FROM memcpy GROUP BY ALL
+            ORDER BY rank, copies DESC, copy_kind, src_kind, dst_kind"""),
+        "host_alloc": run.df(f"""
+            SELECT rank, regexp_replace(api, '_v[0-9]+$', '') AS api, count(*) AS calls
+            FROM api_calls WHERE {HOST_ALLOC} GROUP BY ALL ORDER BY rank, api"""),
+        "activity": run.df("""
+            SELECT rank, device, count(*) AS activities,
+                count(*) FILTER (kind = 'compute') AS compute,
+                count(*) FILTER (kind = 'nccl') AS nccl,
+                count(*) FILTER (kind = 'memcpy') AS copies
+            FROM kernels GROUP BY ALL ORDER BY rank, device"""),
+    }
