@@ -143,3 +143,12 @@ def test_pinned_memory_advice_needs_pageable_copies_and_no_pinned_allocations():
     assert "allocate those" not in text and "allocates pinned memory already" in text
     pinned = Evidence(host_copies=10, pageable_copies=0)
     assert "pinned already" in recommendations(copies, pinned)["copies"]
+
+
+def test_rank_lists_stay_short():
+    from nsyswrap.report.diagnosis import _ranks
+
+    assert _ranks([3]) == "rank 3"
+    assert _ranks([0, 1, 3]) == "ranks 0, 1 and 3"
+    assert _ranks([0, 1, 3, 4, 5, 6, 9]) == "ranks 0, 1, 3-6 and 9"
+    assert _ranks([r for r in range(16) if r != 2], of=16) == "the other 15 ranks"

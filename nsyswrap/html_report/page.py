@@ -125,10 +125,11 @@ def _diagnosis_html(report: dict) -> str:
               for c in d.get("cannot_answer", [])]
     devices = d.get("devices", [])
     if devices:
+        keys = [k for k in ("steps", "step_mean", "step_p90", "step_max", "compute",
+                            "exposed_comm", "copy_only", "idle", "waited")
+                if any(x[k]["value"] for x in devices)]  # no column of zeros or n/a only
         rows = [{"rank": x["rank"], "gpu": x["device"], "verdict": x["label"],
-                 **{k: x[k] for k in ("steps", "step_mean", "step_p90", "step_max", "compute",
-                                      "exposed_comm", "copy_only", "idle", "waited")}}
-                for x in devices]
+                 **{k: x[k] for k in keys}} for x in devices]
         table = _table_html({"id": "diagnosis", "title": "Per rank: step times (mean, p90, "
                              "max), shares of the GPU time, wait in collectives", "rows": rows})
         for label in {x["label"] for x in devices if x["label"]}:

@@ -57,9 +57,20 @@ def value(cell, default=None):
     return default if cell is None else cell
 
 
-def _ranks(ranks: list[int]) -> str:
+def _ranks(ranks: list[int], of: int | None = None) -> str:
+    """`rank 3`, `ranks 0, 1 and 3`, `ranks 0-1 and 3-15`, or `the other 15 ranks` when
+    they are all `of` ranks but one."""
     ranks = sorted(ranks)
-    words = ", ".join(map(str, ranks[:-1])) + (" and " if len(ranks) > 1 else "") + str(ranks[-1])
+    if of is not None and len(ranks) == of - 1 and len(ranks) > 3:
+        return f"the other {len(ranks)} ranks"
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
+    words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
     return ("rank " if len(ranks) == 1 else "ranks ") + words
 
 
@@ -174,7 +185,8 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
             "median rank" + (f"; its lag is in `{phase}` (+{ms(excess)} per step)" if phase
                              else "") + ".")
     if others:
-        text += (f" {_ranks(list(others)).capitalize()} wait {ms(wait)} per step for it in "
+        who = _ranks(list(others), of=len(run.per_rank))
+        text += (f" {who[0].upper()}{who[1:]} wait {ms(wait)} per step for it in "
                  f"{where}")
         if nccl:
             text += f": {min(wait / nccl, 1):.0%} of their NCCL time"

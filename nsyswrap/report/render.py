@@ -92,7 +92,7 @@ def first_screen(report: dict, width: int) -> list[str]:
     devices = d.get("devices", [])
     if devices:
         lines.append("")
-        lines += _key_figures(devices, width)
+        lines += _key_figures(devices, d.get("findings", []), width)
     worst = d.get("worst_steps", [])
     if worst:
         items = ", ".join(f"rank {w['rank']} step {w['step']} {ms(w['duration']['value'])}"
@@ -106,7 +106,7 @@ def first_screen(report: dict, width: int) -> list[str]:
     return lines
 
 
-def _key_figures(devices: list[dict], width: int) -> list[str]:
+def _key_figures(devices: list[dict], findings: list[dict], width: int) -> list[str]:
     multi = len(devices) > len({d["rank"] for d in devices})
     counts = {d["steps"]["value"] for d in devices}
     has_steps = any(counts)
@@ -118,8 +118,15 @@ def _key_figures(devices: list[dict], width: int) -> list[str]:
     headers += ["comp %", "exp comm %", "copy %", "idle %"]
     if has_wait:
         headers += ["waited ms" + ("/step" if has_steps else "")]
+    if len(devices) > KEY_ROWS:  # the devices the findings name first, then by rank
+        named = {r for f in findings for r in f.get("ranks", [])} | {
+            r for f in findings for r, _ in f.get("devices", [])}
+        shown = sorted(devices, key=lambda d: (d["rank"] not in named, d["rank"]))[:KEY_ROWS]
+        devices_shown = sorted(shown, key=lambda d: (d["rank"], d["device"]))
+    else:
+        devices_shown = devices
     rows = []
-    for d in devices[:KEY_ROWS]:
+    for d in devices_shown:
         row = [str(d["rank"])] + ([str(d["device"])] if multi else []) + [d["label"] or "n/a"]
         if has_steps:
             row += [f"{d['steps']['value']:,}"] * step_column + [
@@ -132,12 +139,12 @@ def _key_figures(devices: list[dict], width: int) -> list[str]:
                          keep=2 + multi, whole=frozenset({headers.index("verdict")}))
     title = ("Per rank: " + (f"{counts.pop():,} steps, " if has_steps and not step_column else "")
              + "step times, shares of the GPU time" + (", wait in collectives" if has_wait else ""))
-    extra = []
+    notes = []
     if len(devices) > KEY_ROWS:
-        extra.append(f"{len(devices) - KEY_ROWS} more: --section diagnosis")
+        notes.append(f"{len(devices) - KEY_ROWS} more devices: --section diagnosis")
     if dropped:
-        extra.append(f"not shown: {', '.join(dropped)}")
-    return [_clip(title + (f" ({'; '.join(extra)})" if extra else ""), width)] + lines
+        notes.append(f"not shown at this width: {', '.join(dropped)}")
+    return wrap(title, width) + lines + (wrap("; ".join(notes) + ".", width) if notes else [])
 
 
 def _num(cell: dict, divisor: float, digits: int) -> str:
