@@ -38,7 +38,8 @@ app = typer.Typer(
 
 
 class _Console:
-    """Where results go: stdout, with the terminal's width (80 in a pipe)."""
+    """Where results go: stdout, with its width: $COLUMNS if set, else the terminal's, else
+    80 (a pipe or a file)."""
 
     @property
     def file(self):
@@ -46,8 +47,12 @@ class _Console:
 
     @property
     def width(self) -> int:
+        import os
         import shutil
 
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) >= 40:
+            return int(columns)
         return shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
 
 
