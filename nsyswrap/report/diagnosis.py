@@ -69,14 +69,16 @@ def _ranks(ranks: list[int], of: int | None = None) -> str:
             runs[-1].append(r)
         else:
             runs.append([r])
-    parts = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
+    parts = [p for run in runs for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))]
     words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
     return ("rank " if len(ranks) == 1 else "ranks ") + words
 
 
-def _device(key: tuple[int, int], devices_per_rank: dict[int, int]) -> str:
-    rank, device = key
-    return f"rank {rank}" if devices_per_rank.get(rank, 1) == 1 else f"rank {rank} GPU {device}"
+def _devices(keys: list[tuple[int, int]], devices_per_rank: dict[int, int]) -> str:
+    """`ranks 0 and 1` when each has one GPU, else `rank 0 GPU 0, rank 0 GPU 1`."""
+    if all(devices_per_rank.get(rank, 1) == 1 for rank, _ in keys):
+        return _ranks([rank for rank, _ in keys])
+    return ", ".join(f"rank {rank} GPU {device}" for rank, device in sorted(keys))
 
 
 class _Run:
@@ -186,14 +188,15 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
                              else "") + ".")
     if others:
         who = _ranks(list(others), of=len(run.per_rank))
-        text += (f" {who[0].upper()}{who[1:]} wait {ms(wait)} per step for it in "
+        verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
+        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} per step for it in "
                  f"{where}")
         if nccl:
-            text += f": {min(wait / nccl, 1):.0%} of their NCCL time"
+            text += f": {min(wait / nccl, 1):.0%} of {their} NCCL time"
         if exposed:
-            text += (f", {min(wait / exposed, 1):.0%} of their exposed communication "
+            text += (f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
                      f"({ms(exposed)} per step)" if wait < exposed else
-                     f", more than their exposed communication ({ms(exposed)} per step), so "
+                     f", more than {their} exposed communication ({ms(exposed)} per step), so "
                      "all of it is waiting")
         text += "."
     step_ns = _median_step(run)
@@ -235,7 +238,7 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
         group = sum((run.totals[k] for k in keys), Totals())
         cost, basis = run.per_step(keys[0], getattr(group, attr) / len(keys))
         share = group.share(getattr(group, attr))
-        names = ", ".join(_device(k, run.per_rank) for k in sorted(keys))
+        names = _devices(keys, run.per_rank)
         text = (f"{names[0].upper()}{names[1:]} {'is' if len(keys) == 1 else 'are'} {label}: "
                 f"{share:.0%} of the GPU time {what} ({ms(cost)} {basis}).")
         advice = recommendations(group, run.evidence(keys), label)
