@@ -23,7 +23,7 @@ MAX_ROWS = 12
 KEY_ROWS = 8          # devices on the first screen
 FILE_WIDTH = 100      # width of the text written to --output
 SECONDARY = ("naive_overlap_ratio", "compute_stream", "compute_busy", "comm_busy", "copy_busy",
-             "max_residual", "kernel_p50", "latency_max")  # dropped first when too wide
+             "max_residual", "kernel_p50", "latency_max", "step_p50")  # dropped first when too wide
 __all__ = ["ReportFormat", "first_screen", "render_text", "to_json", "write_report"]
 KEYS = ("step", "rank", "device", "op", "pg", "seq", "cause", "length", "framework", "kind")
 SHORT = {
@@ -38,7 +38,8 @@ SHORT = {
     "share_of_wait": "of wait", "phase_excess": "phase excess", "max_residual": "max resid",
     "uncertainty": "uncert", "present_ranks": "present", "missing_ranks": "missing",
     "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
-    "activities": "activ", "gpu_time": "gpu time",
+    "activities": "activ", "gpu_time": "gpu time", "step_mean": "mean", "step_p50": "p50",
+    "step_p90": "p90", "step_max": "max", "compute": "comp", "label": "verdict",
 }
 
 
