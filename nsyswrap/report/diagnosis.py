@@ -23,7 +23,8 @@ from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, is_figure
 from nsyswrap.report.verdict import (NOT_ENOUGH, Evidence, Totals, ms, recommendations,
                                      verdict)
 
-WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers
+WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers,
+WAIT_NOTABLE = 0.05    # when its exposed communication is at least this share of the span
 MIN_STEPS = 2
 WORST_STEPS = 3
 # The time behind each per-device verdict (the cost a finding ranks by).
@@ -123,7 +124,7 @@ class _Run:
         waited = self.waited.get(key[0], 0)
         if (v["label"] in ("communication-bound", "balanced") and t.comm_busy_ns
                 and waited >= WAIT_DOMINATES * t.comm_busy_ns
-                and t.exposed_comm_ns >= 0.05 * t.span_ns):
+                and t.exposed_comm_ns >= WAIT_NOTABLE * t.span_ns):
             return {"label": "waiting-for-peers",
                     "reason": f"it waits {ms(waited)} in collectives for slower ranks, "
                               f"{waited / t.comm_busy_ns:.0%} of its NCCL time; "
@@ -151,15 +152,14 @@ def diagnose(report: dict) -> dict:
     findings = _crossrank_findings(report, run)
     findings += sorted(_device_findings(run, labels), key=lambda f: -f["share"]["value"])
     _reconcile(report, run, labels)
-    out = {
-        "headline": _headline(report, findings, labels),
+    return {
+        "headline": _headline(findings, labels, run),
         "findings": findings,
         "devices": [_device_row(run, key, labels[key]) for key in sorted(run.totals)],
         "worst_steps": _worst_steps(run),
         "recommendations": [f["recommendation"] for f in findings if f.get("recommendation")],
         "cannot_answer": _cannot_answer(report, run),
     }
-    return out
 
 
 def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
@@ -291,15 +291,15 @@ def _worst_steps(run: _Run) -> list[dict]:
             for d, key, step in every[:WORST_STEPS]]
 
 
-def _headline(report: dict, findings: list, labels: dict) -> str:
+def _headline(findings: list, labels: dict, run: _Run) -> str:
     if findings:
         f = findings[0]
         return f["label"].upper() if f["scope"] == "cross-rank" else (
             f"{f['label'].upper()}" + ("" if len(labels) == 1 else
                                        f" ({len(f['devices'])} of {len(labels)} GPUs)"))
-    found = {v["label"] for v in labels.values()}
     if not labels:
-        return "NO GPU ACTIVITY"
+        return "NOTHING IN THE WINDOW" if run.activities else "NO GPU ACTIVITY"
+    found = {v["label"] or "no verdict" for v in labels.values()}
     return (found.pop() if len(found) == 1 else "mixed").upper()
 
 
