@@ -80,3 +80,14 @@ def test_page_renders_headless(page, tmp_path):
         check=True, capture_output=True, timeout=120,
     )
     assert png.stat().st_size > 20_000  # a blank page is a few kB
+
+
+def test_one_colour_per_meaning():
+    from nsyswrap.html_report.charts import COLORS, LEDGER_PARTS, PALETTE, WAIT_COLOR
+    from nsyswrap.html_report.page import LABEL_COLORS
+
+    assert not set(PALETTE) & set(COLORS.values())  # phases never look like a cause
+    assert [c for _, _, c in LEDGER_PARTS] == [COLORS[k] for k in ("compute", "both", "comm", "copy", "idle")]
+    assert WAIT_COLOR == LABEL_COLORS["waiting-for-peers"] == LABEL_COLORS["straggler"] == COLORS["wait"]
+    assert LABEL_COLORS["communication-bound"] == COLORS["comm"]
+    assert LABEL_COLORS["compute-bound"] == COLORS["compute"]
