@@ -22,10 +22,17 @@ _LAZY = {
     "export_run": "nsyswrap.launch.export",
 }
 
-__all__ = ["NsysWrapError", *_LAZY]
+__all__ = ["NsysWrapError", "__version__", *_LAZY]
 
 
 def __getattr__(name: str):
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("nsyswrap")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
     if name not in _LAZY:
         raise AttributeError(f"module 'nsyswrap' has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name]), name)

@@ -1,4 +1,8 @@
-"""The `nsyswrap` command: a thin shell, one library call per command."""
+"""The `nsyswrap` command: a thin shell, one library call per command.
+
+Imports stay light until a command runs (pandas, DuckDB and the engine load inside the
+commands), so `nsyswrap --help` answers at once. Commands are listed in workflow order.
+"""
 from __future__ import annotations
 
 import sys
@@ -6,43 +10,96 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
+import typer.core
 
-from nsyswrap import api
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.html_report import report_with_html
-from nsyswrap.output import Format, check_writable, write
-from nsyswrap.report import ReportFormat, ReportOptions, report as build_report, write_report
-from nsyswrap.run import Opener
-from nsyswrap.timeline import DEFAULT_MAX_EVENTS, write_timeline
+from nsyswrap.output import Format, ReportFormat, check_writable, write
+
+# Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
+ORDER = ("launch", "export", "report", "diff", "timeline", "query", "sql", "list", "views",
+         "generate")
+
+
+class _WorkflowOrder(typer.core.TyperGroup):
+    def list_commands(self, ctx) -> list[str]:
+        names = list(self.commands)
+        return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
+
 
 app = typer.Typer(
+    cls=_WorkflowOrder,
     help="Where does the step time of multi-GPU training go? Query Nsight Systems exports.",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
-console = Console()
+
+
+class _Console:
+    """Where results go: stdout, with its width: $COLUMNS if set, else the terminal's, else
+    80 (a pipe or a file)."""
+
+    @property
+    def file(self):
+        return sys.stdout
+
+    @property
+    def width(self) -> int:
+        import os
+        import shutil
+
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) >= 40:
+            return int(columns)
+        return shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+
+
+console = _Console()
+# Help names an argument by its metavar alone (typer would add its Python type, `<list[Path]>`).
+typer.core.TyperArgument.display_type_rich = lambda self, ctx: None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import nsyswrap
+
+        print(f"nsyswrap {nsyswrap.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Where does the step time of multi-GPU training go? Query Nsight Systems exports."""
+
 
 # readable=False: nsyswrap itself names an unreadable path in one line (exit 1), not click.
-Reports = Annotated[list[Path], typer.Argument(readable=False, help="Report .sqlite files, run directories or globs (one report per rank).")]
+Reports = Annotated[list[Path], typer.Argument(metavar="REPORTS", readable=False, help="Report .sqlite files, run directories or globs (one report per rank).")]
 Fmt = Annotated[Format, typer.Option("--format", "-f", help="table for people; csv, json or parquet for machines.")]
-Output = Annotated[Optional[Path], typer.Option("--output", "-o", readable=False, help="Write to this file instead of the terminal.")]
+Output = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", readable=False, help="Write to this file instead of the terminal.")]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
-Params = Annotated[list[str], typer.Option("--param", "-p", help="Query parameter NAME=VALUE (repeatable).")]
-RankPattern = Annotated[str, typer.Option("--rank-pattern", help="Regex with one group that finds the rank in a file name.")]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
+Params = Annotated[list[str], typer.Option("--param", "-p", metavar="NAME=VALUE", help="Query parameter NAME=VALUE (repeatable).")]
+RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", help="Regex with one group that finds the rank in a file name.")]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
-def _opener(rank_pattern: str, jobs: int) -> Opener:
-    """Reading options plus a progress bar on stderr while reports are normalized."""
-    return Opener(rank_pattern=rank_pattern, jobs=jobs, progress=_progress_bar())
+def _opener(rank_pattern: str, jobs: int):
+    """Reading options plus a progress bar on stderr (a terminal only) while reports are
+    normalized."""
+    from nsyswrap.run import Opener
+
+    return Opener(rank_pattern=rank_pattern, jobs=jobs,
+                  progress=_progress_bar() if sys.stderr.isatty() else None)
 
 
 def _progress_bar():
     """A progress callback that draws one bar per series of per-report work (reading the
     reports, then computing their metrics)."""
+    from rich.console import Console
     from rich.progress import Progress
 
     state: dict[str, object] = {}
@@ -71,13 +128,24 @@ def _params(pairs: list[str]) -> dict[str, str]:
 
 @app.command("list")
 def list_queries(fmt: Fmt = Format.table) -> None:
-    """List the prebuilt queries, one line each."""
-    write(api.catalog_table(), fmt, None, False, console)
+    """List the prebuilt queries and what they return."""
+    from nsyswrap import api
+
+    table = api.catalog_table()
+    if fmt is not Format.table:
+        return write(table, fmt, None, False, console)
+    from nsyswrap.text_table import wrap
+
+    for r in table.itertuples(index=False):
+        lines = wrap(r.row, console.width, indent="    ")
+        if r.params:
+            lines += wrap(f"parameters: {r.params}", console.width, indent="      ", first="    ")
+        print("\n".join([r.name, *lines]))
 
 
 @app.command()
 def query(
-    name: Annotated[str, typer.Argument(help="Prebuilt query, e.g. kernels.summary (see `nsyswrap list`).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Prebuilt query, e.g. kernels.summary (see `nsyswrap list`).")],
     reports: Reports,
     param: Params = [],
     fmt: Fmt = Format.table,
@@ -87,6 +155,8 @@ def query(
     jobs: Jobs = 2,
 ) -> None:
     """Run prebuilt query NAME over REPORTS."""
+    from nsyswrap import api
+
     check_writable(output, force)
     result = api.query(name, reports, opener=_opener(rank_pattern, jobs), **_params(param))
     write(result, fmt, output, force, console)
@@ -94,7 +164,7 @@ def query(
 
 @app.command()
 def sql(
-    text: Annotated[str, typer.Argument(help="SQL over the views (see `nsyswrap views`); $name for parameters.")],
+    text: Annotated[str, typer.Argument(metavar="SQL", help="SQL over the views (see `nsyswrap views`); $name for parameters.")],
     reports: Reports,
     param: Params = [],
     fmt: Fmt = Format.table,
@@ -104,6 +174,8 @@ def sql(
     jobs: Jobs = 2,
 ) -> None:
     """Run ad-hoc SQL over the normalized views of REPORTS."""
+    from nsyswrap import api
+
     check_writable(output, force)
     result = api.sql(text, reports, opener=_opener(rank_pattern, jobs), **_params(param))
     write(result, fmt, output, force, console)
@@ -112,7 +184,18 @@ def sql(
 @app.command()
 def views(fmt: Fmt = Format.table) -> None:
     """List the normalized views and their columns."""
-    write(api.views_table(), fmt, None, False, console)
+    from nsyswrap import api
+
+    table = api.views_table()
+    if fmt is not Format.table:
+        return write(table, fmt, None, False, console)
+    from nsyswrap.text_table import wrap
+
+    for view, cols in table.groupby("view", sort=False):
+        print(view)
+        for r in cols.itertuples(index=False):
+            print("\n".join(wrap(f"{r.column} {r.type}: {r.doc}", console.width,
+                                 indent="      ", first="    ")))
 
 
 @app.command()
@@ -121,38 +204,56 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="table for people; json: every figure with its unit, null with a reason.")] = ReportFormat.table,
     output: Output = None,
     force: Force = False,
-    steps: Annotated[Optional[str], typer.Option("--steps", help="Analyse only steps FROM:TO (TO excluded), e.g. 2:5.")] = None,
-    window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")] = None,
-    step_pattern: Annotated[str, typer.Option("--step-pattern", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
+    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")] = None,
+    window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")] = None,
+    step_pattern: Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
-    html: Annotated[Optional[Path], typer.Option("--html", readable=False, help="Also write a self-contained HTML page with plots (timeline, ledger, skew heat map).")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page: the diagnosis, then plots.")] = None,
+    detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
+    section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
 ) -> None:
-    """Summarize REPORTS: time ledger, collective exposure, idle gaps, steps, stragglers and a verdict."""
+    """Diagnose REPORTS: where the step time goes, what to do.
+
+    The diagnosis and key figures per rank come first, then the time ledger, collective
+    exposure, idle gaps, steps and stragglers."""
+    from nsyswrap.report import ReportOptions, report as build_report, write_report
+
     check_writable(output, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
     if html is None:
         result = build_report(reports, options, opener=_opener(rank_pattern, jobs))
     else:
+        from nsyswrap.html_report import report_with_html
+
         result = report_with_html(reports, options, html, opener=_opener(rank_pattern, jobs), force=force)
-    write_report(result, fmt, output, force, console)
+    write_report(result, fmt, output, force, console, detail=detail, section=section)
+    if html is not None:
+        print(f"wrote {html}", file=sys.stderr)
 
 
 @app.command()
 def timeline(
     reports: Reports,
-    output: Annotated[Path, typer.Option("--output", "-o", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],
-    start_step: Annotated[Optional[int], typer.Option("--start-step", help="First step of the window (default: the first).")] = None,
-    end_step: Annotated[Optional[int], typer.Option("--end-step", help="Last step of the window, included (default: the last).")] = None,
-    max_events: Annotated[int, typer.Option("--max-events", min=1, help="Keep at most this many events, longest first.")] = DEFAULT_MAX_EVENTS,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],
+    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Only steps A to B-1, e.g. 2:5 (default: every step).")] = None,
+    max_events: Annotated[Optional[int], typer.Option("--max-events", min=1, metavar="N", help="Keep at most this many events, longest first [default: 100,000].")] = None,
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
 ) -> None:
-    """Write an aligned multi-rank trace of REPORTS for ui.perfetto.dev or chrome://tracing."""
-    events = write_timeline(reports, output, start_step=start_step, end_step=end_step, max_events=max_events,
-                            opener=_opener(rank_pattern, jobs), force=force)
-    console.print(f"{output}: {events:,} events")
+    """Write an aligned trace of all ranks for Perfetto.
+
+    The trace opens in ui.perfetto.dev or chrome://tracing."""
+    from nsyswrap.report import ReportOptions
+    from nsyswrap.timeline import write_timeline
+
+    window = ReportOptions.parse(steps)
+    limit = {} if max_events is None else {"max_events": max_events}
+    events = write_timeline(reports, output, start_step=window.step_from,
+                            end_step=None if window.step_to is None else window.step_to - 1,
+                            opener=_opener(rank_pattern, jobs), force=force, **limit)
+    print(f"wrote {output}: {events:,} events")
 
 
 def _presets_help() -> str:
@@ -161,26 +262,38 @@ def _presets_help() -> str:
     return "\n\n".join(f"{name}: {about}" for name, (about, _) in PRESETS.items())
 
 
-@app.command(epilog=_presets_help())
+class _PresetsEpilog(typer.core.TyperCommand):
+    """`generate --help` ends with the presets, loaded only when help is shown."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        self.epilog = _presets_help()
+        super().format_epilog(ctx, formatter)
+
+
+@app.command(cls=_PresetsEpilog)
 def generate(
-    scenario: Annotated[str, typer.Argument(help="A preset (listed below) or a scenario / truth .json file.")],
-    out: Annotated[Path, typer.Argument(readable=False, help="Directory for rank<N>.sqlite reports and truth.json.")],
-    ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, help="Number of ranks.")] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, help="Training steps per rank.")] = None,
-    kernels_per_step: Annotated[Optional[int], typer.Option("--kernels-per-step", min=1, help="Compute kernels per step and device.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed.")] = None,
+    scenario: Annotated[str, typer.Argument(metavar="SCENARIO", help="A preset (listed below) or a scenario / truth .json file.")],
+    out: Annotated[Path, typer.Argument(metavar="OUT", readable=False, help="Directory for rank<N>.sqlite reports and truth.json.")],
+    ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, metavar="N", help="Number of ranks.")] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", min=1, metavar="N", help="Training steps per rank.")] = None,
+    kernels_per_step: Annotated[Optional[int], typer.Option("--kernels-per-step", min=1, metavar="N", help="Compute kernels per step and device.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", metavar="N", help="Random seed.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace reports already in OUT.")] = False,
 ) -> None:
-    """Write synthetic per-rank reports with planted ground truth (truth.json) for demos and tests."""
+    """Write synthetic reports with planted ground truth.
+
+    One rank<N>.sqlite per rank and truth.json, for demos and tests."""
     from nsyswrap.synth.run import generate_named
 
     truth = generate_named(scenario, out, force=force, ranks=ranks, steps=steps,
                            kernels_per_step=kernels_per_step, seed=seed)
-    console.print(f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, truth.json")
+    print(f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, truth.json")
 
 
 # --- launch and export (nsyswrap/launch/) ---------------------------------------------------------
-LAUNCH_HELP = """Run a training command with every selected rank under `nsys profile`, then export the reports.
+LAUNCH_HELP = """Run training with the selected ranks under nsys.
+
+Every selected rank runs under `nsys profile`; the reports are exported afterwards.
 
 Put the command after --, e.g.
 nsyswrap launch --annotate modules,collectives,steps --out runs/a -- torchrun --nproc-per-node 8 train.py
@@ -192,17 +305,17 @@ Works the same with srun and mpirun/mpiexec. Exits with the training's exit code
 @app.command(help=LAUNCH_HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def launch(
     ctx: typer.Context,
-    out: Annotated[Optional[Path], typer.Option("--out", readable=False, help="Run directory for reports and manifest (default: runs/<time>).")] = None,
-    ranks: Annotated[Optional[str], typer.Option("--ranks", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all).")] = None,
-    steps: Annotated[Optional[str], typer.Option("--steps", help="Capture only steps START:STOP (steps from nsyswrap.step, else one per optimizer step).")] = None,
-    every: Annotated[Optional[int], typer.Option("--every", help="Capture the --steps window again every N steps.")] = None,
-    annotate: Annotated[str, typer.Option("--annotate", help="Annotate at start-up: modules, collectives, steps (comma list) or all.")] = "",
-    trace: Annotated[str, typer.Option("--trace", help="nsys --trace value.")] = "cuda,nvtx,osrt",
-    nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
-    nsys: Annotated[str, typer.Option("--nsys", help="The nsys executable.")] = "nsys",
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", readable=False, help="Run directory for reports and manifest (default: runs/<time>).")] = None,
+    ranks: Annotated[Optional[str], typer.Option("--ranks", metavar="LIST", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.")] = None,
+    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).")] = None,
+    every: Annotated[Optional[int], typer.Option("--every", metavar="N", help="Capture the --steps window again every N steps.")] = None,
+    annotate: Annotated[str, typer.Option("--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps (comma list) or all.")] = "",
+    trace: Annotated[str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")] = "cuda,nvtx,osrt",
+    nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", metavar="OPTION", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
+    nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
     force: Annotated[bool, typer.Option("--force", help="Replace a run already in --out.")] = False,
     export: Annotated[bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")] = True,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Reports exported at a time (default: one per core).")] = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
 ) -> None:
     from datetime import datetime
@@ -218,12 +331,14 @@ def launch(
 
 @app.command()
 def export(
-    run: Annotated[Path, typer.Argument(readable=False, help="Run directory (the --out of `nsyswrap launch`).")],
+    run: Annotated[Path, typer.Argument(metavar="RUN", readable=False, help="Run directory (the --out of `nsyswrap launch`).")],
     force: Annotated[bool, typer.Option("--force", help="Export again reports that already have a .sqlite.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Reports exported at a time (default: one per core).")] = None,
-    nsys: Annotated[str, typer.Option("--nsys", help="The nsys executable.")] = "nsys",
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
+    nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
 ) -> None:
-    """Export every report of RUN to SQLite beside it (resumable: done ones are skipped)."""
+    """Export a run's reports to SQLite (resumable).
+
+    Each .nsys-rep of RUN gets a .sqlite beside it; reports already exported are skipped."""
     from nsyswrap.launch.export import export_run
 
     for path in export_run(run, force=force, jobs=jobs, nsys=nsys):

@@ -7,9 +7,12 @@ import tempfile
 from enum import Enum
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from nsyswrap.errors import NsysWrapError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TABLE_ROWS = 50
 
@@ -19,6 +22,13 @@ class Format(str, Enum):
     csv = "csv"
     json = "json"
     parquet = "parquet"
+
+
+class ReportFormat(str, Enum):
+    """The formats of `nsyswrap report`."""
+
+    table = "table"
+    json = "json"
 
 
 def check_writable(output: Path | None, force: bool) -> None:
@@ -59,46 +69,67 @@ def render_text(df: pd.DataFrame, fmt: Format) -> str:
 
 
 def write(df: pd.DataFrame, fmt: Format, output: Path | None, force: bool, console) -> None:
-    """Show or save one result in the chosen format."""
+    """Show or save one result in the chosen format (a table fits the terminal's width)."""
     check_writable(output, force)
     if fmt is Format.parquet:
         if output is None:
             raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
         df.to_parquet(output, index=False)
     elif fmt is Format.table:
+        lines = table_lines(df, console.width if output is None else None)
+        text = "\n".join(lines) + "\n"
         if output is None:
-            console.print(_table(df))
+            console.file.write(text)
         else:
-            from rich.console import Console
-
-            buf = io.StringIO()
-            Console(file=buf, width=200).print(_table(df))
-            output.write_text(buf.getvalue())
+            output.write_text(text)
     elif output is None:
         console.file.write(render_text(df, fmt))
     else:
         output.write_text(render_text(df, fmt))
 
 
-def _table(df: pd.DataFrame):
-    from rich.table import Table
+def table_lines(df: pd.DataFrame, width: int | None) -> list[str]:
+    """A result as text lines no wider than `width` (None: every column): the first
+    TABLE_ROWS rows; columns that do not fit are named below the table."""
+    import pandas as pd
+
+    from nsyswrap.text_table import fit, wrap
 
     if df.empty:
-        return f"(no rows; columns: {', '.join(df.columns)})"
-    table = Table(show_lines=False, header_style="bold")
-    for col in df.columns:
-        numeric = pd.api.types.is_numeric_dtype(df[col])
-        table.add_column(str(col), justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
-    for row in df.head(TABLE_ROWS).itertuples(index=False):
-        table.add_row(*("" if pd.isna(v) else _fmt(v) for v in row))
+        return [f"(no rows; columns: {', '.join(map(str, df.columns))})"]
+    right = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+             for c in df.columns]
+    cells = [["" if _isna(v) else _fmt(v) for v in row]
+             for row in df.head(TABLE_ROWS).itertuples(index=False)]
+    keys = sum(1 for c in df.columns[:2] if c in ("rank", "report")) or 1
+    lines, dropped = fit([str(c) for c in df.columns], cells, right, width or 10**6, keys)
+    notes = []
     if len(df) > TABLE_ROWS:
-        table.caption = f"{len(df) - TABLE_ROWS} more rows; use --format csv or json for all"
-    return table
+        notes.append(f"first {TABLE_ROWS} of {len(df):,} rows")
+    if dropped:
+        notes.append(f"not shown at this width: {', '.join(dropped)}")
+    if notes:
+        lines += wrap("; ".join(notes) + "; --format csv or json gives every row and column.",
+                      width or 100)
+    return lines
+
+
+def _isna(value) -> bool:
+    import pandas as pd
+
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # lists and arrays
+        return False
 
 
 def _fmt(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"
-    if isinstance(value, int) and not isinstance(value, bool):
+    if hasattr(value, "item") and not isinstance(value, str):
+        return _fmt(value.item())
+    if isinstance(value, int):
         return f"{value:,}"
     return str(value)

@@ -14,6 +14,7 @@ runs on each report alone, `jobs` at a time, with results cached per report
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +99,8 @@ def parse(path: Path, name: str) -> SqlModule:
         raise NsysWrapError(path, f"uses undeclared parameter(s) {sorted(used - declared)}", "add '-- @param NAME TYPE doc' lines")
     if declared - used:
         raise NsysWrapError(path, f"declares unused parameter(s) {sorted(declared - used)}", "remove them from the header")
-    summary = header[0].lstrip("- ").strip()
+    intro = [ln.lstrip("- ").strip() for ln in header]
+    summary = " ".join(intro[: next((i for i, ln in enumerate(intro) if ln.startswith("@")), len(intro))])
     return SqlModule(name, path, summary, tuple(params), tuple(columns), body, per_rank)
 
 
@@ -118,7 +120,9 @@ def catalog() -> dict[str, SqlModule]:
 def get(name: str) -> SqlModule:
     modules = catalog()
     if name not in modules:
-        raise NsysWrapError(name, "is not a prebuilt query", "see `nsyswrap list` for the names")
+        close = difflib.get_close_matches(name, modules, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise NsysWrapError(name, "is not a prebuilt query", f"{hint}see `nsyswrap list` for the names")
     return modules[name]
 
 

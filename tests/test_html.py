@@ -43,6 +43,25 @@ def test_page_has_the_three_plots_and_the_sections(page):
     assert len(re.findall(r"<title>rank \d+, pg=0 seq=\d+: arrived", text)) == 4 * 6  # one cell per rank x collective
 
 
+def test_the_diagnosis_comes_before_the_plots(page):
+    _, _, text = page
+    assert text.index('class="diagnosis"') < text.index("<h2>Plots</h2>")
+    assert "Diagnosis: STRAGGLER: RANK 3" in text and "What to do" in text
+
+
+def test_plots_that_cannot_be_drawn_say_how_to_capture_them(tmp_path):
+    from nsyswrap import open_run
+    from nsyswrap.html_report import html_page
+    from nsyswrap.report import ReportOptions, build_report
+    from report_builder import make_report
+
+    path = make_report(tmp_path / "rank0.sqlite", kernels=[(0, 100, 0, 7, "a")])
+    with open_run([path]) as run:
+        text = html_page(run, build_report(run, ReportOptions()), ReportOptions())
+    assert "Not drawn: these reports have no `step:&lt;i&gt;` ranges; mark steps" in text
+    assert "--annotate collectives" in text
+
+
 def test_cli_refuses_to_overwrite_the_page(cli, page):
     out, html, _ = page
     code, _, err = cli("report", out, "--html", html)
@@ -57,7 +76,18 @@ def test_page_renders_headless(page, tmp_path):
     subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", f"--screenshot={png}",
-         "--window-size=1400,1800", html.as_uri()],
+         "--window-size=1400,900", html.as_uri()],
         check=True, capture_output=True, timeout=120,
     )
     assert png.stat().st_size > 20_000  # a blank page is a few kB
+
+
+def test_one_colour_per_meaning():
+    from nsyswrap.html_report.charts import COLORS, LEDGER_PARTS, PALETTE, WAIT_COLOR
+    from nsyswrap.html_report.page import LABEL_COLORS
+
+    assert not set(PALETTE) & set(COLORS.values())  # phases never look like a cause
+    assert [c for _, _, c in LEDGER_PARTS] == [COLORS[k] for k in ("compute", "both", "comm", "copy", "idle")]
+    assert WAIT_COLOR == LABEL_COLORS["waiting-for-peers"] == LABEL_COLORS["straggler"] == COLORS["wait"]
+    assert LABEL_COLORS["communication-bound"] == COLORS["comm"]
+    assert LABEL_COLORS["compute-bound"] == COLORS["compute"]

@@ -10,7 +10,7 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.figures import is_figure
 from nsyswrap.report.single_rank import single_rank_section
-from nsyswrap.report.verdict import Evidence, Totals, recommendations, verdict
+from nsyswrap.report.verdict import LABELS, Evidence, Totals, recommendations, verdict
 
 from conftest import FIXTURES, PUBLIC
 from metric_helpers import AG, AR, load_truth, two_device_case
@@ -53,12 +53,11 @@ def test_every_public_export_gets_a_report_or_reasons(cli, path):
     ledger = table(mine, "ledger")
     assert ledger or any("no GPU activity" in c["reason"] for c in mine["cannot_answer"])
     if ledger:
-        assert mine["verdict"]["label"] in ("compute-bound", "communication-bound",
-                                             "host-bound", "balanced")
+        assert mine["verdict"]["label"] in LABELS
         assert count > 0
     code, out, err = cli("report", path)
     assert code == 0, err
-    assert "Verdict" in out
+    assert out.startswith("nsyswrap report") and "DIAGNOSIS: " in out.splitlines()[1]
 
 
 def test_run2_report_matches_planted_truth():
@@ -78,7 +77,7 @@ def test_run2_report_matches_planted_truth():
     assert planted <= causes
     steps = table(sec, "steps")
     assert len(steps) == sum(len(d["steps"]) for d in truth["devices"])
-    assert any("bucket_cap_mb" in r for r in sec["recommendations"])
+    assert any("Overlap more" in r for r in sec["recommendations"])
 
 
 def test_window_options_narrow_every_table():
@@ -133,17 +132,29 @@ def test_report_tables_cover_the_hand_made_case(tmp_path):
 
 
 @pytest.mark.parametrize("totals, label", [
-    (Totals(span_ns=100, compute_busy_ns=80, idle_ns=20), "compute-bound"),
-    (Totals(span_ns=100, compute_busy_ns=60, comm_busy_ns=30, exposed_comm_ns=20, idle_ns=20),
-     "communication-bound"),
-    (Totals(span_ns=100, compute_busy_ns=60, idle_ns=40, gap_ns={"host_bound": 30, "other": 10}),
-     "host-bound"),
-    (Totals(span_ns=100, compute_busy_ns=60, idle_ns=40, gap_ns={"other": 40}), "balanced"),
-    (Totals(span_ns=100, compute_busy_ns=50, copy_only_ns=50), "balanced"),
+    (Totals(span_ns=10**6, compute_busy_ns=8 * 10**5, idle_ns=2 * 10**5), "compute-bound"),
+    (Totals(span_ns=10**6, compute_busy_ns=6 * 10**5, comm_busy_ns=3 * 10**5,
+            exposed_comm_ns=2 * 10**5, idle_ns=2 * 10**5), "communication-bound"),
+    (Totals(span_ns=10**6, compute_busy_ns=6 * 10**5, idle_ns=4 * 10**5,
+            gap_ns={"host_bound": 3 * 10**5, "other": 10**5}), "host-bound"),
+    (Totals(span_ns=10**6, compute_busy_ns=6 * 10**5, idle_ns=4 * 10**5,
+            gap_ns={"other": 4 * 10**5}), "balanced"),
+    (Totals(span_ns=10**6, compute_busy_ns=5 * 10**5, copy_only_ns=5 * 10**5), "copy-bound"),
+    (Totals(span_ns=10**6, compute_busy_ns=8 * 10**5, copy_only_ns=2 * 10**5), "compute-bound"),
     (Totals(), None),
 ])
 def test_verdict_labels(totals, label):
     assert verdict(totals)["label"] == label
+
+
+def test_verdict_needs_enough_data():
+    busy = Totals(span_ns=10**7, compute_busy_ns=10**6, idle_ns=9 * 10**6,
+                  gap_ns={"host_bound": 9 * 10**6})
+    assert verdict(busy)["label"] == "host-bound"
+    two = verdict(busy, activities=2)
+    assert two["label"] == "not enough data" and "only 2 GPU activities" in two["reason"]
+    short = verdict(Totals(span_ns=50_000, compute_busy_ns=50_000), activities=100)
+    assert short["label"] == "not enough data" and "at least 100 us" in short["reason"]
 
 
 def test_recommendations_are_concrete():
@@ -158,10 +169,12 @@ def test_recommendations_are_concrete():
     host = Totals(span_ns=10**7, compute_busy_ns=6 * 10**6, idle_ns=4 * 10**6,
                   gap_ns={"host_bound": 3 * 10**6, "other": 10**6})
     recs = recommendations(host, Evidence(kernels=100, tiny_kernels=80))
-    assert "CUDA graphs" in recs["launch"] and "80 of 100 kernels" in recs["launch"]
+    assert "CUDA graph" in recs["launch"] and "80 of 100 kernels" in recs["launch"]
+    assert "torch.compile" not in recs["launch"]
     sync = Totals(span_ns=10**7, compute_busy_ns=6 * 10**6, idle_ns=4 * 10**6,
                   gap_ns={"sync": 3 * 10**6})
-    assert ".item()" in recommendations(sync, Evidence())["sync"]
+    assert ".item()" in recommendations(sync, Evidence(frameworks=frozenset({"pytorch"})))["sync"]
+    assert ".item()" not in recommendations(sync, Evidence())["sync"]
 
 
 # -- options and CLI ----------------------------------------------------------------------
@@ -190,6 +203,6 @@ def test_cli_report_writes_files_and_rejects_bad_input(cli, tmp_path):
     assert code == 1 and "--force" in err
     code, _, err = cli("report", RUN2, "-o", out, "--force", "--steps", "0:1")
     assert code == 0, err
-    assert "Verdict" in out.read_text() and "steps 0:1" in out.read_text()
+    assert "DIAGNOSIS" in out.read_text() and "steps 0:1" in out.read_text()
     code, _, err = cli("report", RUN2, "--steps", "x")
     assert code == 1 and err.startswith("Error: --steps x: is not FROM:TO")

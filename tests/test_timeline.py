@@ -65,7 +65,7 @@ def test_step_window_and_event_budget_bound_the_trace(run_dir):
 def test_cli_writes_the_trace_and_refuses_to_overwrite(cli, run_dir, tmp_path):
     out, _ = run_dir
     target = tmp_path / "trace.json"
-    code, stdout, _ = cli("timeline", out, "-o", target, "--start-step", "1", "--end-step", "2",
+    code, stdout, _ = cli("timeline", out, "-o", target, "--steps", "1:3",
                           "--max-events", "100")
     assert code == 0 and "events" in stdout
     trace = json.loads(target.read_text())

@@ -12,16 +12,22 @@ import pandas as pd
 
 WIDTH = 1200
 LABEL_W = 110
-PALETTE = ["#4e79a7", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac"]
-WAIT_COLOR = "#d62728"
+# One colour per meaning, the same in every plot and in the diagnosis.
+COLORS = {
+    "compute": "#4e79a7", "both": "#8e6bb0", "comm": "#f28e2b", "copy": "#9c9c9c",
+    "idle": "#e4e4e4", "wait": "#d62728",
+}
+# Phases (ranges inside a step) take colours no meaning above uses.
+PALETTE = ["#59a14f", "#76b7b2", "#edc948", "#9c755f", "#b6992d", "#86bcb6", "#a0cbe8",
+           "#d4a6c8", "#499894"]
+WAIT_COLOR = COLORS["wait"]
 LEDGER_PARTS = [
-    ("compute_only_ns", "compute only", "#4e79a7"),
-    ("both_ns", "compute + comm", "#8e6bb0"),
-    ("comm_only_ns", "comm only (exposed)", "#f28e2b"),
-    ("copy_only_ns", "copy only", "#9c9c9c"),
-    ("idle_ns", "idle", "#e4e4e4"),
+    ("compute_only_ns", "compute only", COLORS["compute"]),
+    ("both_ns", "compute + comm", COLORS["both"]),
+    ("comm_only_ns", "comm only (exposed)", COLORS["comm"]),
+    ("copy_only_ns", "copy only", COLORS["copy"]),
+    ("idle_ns", "idle", COLORS["idle"]),
 ]
-
 
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

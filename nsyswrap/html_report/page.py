@@ -1,5 +1,6 @@
 """`nsyswrap report RUN --html PATH`: one self-contained page (inline CSS and SVG, no
-script, no network): the plots of the run, then every report section as HTML tables."""
+script, no network): the diagnosis first, then the plots of the run, then every report
+section as HTML tables. Colours mean the same everywhere (charts.COLORS)."""
 from __future__ import annotations
 
 from html import escape
@@ -8,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsyswrap.crossrank import matched_collectives
-from nsyswrap.html_report.charts import ledger_bars, skew_heatmap, step_timeline
+from nsyswrap.html_report.charts import COLORS, ledger_bars, skew_heatmap, step_timeline
 from nsyswrap.output import check_writable
 from nsyswrap.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
@@ -26,7 +27,16 @@ p.verdict { font-size: 15px; } p.verdict b { text-transform: uppercase; }
 table { border-collapse: collapse; font-size: 12px; margin: 4px 0 10px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; }
 th { background: #f4f4f4; } td.text { text-align: left; }
+div.diagnosis { border: 2px solid #333; border-radius: 6px; padding: 4px 16px 8px; }
+div.diagnosis h2 { margin-top: 8px; border: none; } div.diagnosis li { margin: 4px 0; }
+span.label { color: #fff; padding: 1px 6px; border-radius: 3px; font-weight: bold; }
 """
+# The colour of each verdict: the colour of its cause in the plots.
+LABEL_COLORS = {
+    "compute-bound": COLORS["compute"], "communication-bound": COLORS["comm"],
+    "copy-bound": "#6f6f6f", "host-bound": "#8c8c8c", "waiting-for-peers": COLORS["wait"],
+    "straggler": COLORS["wait"], "balanced": "#59a14f", "not enough data": "#bbbbbb",
+}
 
 
 def _unit_of(rows: list[dict], column: str) -> tuple[str, float]:
@@ -92,8 +102,45 @@ def _section_html(section: dict) -> str:
 
 
 def _figure(title: str, svg: str, note: str, missing: str) -> str:
-    body = svg or f'<p class="note">{escape(missing)}</p>'
+    body = svg or f'<p class="note">Not drawn: {escape(missing)}</p>'
     return f'<h3>{escape(title)}</h3><p class="note">{escape(note)}</p>{body}'
+
+
+def _label(label: str | None) -> str:
+    text = label or "no verdict"
+    color = LABEL_COLORS.get(text.split(":")[0], "#555")
+    return f'<span class="label" style="background:{color}">{escape(text)}</span>'
+
+
+def _diagnosis_html(report: dict) -> str:
+    """The diagnosis block: headline, findings by cost, key figures per rank, what to do."""
+    d = report.get("diagnosis") or {}
+    parts = ['<div class="diagnosis">',
+             f"<h2>Diagnosis: {escape(d.get('headline', 'none'))}</h2>"]
+    findings = d.get("findings", [])
+    if findings:
+        parts.append("<ol>" + "".join(f"<li>{_label(f['label'])} {escape(f['text'])}</li>"
+                                      for f in findings) + "</ol>")
+    parts += [f'<p class="note">Cannot answer {escape(c["what"])}: {escape(c["reason"])}.</p>'
+              for c in d.get("cannot_answer", [])]
+    devices = d.get("devices", [])
+    if devices:
+        keys = [k for k in ("steps", "step_mean", "step_p90", "step_max", "compute",
+                            "exposed_comm", "copy_only", "idle", "waited")
+                if any(x[k]["value"] for x in devices)]  # no column of zeros or n/a only
+        rows = [{"rank": x["rank"], "gpu": x["device"], "verdict": x["label"],
+                 **{k: x[k] for k in keys}} for x in devices]
+        table = _table_html({"id": "diagnosis", "title": "Per rank: step times (mean, p90, "
+                             "max), shares of the GPU time, wait in collectives", "rows": rows})
+        for label in {x["label"] for x in devices if x["label"]}:
+            table = table.replace(f'<td class="text">{escape(label)}</td>',
+                                  f'<td class="text">{_label(label)}</td>')
+        parts.append(table)
+    recs = d.get("recommendations", [])
+    if recs:
+        parts.append("<h3>What to do</h3><ol>" + "".join(f"<li>{escape(r)}</li>" for r in recs)
+                     + "</ol>")
+    return "\n".join(parts + ["</div>"])
 
 
 def _plots(run: Run, options: ReportOptions) -> str:
@@ -112,14 +159,17 @@ def _plots(run: Run, options: ReportOptions) -> str:
                 f"Steps {shown[0]}–{shown[-1]} of {len(steps)} on aligned run time (ms since the reference "
                 "rank's aligned session start); bars are the ranges nested in each step, red marks are waits "
                 "inside collectives." if shown else "",
-                "No `step:<i>` ranges in these reports."),
+                "these reports have no `step:<i>` ranges; mark steps with nsyswrap.step(i) or capture "
+                "with nsyswrap launch --annotate steps."),
         _figure("GPU time ledger per rank", ledger_bars(ledger),
                 f"Where each GPU's time went over the window ({options.describe()}; exact unions, all streams).",
-                "No GPU activity in these reports."),
+                "these reports have no GPU activity; capture CUDA with nsys profile --trace=cuda "
+                "(nsyswrap launch does by default)."),
         _figure("Arrival skew: rank × collective", skew_heatmap(coll),
-                "One cell per matched collective and rank; darker = arrived later than the first rank, "
-                "so the others waited for it.",
-                "No collective is matched across two or more ranks."),
+                "One cell per matched collective and rank; darker red = arrived later than the first "
+                "rank, so the others waited for it.",
+                "no collective is matched across two or more ranks; profile two or more ranks "
+                "(nsyswrap launch --ranks) and annotate their collectives (--annotate collectives)."),
     ])
 
 
@@ -127,7 +177,7 @@ def html_page(run: Run, report: dict, options: ReportOptions) -> str:
     """The page of an open run and its report dict (nsyswrap.report.build_report)."""
     ranks = ", ".join(f"rank {r.rank}: {r.path.name}" for r in run.reports)
     parts = [f"<h1>nsyswrap report: {len(run.reports)} rank(s)</h1>", f'<p class="note">{escape(ranks)}</p>',
-             _plots(run, options)] + [_section_html(s) for s in report["sections"]]
+             _diagnosis_html(report), _plots(run, options)] + [_section_html(s) for s in report["sections"]]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
             f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
 

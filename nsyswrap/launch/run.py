@@ -39,7 +39,13 @@ NSYS_WAIT_S = 600  # how long to wait for nsys to finish a report after the laun
 def plan(cfg: LaunchConfig) -> tuple[list[str], Optional[int]]:
     """(the command to run, number of ranks if known): cfg.command with the wrapper inserted."""
     wrapper = [sys.executable, "-m", WRAPPER_MODULE, *cfg.wrapper_args(), "--"]
-    return rewrite(list(cfg.command), wrapper)
+    argv, ranks = rewrite(list(cfg.command), wrapper)
+    absent = sorted(r for r in cfg.ranks or () if ranks is not None and r >= ranks)
+    if absent:
+        raise NsysWrapError(f"--ranks {','.join(map(str, sorted(cfg.ranks)))}",
+                            f"names rank(s) {', '.join(map(str, absent))}, but the command starts "
+                            f"{ranks} rank(s), 0 to {ranks - 1}", f"choose ranks below {ranks}")
+    return argv, ranks
 
 
 def rank_lines(cfg: LaunchConfig, argv: list[str], ranks: Optional[int]) -> list[str]:

@@ -19,20 +19,22 @@ from pathlib import Path
 
 from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.report.data_quality import data_quality_section
+from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import ReportFormat, write_report
 from nsyswrap.report.single_rank import single_rank_section
+from nsyswrap.report.trace_facts import trace_section
 from nsyswrap.run import DEFAULT_OPENER, Opener, Run
 
-SECTIONS = [single_rank_section, crossrank_section, data_quality_section]
+SECTIONS = [single_rank_section, crossrank_section, trace_section, data_quality_section]
 
 __all__ = ["SECTIONS", "ReportFormat", "ReportOptions", "build_report", "report",
            "write_report"]
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
-    """Every section of SECTIONS for an open run."""
-    return {
+    """Every section of SECTIONS for an open run, and the diagnosis drawn from them."""
+    report = {
         "tool": "nsyswrap",
         "version": _version(),
         "reports": [{"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source}
@@ -40,6 +42,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
         "options": options.window_params(),
         "sections": [section(run, options) for section in SECTIONS],
     }
+    return {**report, "diagnosis": diagnose(report)}
 
 
 def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *,

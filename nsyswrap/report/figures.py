@@ -1,14 +1,14 @@
 """Figures: every number in a report carries its unit, and a missing one says why."""
 from __future__ import annotations
 
-import pandas as pd
+import math
 
-NS, FRACTION, COUNT = "ns", "fraction", "count"
+NS, FRACTION, COUNT, BYTES = "ns", "fraction", "count", "bytes"
 
 
 def figure(value, unit: str, reason: str | None = None) -> dict:
     """`{"value": v, "unit": u}`; a missing value (None/NaN) becomes null plus a reason."""
-    if value is None or pd.isna(value):
+    if value is None or _isna(value):
         return missing(unit, reason or "not computed")
     if hasattr(value, "item"):  # numpy / pandas scalar
         value = value.item()
@@ -31,3 +31,14 @@ def share(part, whole, reason: str) -> dict:
 
 def is_figure(obj) -> bool:
     return isinstance(obj, dict) and "unit" in obj and "value" in obj
+
+
+def _isna(value) -> bool:
+    """NaN, pandas NA or NaT (pandas is imported only when a value might be one)."""
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, (int, str)):
+        return False
+    import pandas as pd
+
+    return bool(pd.isna(value))

@@ -1,32 +1,46 @@
-"""Showing a report: rich tables for people, JSON for machines.
+"""Showing a report: text for people, JSON for machines.
 
-The terminal renderer knows no section in particular: it draws each section's verdict,
-tables (columns = row keys; figures scaled to readable units, nulls footnoted with their
-reasons), recommendations and cannot-answer lines.
+The terminal view starts with the diagnosis (nsyswrap.report.diagnosis) and the key
+figures per rank, which fit one screen at 80 columns; then each section's tables, fitted
+to the width (nsyswrap.text_table: columns are dropped, never wrapped). Tables longer than
+MAX_ROWS become statistics (per rank: mean, p50, p90, max and the worst rows); their rows
+are a flag away: `--detail` (every table in full) or `--section NAME`.
 """
 from __future__ import annotations
 
-import io
 import json
-from enum import Enum
+import statistics
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.output import ReportFormat, check_writable
+from nsyswrap.report.diagnosis import quantile
+from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, is_figure
+from nsyswrap.report.verdict import ms
+from nsyswrap.text_table import fit, wrap
 
-from nsyswrap.output import check_writable
-from nsyswrap.report.figures import COUNT, FRACTION, NS, is_figure
-
-MAX_ROWS = 40
-VERDICT_STYLE = {
-    "compute-bound": "bold green", "communication-bound": "bold red",
-    "host-bound": "bold yellow", "balanced": "bold cyan",
+MAX_ROWS = 12
+KEY_ROWS = 8          # devices on the first screen
+FILE_WIDTH = 100      # width of the text written to --output
+SECONDARY = ("naive_overlap_ratio", "compute_stream", "compute_busy", "comm_busy", "copy_busy",
+             "max_residual", "kernel_p50", "latency_max", "step_p50")  # dropped first when too wide
+__all__ = ["ReportFormat", "first_screen", "render_text", "to_json", "write_report"]
+KEYS = ("step", "rank", "device", "op", "pg", "seq", "cause", "length", "framework", "kind")
+SHORT = {
+    "device": "dev", "compute_only": "comp only", "comm_only": "comm only",
+    "copy_only": "copy only", "compute_busy": "comp busy", "comm_busy": "comm busy",
+    "copy_busy": "copy busy", "exposed_comm": "exp comm", "overlap_ratio": "overlap",
+    "naive_overlap_ratio": "naive overlap", "collectives": "colls",
+    "partly_hidden": "partly hidden", "nccl_time": "nccl time", "exposed_time": "exposed",
+    "compute_stream": "comp stream", "share_of_idle": "of idle", "latency_p50": "lat p50",
+    "latency_p90": "lat p90", "latency_max": "lat max", "kernel_p50": "kernel p50",
+    "tiny_kernels": "tiny", "tiny_share": "tiny", "imposed_wait": "imposed wait",
+    "share_of_wait": "of wait", "phase_excess": "phase excess", "max_residual": "max resid",
+    "uncertainty": "uncert", "present_ranks": "present", "missing_ranks": "missing",
+    "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
+    "activities": "activ", "gpu_time": "gpu time", "step_mean": "mean", "step_p50": "p50",
+    "step_p90": "p90", "step_max": "max", "compute": "comp", "label": "verdict",
 }
-
-
-class ReportFormat(str, Enum):
-    table = "table"
-    json = "json"
 
 
 def to_json(report: dict) -> str:
@@ -34,95 +48,204 @@ def to_json(report: dict) -> str:
 
 
 def write_report(report: dict, fmt: ReportFormat, output: Path | None, force: bool,
-                 console: Console) -> None:
+                 console, *, detail: bool = False, section: str | None = None) -> None:
     """Print the report or save it to `output` (refusing to overwrite unless forced)."""
     check_writable(output, force)
     if fmt is ReportFormat.json:
         text = to_json(report)
-        if output is None:
-            console.file.write(text)
-        else:
-            output.write_text(text)
-        return
-    if output is None:
-        render_terminal(report, console)
     else:
-        buf = io.StringIO()
-        render_terminal(report, Console(file=buf, width=160, color_system=None))
-        output.write_text(buf.getvalue())
+        width = console.width if output is None else FILE_WIDTH
+        text = "\n".join(render_text(report, width, detail=detail, section=section)) + "\n"
+    if output is None:
+        console.file.write(text)
+        console.file.flush()
+    else:
+        output.write_text(text)
 
 
-def render_terminal(report: dict, console: Console) -> None:
-    ranks = ", ".join(f"rank {r['rank']}: {Path(r['path']).name}" for r in report["reports"])
-    console.print(f"[bold]nsyswrap report[/bold] of {len(report['reports'])} report(s) ({ranks})")
-    for section in report["sections"]:
-        _section(section, console)
+def render_text(report: dict, width: int = 80, *, detail: bool = False,
+                section: str | None = None) -> list[str]:
+    """The report as lines no wider than `width`."""
+    if section is not None:
+        return _only(report, section, width)
+    lines = first_screen(report, width)
+    for sec in report["sections"]:
+        lines += [""] + _section(sec, width, detail)
+    lines += ["", *wrap("More: --detail shows every row; --section NAME one section or table "
+                        f"({', '.join(_names(report))}); --format json every figure; --html "
+                        "plots.", width)]
+    return lines
 
 
-def _section(section: dict, console: Console) -> None:
-    console.rule(f"[bold]{section['title']}")
+def first_screen(report: dict, width: int) -> list[str]:
+    """Diagnosis, key figures per rank and the worst steps, then what to do."""
+    d = report.get("diagnosis") or {}
+    reports = report["reports"]
+    names = [Path(r["path"]).name for r in reports]
+    files = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+    lines = [_clip(f"nsyswrap report: {len(reports)} rank(s) ({files})", width)]
+    lines.append(f"DIAGNOSIS: {d.get('headline', 'none')}")
+    for i, f in enumerate(d.get("findings", []), 1):
+        lines += wrap(f["text"], width, indent="   ", first=f"{i:>2} ")
+    for c in d.get("cannot_answer", []):
+        lines += wrap(f"Cannot answer {c['what']}: {c['reason']}.", width, indent="   ",
+                      first=" - ")
+    devices = d.get("devices", [])
+    if devices:
+        lines.append("")
+        lines += _key_figures(devices, d.get("findings", []), width)
+    worst = d.get("worst_steps", [])
+    if worst:
+        items = ", ".join(f"rank {w['rank']} step {w['step']} {ms(w['duration']['value'])}"
+                          for w in worst)
+        lines += wrap(f"Longest steps: {items}.", width)
+    recs = d.get("recommendations", [])
+    if recs:
+        lines += ["", "What to do"]
+        for i, rec in enumerate(recs, 1):
+            lines += wrap(rec, width, indent="   ", first=f"{i:>2} ")
+    return lines
+
+
+def _key_figures(devices: list[dict], findings: list[dict], width: int) -> list[str]:
+    multi = len(devices) > len({d["rank"] for d in devices})
+    counts = {d["steps"]["value"] for d in devices}
+    has_steps = any(counts)
+    step_column = has_steps and len(counts) > 1
+    has_wait = any(d["waited"]["value"] is not None for d in devices)
+    headers = ["rank"] + (["gpu"] if multi else []) + ["verdict"]
+    if has_steps:
+        headers += ["steps"] * step_column + ["mean ms", "p90 ms", "max ms"]
+    headers += ["comp %", "exp comm %", "copy %", "idle %"]
+    if has_wait:
+        headers += ["waited ms" + ("/step" if has_steps else "")]
+    if len(devices) > KEY_ROWS:  # the devices the findings name first, then by rank
+        named = {r for f in findings for r in f.get("ranks", [])} | {
+            r for f in findings for r, _ in f.get("devices", [])}
+        shown = sorted(devices, key=lambda d: (d["rank"] not in named, d["rank"]))[:KEY_ROWS]
+        devices_shown = sorted(shown, key=lambda d: (d["rank"], d["device"]))
+    else:
+        devices_shown = devices
+    rows = []
+    for d in devices_shown:
+        row = [str(d["rank"])] + ([str(d["device"])] if multi else []) + [d["label"] or "n/a"]
+        if has_steps:
+            row += [f"{d['steps']['value']:,}"] * step_column + [
+                _num(d[k], 1e6, 2) for k in ("step_mean", "step_p90", "step_max")]
+        row += [_num(d[k], 0.01, 0) for k in ("compute", "exposed_comm", "copy_only", "idle")]
+        if has_wait:
+            row.append(_num(d["waited"], 1e6, 2))
+        rows.append(row)
+    lines, dropped = fit(headers, rows, [h != "verdict" for h in headers], width,
+                         keep=2 + multi, whole=frozenset({headers.index("verdict")}))
+    title = ("Per rank: " + (f"{counts.pop():,} steps, " if has_steps and not step_column else "")
+             + "step times, shares of the GPU time" + (", wait in collectives" if has_wait else ""))
+    notes = []
+    if len(devices) > KEY_ROWS:
+        notes.append(f"{len(devices) - KEY_ROWS} more devices: --section diagnosis")
+    if dropped:
+        notes.append(f"not shown at this width: {', '.join(dropped)}")
+    return wrap(title, width) + lines + (wrap("; ".join(notes) + ".", width) if notes else [])
+
+
+def _num(cell: dict, divisor: float, digits: int) -> str:
+    if not is_figure(cell) or cell["value"] is None:
+        return "n/a"
+    return f"{cell['value'] / divisor:,.{digits}f}"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _names(report: dict) -> list[str]:
+    return [s["id"] for s in report["sections"]] + ["diagnosis"]
+
+
+def _only(report: dict, name: str, width: int) -> list[str]:
+    """One section, one table (by id) or the diagnosis, every row."""
+    if name == "diagnosis":
+        return first_screen(report, width) + [""] + _table(_devices_table(report), width, True)
+    for sec in report["sections"]:
+        if sec["id"] == name:
+            return _section(sec, width, True)
+        for table in sec.get("tables", []):
+            if table["id"] == name:
+                return _table(table, width, True)
+    tables = [t["id"] for s in report["sections"] for t in s.get("tables", [])]
+    raise NsysWrapError(f"--section {name}", "is no section or table of this report",
+                        f"choose one of {', '.join(_names(report) + tables)}")
+
+
+def _devices_table(report: dict) -> dict:
+    rows = [{k: v for k, v in d.items() if k not in ("reason", "waited_basis")}
+            for d in report.get("diagnosis", {}).get("devices", [])]
+    return {"id": "diagnosis", "title": "Every device: verdict and key figures", "rows": rows}
+
+
+def _section(section: dict, width: int, detail: bool) -> list[str]:
+    title = f"── {section['title']} "
+    lines = [_clip(title + "─" * max(width - len(title), 0), width)]
     v = section.get("verdict")
     if v:
-        label = v["label"] or "no verdict"
-        console.print(f"Verdict: [{VERDICT_STYLE.get(v['label'], 'bold')}]{label.upper()}"
-                      f"[/] - {v['reason']}")
+        lines += wrap(f"Verdict: {(v['label'] or 'no verdict').upper()} - {v['reason']}", width)
     for table in section.get("tables", []):
-        console.print(_table(table))
-    recs = section.get("recommendations") or []
-    if recs:
-        console.print("[bold]Recommendations[/bold]")
-        for i, rec in enumerate(recs, 1):
-            console.print(f" {i}. {rec}")
+        lines += [""] + _table(table, width, detail)
+    if detail:
+        recs = section.get("recommendations") or []
+        if recs:
+            lines += ["", "Recommendations"]
+            for i, rec in enumerate(recs, 1):
+                lines += wrap(rec, width, indent="   ", first=f"{i:>2} ")
     for item in section.get("cannot_answer") or []:
-        console.print(f"[yellow]Cannot answer[/yellow] {item['what']} because {item['reason']}.")
+        lines += wrap(f"Cannot answer {item['what']} because {item['reason']}.", width)
+    return lines
 
 
-def _table(spec: dict) -> Table:
+def _table(spec: dict, width: int, detail: bool) -> list[str]:
     rows = spec["rows"]
+    if not rows:
+        return wrap(f"{spec['title']}: no rows", width)
+    note = []
+    if len(rows) > MAX_ROWS and not detail:
+        rows, note = _summary(spec)
     columns = list(dict.fromkeys(k for row in rows for k in row))
     times = [c["value"] for row in rows for c in row.values()
              if is_figure(c) and c["unit"] == NS and c["value"] is not None]
-    longest = max(map(abs, times), default=0)
-    scales = {c: _scale([row.get(c) for row in rows], longest) for c in columns}
-    table = Table(title=spec["title"], title_justify="left", header_style="bold")
-    for c in columns:
-        unit = scales[c][0]
-        numeric = any(is_figure(row.get(c)) for row in rows)
-        table.add_column(f"{c} ({unit})" if unit else c, justify="right" if numeric else "left",
-                         overflow="fold")
+    time_unit = _time_unit(max(map(abs, times), default=0))
+    headers, right, cells = [], [], [[] for _ in rows]
     reasons: dict[str, None] = {}
-    for row in rows[:MAX_ROWS]:
-        cells = []
-        for c in columns:
-            cell = row.get(c)
-            if is_figure(cell) and cell["value"] is None:
-                reasons[cell["reason"]] = None
-                cells.append("n/a")
-            else:
-                cells.append(_cell(cell, scales[c][1]))
-        table.add_row(*cells)
-    notes = [f"{len(rows) - MAX_ROWS} more rows in --format json"] if len(rows) > MAX_ROWS else []
+    for c in columns:
+        column = [row.get(c) for row in rows]
+        unit = next((x["unit"] for x in column if is_figure(x)), None)
+        suffix = {FRACTION: " %", BYTES: " B"}.get(unit, "" if unit in (None, COUNT, NS)
+                                                   else f" {unit}")
+        headers.append(SHORT.get(c, c.replace("_", " ")) + ("" if c == unit else suffix))
+        right.append(unit is not None)
+        for i, x in enumerate(column):
+            if is_figure(x) and x["value"] is None:
+                reasons[x["reason"]] = None
+            cells[i].append(_cell(x, unit, time_unit))
+    keep = sum(1 for c in columns[:3] if c in KEYS) or 1
+    whole = frozenset(i for i, c in enumerate(columns) if c in ("verdict", "label"))
+    drop_first = tuple(i for i, c in enumerate(columns) if c in SECONDARY)
+    lines, dropped = fit(headers, cells, right, width, keep, whole, drop_first)
+    title = spec["title"] + (f" (times in {time_unit[0]})" if times else "")
+    out = wrap(title, width)
+    out += lines
+    notes = note + ([f"not shown at this width: {', '.join(dropped)} (--format json, or a wider "
+                     "terminal)"] if dropped else [])
     notes += [f"n/a: {reason}" for reason in reasons]
-    table.caption = "\n".join(notes) or None
-    table.caption_justify = "left"
-    return table
+    for n in notes:
+        out += wrap(n, width)
+    return out
 
 
-def _scale(column: list, longest_ns: float) -> tuple[str, float]:
-    """Display unit and divisor of a column; times share one unit across the table,
-    chosen by its longest time."""
-    unit = next((c["unit"] for c in column if is_figure(c)), None)
-    if unit is None:
-        return "", 1
-    if unit == NS:
-        top = longest_ns
-        return ("ms", 1e6) if top >= 1e6 else ("us", 1e3) if top >= 1e3 else ("ns", 1)
-    if unit == FRACTION:
-        return "%", 0.01
-    return ("" if unit == COUNT else unit), 1
+def _time_unit(longest_ns: float) -> tuple[str, float]:
+    return ("ms", 1e6) if longest_ns >= 1e6 else ("us", 1e3) if longest_ns >= 1e3 else ("ns", 1)
 
 
-def _cell(cell, divisor: float) -> str:
+def _cell(cell, unit: str | None, time_unit: tuple[str, float]) -> str:
     if cell is None:
         return ""
     if isinstance(cell, bool):
@@ -130,7 +253,46 @@ def _cell(cell, divisor: float) -> str:
     if not is_figure(cell):
         return str(cell)
     v = cell["value"]
-    if divisor == 1 and isinstance(v, int):
+    if v is None:
+        return "n/a"
+    if unit == NS:
+        divisor = time_unit[1]
+        return f"{v:,}" if divisor == 1 else f"{v / divisor:,.3f}"
+    if unit == FRACTION:
+        return f"{100 * v:,.1f}"
+    if isinstance(v, int):
         return f"{v:,}"
-    scaled = v / divisor
-    return f"{scaled:,.1f}" if divisor in (0.01, 1e3) else f"{scaled:,.3f}"
+    return f"{v:,.3f}"
+
+
+def _summary(spec: dict) -> tuple[list[dict], list[str]]:
+    """A long table as statistics of its first time column per (rank, device), the rows
+    that are not per step (e.g. `all`), and the worst rows."""
+    rows = spec["rows"]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    time_col = next((c for c in columns if any(is_figure(r.get(c)) and r[c]["unit"] == NS
+                                               for r in rows)), None)
+    more = f"{len(rows)} rows: --section {spec['id']} or --detail shows them"
+    if time_col is None or "step" not in columns:
+        return rows[:MAX_ROWS], [f"first {MAX_ROWS} of {more}"]
+    keys = [c for c in ("rank", "device") if c in columns]
+    per_step = [r for r in rows if isinstance(r.get("step"), int)]
+    other = [r for r in rows if not isinstance(r.get("step"), int)]
+    groups: dict[tuple, list[int]] = {}
+    for r in per_step:
+        if is_figure(r.get(time_col)) and r[time_col]["value"] is not None:
+            groups.setdefault(tuple(r[k] for k in keys), []).append(r[time_col]["value"])
+    stats = []
+    for key, values in sorted(groups.items()):
+        values.sort()
+        stats.append({**dict(zip(keys, key)), "steps": {"value": len(values), "unit": COUNT},
+                      **{f"{time_col} {name}": {"value": fn(values), "unit": NS}
+                         for name, fn in (("mean", statistics.fmean),
+                                          ("p50", lambda v: quantile(v, .5)),
+                                          ("p90", lambda v: quantile(v, .9)), ("max", max))}})
+    worst = sorted(per_step, key=lambda r: -(r[time_col]["value"] or 0))[:3]
+    worst_text = ", ".join(
+        " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: "
+        f"{ms(r[time_col]['value'])}" for r in worst)
+    return stats + other, [f"statistics of {time_col} per step; longest: {worst_text}; {more}"]
+

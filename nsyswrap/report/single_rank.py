@@ -405,6 +405,8 @@ def _cannot_answer(run: Run, options: ReportOptions, ledger: pd.DataFrame, activ
         out.append({"what": "the causes of idle gaps", "reason": NO_LAUNCHES})
     if steps.empty:
         out.append({"what": "the step breakdown",
-                    "reason": f"no NVTX range matches the step pattern {options.step_pattern!r} "
+                    "reason": "no report has GPU activity (the breakdown is GPU time per step)"
+                    if active.empty else
+                              f"no NVTX range matches the step pattern {options.step_pattern!r} "
                               "in the window; pass --step-pattern, e.g. 'ProfilerStep#%'"})
     return out

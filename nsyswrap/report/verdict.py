@@ -1,23 +1,38 @@
 """The verdict on where GPU time goes, and what to do about it.
 
 Shares are of the analysed span (summed over the devices judged together):
-* communication-bound: exposed communication >= COMM_BOUND and at least the idle share;
+* not enough data: fewer than MIN_ACTIVITIES GPU activities (kernels, copies, sets) or a
+  span shorter than MIN_SPAN_NS; no share of so little says anything;
+* communication-bound: exposed communication >= COMM_BOUND and at least the idle and the
+  copy-only share;
+* copy-bound: copies alone (no compute or communication beside them) >= COPY_BOUND and at
+  least the exposed communication and the idle share;
 * host-bound: idle >= IDLE_BOUND and gaps caused by the host (host_bound or sync) make
   up at least half of the idle time;
 * compute-bound: compute runs >= COMPUTE_BOUND of the span;
 * balanced: none of these.
+The diagnosis (nsyswrap.report.diagnosis) adds waiting-for-peers from the cross-rank
+waits. Recommendations name a framework (PyTorch, NCCL, DDP/FSDP) only when the trace
+shows it (Evidence.frameworks).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 COMM_BOUND = 0.15
+COPY_BOUND = 0.30
 IDLE_BOUND = 0.15
 COMPUTE_BOUND = 0.70
 COPY_NOTABLE = 0.05
 TINY_NOTABLE = 0.30
+PAGEABLE_NOTABLE = 0.10  # pinned-memory advice when this share of host copies is pageable
 NAIVE_MISLEADS = 0.10
 HOST_CAUSES = ("host_bound", "sync")
+MIN_ACTIVITIES = 10
+MIN_SPAN_NS = 100_000
+NOT_ENOUGH = "not enough data"
+LABELS = ("compute-bound", "communication-bound", "copy-bound", "host-bound",
+          "waiting-for-peers", "balanced", NOT_ENOUGH)
 
 
 @dataclass
@@ -53,16 +68,25 @@ class Totals:
 _NUMBERS = [k for k in Totals.__dataclass_fields__ if k != "gap_ns"]
 
 
-def verdict(t: Totals) -> dict:
-    """{"label": compute-bound | communication-bound | host-bound | balanced | null, "reason"}."""
+def verdict(t: Totals, activities: int | None = None) -> dict:
+    """{"label": one of LABELS or null, "reason"}; `activities` is the number of GPU
+    activities behind `t` when known (below MIN_ACTIVITIES: not enough data)."""
     if t.span_ns <= 0:
         return {"label": None, "reason": "the analysed window is empty"}
+    if activities is not None and activities < MIN_ACTIVITIES:
+        return {"label": NOT_ENOUGH, "reason": f"only {activities} GPU activities (kernels, "
+                f"copies, sets); a verdict needs at least {MIN_ACTIVITIES}"}
+    if t.span_ns < MIN_SPAN_NS:
+        return {"label": NOT_ENOUGH, "reason": f"the span is {t.span_ns / 1e3:,.1f} us; a "
+                f"verdict needs at least {MIN_SPAN_NS / 1e3:g} us"}
     exposed, idle = t.share(t.exposed_comm_ns), t.share(t.idle_ns)
-    compute = t.share(t.compute_busy_ns)
+    compute, copies = t.share(t.compute_busy_ns), t.share(t.copy_only_ns)
     shares = (f"compute runs {compute:.0%}, exposed communication {exposed:.0%}, copies "
-              f"alone {t.share(t.copy_only_ns):.0%}, idle {idle:.0%} of the time")
-    if exposed >= COMM_BOUND and exposed >= idle:
+              f"alone {copies:.0%}, idle {idle:.0%} of the time")
+    if exposed >= COMM_BOUND and exposed >= idle and exposed >= copies:
         return {"label": "communication-bound", "reason": shares}
+    if copies >= COPY_BOUND and copies >= idle and copies >= exposed:
+        return {"label": "copy-bound", "reason": shares}
     if idle >= IDLE_BOUND and 2 * t.host_idle_ns >= t.idle_ns:
         return {"label": "host-bound",
                 "reason": f"{shares}; the host caused {t.host_idle_ns / t.idle_ns:.0%} of the "
@@ -82,57 +106,88 @@ class Evidence:
     kernels: int = 0
     tiny_kernels: int = 0
     tiny_threshold_ns: int = 10_000
+    frameworks: frozenset[str] = frozenset()  # seen in the trace: pytorch, nccl, ddp, fsdp
+    host_copies: int = 0                 # copies between host and device memory
+    pageable_copies: int | None = None   # of them, from or to pageable memory (None: unknown)
+    host_alloc_calls: int = 0            # cudaHostAlloc / cudaMallocHost / cudaHostRegister
+
+    @property
+    def pytorch(self) -> bool:
+        return "pytorch" in self.frameworks
 
 
-def _ms(ns: float) -> str:
+def ms(ns: float) -> str:
+    """A duration for people: `1.23 ms`."""
     return f"{ns / 1e6:,.2f} ms"
 
 
-def recommendations(t: Totals, e: Evidence) -> dict[str, str]:
+def recommendations(t: Totals, e: Evidence, label: str | None = None) -> dict[str, str]:
     """Concrete next steps by topic (exposed, same_stream, overlap, sync, launch, queued,
-    copies, compute, balanced), most important first."""
+    copies, compute, balanced), most important first; `label` defaults to verdict(t)."""
     out: dict[str, str] = {}
-    label = verdict(t)["label"]
+    label = label or verdict(t)["label"]
     if label == "communication-bound":
         out["exposed"] = (
-            f"Communication is exposed for {_ms(t.exposed_comm_ns)} "
+            f"Communication is exposed for {ms(t.exposed_comm_ns)} "
             f"({t.share(t.exposed_comm_ns):.0%} of the time); only "
             f"{t.both_ns / t.comm_busy_ns:.0%} of it overlaps compute."
             + (f" Most exposed: {e.top_exposed}." if e.top_exposed else "")
             + (" Part of it may be waiting for a slower rank (see the cross-rank section)."
                if e.ranks > 1 else "")
         )
-        out["overlap"] = (
-            "Overlap more and communicate less often: with DDP tune bucket_cap_mb so the first "
-            "buckets start early in backward, with FSDP set backward_prefetch=BACKWARD_PRE and "
-            "forward_prefetch=True; accumulate gradients under no_sync() to all-reduce less "
-            "often; halve the bytes with a bf16 compression hook."
-        )
+        out["overlap"] = _overlap_advice(e)
     if e.same_stream:
         out["same_stream"] = (
             f"Exposed NCCL kernels share a stream with compute on {', '.join(e.same_stream)}, so "
-            "they cannot overlap it: issue collectives on their own stream (async_op=True, or "
-            "DDP/FSDP, which do) and wait on the handle only where the result is needed."
+            "they cannot overlap it: issue collectives on their own stream"
+            + (" (async_op=True, or DDP/FSDP, which do)" if e.pytorch else "")
+            + " and wait for them only where the result is needed."
         )
     if t.share(t.idle_ns) >= IDLE_BOUND or label == "host-bound":
         out.update(_idle_advice(t, e))
     if t.share(t.copy_only_ns) >= COPY_NOTABLE:
-        out["copies"] = (
-            f"Copies alone occupy the GPU for {_ms(t.copy_only_ns)} "
-            f"({t.share(t.copy_only_ns):.0%}): use pinned host memory with non_blocking=True and "
-            "prefetch the next batch on a side stream so copies overlap compute."
-        )
+        out["copies"] = _copy_advice(t, e)
     if label == "compute-bound":
         out["compute"] = (
-            f"The GPU computes {t.share(t.compute_busy_ns):.0%} of the time: make the kernels "
-            "faster (bf16 autocast, TF32 matmuls, fused or flash attention, torch.compile) and "
-            "start from the longest ones (`nsyswrap query kernels.summary`)."
-        )
+            f"The GPU computes {t.share(t.compute_busy_ns):.0%} of the time: make the longest "
+            "kernels faster (`nsyswrap query kernels.summary` lists them)"
+            + (", e.g. with bf16 autocast, TF32 matmuls or torch.compile" if e.pytorch else "")
+            + ".")
     if label == "balanced" and not out:
         out["balanced"] = (
             "No single cause dominates; compare the steps and the longest kernels "
             "(`nsyswrap query kernels.summary`) to choose what to improve first.")
     return out
+
+
+def _overlap_advice(e: Evidence) -> str:
+    text = ("Overlap more and communicate less often: start each collective as soon as its "
+            "data is ready, on its own stream, and send fewer, larger messages")
+    if e.pytorch and "nccl" in e.frameworks:
+        text += ("; with DDP tune bucket_cap_mb so the first buckets start early in backward, "
+                 "with FSDP set backward_prefetch=BACKWARD_PRE and forward_prefetch=True; "
+                 "accumulate gradients under no_sync() to all-reduce less often; halve the "
+                 "bytes with a bf16 compression hook")
+    return text + "."
+
+
+def _copy_advice(t: Totals, e: Evidence) -> str:
+    text = (f"Copies alone occupy the GPU for {ms(t.copy_only_ns)} "
+            f"({t.share(t.copy_only_ns):.0%}), with nothing else running")
+    if e.pageable_copies and e.pageable_copies >= PAGEABLE_NOTABLE * e.host_copies \
+            and not e.host_alloc_calls:
+        return (text + f": {e.pageable_copies:,} of {e.host_copies:,} host copies use pageable "
+                "memory, which is slower and cannot overlap; allocate those host buffers pinned "
+                "(cudaHostAlloc or cudaMallocHost"
+                + ("; pin_memory=True and non_blocking=True in PyTorch" if e.pytorch else "")
+                + ").")
+    pinned = (" (host memory is pinned already)" if e.host_copies and e.pageable_copies == 0
+              else " (host memory is mostly pinned already)" if e.pageable_copies
+              and not e.host_alloc_calls else
+              " (the program allocates pinned memory already)" if e.host_alloc_calls else "")
+    return (text + f"{pinned}: overlap the copies with compute (asynchronous copies on their "
+            "own stream, prefetching the next batch) or copy fewer bytes, keeping data on the "
+            "GPU between steps.")
 
 
 def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
@@ -141,9 +196,11 @@ def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
     sync, launch = t.gap_ns.get("sync", 0), t.gap_ns.get("host_bound", 0)
     if sync and sync >= launch:
         out["sync"] = (
-            f"The GPU waits for the host after synchronizations for {_ms(sync)}: remove .item(), "
-            ".cpu(), print(tensor) and torch.cuda.synchronize() from the step loop, copy with "
-            "non_blocking=True, and log metrics every N steps."
+            f"The GPU waits for the host after synchronizations for {ms(sync)}: remove "
+            + (".item(), .cpu(), print(tensor) and torch.cuda.synchronize() from the step loop, "
+               "copy with non_blocking=True" if e.pytorch else
+               "device and stream synchronizations and blocking copies from the loop")
+            + ", and log metrics every N steps."
         )
     elif launch:
         tiny = ""
@@ -151,15 +208,17 @@ def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
             tiny = (f" {e.tiny_kernels} of {e.kernels} kernels are shorter than "
                     f"{e.tiny_threshold_ns / 1000:g} us, so launch overhead dominates.")
         out["launch"] = (
-            f"The GPU is idle {_ms(launch)} waiting for kernel launches.{tiny} Launch fewer, "
-            "larger kernels: torch.compile to fuse them, CUDA graphs (torch.compile(mode="
-            "'reduce-overhead')) to launch a whole step at once, a larger batch per GPU; move "
-            "data loading off the critical path (DataLoader num_workers, pin_memory=True)."
+            f"The GPU is idle {ms(launch)} waiting for kernel launches.{tiny} Launch fewer, "
+            "larger kernels (fuse them), or launch a whole step at once as a CUDA graph"
+            + ("; in PyTorch torch.compile fuses kernels and mode='reduce-overhead' uses CUDA "
+               "graphs; move data loading off the critical path (DataLoader num_workers)"
+               if e.pytorch else "")
+            + "."
         )
     other = t.gap_ns.get("other", 0)
     if other and other > t.host_idle_ns:
         out["queued"] = (
-            f"The GPU sits idle {_ms(other)} although the next kernel was already queued: it "
+            f"The GPU sits idle {ms(other)} although the next kernel was already queued: it "
             "waits for an event, another stream or another GPU; look for stream waits and "
             "peer-to-peer dependencies before these gaps (`nsyswrap query gaps.idle`)."
         )

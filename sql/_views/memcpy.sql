@@ -9,6 +9,9 @@
 -- @column correlation_id BIGINT   CUPTI correlation id, unique within pid.
 -- @column bytes BIGINT            Bytes copied.
 -- @column copy_kind VARCHAR       HtoD, DtoH, DtoD, PtoP, ... (ENUM_CUDA_MEMCPY_OPER).
+-- @column src_kind VARCHAR        Source memory: Pageable, Pinned, Device, Array, Managed, ...
+--                                 (ENUM_CUDA_MEM_KIND); Unknown when not recorded.
+-- @column dst_kind VARCHAR        Destination memory, as src_kind.
 SELECT
     pid_of(globalPid) AS pid,
     deviceId AS device,
@@ -19,6 +22,8 @@ SELECT
     "end" - start AS dur_ns,
     correlationId AS correlation_id,
     bytes,
-    coalesce(copy_kind_name(copyKind), 'Unknown') AS copy_kind
+    coalesce(copy_kind_name(copyKind), 'Unknown') AS copy_kind,
+    coalesce(mem_kind_name(srcKind), 'Unknown') AS src_kind,
+    coalesce(mem_kind_name(dstKind), 'Unknown') AS dst_kind
 FROM raw_memcpy
 WHERE _proto = 0

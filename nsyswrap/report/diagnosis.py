@@ -1,0 +1,336 @@
+"""The diagnosis on top of a report: the few findings that cost the most step time, ranked
+by that cost, each with its number and its evidence.
+
+It reads only the report dict's sections (their stable table ids and columns), never SQL:
+* cross-rank findings first (the straggler: who, in which phase, its lag per step, the
+  wait it imposes on the others per step and how much of their communication that is);
+* then per-device findings, one per verdict (communication-, copy-, host-, compute-bound),
+  ranked by the step time their cause takes;
+* a device whose exposed communication is mostly waiting for a slower rank is labelled
+  waiting-for-peers, never communication-bound (the per-device labels of the report are
+  set to the same labels, so no part of the report contradicts another);
+* recommendations follow the findings and cite their figures; framework advice only for
+  frameworks the trace section saw.
+
+Costs are per step when the report found steps, else over the analysed span. Step
+statistics need at least MIN_STEPS steps.
+"""
+from __future__ import annotations
+
+import statistics
+
+from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, is_figure
+from nsyswrap.report.verdict import (NOT_ENOUGH, Evidence, Totals, ms, recommendations,
+                                     verdict)
+
+WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers,
+WAIT_NOTABLE = 0.05    # when its exposed communication is at least this share of the span
+MIN_STEPS = 2
+WORST_STEPS = 3
+# The time behind each per-device verdict (the cost a finding ranks by).
+DRIVER = {
+    "communication-bound": ("exposed_comm_ns", "is exposed communication"),
+    "copy-bound": ("copy_only_ns", "is copies with nothing else running"),
+    "host-bound": ("host_idle_ns", "is idle waiting for the host"),
+    "compute-bound": ("compute_busy_ns", "runs compute"),
+}
+ADVICE_TOPICS = {
+    "communication-bound": ("exposed", "overlap", "same_stream"),  # all said, in order
+    "copy-bound": ("copies",),
+    "host-bound": ("sync", "launch"),
+    "compute-bound": ("compute",),
+}
+
+
+def section(report: dict, section_id: str) -> dict:
+    return next((s for s in report["sections"] if s["id"] == section_id), {})
+
+
+def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
+    tables = section(report, section_id).get("tables", [])
+    return next((t["rows"] for t in tables if t["id"] == table_id), [])
+
+
+def value(cell, default=None):
+    """The plain value of a figure (or of a plain cell)."""
+    if is_figure(cell):
+        return default if cell["value"] is None else cell["value"]
+    return default if cell is None else cell
+
+
+def _ranks(ranks: list[int], of: int | None = None) -> str:
+    """`rank 3`, `ranks 0, 1 and 3`, `ranks 0-1 and 3-15`, or `the other 15 ranks` when
+    they are all `of` ranks but one."""
+    ranks = sorted(ranks)
+    if of is not None and len(ranks) == of - 1 and len(ranks) > 3:
+        return f"the other {len(ranks)} ranks"
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    parts = [p for run in runs for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))]
+    words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    return ("rank " if len(ranks) == 1 else "ranks ") + words
+
+
+def _devices(keys: list[tuple[int, int]], devices_per_rank: dict[int, int]) -> str:
+    """`ranks 0 and 1` when each has one GPU, else `rank 0 GPU 0, rank 0 GPU 1`."""
+    if all(devices_per_rank.get(rank, 1) == 1 for rank, _ in keys):
+        return _ranks([rank for rank, _ in keys])
+    return ", ".join(f"rank {rank} GPU {device}" for rank, device in sorted(keys))
+
+
+class _Run:
+    """The figures of one report dict, by (rank, device)."""
+
+    def __init__(self, report: dict):
+        self.report = report
+        gaps: dict[tuple, dict[str, int]] = {}
+        for r in rows(report, "single_rank", "idle_gaps"):
+            gaps.setdefault((r["rank"], r["device"]), {})[r["cause"]] = value(r["total"], 0)
+        self.totals = {
+            (r["rank"], r["device"]): Totals(
+                span_ns=value(r["span"], 0), compute_busy_ns=value(r["compute_busy"], 0),
+                comm_busy_ns=value(r["comm_busy"], 0), both_ns=value(r["both"], 0),
+                exposed_comm_ns=value(r["comm_only"], 0), copy_only_ns=value(r["copy_only"], 0),
+                idle_ns=value(r["idle"], 0), gap_ns=gaps.get((r["rank"], r["device"]), {}))
+            for r in rows(report, "single_rank", "ledger")}
+        self.activities = {(r["rank"], r["device"]): value(r["activities"], 0)
+                           for r in rows(report, "trace", "activity")}
+        self.steps: dict[tuple, list[tuple[int, int]]] = {}
+        for r in rows(report, "single_rank", "steps"):
+            self.steps.setdefault((r["rank"], r["device"]), []).append(
+                (r["step"], value(r["duration"], 0)))
+        self.waited = {r["rank"]: value(r["waited"], 0)
+                       for r in rows(report, "crossrank", "rank_waits")}
+        self.per_rank = {}
+        for rank, _ in self.totals:
+            self.per_rank[rank] = self.per_rank.get(rank, 0) + 1
+        self.frameworks = frozenset(r["framework"] for r in rows(report, "trace", "frameworks"))
+
+    def step_count(self, key) -> int:
+        return len(self.steps.get(key, []))
+
+    def per_step(self, key, ns: float) -> tuple[float, str]:
+        """(ns per step, basis) when the device has steps, else (ns over the span, basis)."""
+        n = self.step_count(key)
+        return (ns / n, "per step") if n else (ns, "over the span")
+
+    def label(self, key) -> dict:
+        t = self.totals[key]
+        v = verdict(t, self.activities.get(key))
+        waited = self.waited.get(key[0], 0)
+        if (v["label"] in ("communication-bound", "balanced") and t.comm_busy_ns
+                and waited >= WAIT_DOMINATES * t.comm_busy_ns
+                and t.exposed_comm_ns >= WAIT_NOTABLE * t.span_ns):
+            return {"label": "waiting-for-peers",
+                    "reason": f"it waits {ms(waited)} in collectives for slower ranks, "
+                              f"{waited / t.comm_busy_ns:.0%} of its NCCL time; "
+                              f"{v['reason']}"}
+        return v
+
+    def evidence(self, keys: list) -> Evidence:
+        copies = [r for r in rows(self.report, "trace", "copies")
+                  if r["rank"] in {k[0] for k in keys} and r["kind"] in ("HtoD", "DtoH")]
+        pageable = sum(value(r["copies"], 0) for r in copies if "Pageable" in (r["src"], r["dst"]))
+        known = any(r["src"] != "Unknown" for r in copies)
+        return Evidence(
+            ranks=len({k[0] for k in keys}), frameworks=self.frameworks,
+            host_copies=sum(value(r["copies"], 0) for r in copies),
+            pageable_copies=pageable if known else None,
+            host_alloc_calls=sum(value(r["calls"], 0)
+                                 for r in rows(self.report, "trace", "host_alloc")))
+
+
+def diagnose(report: dict) -> dict:
+    """The diagnosis dict (layout in README, "The report as JSON"); also sets the report's
+    per-device labels (shares.verdict, the single-rank verdict) to the diagnosis' labels."""
+    run = _Run(report)
+    labels = {key: run.label(key) for key in run.totals}
+    findings = _crossrank_findings(report, run)
+    findings += sorted(_device_findings(run, labels), key=lambda f: -f["share"]["value"])
+    _reconcile(report, run, labels)
+    return {
+        "headline": _headline(findings, labels, run),
+        "findings": findings,
+        "devices": [_device_row(run, key, labels[key]) for key in sorted(run.totals)],
+        "worst_steps": _worst_steps(run),
+        "recommendations": [f["recommendation"] for f in findings if f.get("recommendation")],
+        "cannot_answer": _cannot_answer(report, run),
+    }
+
+
+def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
+    v = section(report, "crossrank").get("verdict") or {}
+    if not str(v.get("label") or "").startswith("straggler"):
+        return []
+    strag = rows(report, "crossrank", "stragglers")
+    total = next((r for r in strag if r["step"] == "all"), None)
+    if total is None:
+        return []
+    rank = total["rank"]
+    n = len({r["step"] for r in strag if r["step"] != "all"}) or 1
+    lag = value(total["lag"], 0) / n
+    others = {r: w for r, w in run.waited.items() if r != rank and w > 0}
+    wait = statistics.fmean(others.values()) / n if others else 0.0
+    other_keys = [k for k in run.totals if k[0] in others]
+    nccl = sum(run.totals[k].comm_busy_ns for k in other_keys) / max(len(other_keys), 1) / n
+    exposed = sum(run.totals[k].exposed_comm_ns for k in other_keys) / max(len(other_keys), 1) / n
+    phase = total.get("phase")
+    excess = value(total.get("phase_excess"), 0) / n
+    ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
+    where = " and ".join(ops) if ops else "collectives"
+    text = (f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
+            f"{value(total['collectives'], 0)} collectives, {ms(lag)} per step after the "
+            "median rank" + (f"; its lag is in `{phase}` (+{ms(excess)} per step)" if phase
+                             else "") + ".")
+    if others:
+        who = _ranks(list(others), of=len(run.per_rank))
+        verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
+        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} per step for it in "
+                 f"{where}")
+        if nccl:
+            text += f": {min(wait / nccl, 1):.0%} of {their} NCCL time"
+        if exposed:
+            text += (f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
+                     f"({ms(exposed)} per step)" if wait < exposed else
+                     f", more than {their} exposed communication ({ms(exposed)} per step), so "
+                     "all of it is waiting")
+        text += "."
+    step_ns = _median_step(run)
+    share = wait / step_ns if step_ns else None
+    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} per "
+              "step now); every other rank waits for it in the next collective." if phase else
+              f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
+              "others wait for it in every collective.")
+    return [{
+        "id": "straggler", "scope": "cross-rank", "label": f"straggler: rank {rank}",
+        "ranks": [rank], "cost": figure(wait or lag, NS), "cost_basis": "per step",
+        "share": figure(share, FRACTION, "no step ranges to compare with"),
+        "text": text, "recommendation": advice,
+        "evidence": {"rank": rank, "phase": phase, "lag_per_step": figure(lag, NS),
+                     "phase_excess_per_step": figure(excess, NS),
+                     "waiting_ranks": sorted(others), "wait_per_step": figure(wait, NS),
+                     "share_of_nccl_time": figure(min(wait / nccl, 1) if nccl else None,
+                                                  FRACTION, "no NCCL time"),
+                     "share_of_exposed_comm": figure(min(wait / exposed, 1) if exposed else None,
+                                                     FRACTION, "no exposed communication"),
+                     "exposed_comm_per_step": figure(exposed, NS),
+                     "steps": figure(n, COUNT)},
+    }]
+
+
+def _median_step(run: _Run) -> float:
+    durations = [d for steps in run.steps.values() for _, d in steps]
+    return statistics.median(durations) if durations else 0.0
+
+
+def _device_findings(run: _Run, labels: dict) -> list[dict]:
+    groups: dict[str, list] = {}
+    for key, v in labels.items():
+        if v["label"] in DRIVER:
+            groups.setdefault(v["label"], []).append(key)
+    out = []
+    for label, keys in groups.items():
+        attr, what = DRIVER[label]
+        group = sum((run.totals[k] for k in keys), Totals())
+        cost, basis = run.per_step(keys[0], getattr(group, attr) / len(keys))
+        share = group.share(getattr(group, attr))
+        names = _devices(keys, run.per_rank)
+        text = (f"{names[0].upper()}{names[1:]} {'is' if len(keys) == 1 else 'are'} {label}: "
+                f"{share:.0%} of the GPU time {what} ({ms(cost)} {basis}).")
+        advice = recommendations(group, run.evidence(keys), label)
+        said = [advice[t] for t in ADVICE_TOPICS[label] if t in advice]
+        out.append({
+            "id": label, "scope": "device", "label": label,
+            "devices": [list(k) for k in sorted(keys)], "cost": figure(cost, NS),
+            "cost_basis": basis, "share": figure(share, FRACTION), "text": text,
+            "recommendation": " ".join(said) or None,
+            "evidence": {"reason": verdict(group)["reason"]},
+        })
+    return out
+
+
+def _device_row(run: _Run, key, v: dict) -> dict:
+    t = run.totals[key]
+    durations = sorted(d for _, d in run.steps.get(key, []))
+    few = f"fewer than {MIN_STEPS} steps"
+    stat = (lambda f: figure(f(durations), NS)) if len(durations) >= MIN_STEPS else (
+        lambda f: figure(None, NS, few))
+    waited, basis = run.per_step(key, run.waited.get(key[0], 0))
+    empty = "the window is empty"
+    return {
+        "rank": key[0], "device": key[1], "label": v["label"], "reason": v["reason"],
+        "steps": figure(len(durations), COUNT),
+        "step_mean": stat(statistics.fmean), "step_p50": stat(lambda d: quantile(d, 0.5)),
+        "step_p90": stat(lambda d: quantile(d, 0.9)), "step_max": stat(max),
+        "compute": figure(t.share(t.compute_busy_ns) if t.span_ns else None, FRACTION, empty),
+        "exposed_comm": figure(t.share(t.exposed_comm_ns) if t.span_ns else None, FRACTION, empty),
+        "copy_only": figure(t.share(t.copy_only_ns) if t.span_ns else None, FRACTION, empty),
+        "idle": figure(t.share(t.idle_ns) if t.span_ns else None, FRACTION, empty),
+        "waited": figure(waited if key[0] in run.waited else None, NS,
+                         "no cross-rank waits (one rank, or no matched collective)"),
+        "waited_basis": basis,
+    }
+
+
+def quantile(sorted_values: list, q: float) -> float:
+    """The q-quantile of sorted values by linear interpolation (as DuckDB's quantile_cont)."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _worst_steps(run: _Run) -> list[dict]:
+    every = [(d, key, step) for key, steps in run.steps.items() for step, d in steps]
+    every.sort(key=lambda x: (-x[0], x[1], x[2]))
+    return [{"rank": key[0], "device": key[1], "step": step, "duration": figure(d, NS)}
+            for d, key, step in every[:WORST_STEPS]]
+
+
+def _headline(findings: list, labels: dict, run: _Run) -> str:
+    if findings:
+        f = findings[0]
+        return f["label"].upper() if f["scope"] == "cross-rank" else (
+            f"{f['label'].upper()}" + ("" if len(labels) == 1 else
+                                       f" ({len(f['devices'])} of {len(labels)} GPUs)"))
+    if not labels:
+        return "NOTHING IN THE WINDOW" if run.activities else "NO GPU ACTIVITY"
+    found = {v["label"] or "no verdict" for v in labels.values()}
+    return (found.pop() if len(found) == 1 else "mixed").upper()
+
+
+def _cannot_answer(report: dict, run: _Run) -> list[dict]:
+    out = []
+    if not run.totals:
+        out.append({"what": "where the GPU time goes",
+                    "reason": "no report has GPU activity in the window (no CUDA kernel, memcpy "
+                              "or memset); capture with nsys profile --trace=cuda" if not
+                              rows(report, "trace", "activity") else
+                              "no GPU activity falls in the window"})
+    return out
+
+
+def _reconcile(report: dict, run: _Run, labels: dict) -> None:
+    """Make the single-rank section's per-device labels those of the diagnosis."""
+    for r in rows(report, "single_rank", "shares"):
+        key = (r["rank"], r["device"])
+        if key in labels:
+            r["verdict"] = labels[key]["label"]
+    single = section(report, "single_rank")
+    if not run.totals or not single.get("verdict"):
+        return
+    overall = sum(run.totals.values(), Totals())
+    activities = sum(run.activities.values()) if run.activities else None
+    v = verdict(overall, activities)
+    waiting = [k for k, x in labels.items() if x["label"] == "waiting-for-peers"]
+    if v["label"] in ("communication-bound", "balanced") and 2 * len(waiting) >= len(labels):
+        v = {"label": "waiting-for-peers",
+             "reason": f"{len(waiting)} of {len(labels)} GPUs mostly wait for slower ranks in "
+                       f"collectives; {v['reason']}"}
+    single["verdict"] = v
+    if v["label"] == NOT_ENOUGH:
+        single["recommendations"] = []

@@ -1,0 +1,96 @@
+"""Plain-text tables that fit a width: cells are never wrapped or split.
+
+A table wider than the terminal first shortens long text cells (names, ranges) with an
+ellipsis, then drops columns from the right (never the leading key columns) and says
+which; a header may fold onto two lines at a space. Numbers are never cut.
+"""
+from __future__ import annotations
+
+import textwrap
+
+GAP = 2
+TEXT_MIN = 12       # text cells are shortened no further than this
+TEXT_MAX = 40       # nor kept longer than this when the table does not fit
+NBSP = "\u00a0"
+
+
+def _header_split(header: str) -> list[str]:
+    """One or two lines, split after a space or an underscore, whichever makes the header
+    narrowest (`compute_only_ns` -> `compute_` / `only_ns`)."""
+    best = [header]
+    for i in range(1, len(header)):
+        if header[i - 1] in " _":
+            lines = [header[:i].rstrip(), header[i:]]
+            if max(map(len, lines)) < max(map(len, best)):
+                best = lines
+    return best
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+
+
+def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int,
+        keep: int = 1, whole: frozenset[int] = frozenset(),
+        drop_first: tuple[int, ...] = ()) -> tuple[list[str], list[str]]:
+    """(lines, dropped headers) of a table no wider than `width`. `right`: right-align
+    (numbers) per column; the first `keep` columns are never dropped; the text of the
+    columns in `whole` (e.g. verdicts) is never shortened, like numbers; the columns in
+    `drop_first` go before the others."""
+    right_or_whole = [r or i in whole for i, r in enumerate(right)]
+    cols = list(range(len(headers)))
+    split = [_header_split(h) for h in headers]
+
+    def natural(c: int, text_cap: int | None = None) -> int:
+        cells = [len(r[c]) for r in rows] or [0]
+        cell = max(cells)
+        if text_cap is not None and not right_or_whole[c]:
+            cell = min(cell, text_cap)
+        head = min(len(headers[c]), max(max(map(len, split[c])), cell))
+        return max(cell, head, 1)
+
+    def total(widths: dict[int, int]) -> int:
+        return sum(widths[c] for c in cols) + GAP * (len(cols) - 1)
+
+    widths = {c: max(natural(c), len(headers[c])) for c in cols}  # headers on one line
+    if total(widths) > width:
+        widths = {c: natural(c) for c in cols}
+    for cap in (TEXT_MAX, 24, TEXT_MIN):
+        if total(widths) <= width:
+            break
+        widths = {c: natural(c, cap) for c in cols}
+    dropped = []
+    for c in drop_first:
+        if total(widths) > width and c in cols and cols.index(c) >= keep:
+            cols.remove(c)
+            dropped.append(headers[c])
+    while total(widths) > width and len(cols) > keep:
+        dropped.append(headers[cols.pop()])
+    dropped.sort(key=headers.index)
+    two = any(widths[c] < len(headers[c]) for c in cols)
+    head_lines = [[], []] if two else [[]]
+    for c in cols:
+        parts = [headers[c]] if widths[c] >= len(headers[c]) else split[c]
+        parts = ([""] * (len(head_lines) - len(parts))) + parts
+        for line, part in zip(head_lines, parts):
+            line.append(_pad(_shorten(part, widths[c]), widths[c], right[c]))
+    out = [(" " * GAP).join(line).rstrip() for line in head_lines]
+    out.append((" " * GAP).join("-" * widths[c] for c in cols))
+    for r in rows:
+        out.append((" " * GAP).join(_pad(_shorten(r[c], widths[c]) if not right_or_whole[c] else r[c],
+                                         widths[c], right[c]) for c in cols).rstrip())
+    return out, dropped
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def wrap(text: str, width: int, indent: str = "", first: str = "") -> list[str]:
+    """Words wrapped to `width`; a number stays with its unit (`0.99 ms`, `26 %`)."""
+    glued = text
+    for unit in (" ms", " us", " ns", " s ", " %", " GB/s", " MB", " kB"):
+        glued = glued.replace(unit, NBSP + unit[1:])
+    lines = textwrap.wrap(glued, width, initial_indent=first or indent, subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False)
+    return [line.replace(NBSP, " ") for line in lines]

@@ -1,0 +1,60 @@
+"""CLI conventions: version, workflow order, light help, did-you-mean, whole descriptions,
+`launch --ranks` checked against the ranks the command starts."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+
+def test_list_shows_whole_descriptions(cli):
+    code, out, _ = cli("list")
+    assert code == 0 and max(map(len, out.splitlines())) <= 80
+    assert "the rank that arrived last at the most matched" in " ".join(out.split())
+
+
+def test_unknown_query_suggests_a_name(cli):
+    code, _, err = cli("query", "kernels.sumary", FIXTURES / "run2")
+    assert code == 1 and "did you mean kernels.summary?" in err
+
+
+def test_version(cli):
+    import nsyswrap
+
+    code, out, _ = cli("--version")
+    assert code == 0 and out.strip() == f"nsyswrap {nsyswrap.__version__}"
+
+
+def test_help_imports_no_heavy_module_and_lists_the_workflow_order():
+    probe = ("import sys; from nsyswrap.cli import main\n"
+             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+             "print([m for m in ('pandas', 'duckdb', 'pyarrow', 'numpy') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.strip().endswith("[]")
+    listed = re.findall(r"^  (\w+) ", out.split("Commands:")[1], re.M)
+    order = ["launch", "export", "report", "diff", "timeline", "query", "sql", "list", "views",
+             "generate"]
+    assert listed == [c for c in order if c in listed] and len(listed) >= 9
+    assert "list[" not in out and "<str>" not in out
+
+
+
+
+def test_launch_refuses_ranks_the_command_does_not_start(cli, tmp_path):
+    pytest.importorskip("torch", reason="reading torchrun's options needs torch")
+    code, out, err = cli("launch", "--ranks", "0,5", "--dry-run", "--out", tmp_path / "run", "--",
+                         "torchrun", "--nproc-per-node", "2", "train.py")
+    assert code == 1 and "rank(s) 5" in err and "starts 2 rank(s)" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_usage_names_values_not_python_types(cli):
+    for command in ("report", "query", "timeline", "launch", "export", "generate"):
+        code, out, _ = cli(command, "--help")
+        assert code == 0
+        assert not re.search(r"<(list\[|str>|int|path>|bool>)", out), command

@@ -1,0 +1,154 @@
+"""The diagnosis on top of the report: findings ranked by cost, cross-rank first, labels that
+never contradict each other, verdicts and advice that fit the evidence."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nsyswrap import open_run
+from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.diagnosis import diagnose
+from nsyswrap.report.verdict import Evidence, Totals, recommendations
+
+from conftest import FIXTURES, SHARED
+from metric_helpers import load_truth
+
+PUBLIC = SHARED / "nsys-sqlite" / "public"
+COPY_HEAVY = ["gpu4__report2", "nsysai__h100_2gpu_1s", "sc23omp__report3"]
+needs_public = pytest.mark.skipif(not PUBLIC.is_dir(), reason="shared/nsys-sqlite/public is missing")
+
+
+@pytest.fixture(scope="module")
+def run4() -> dict:
+    with open_run([FIXTURES / "run4_straggler"]) as run:
+        return build_report(run, ReportOptions())
+
+
+def _public(cli, name: str) -> dict:
+    code, out, err = cli("report", PUBLIC / f"{name}.sqlite", "-f", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_straggler_comes_first_with_its_phase_and_cost(run4):
+    truth = load_truth(FIXTURES / "run4_straggler")["scenario"]["straggler"]
+    d = run4["diagnosis"]
+    first = d["findings"][0]
+    assert d["headline"] == "STRAGGLER: RANK 2"
+    assert first["scope"] == "cross-rank" and first["ranks"] == [truth["rank"]]
+    e = first["evidence"]
+    assert e["phase"] == truth["phase"] == "data_loading"
+    assert e["phase_excess_per_step"]["value"] == pytest.approx(truth["extra_ns"], rel=0.01)
+    assert e["waiting_ranks"] == [0, 1, 3]
+    assert first["cost_basis"] == "per step" and first["cost"]["value"] > 0
+    assert "Rank 2" in first["text"] and "data_loading" in first["text"]
+    assert "Ranks 0, 1 and 3 wait" in first["text"] and "per step" in first["text"]
+    assert [f["scope"] for f in d["findings"]] == sorted(
+        (f["scope"] for f in d["findings"]), key=lambda s: s != "cross-rank")
+    assert d["recommendations"][0].startswith("Make `data_loading` on rank 2")
+
+
+def test_ranks_that_wait_are_not_communication_bound(run4):
+    labels = {x["rank"]: x["label"] for x in run4["diagnosis"]["devices"]}
+    assert labels == {0: "waiting-for-peers", 1: "waiting-for-peers", 2: "host-bound",
+                      3: "waiting-for-peers"}
+    single = next(s for s in run4["sections"] if s["id"] == "single_rank")
+    shares = next(t for t in single["tables"] if t["id"] == "shares")["rows"]
+    assert {r["rank"]: r["verdict"] for r in shares} == labels
+    assert single["verdict"]["label"] == "waiting-for-peers"
+    assert "communication-bound" not in json.dumps(run4["diagnosis"])
+
+
+def test_diagnosis_reads_only_the_report_dict():
+    """A hand-made report dict (no SQL anywhere) gets its diagnosis."""
+    ns = lambda v: {"value": v, "unit": "ns"}  # noqa: E731
+    ledger = {"rank": 0, "device": 0, "span": ns(10**7), "compute_only": ns(10**6),
+              "both": ns(0), "comm_only": ns(0), "copy_only": ns(8 * 10**6), "idle": ns(10**6),
+              "compute_busy": ns(10**6), "comm_busy": ns(0), "copy_busy": ns(8 * 10**6)}
+    report = {"sections": [
+        {"id": "single_rank", "verdict": {"label": "balanced", "reason": ""},
+         "tables": [{"id": "ledger", "rows": [ledger]},
+                    {"id": "shares", "rows": [{"rank": 0, "device": 0, "verdict": "balanced"}]}]},
+        {"id": "trace", "tables": [
+            {"id": "copies", "rows": [{"rank": 0, "kind": "HtoD", "src": "Pageable",
+                                       "dst": "Device", "copies": {"value": 50, "unit": "count"}}]},
+            {"id": "activity", "rows": [{"rank": 0, "device": 0,
+                                         "activities": {"value": 60, "unit": "count"}}]}]},
+    ]}
+    d = diagnose(report)
+    assert d["headline"] == "COPY-BOUND"
+    assert d["findings"][0]["share"]["value"] == pytest.approx(0.8)
+    assert "50 of 50 host copies use pageable memory" in d["recommendations"][0]
+    assert "PyTorch" not in d["recommendations"][0]
+    assert report["sections"][0]["tables"][1]["rows"][0]["verdict"] == "copy-bound"
+
+
+@needs_public
+@pytest.mark.parametrize("name", COPY_HEAVY)
+def test_copy_heavy_exports_are_copy_bound(cli, name):
+    report = _public(cli, name)
+    d = report["diagnosis"]
+    assert d["headline"].startswith("COPY-BOUND")
+    assert d["findings"][0]["label"] == "copy-bound"
+    assert {x["label"] for x in d["devices"]} == {"copy-bound"}
+    code, out, _ = cli("report", PUBLIC / f"{name}.sqlite")
+    assert out.splitlines()[1].startswith("DIAGNOSIS: COPY-BOUND")
+
+
+@needs_public
+def test_pinned_memory_advice_looks_at_the_copies(cli):
+    """gpu4 copies between pinned and device memory only: no pinned-memory advice."""
+    advice = " ".join(_public(cli, "gpu4__report2")["diagnosis"]["recommendations"])
+    assert "pinned already" in advice and "allocate those host buffers pinned" not in advice
+    assert not any(w in advice for w in ("PyTorch", "torch", "DDP", "FSDP", "DataLoader"))
+
+
+@needs_public
+def test_a_two_kernel_capture_is_not_enough_data(cli):
+    d = _public(cli, "nsysai__mock")["diagnosis"]
+    assert d["headline"] == "NOT ENOUGH DATA"
+    assert [x["label"] for x in d["devices"]] == ["not enough data"]
+    assert "GPU activities" in d["devices"][0]["reason"]
+    assert not d["findings"] and not d["recommendations"]
+
+
+@needs_public
+def test_a_cpu_only_capture_says_it_has_no_gpu_activity(cli):
+    report = _public(cli, "tutorialvqe__report1")
+    d = report["diagnosis"]
+    assert d["headline"] == "NO GPU ACTIVITY"
+    assert "--trace=cuda" in d["cannot_answer"][0]["reason"]
+    single = next(s for s in report["sections"] if s["id"] == "single_rank")
+    steps = next(c for c in single["cannot_answer"] if c["what"] == "the step breakdown")
+    assert "no report has GPU activity" in steps["reason"] and "--step-pattern" not in steps["reason"]
+
+
+def test_framework_advice_only_for_frameworks_in_the_trace():
+    comm = Totals(span_ns=10**7, compute_busy_ns=5 * 10**6, comm_busy_ns=4 * 10**6,
+                  both_ns=10**6, exposed_comm_ns=3 * 10**6, idle_ns=10**6)
+    plain = " ".join(recommendations(comm, Evidence()).values())
+    torch = " ".join(recommendations(comm, Evidence(frameworks=frozenset({"pytorch", "nccl"})))
+                     .values())
+    assert "bucket_cap_mb" not in plain and "DDP" not in plain
+    assert "bucket_cap_mb" in torch and "3.00 ms" in torch
+
+
+def test_pinned_memory_advice_needs_pageable_copies_and_no_pinned_allocations():
+    copies = Totals(span_ns=10**7, compute_busy_ns=10**6, copy_only_ns=8 * 10**6, idle_ns=10**6)
+    pageable = Evidence(host_copies=10, pageable_copies=10)
+    assert "allocate those host buffers pinned" in recommendations(copies, pageable)["copies"]
+    allocates = Evidence(host_copies=10, pageable_copies=10, host_alloc_calls=3)
+    text = recommendations(copies, allocates)["copies"]
+    assert "allocate those" not in text and "allocates pinned memory already" in text
+    pinned = Evidence(host_copies=10, pageable_copies=0)
+    assert "pinned already" in recommendations(copies, pinned)["copies"]
+
+
+def test_rank_lists_stay_short():
+    from nsyswrap.report.diagnosis import _ranks
+
+    assert _ranks([3]) == "rank 3"
+    assert _ranks([0, 1, 3]) == "ranks 0, 1 and 3"
+    assert _ranks([0, 1, 3, 4, 5, 6, 9]) == "ranks 0, 1, 3-6 and 9"
+    assert _ranks([r for r in range(16) if r != 2], of=16) == "the other 15 ranks"
