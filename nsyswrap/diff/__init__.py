@@ -1,0 +1,79 @@
+"""`nsyswrap diff BASE NEW`: did the change help? Two runs compared figure by figure.
+
+`diff(base, new)` checks that the runs can be compared (nsyswrap.diff.comparability),
+computes each run's per-step samples (nsyswrap.diff.samples), compares their medians with
+a bootstrap interval (nsyswrap.diff.significance) and leads with a headline
+(nsyswrap.diff.headline). `nsyswrap.diff.gate` is the CI gate, `nsyswrap.diff.render`
+the output.
+"""
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from nsyswrap.diff import compare, comparability, headline
+from nsyswrap.diff.samples import add_samples, identify, run_inputs
+from nsyswrap.diff.significance import METHOD
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.run import DEFAULT_OPENER, Opener
+
+SPLIT_NOTE = ("exposed communication is split into `waited` (time in collectives before the "
+              "last rank arrived) and `beyond_wait` (exposed minus waited, at least 0): an "
+              "approximation until the cross-rank analysis splits exposed time exactly")
+
+Run = str | Path | list
+
+
+@dataclass
+class DiffResult:
+    """What `diff` returns: named frames, the headline first."""
+
+    base: str
+    new: str
+    headline: list[str]
+    warnings: list[str]
+    method: str
+    checks: pd.DataFrame
+    figures: pd.DataFrame
+    stragglers: pd.DataFrame
+    notes: list[str]
+
+    def section(self, name: str) -> pd.DataFrame:
+        """The figures of one section: step_time, share, exposed_comm, idle, phase, kernel,
+        range or collective."""
+        return self.figures[self.figures["section"] == name].reset_index(drop=True)
+
+    def figure(self, figure_id: str) -> pd.Series:
+        """One figure by id (e.g. "step_time", "kernel:<name>"); KeyError if absent."""
+        rows = self.figures[self.figures["id"] == figure_id]
+        if rows.empty:
+            raise KeyError(figure_id)
+        return rows.iloc[0]
+
+
+def diff(base: Run, new: Run, options: ReportOptions = ReportOptions(), *, force: bool = False,
+         opener: Opener = DEFAULT_OPENER) -> DiffResult:
+    """Compare run NEW against run BASE (each a run directory, glob, manifest.json or report
+    file, or a list of them). Raises NsysWrapError naming what differs when the runs cannot
+    be compared, unless `force`."""
+    base_label, new_label = _label(base), _label(new)
+    with ExitStack() as stack:
+        runs = [stack.enter_context(opener.open(run_inputs(r))) for r in (base, new)]
+        b, n = (identify(r, label, options) for r, label in zip(runs, (base_label, new_label)))
+        checks = comparability.check(b, n)
+        comparability.refuse_unless_forced(checks, base_label, new_label, force)
+        for run, found in zip(runs, (b, n)):
+            add_samples(run, found, options)
+    figs = compare.figures(b, n)
+    notes = [SPLIT_NOTE] if not figs[figs["metric"] == "beyond_wait"].empty else [
+        "exposed communication waiting vs transfer: not available (no collective is "
+        "matched across ranks)"]
+    return DiffResult(base_label, new_label, headline.headline(figs), headline.warnings(figs),
+                      METHOD, checks, figs, compare.stragglers(b, n), notes)
+
+
+def _label(run: Run) -> str:
+    return " ".join(map(str, run)) if isinstance(run, list) else str(run)
