@@ -233,6 +233,37 @@ def report(
 
 
 @app.command()
+def diff(
+    base: Annotated[str, typer.Argument(help="BASE run: a run directory, a quoted glob, a manifest.json or one report .sqlite.")],
+    new: Annotated[str, typer.Argument(help="NEW run, the same way.")],
+    fmt: Fmt = Format.table,
+    output: Output = None,
+    force: Annotated[bool, typer.Option("--force", help="Compare runs the comparability check refuses, and overwrite output files.")] = False,
+    steps: Annotated[Optional[str], typer.Option("--steps", help="Compare only steps FROM:TO (TO excluded), e.g. 2:5.")] = None,
+    window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", help="Compare only steps overlapping NVTX ranges LIKE this.")] = None,
+    step_pattern: Annotated[str, typer.Option("--step-pattern", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
+    rank_pattern: RankPattern = r"rank(\d+)",
+    jobs: Jobs = 2,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page.")] = None,
+    fail_on_regression: Annotated[Optional[float], typer.Option("--fail-on-regression", min=0, help="Exit 1 when NEW is significantly worse than BASE by more than PCT %.", metavar="PCT")] = None,
+    metric: Annotated[str, typer.Option("--metric", help="Figure the gate checks: an id of --format csv, e.g. step_time:rank=2.")] = "step_time",
+) -> None:
+    """Did it help? Compare run NEW against run BASE: step time, ledger, idle, kernels, ranges, collectives."""
+    from nsyswrap.diff import diff as diff_runs
+    from nsyswrap.diff.gate import gate
+    from nsyswrap.diff.render import write_diff
+
+    check_writable(output, force)
+    options = ReportOptions.parse(steps, window_nvtx, step_pattern)
+    result = diff_runs(base, new, options, force=force, opener=_opener(rank_pattern, jobs))
+    write_diff(result, fmt, output, force, console, html)
+    if fail_on_regression is not None:
+        code, line = gate(result, fail_on_regression, metric)
+        print(line, file=sys.stderr)
+        raise typer.Exit(code)
+
+
+@app.command()
 def timeline(
     reports: Reports,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],

@@ -8,6 +8,8 @@ the output.
 """
 from __future__ import annotations
 
+import sys
+import types
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,3 +79,15 @@ def diff(base: Run, new: Run, options: ReportOptions = ReportOptions(), *, force
 
 def _label(run: Run) -> str:
     return " ".join(map(str, run)) if isinstance(run, list) else str(run)
+
+
+class _CallableModule(types.ModuleType):
+    """`nsyswrap.diff` is this package once a submodule was imported (the import system sets
+    the attribute), else the function (nsyswrap's lazy names): either way
+    `nsyswrap.diff(base, new)` calls `diff`."""
+
+    def __call__(self, *args, **kwargs) -> DiffResult:
+        return diff(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -36,7 +36,7 @@ def headline(figs: pd.DataFrame) -> list[str]:
         lines.append("no phase or exposed communication change explains it; see the kernel "
                      "and range tables")
     for c in causes.itertuples(index=False):
-        lines.append(f"{c.what} {_ms(c.delta, sign=True)} per step explains {c.share:.0%} of it")
+        lines.append(f"{c.what} {_ms(c.delta, sign=True)} per step explains {c.share * 100:.0f} % of it")
     return lines
 
 

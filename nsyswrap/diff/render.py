@@ -1,0 +1,198 @@
+"""A diff for people (terminal tables, an HTML page) and machines (json, csv, parquet).
+
+Tables: the headline first, then the comparability check (in full only when something
+differs), then per section the overall figure and the largest significant changes.
+csv and parquet hold every figure (`DiffResult.figures`); json holds everything.
+"""
+from __future__ import annotations
+
+import html
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from nsyswrap.diff import DiffResult
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.output import Format, check_writable, to_json_records
+
+TOP = 12
+TITLES = {
+    "step_time": "Step time, ms (overall: slowest rank per step; per rank: its step range)",
+    "share": "Ledger shares of the step per rank and device, %",
+    "exposed_comm": "Exposed communication per step, ms (waited: in collectives before the "
+                    "last rank arrived; beyond_wait: the rest)",
+    "idle": "Idle time per step by cause, ms",
+    "phase": "Phases per step, ms: host time without waits, GPU time of their kernels",
+    "kernel": "GPU time per step by kernel name, all ranks, ms (top movers)",
+    "range": "GPU time per step launched inside NVTX ranges, all ranks, ms (top movers)",
+    "collective": "Collectives per op and size, ms: duration, transfer, skew, wait (summed "
+                  "over ranks); busbw in GB/s",
+}
+
+
+def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool, console,
+               html_path: Path | None = None) -> None:
+    """Show or save the diff; `html_path`: also a self-contained page."""
+    check_writable(output, force)
+    check_writable(html_path, force)
+    if fmt is Format.parquet:
+        if output is None:
+            raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
+        result.figures.to_parquet(output, index=False)
+    elif fmt is Format.table:
+        if output is None:
+            _print_tables(result, console)
+        else:
+            from rich.console import Console
+
+            buf = io.StringIO()
+            _print_tables(result, Console(file=buf, width=100))
+            output.write_text(buf.getvalue())
+    else:
+        text = (result.figures.to_csv(index=False) if fmt is Format.csv
+                else json.dumps(as_json(result), indent=1) + "\n")
+        if output is None:
+            console.file.write(text)
+        else:
+            output.write_text(text)
+    if html_path is not None:
+        html_path.write_text(as_html(result), encoding="utf-8")
+
+
+def as_json(result: DiffResult) -> dict:
+    """Everything: headline, warnings, method, notes, checks, figures, stragglers."""
+    return {"base": result.base, "new": result.new, "headline": result.headline,
+            "warnings": result.warnings, "method": result.method, "notes": result.notes,
+            "checks": to_json_records(result.checks),
+            "figures": to_json_records(result.figures),
+            "stragglers": to_json_records(result.stragglers)}
+
+
+def section_tables(result: DiffResult) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows for people) per section: the figure without rank (overall) first,
+    then significant changes, largest first, at most TOP rows."""
+    out = []
+    for name, title in TITLES.items():
+        figs = result.section(name)
+        if figs.empty:
+            continue
+        overall = figs[figs["rank"].isna() & (name == "step_time")]
+        rest = figs.drop(overall.index)
+        rest = rest.assign(size=rest["delta"].abs())
+        rest = rest[rest["significant"]].sort_values("size", ascending=False, kind="stable")
+        shown = pd.concat([overall, rest]).head(TOP)
+        if shown.empty:
+            continue
+        note = f" ({len(figs) - len(shown)} more figures: --format csv)" if len(figs) > len(shown) else ""
+        out.append((title + note, _for_people(shown)))
+    return out
+
+
+def _for_people(figs: pd.DataFrame) -> pd.DataFrame:
+    """Bare numbers (the unit is in the table title): ms, %, GB/s."""
+    def col(name: str, sign: bool = False) -> list[str]:
+        return [_value(v, u, sign) for v, u in zip(figs[name], figs["unit"])]
+
+    return pd.DataFrame({
+        "figure": [_what(r) for r in figs.itertuples(index=False)],
+        "base": col("base"), "new": col("new"), "delta": col("delta", True),
+        "rel": [_pct(x) for x in figs["rel_delta"]],
+        "95 % CI": [f"{a}..{b}" for a, b in zip(col("ci_low", True), col("ci_high", True))],
+        "sig": ["yes" if s else "no" for s in figs["significant"]],
+    })
+
+
+def _what(r) -> str:
+    parts = [] if r.metric in (r.section, "gpu_time") else [r.metric]
+    if not pd.isna(r.rank):
+        parts.append(f"rank {r.rank}")
+    if not pd.isna(r.device):
+        parts.append(f"dev {r.device}")
+    if r.item:
+        parts.append(r.item)
+    return " ".join(parts) or "all ranks"
+
+
+def _value(v: float, unit: str, sign: bool = False) -> str:
+    """ns as ms, fractions as %, others as they are (no unit)."""
+    if pd.isna(v):
+        return "n/a"
+    digits, scale = {"ns": (3, 1e-6), "fraction": (1, 100)}.get(unit, (2, 1))
+    return format(v * scale, f"{'+' if sign else ''},.{digits}f").replace("-", "\u2212")
+
+
+def _pct(x: float) -> str:
+    return "n/a" if pd.isna(x) else f"{x * 100:+.1f}%".replace("-", "\u2212")
+
+
+def _print_tables(result: DiffResult, console) -> None:
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(result.headline[0])}[/bold]")
+    for line in result.headline[1:]:
+        console.print(f"  {escape(line)}")
+    for line in result.warnings:
+        console.print(f"[yellow]Warning:[/yellow] {line}")
+    console.print(escape(f"BASE {result.base}  vs  NEW {result.new}"))
+    differs = result.checks[~result.checks["ok"]]
+    if differs.empty:
+        console.print("Comparable: " + "; ".join(
+            f"{r.check} {r.base}" for r in result.checks.itertuples(index=False)
+            if r.check in ("ranks", "devices", "process groups")))
+    else:
+        console.print(_rich(differs[["check", "base", "new", "blocking"]],
+                            "Comparability: what differs (blocking = refused without --force)"))
+    console.print(f"Significance: {result.method}.")
+    for title, rows in section_tables(result):
+        console.print(_rich(rows, title))
+    if not result.stragglers.empty:
+        s = result.stragglers
+        console.print(_rich(pd.DataFrame({
+            "run": ["BASE" if r == result.base else "NEW" for r in s["run"]],
+            "rank": s["rank"].astype(str),
+            "last": [f"{a}/{b}" for a, b in zip(s["last"], s["collectives"])],
+            "lag": [_value(v, "ns") for v in s["lag_ns"]],
+            "imposed wait": [_value(v, "ns") for v in s["imposed_wait_ns"]],
+            "phase": s["phase"].fillna("").astype(str),
+            "excess/step": [_value(v, "ns") for v in s["phase_excess_per_step_ns"]],
+        }), "The straggler of each run, ms: last at how many collectives, its lag summed, "
+            "the wait it imposed, the phase behind it and its excess per step"))
+    for note in result.notes:
+        console.print(f"Note: {escape(note)}.")
+
+
+def _rich(df: pd.DataFrame, title: str):
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(title), title_justify="left", header_style="bold",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, col in enumerate(df.columns):
+        table.add_column(str(col), overflow="fold", justify="left" if i == 0 else "right")
+    for row in df.itertuples(index=False):
+        table.add_row(*(escape(str(v)) for v in row))
+    return table
+
+
+def as_html(result: DiffResult) -> str:
+    """One self-contained page: headline, checks, the section tables, the stragglers."""
+    e = html.escape
+    parts = [f"<h1>{e(result.headline[0])}</h1>",
+             "<ul>" + "".join(f"<li>{e(x)}</li>" for x in result.headline[1:]) + "</ul>",
+             *(f"<p class=warn>Warning: {e(w)}</p>" for w in result.warnings),
+             f"<p>BASE <code>{e(result.base)}</code> vs NEW <code>{e(result.new)}</code>. "
+             f"Significance: {e(result.method)}.</p>",
+             "<h2>Comparability</h2>", result.checks.to_html(index=False)]
+    for title, rows in section_tables(result):
+        parts += [f"<h2>{e(title)}</h2>", rows.to_html(index=False)]
+    if not result.stragglers.empty:
+        parts += ["<h2>Stragglers</h2>", result.stragglers.to_html(index=False)]
+    parts += [f"<p>Note: {e(n)}.</p>" for n in result.notes]
+    style = ("body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:"
+             "collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+             ".warn{color:#a60}")
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>nsyswrap diff</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
