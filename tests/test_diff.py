@@ -1,0 +1,169 @@
+"""`nsyswrap diff`: planted differences between generated pairs of runs are found with the
+right sign and size, noise is not, the gate decides right, incomparable runs are refused."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import nsyswrap
+from nsyswrap.diff import diff
+from nsyswrap.diff.significance import MIN_STEPS, compare
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.synth import generate_run
+from nsyswrap.synth.catalog import COVER_KERNEL
+from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_pair
+
+
+@pytest.fixture(scope="session")
+def pairs(tmp_path_factory):
+    """name -> (base dir, new dir), generated once."""
+    root = tmp_path_factory.mktemp("pairs")
+    out = {}
+    for name in ("straggler_fixed", "overlap_improved", "kernels_faster", "noise"):
+        write_pair(name, root / name)
+        out[name] = (root / name / "base", root / name / "new")
+    return out
+
+
+@pytest.fixture(scope="session")
+def diffs(pairs):
+    """name -> DiffResult of BASE vs NEW."""
+    return {name: diff(*dirs) for name, dirs in pairs.items()}
+
+
+def test_straggler_fixed_step_time_and_cause(diffs):
+    r = diffs["straggler_fixed"]
+    step = r.figure("step_time")
+    assert step.significant and step.n_base == step.n_new == BASE.steps
+    assert abs(step.delta + FIXED_NS) < 0.05 * FIXED_NS           # -2 ms per step
+    assert step.ci_low < -0.95 * FIXED_NS and step.ci_high > -1.05 * FIXED_NS
+    phase = r.figure(f"phase.host:rank={STRAGGLER_RANK},data_loading")
+    assert phase.significant and abs(phase.delta + FIXED_NS) < 0.01 * FIXED_NS
+    assert "± " in r.headline[0] and f"p50 over {BASE.steps} vs {BASE.steps} steps" in r.headline[0]
+    assert r.headline[0].startswith("step time \u2212")
+    assert r.headline[1].startswith(f"data_loading on rank {STRAGGLER_RANK} \u22122.0")
+    assert not r.warnings
+    s = r.stragglers.set_index("run")
+    assert (s["rank"] == STRAGGLER_RANK).all()
+    assert s.loc[r.base, "phase_excess_per_step_ns"] - s.loc[r.new, "phase_excess_per_step_ns"] \
+        == pytest.approx(FIXED_NS, rel=0.01)
+
+
+def test_overlap_improved(diffs):
+    r = diffs["overlap_improved"]
+    assert r.figure("step_time").significant and r.figure("step_time").delta < 0
+    for rank, device in {(0, 0), (1, 1), (2, 0), (3, 1)}:
+        exposed = r.figure(f"share.exposed_comm:rank={rank},device={device}")
+        both = r.figure(f"share.both:rank={rank},device={device}")
+        assert exposed.significant and exposed.delta < -0.1
+        assert both.significant and both.delta > 0.1
+    assert "exposed communication beyond waiting on all ranks" in r.headline[1]
+
+
+def test_kernels_faster(diffs):
+    r = diffs["kernels_faster"]
+    assert r.figure("step_time").significant and r.figure("step_time").delta < 0
+    kernels = r.section("kernel")
+    planted = kernels[~kernels["item"].str.match("nccl|memcpy|memset")
+                      & (kernels["item"] != COVER_KERNEL.short)]
+    assert len(planted) >= 4
+    assert planted["significant"].all()
+    assert planted["rel_delta"].between(-0.35, -0.15).all()      # a quarter shorter
+    assert (kernels["delta"].abs().diff().dropna() <= 0).all()      # top movers first
+
+
+def test_noise_is_not_a_change(diffs, pairs, cli):
+    r = diffs["noise"]
+    assert not r.figure("step_time").significant
+    assert "no significant change" in r.headline[0] and len(r.headline) == 1
+    kernels = r.section("kernel")
+    assert not (kernels["significant"] & (kernels["rel_delta"].abs() > 0.1)).any()
+    base, new = pairs["noise"]
+    for a, b in ((base, new), (new, base)):
+        code, _, err = cli("diff", a, b, "--fail-on-regression", "5", "-f", "csv")
+        assert code == 0 and err.strip().splitlines()[-1].startswith("PASS: step_time")
+
+
+def test_gate_both_ways(pairs, cli):
+    base, new = pairs["straggler_fixed"]
+    code, out, err = cli("diff", base, new, "--fail-on-regression", "5")
+    assert code == 0 and err.strip().splitlines()[-1].startswith("PASS: step_time")
+    assert out.startswith("step time \u2212")
+    assert max(len(line) for line in out.splitlines()) <= 80
+    code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "-f", "json")
+    last = err.strip().splitlines()[-1]
+    assert code == 1 and last.startswith("FAIL: step_time +") and "more than 5 %" in last
+    code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "--metric",
+                       f"phase.host:rank={STRAGGLER_RANK},data_loading")
+    assert code == 1
+    code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "--metric",
+                       f"phase.host:rank={STRAGGLER_RANK},forward")
+    assert code == 0
+    code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "--metric", "nope")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "--metric nope" in err
+
+
+def test_different_rank_counts_are_refused(pairs, tmp_path, cli):
+    two = tmp_path / "two"
+    generate_run(BASE.replace(ranks=2, clock_error_ns=None), two)
+    base, _ = pairs["noise"]
+    code, out, err = cli("diff", base, two)
+    assert code == 1 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "not comparable" in lines[0] and "ranks: 4 (0-3) vs 2 (0,1)" in lines[0]
+    assert "--force" in lines[0]
+    with pytest.raises(NsysWrapError, match="ranks"):
+        diff(base, two)
+    forced = diff(base, two, force=True)
+    assert not forced.checks.set_index("check").loc["ranks", "ok"]
+    assert forced.figure("step_time").n_new == BASE.steps
+
+
+def test_machine_formats_and_html(pairs, tmp_path, cli):
+    base, new = pairs["straggler_fixed"]
+    code, out, _ = cli("diff", base, new, "-f", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["headline"][0].startswith("step time")
+    assert "bootstrap" in doc["method"] and doc["checks"] and doc["stragglers"]
+    step = next(f for f in doc["figures"] if f["id"] == "step_time")
+    assert {"base", "new", "delta", "rel_delta", "ci_low", "ci_high", "significant"} <= set(step)
+    code, out, _ = cli("diff", base, new, "-f", "csv")
+    assert code == 0 and out.splitlines()[0].startswith("id,section,metric,rank,device,item")
+    target, page = tmp_path / "d.parquet", tmp_path / "d.html"
+    assert cli("diff", base, new, "-f", "parquet")[0] == 1
+    code, _, _ = cli("diff", base, new, "-f", "parquet", "-o", target, "--html", page)
+    assert code == 0 and len(pd.read_parquet(target)) == len(doc["figures"])
+    assert page.read_text().startswith("<!doctype html>") and "data_loading" in page.read_text()
+    code, _, err = cli("diff", base, new, "--html", page)
+    assert code == 1 and "already exists" in err
+
+
+def test_window_options_and_few_steps(pairs, cli):
+    base, new = pairs["straggler_fixed"]
+    r = nsyswrap.diff(str(base), str(new), ReportOptions.parse("2:12"))
+    step = r.figure("step_time")
+    assert step.n_base == step.n_new == 10 < MIN_STEPS
+    assert r.warnings and "fewer than 20" in r.warnings[0]
+    assert step.significant and abs(step.delta + FIXED_NS) < 0.05 * FIXED_NS
+    code, _, err = cli("diff", base, new, "--step-pattern", "nothing:%")
+    assert code == 1 and "has no steps in the window" in err
+
+
+def test_manifest_stands_for_its_directory(pairs, tmp_path):
+    from nsyswrap.diff.samples import run_inputs
+
+    assert run_inputs(tmp_path / "manifest.json") == [tmp_path]
+
+
+def test_bootstrap_is_seeded_and_finds_shifts():
+    rng = np.random.default_rng(0)
+    base = pd.DataFrame({"a": rng.normal(100, 5, 30), "b": rng.normal(100, 5, 30)})
+    new = pd.DataFrame({"a": rng.normal(100, 5, 30), "b": rng.normal(110, 5, 30)})
+    out = compare(base, new).set_index("id")
+    assert not out.loc["a", "significant"] and out.loc["b", "significant"]
+    assert out.loc["b", "ci_low"] < 10 < out.loc["b", "ci_high"]
+    pd.testing.assert_frame_equal(compare(base, new), compare(base, new))
