@@ -251,9 +251,9 @@ def diff(
     """Did it help? Compare run NEW against run BASE: step time, ledger, idle, kernels, ranges, collectives."""
     from nsyswrap.diff import diff as diff_runs
     from nsyswrap.diff.gate import gate
-    from nsyswrap.diff.render import write_diff
+    from nsyswrap.diff.render import check_outputs, write_diff
 
-    check_writable(output, force)
+    check_outputs(fmt, output, html, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
     result = diff_runs(base, new, options, force=force, opener=_opener(rank_pattern, jobs))
     write_diff(result, fmt, output, force, console, html)

@@ -10,9 +10,11 @@ import pytest
 
 import nsyswrap
 from nsyswrap.diff import diff
+from nsyswrap.diff.gate import gate
 from nsyswrap.diff.significance import MIN_STEPS, compare
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
+from nsyswrap.run import Opener
 from nsyswrap.synth import generate_run
 from nsyswrap.synth.catalog import COVER_KERNEL
 from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_pair
@@ -32,7 +34,7 @@ def pairs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def diffs(pairs):
     """name -> DiffResult of BASE vs NEW."""
-    return {name: diff(*dirs) for name, dirs in pairs.items()}
+    return {name: diff(*dirs, opener=Opener(jobs=1)) for name, dirs in pairs.items()}
 
 
 def test_straggler_fixed_step_time_and_cause(diffs):
@@ -84,11 +86,12 @@ def test_noise_is_not_a_change(diffs, pairs, cli):
     assert not (kernels["significant"] & (kernels["rel_delta"].abs() > 0.1)).any()
     base, new = pairs["noise"]
     for a, b in ((base, new), (new, base)):
-        code, _, err = cli("diff", a, b, "--fail-on-regression", "5", "-f", "csv")
+        code, out, err = cli("diff", a, b, "--fail-on-regression", "5", "-f", "csv")
         assert code == 0 and err.strip().splitlines()[-1].startswith("PASS: step_time")
+        assert out.splitlines()[0].startswith("id,section,metric,rank,device,item,unit")
 
 
-def test_gate_both_ways(pairs, cli):
+def test_gate_both_ways(pairs, diffs, cli):
     base, new = pairs["straggler_fixed"]
     code, out, err = cli("diff", base, new, "--fail-on-regression", "5")
     assert code == 0 and err.strip().splitlines()[-1].startswith("PASS: step_time")
@@ -97,14 +100,14 @@ def test_gate_both_ways(pairs, cli):
     code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "-f", "json")
     last = err.strip().splitlines()[-1]
     assert code == 1 and last.startswith("FAIL: step_time +") and "more than 5 %" in last
-    code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "--metric",
-                       f"phase.host:rank={STRAGGLER_RANK},data_loading")
-    assert code == 1
-    code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "--metric",
-                       f"phase.host:rank={STRAGGLER_RANK},forward")
-    assert code == 0
-    code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "--metric", "nope")
-    assert code == 1 and len(err.strip().splitlines()) == 1 and "--metric nope" in err
+    fixed = diffs["straggler_fixed"]
+    assert gate(fixed, 5)[0] == 0
+    assert gate(fixed, 5, f"phase.host:rank={STRAGGLER_RANK},data_loading")[0] == 0
+    assert gate(fixed, 5, "collective.busbw:all_reduce 25 MiB")[0] == 0   # higher is better
+    worse = diffs["noise"]
+    assert gate(worse, 0)[0] == 0                                        # not significant
+    with pytest.raises(NsysWrapError, match="--metric nope"):
+        gate(fixed, 5, "nope")
 
 
 def test_different_rank_counts_are_refused(pairs, tmp_path, cli):
@@ -131,14 +134,12 @@ def test_machine_formats_and_html(pairs, tmp_path, cli):
     assert "bootstrap" in doc["method"] and doc["checks"] and doc["stragglers"]
     step = next(f for f in doc["figures"] if f["id"] == "step_time")
     assert {"base", "new", "delta", "rel_delta", "ci_low", "ci_high", "significant"} <= set(step)
-    code, out, _ = cli("diff", base, new, "-f", "csv")
-    assert code == 0 and out.splitlines()[0].startswith("id,section,metric,rank,device,item")
     target, page = tmp_path / "d.parquet", tmp_path / "d.html"
-    assert cli("diff", base, new, "-f", "parquet")[0] == 1
+    assert cli("diff", base, new, "-f", "parquet")[0] == 1             # needs --output
     code, _, _ = cli("diff", base, new, "-f", "parquet", "-o", target, "--html", page)
     assert code == 0 and len(pd.read_parquet(target)) == len(doc["figures"])
     assert page.read_text().startswith("<!doctype html>") and "data_loading" in page.read_text()
-    code, _, err = cli("diff", base, new, "--html", page)
+    code, _, err = cli("diff", base, new, "--html", page)   # refused before any work
     assert code == 1 and "already exists" in err
 
 

@@ -35,11 +35,8 @@ TITLES = {
 def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool, console,
                html_path: Path | None = None) -> None:
     """Show or save the diff; `html_path`: also a self-contained page."""
-    check_writable(output, force)
-    check_writable(html_path, force)
+    check_outputs(fmt, output, html_path, force)
     if fmt is Format.parquet:
-        if output is None:
-            raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
         result.figures.to_parquet(output, index=False)
     elif fmt is Format.table:
         if output is None:
@@ -59,6 +56,14 @@ def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool
             output.write_text(text)
     if html_path is not None:
         html_path.write_text(as_html(result), encoding="utf-8")
+
+
+def check_outputs(fmt: Format, output: Path | None, html_path: Path | None, force: bool) -> None:
+    """Refuse, before any work, outputs that exist (unless `force`) or parquet to a terminal."""
+    for path in (output, html_path):
+        check_writable(path, force)
+    if fmt is Format.parquet and output is None:
+        raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
 
 
 def as_json(result: DiffResult) -> dict:

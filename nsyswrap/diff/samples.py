@@ -19,6 +19,7 @@ from nsyswrap.crossrank import metrics as crossrank
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.queries import run_module
 from nsyswrap.report.options import ReportOptions
+from nsyswrap.report.single_rank import _like_regex
 from nsyswrap.reports import MANIFEST_NAME
 from nsyswrap.run import Run
 
@@ -256,12 +257,6 @@ def _ranges(run: Run, options: ReportOptions, steps: pd.DataFrame) -> pd.DataFra
     ranges = ranges.dropna(subset=["step"])
     ranges["text"] = ranges["text"].str.replace(COUNTER, "", regex=True)
     return ranges.groupby(["text", "step"], as_index=False)["gpu_ns"].sum()
-
-
-def _like_regex(pattern: str) -> str:
-    """A SQL LIKE pattern as an anchored regex."""
-    return "^" + "".join(".*" if c == "%" else "." if c == "_" else re.escape(c)
-                         for c in pattern) + "$"
 
 
 def _collectives(coll: pd.DataFrame, run: Run) -> pd.DataFrame:
