@@ -19,6 +19,10 @@ from nsyswrap.synth import generate_run
 from nsyswrap.synth.catalog import COVER_KERNEL
 from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_pair
 
+from conftest import PUBLIC
+
+MFU_BEFORE = next((p for p in PUBLIC if p.stem == "nsysai__mfu_2gpu_before"), None)
+
 
 @pytest.fixture(scope="session")
 def pairs(tmp_path_factory):
@@ -168,3 +172,14 @@ def test_bootstrap_is_seeded_and_finds_shifts():
     assert not out.loc["a", "significant"] and out.loc["b", "significant"]
     assert out.loc["b", "ci_low"] < 10 < out.loc["b", "ci_high"]
     pd.testing.assert_frame_equal(compare(base, new), compare(base, new))
+
+
+@pytest.mark.skipif(MFU_BEFORE is None, reason="shared/nsys-sqlite/public is not beside the repository")
+def test_a_real_report_against_itself(cli):
+    code, out, err = cli("diff", MFU_BEFORE, MFU_BEFORE, "--step-pattern", "AllToAll%",
+                         "--fail-on-regression", "0", "-f", "json")
+    assert code == 0 and err.strip().splitlines()[-1].startswith("PASS: step_time +0.0 %")
+    doc = json.loads(out)
+    assert "no significant change" in doc["headline"][0]
+    assert all(f["delta"] == 0 and not f["significant"] for f in doc["figures"])
+    assert {f["section"] for f in doc["figures"]} >= {"step_time", "share", "kernel", "range"}

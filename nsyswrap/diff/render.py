@@ -76,8 +76,8 @@ def as_json(result: DiffResult) -> dict:
 
 
 def section_tables(result: DiffResult) -> list[tuple[str, pd.DataFrame]]:
-    """(title, rows for people) per section: the figure without rank (overall) first,
-    then significant changes, largest first, at most TOP rows."""
+    """(title, rows for people or None) per section: the overall step time first, then
+    the significant changes, largest first, at most TOP rows; None: none significant."""
     out = []
     for name, title in TITLES.items():
         figs = result.section(name)
@@ -89,8 +89,10 @@ def section_tables(result: DiffResult) -> list[tuple[str, pd.DataFrame]]:
         rest = rest[rest["significant"]].sort_values("size", ascending=False, kind="stable")
         shown = pd.concat([overall, rest]).head(TOP)
         if shown.empty:
+            out.append((f"{title}: no significant change in {len(figs)} figures", None))
             continue
-        note = f" ({len(figs) - len(shown)} more figures: --format csv)" if len(figs) > len(shown) else ""
+        more = len(figs) - len(shown)
+        note = f" ({more} more figures: --format csv)" if more else ""
         out.append((title + note, _for_people(shown)))
     return out
 
@@ -151,7 +153,7 @@ def _print_tables(result: DiffResult, console) -> None:
                             "Comparability: what differs (blocking = refused without --force)"))
     console.print(f"Significance: {result.method}.")
     for title, rows in section_tables(result):
-        console.print(_rich(rows, title))
+        console.print(escape(title) if rows is None else _rich(rows, title))
     if not result.stragglers.empty:
         s = result.stragglers
         console.print(_rich(pd.DataFrame({
@@ -192,7 +194,7 @@ def as_html(result: DiffResult) -> str:
              f"Significance: {e(result.method)}.</p>",
              "<h2>Comparability</h2>", result.checks.to_html(index=False)]
     for title, rows in section_tables(result):
-        parts += [f"<h2>{e(title)}</h2>", rows.to_html(index=False)]
+        parts += [f"<h2>{e(title)}</h2>"] + ([] if rows is None else [rows.to_html(index=False)])
     if not result.stragglers.empty:
         parts += ["<h2>Stragglers</h2>", result.stragglers.to_html(index=False)]
     parts += [f"<p>Note: {e(n)}.</p>" for n in result.notes]
