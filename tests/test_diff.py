@@ -11,7 +11,7 @@ import pytest
 import nsyswrap
 from nsyswrap.diff import diff
 from nsyswrap.diff.gate import gate
-from nsyswrap.diff.significance import MIN_STEPS, compare
+from nsyswrap.diff.significance import MIN_STEPS, compare_medians
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Opener
@@ -80,6 +80,8 @@ def test_kernels_faster(diffs):
     assert planted["significant"].all()
     assert planted["rel_delta"].between(-0.35, -0.15).all()      # a quarter shorter
     assert (kernels["delta"].abs().diff().dropna() <= 0).all()      # top movers first
+    assert r.headline[1].startswith("backward on all ranks \u2212")
+    assert r.headline[2].startswith("forward on all ranks \u2212")
 
 
 def test_noise_is_not_a_change(diffs, pairs, cli):
@@ -168,10 +170,10 @@ def test_bootstrap_is_seeded_and_finds_shifts():
     rng = np.random.default_rng(0)
     base = pd.DataFrame({"a": rng.normal(100, 5, 30), "b": rng.normal(100, 5, 30)})
     new = pd.DataFrame({"a": rng.normal(100, 5, 30), "b": rng.normal(110, 5, 30)})
-    out = compare(base, new).set_index("id")
+    out = compare_medians(base, new).set_index("id")
     assert not out.loc["a", "significant"] and out.loc["b", "significant"]
     assert out.loc["b", "ci_low"] < 10 < out.loc["b", "ci_high"]
-    pd.testing.assert_frame_equal(compare(base, new), compare(base, new))
+    pd.testing.assert_frame_equal(compare_medians(base, new), compare_medians(base, new))
 
 
 @pytest.mark.skipif(MFU_BEFORE is None, reason="shared/nsys-sqlite/public is not beside the repository")

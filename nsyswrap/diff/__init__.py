@@ -26,7 +26,8 @@ SPLIT_NOTE = ("exposed communication is split into `waited` (time in collectives
               "last rank arrived) and `beyond_wait` (exposed minus waited, at least 0): an "
               "approximation until the cross-rank analysis splits exposed time exactly")
 
-Run = str | Path | list
+RunArg = str | Path | list
+"""A run: a directory, glob, manifest.json or report file, or a list of them."""
 
 
 @dataclass
@@ -56,7 +57,7 @@ class DiffResult:
         return rows.iloc[0]
 
 
-def diff(base: Run, new: Run, options: ReportOptions = ReportOptions(), *, force: bool = False,
+def diff(base: RunArg, new: RunArg, options: ReportOptions = ReportOptions(), *, force: bool = False,
          opener: Opener = DEFAULT_OPENER) -> DiffResult:
     """Compare run NEW against run BASE (each a run directory, glob, manifest.json or report
     file, or a list of them). Raises NsysWrapError naming what differs when the runs cannot
@@ -77,7 +78,7 @@ def diff(base: Run, new: Run, options: ReportOptions = ReportOptions(), *, force
                       METHOD, checks, figs, compare.stragglers(b, n), notes)
 
 
-def _label(run: Run) -> str:
+def _label(run: RunArg) -> str:
     return " ".join(map(str, run)) if isinstance(run, list) else str(run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.diff.samples import META, RunSamples
-from nsyswrap.diff.significance import compare
+from nsyswrap.diff.significance import compare_medians
 
 SECTIONS = ("step_time", "share", "exposed_comm", "idle", "phase", "kernel", "range",
             "collective")
@@ -25,7 +25,7 @@ def figures(base: RunSamples, new: RunSamples) -> pd.DataFrame:
         for fid in ids:
             if meta.at[fid, "section"] in ADDITIVE:
                 other[fid] = 0.0
-    out = compare(mb, mn).merge(meta.reset_index(), on="id")
+    out = compare_medians(mb, mn).merge(meta.reset_index(), on="id")
     out["worse"] = (out["delta"] > 0) == (out["better"] == "lower")
     out.loc[out["delta"] == 0, "worse"] = False
     out["order"] = out["section"].map({s: i for i, s in enumerate(SECTIONS)})

@@ -3,8 +3,9 @@
 The explanations are the significant changes, in the direction of the step time's, of
 work that sets the step: a phase's host time (without waits) or GPU time per rank (the
 larger change of the two), and exposed communication beyond waiting for peers. Waiting is
-an effect, never a cause. A change seen alike on every rank is named once, "on all
-ranks". Each says which share of the step time's change it matches.
+an effect, never a cause. A change seen alike on every rank (all moved the same way,
+most of them significantly) is named once, "on all ranks". Each says which share of the
+step time's change it matches.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from nsyswrap.diff.significance import MIN_STEPS
 
 TOP_CAUSES = 3
 MIN_SHARE = 0.1  # explanations matching less of the change are not named
-ALIKE = 0.5      # all ranks changed by at least this fraction of the largest change
+ALIKE = 0.3      # "on all ranks": every rank changed in the same direction, most of them
+                 # significantly, each by at least this fraction of the largest change
 
 
 def headline(figs: pd.DataFrame) -> list[str]:
@@ -63,7 +65,7 @@ def explanations(figs: pd.DataFrame, step_delta: float) -> pd.DataFrame:
     rows = []
     for (section, item), group in cand.groupby(["section", "item"], sort=False):
         label = item if section == "phase" else "exposed communication beyond waiting"
-        alike = (group["significant"].all() and len(group) > 1
+        alike = (len(group) > 1 and group["significant"].mean() > 0.5
                  and (group["delta"] * step_delta > 0).all()
                  and group["size"].min() >= ALIKE * group["size"].max())
         if alike:

@@ -131,7 +131,7 @@ def add_samples(run: Run, found: RunSamples, options: ReportOptions) -> None:
         _ledger(steps),
         _exposed(steps, coll),
         _idle(metrics.idle_gaps(run, **params), steps),
-        _phases(crossrank.phase_lag(run, **span), step_set) if many else None,
+        _phases(crossrank.phase_lag(run, **span), step_set),
         _per_item(kernels, "kernel", "name", step_set),
         _per_item(_ranges(run, options, steps), "range", "text", step_set),
         _collectives(coll, run) if not coll.empty else None,

@@ -23,7 +23,7 @@ METHOD = (f"bootstrap {CONFIDENCE:.0%} CI of the difference of per-step medians 
 _CELLS = 4_000_000  # resampled values held at a time (resamples x steps x figures)
 
 
-def compare(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+def compare_medians(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     """base, new: steps x figure ids. Per figure id present on both sides: base and new
     medians, delta, relative delta, CI of the delta, significant, steps per side."""
     ids = [c for c in base.columns if c in new.columns]
