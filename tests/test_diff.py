@@ -144,7 +144,8 @@ def test_machine_formats_and_html(pairs, tmp_path, cli):
     assert cli("diff", base, new, "-f", "parquet")[0] == 1             # needs --output
     code, _, _ = cli("diff", base, new, "-f", "parquet", "-o", target, "--html", page)
     assert code == 0 and len(pd.read_parquet(target)) == len(doc["figures"])
-    assert page.read_text().startswith("<!doctype html>") and "data_loading" in page.read_text()
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and "data_loading" in text and "<polyline" in text
     code, _, err = cli("diff", base, new, "--html", page)   # refused before any work
     assert code == 1 and "already exists" in err
 

@@ -43,6 +43,8 @@ class DiffResult:
     figures: pd.DataFrame
     stragglers: pd.DataFrame
     notes: list[str]
+    step_times: pd.DataFrame
+    """Every step's time (the slowest rank's): run (BASE or NEW), step, step_time_ns."""
 
     def section(self, name: str) -> pd.DataFrame:
         """The figures of one section: step_time, share, exposed_comm, idle, phase, kernel,
@@ -75,7 +77,8 @@ def diff(base: RunArg, new: RunArg, options: ReportOptions = ReportOptions(), *,
         "exposed communication waiting vs transfer: not available (no collective is "
         "matched across ranks)"]
     return DiffResult(base_label, new_label, headline.headline(figs), headline.warnings(figs),
-                      METHOD, checks, figs, compare.stragglers(b, n), notes)
+                      METHOD, checks, figs, compare.stragglers(b, n), notes,
+                      compare.step_times(b, n))
 
 
 def _label(run: RunArg) -> str:

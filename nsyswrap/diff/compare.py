@@ -52,3 +52,11 @@ def stragglers(base: RunSamples, new: RunSamples) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "rank", "last", "collectives", "lag_ns",
                                        "imposed_wait_ns", "share_of_wait", "phase",
                                        "phase_excess_per_step_ns"])
+
+
+def step_times(base: RunSamples, new: RunSamples) -> pd.DataFrame:
+    """Every step's time (slowest rank) in each run: run (BASE / NEW), step, step_time_ns."""
+    frames = [run.samples.loc[run.samples["id"] == "step_time", ["step", "value"]]
+              .assign(run=side) for side, run in (("BASE", base), ("NEW", new))]
+    out = pd.concat(frames, ignore_index=True).rename(columns={"value": "step_time_ns"})
+    return out[["run", "step", "step_time_ns"]]

@@ -2,11 +2,11 @@
 
 Tables: the headline first, then the comparability check (in full only when something
 differs), then per section the overall figure and the largest significant changes.
-csv and parquet hold every figure (`DiffResult.figures`); json holds everything.
+csv and parquet hold every figure (`DiffResult.figures`); json holds everything; the
+HTML page (nsyswrap.diff.page) the tables of the terminal and a step time chart.
 """
 from __future__ import annotations
 
-import html
 import io
 import json
 from pathlib import Path
@@ -55,7 +55,9 @@ def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool
         else:
             output.write_text(text)
     if html_path is not None:
-        html_path.write_text(as_html(result), encoding="utf-8")
+        from nsyswrap.diff.page import as_html
+
+        html_path.write_text(as_html(result, section_tables(result)), encoding="utf-8")
 
 
 def check_outputs(fmt: Format, output: Path | None, html_path: Path | None, force: bool) -> None:
@@ -182,24 +184,3 @@ def _rich(df: pd.DataFrame, title: str):
     for row in df.itertuples(index=False):
         table.add_row(*(escape(str(v)) for v in row))
     return table
-
-
-def as_html(result: DiffResult) -> str:
-    """One self-contained page: headline, checks, the section tables, the stragglers."""
-    e = html.escape
-    parts = [f"<h1>{e(result.headline[0])}</h1>",
-             "<ul>" + "".join(f"<li>{e(x)}</li>" for x in result.headline[1:]) + "</ul>",
-             *(f"<p class=warn>Warning: {e(w)}</p>" for w in result.warnings),
-             f"<p>BASE <code>{e(result.base)}</code> vs NEW <code>{e(result.new)}</code>. "
-             f"Significance: {e(result.method)}.</p>",
-             "<h2>Comparability</h2>", result.checks.to_html(index=False)]
-    for title, rows in section_tables(result):
-        parts += [f"<h2>{e(title)}</h2>"] + ([] if rows is None else [rows.to_html(index=False)])
-    if not result.stragglers.empty:
-        parts += ["<h2>Stragglers</h2>", result.stragglers.to_html(index=False)]
-    parts += [f"<p>Note: {e(n)}.</p>" for n in result.notes]
-    style = ("body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:"
-             "collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-             ".warn{color:#a60}")
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>nsyswrap diff</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
