@@ -3,6 +3,7 @@ right sign and size, noise is not, the gate decides right, incomparable runs are
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -130,6 +131,17 @@ def test_different_rank_counts_are_refused(pairs, tmp_path, cli):
     forced = diff(base, two, force=True)
     assert not forced.checks.set_index("check").loc["ranks", "ok"]
     assert forced.figure("step_time").n_new == BASE.steps
+
+
+def test_different_capture_options_are_refused(pairs, tmp_path):
+    runs = []
+    for side, trace in zip(pairs["noise"], ("cuda,nvtx,osrt", "cuda,nvtx")):
+        copy = tmp_path / side.name
+        shutil.copytree(side, copy)
+        (copy / "manifest.json").write_text(json.dumps({"options": {"trace": trace}}))
+        runs.append(copy)
+    with pytest.raises(NsysWrapError, match="launch --trace: cuda,nvtx,osrt vs cuda,nvtx"):
+        diff(*runs, opener=Opener(jobs=1))
 
 
 def test_machine_formats_and_html(pairs, tmp_path, cli):

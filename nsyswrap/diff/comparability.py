@@ -2,14 +2,15 @@
 
 Blocking (refused unless --force): different ranks, devices or process groups, a
 different capture (GPU activity, CUDA API, NVTX or collective ranges recorded in one run
-only), or kernel names / NVTX range texts that overlap less than MIN_OVERLAP. Listed
+only; with both runs' manifest.json: nsyswrap launch's --trace, --nsys-arg, --annotate),
+or kernel names / NVTX range texts that overlap less than MIN_OVERLAP. Listed
 only: a different nsys version, fewer than MIN_STEPS steps on a side.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.diff.samples import RunSamples
+from nsyswrap.diff.samples import LAUNCH_OPTIONS, RunSamples
 from nsyswrap.diff.significance import MIN_STEPS
 from nsyswrap.errors import NsysWrapError
 
@@ -28,6 +29,10 @@ def check(base: RunSamples, new: RunSamples) -> pd.DataFrame:
     for what in base.traced:
         b, n = base.traced[what], new.traced.get(what, False)
         rows.append(_row(f"captured {what.replace('_', ' ')}", _yes(b), _yes(n), b == n))
+    if base.launch_options is not None and new.launch_options is not None:
+        for key, b in base.launch_options.items():
+            n = new.launch_options.get(key)
+            rows.append(_row(f"launch {LAUNCH_OPTIONS[key]}", _text(b), _text(n), b == n))
     kb, kn = _kernel_overlap(base, new)
     rows.append(_row("kernel time in common names", f"{kb:.0%}", f"{kn:.0%}",
                      min(kb, kn) >= MIN_OVERLAP))
@@ -55,6 +60,12 @@ def refuse_unless_forced(checks: pd.DataFrame, base: str, new: str, force: bool)
 
 def _row(check: str, base: str, new: str, ok: bool, blocking: bool = True) -> dict:
     return {"check": check, "base": base, "new": new, "ok": bool(ok), "blocking": blocking}
+
+
+def _text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value)) or "none"
+    return "none" if value in (None, "") else str(value)
 
 
 def _yes(flag: bool) -> str:

@@ -8,6 +8,7 @@ better). The steps are those of `steps.ledger` in the window (`--steps`, `--wind
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ from nsyswrap.report.single_rank import _like_regex
 from nsyswrap.reports import MANIFEST_NAME
 from nsyswrap.run import Run
 
+LAUNCH_OPTIONS = {"trace": "--trace", "nsys_args": "--nsys-arg", "annotate": "--annotate"}
+"""manifest.json option -> nsyswrap launch's option: the capture options compared."""
 LEDGER_PARTS = ("compute_only", "both", "exposed_comm", "copy_only", "idle")
 HIGHER_IS_BETTER = {"compute_only", "both", "busbw"}
 COUNTER = re.compile(r"(,\s*|\s+)(seq|op_id)\s*=\s*\d+")  # as nvtx.gpu_time_by_text cuts them
@@ -70,6 +73,7 @@ class RunSamples:
     range_texts: set[str]
     traced: dict[str, bool]
     nsys_versions: list[str]
+    launch_options: dict | None
     step_ledger: pd.DataFrame
     samples: pd.DataFrame = field(default_factory=pd.DataFrame)
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -113,6 +117,7 @@ def identify(run: Run, label: str, options: ReportOptions) -> RunSamples:
         traced=_traced(run),
         nsys_versions=sorted(set(run.df("SELECT nsys_version FROM session")["nsys_version"]
                                  .dropna().astype(str))),
+        launch_options=_launch_options(run),
         step_ledger=steps,
     )
 
@@ -301,6 +306,17 @@ def _range_texts(run: Run) -> set[str]:
     texts = run.df("SELECT DISTINCT text FROM nvtx WHERE event_type <> 'mark' "
                    "AND text IS NOT NULL")["text"]
     return set(texts.str.replace(COUNTER, "", regex=True).str.replace(r"\d+", "#", regex=True))
+
+
+def _launch_options(run: Run) -> dict | None:
+    """The capture options `nsyswrap launch` recorded in the run's manifest.json (trace,
+    extra nsys arguments, annotation), or None without a manifest."""
+    manifest = run.reports[0].path.parent / MANIFEST_NAME
+    try:
+        options = json.loads(manifest.read_text()).get("options", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {k: options.get(k) for k in LAUNCH_OPTIONS}
 
 
 def _traced(run: Run) -> dict[str, bool]:
