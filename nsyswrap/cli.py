@@ -253,7 +253,7 @@ def diff(
     from nsyswrap.diff.gate import gate
     from nsyswrap.diff.render import check_outputs, write_diff
 
-    check_outputs(fmt, output, html, force)
+    check_outputs(output, html, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
     result = diff_runs(base, new, options, force=force, opener=_opener(rank_pattern, jobs))
     write_diff(result, fmt, output, force, console, html)

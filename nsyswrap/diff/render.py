@@ -14,8 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsyswrap.diff import DiffResult
-from nsyswrap.errors import NsysWrapError
-from nsyswrap.output import Format, check_writable, to_json_records
+from nsyswrap.output import Format, check_writable, to_json_records, write
 
 TOP = 12
 TITLES = {
@@ -35,9 +34,9 @@ TITLES = {
 def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool, console,
                html_path: Path | None = None) -> None:
     """Show or save the diff; `html_path`: also a self-contained page."""
-    check_outputs(fmt, output, html_path, force)
-    if fmt is Format.parquet:
-        result.figures.to_parquet(output, index=False)
+    check_outputs(output, html_path, force)
+    if fmt in (Format.csv, Format.parquet):
+        write(result.figures, fmt, output, force, console)
     elif fmt is Format.table:
         if output is None:
             _print_tables(result, console)
@@ -48,8 +47,7 @@ def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool
             _print_tables(result, Console(file=buf, width=100))
             output.write_text(buf.getvalue())
     else:
-        text = (result.figures.to_csv(index=False) if fmt is Format.csv
-                else json.dumps(as_json(result), indent=1) + "\n")
+        text = json.dumps(as_json(result), indent=1) + "\n"
         if output is None:
             console.file.write(text)
         else:
@@ -60,12 +58,10 @@ def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool
         html_path.write_text(as_html(result, section_tables(result)), encoding="utf-8")
 
 
-def check_outputs(fmt: Format, output: Path | None, html_path: Path | None, force: bool) -> None:
-    """Refuse, before any work, outputs that exist (unless `force`) or parquet to a terminal."""
+def check_outputs(output: Path | None, html_path: Path | None, force: bool) -> None:
+    """Refuse, before any work, output files that exist (unless `force`)."""
     for path in (output, html_path):
         check_writable(path, force)
-    if fmt is Format.parquet and output is None:
-        raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
 
 
 def as_json(result: DiffResult) -> dict:
