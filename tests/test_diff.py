@@ -198,3 +198,13 @@ def test_a_real_report_against_itself(cli):
     assert "no significant change" in doc["headline"][0]
     assert all(f["delta"] == 0 and not f["significant"] for f in doc["figures"])
     assert {f["section"] for f in doc["figures"]} >= {"step_time", "share", "kernel", "range"}
+
+
+def test_nsyswrap_diff_is_callable_however_it_was_imported():
+    import subprocess
+    import sys
+
+    code = ("import nsyswrap; f = nsyswrap.diff; import nsyswrap.diff.gate; "
+            "assert callable(f) and callable(nsyswrap.diff), type(nsyswrap.diff)")
+    for script in (code, "import nsyswrap.diff.render, nsyswrap; assert callable(nsyswrap.diff)"):
+        subprocess.run([sys.executable, "-c", script], check=True)
