@@ -234,24 +234,28 @@ def report(
 
 @app.command()
 def diff(
-    base: Annotated[str, typer.Argument(help="BASE run: a run directory, a quoted glob, a manifest.json or one report .sqlite.")],
-    new: Annotated[str, typer.Argument(help="NEW run, the same way.")],
+    base: Annotated[str, typer.Argument(metavar="BASE", help="BASE run: a run directory, a quoted glob, a manifest.json or one report .sqlite.")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="NEW run, the same way.")],
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Annotated[bool, typer.Option("--force", help="Compare runs the comparability check refuses, and overwrite output files.")] = False,
-    steps: Annotated[Optional[str], typer.Option("--steps", help="Compare only steps FROM:TO (TO excluded), e.g. 2:5.")] = None,
-    window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", help="Compare only steps overlapping NVTX ranges LIKE this.")] = None,
-    step_pattern: Annotated[str, typer.Option("--step-pattern", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
+    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Compare only steps A to B-1, e.g. 2:5 (either side may be left out).")] = None,
+    window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Compare only steps overlapping NVTX ranges LIKE this.")] = None,
+    step_pattern: Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page.")] = None,
-    fail_on_regression: Annotated[Optional[float], typer.Option("--fail-on-regression", min=0, help="Exit 1 when NEW is significantly worse than BASE by more than PCT %.", metavar="PCT")] = None,
-    metric: Annotated[str, typer.Option("--metric", help="Figure the gate checks: an id of --format csv, e.g. step_time:rank=2.")] = "step_time",
+    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page.")] = None,
+    fail_on_regression: Annotated[Optional[float], typer.Option("--fail-on-regression", min=0, metavar="PCT", help="Exit 1 when NEW is significantly worse than BASE by more than PCT %.")] = None,
+    metric: Annotated[str, typer.Option("--metric", metavar="ID", help="Figure the gate checks: an id of --format csv, e.g. step_time:rank=2.")] = "step_time",
 ) -> None:
-    """Did it help? Compare run NEW against run BASE: step time, ledger, idle, kernels, ranges, collectives."""
+    """Did it help? Compare run NEW against run BASE.
+
+    Step time (with a confidence interval), ledger shares, idle time, phases, kernels,
+    NVTX ranges and collectives; the headline says what explains the change."""
     from nsyswrap.diff import diff as diff_runs
     from nsyswrap.diff.gate import gate
     from nsyswrap.diff.render import check_outputs, write_diff
+    from nsyswrap.report import ReportOptions
 
     check_outputs(output, html, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)

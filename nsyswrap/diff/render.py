@@ -7,7 +7,6 @@ HTML page (nsyswrap.diff.page) the tables of the terminal and a step time chart.
 """
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pandas as pd
 
 from nsyswrap.diff import DiffResult
 from nsyswrap.output import Format, check_writable, to_json_records, write
+from nsyswrap.text_table import wrap
 
 TOP = 12
 TITLES = {
@@ -38,14 +38,11 @@ def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool
     if fmt in (Format.csv, Format.parquet):
         write(result.figures, fmt, output, force, console)
     elif fmt is Format.table:
+        text = as_text(result, console.width if output is None else 100)
         if output is None:
-            _print_tables(result, console)
+            console.file.write(text)
         else:
-            from rich.console import Console
-
-            buf = io.StringIO()
-            _print_tables(result, Console(file=buf, width=100))
-            output.write_text(buf.getvalue())
+            output.write_text(text)
     else:
         text = json.dumps(as_json(result), indent=1) + "\n"
         if output is None:
@@ -132,29 +129,28 @@ def _pct(x: float) -> str:
     return "n/a" if pd.isna(x) else f"{x * 100:+.1f}%".replace("-", "\u2212")
 
 
-def _print_tables(result: DiffResult, console) -> None:
-    from rich.markup import escape
-
-    console.print(f"[bold]{escape(result.headline[0])}[/bold]")
+def as_text(result: DiffResult, width: int) -> str:
+    """The diff for a terminal `width` columns wide."""
+    out = [*wrap(result.headline[0], width)]
     for line in result.headline[1:]:
-        console.print(f"  {escape(line)}")
+        out += wrap(line, width, indent="    ", first="  ")
     for line in result.warnings:
-        console.print(f"[yellow]Warning:[/yellow] {line}")
-    console.print(escape(f"BASE {result.base}  vs  NEW {result.new}"))
+        out += wrap(f"Warning: {line}", width)
+    out += wrap(f"BASE {result.base} vs NEW {result.new}", width)
     differs = result.checks[~result.checks["ok"]]
     if differs.empty:
-        console.print("Comparable: " + "; ".join(
+        out += wrap("Comparable: " + "; ".join(
             f"{r.check} {r.base}" for r in result.checks.itertuples(index=False)
-            if r.check in ("ranks", "devices", "process groups")))
+            if r.check in ("ranks", "devices", "process groups")), width)
     else:
-        console.print(_rich(differs[["check", "base", "new", "blocking"]],
-                            "Comparability: what differs (blocking = refused without --force)"))
-    console.print(f"Significance: {result.method}.")
+        out += _table(differs[["check", "base", "new", "blocking"]].astype(str),
+                      "Comparability: what differs (blocking = refused without --force)", width)
+    out += wrap(f"Significance: {result.method}.", width)
     for title, rows in section_tables(result):
-        console.print(escape(title) if rows is None else _rich(rows, title))
+        out += [""] + (wrap(title, width) if rows is None else _table(rows, title, width))
     if not result.stragglers.empty:
         s = result.stragglers
-        console.print(_rich(pd.DataFrame({
+        rows = pd.DataFrame({
             "run": ["BASE" if r == result.base else "NEW" for r in s["run"]],
             "rank": s["rank"].astype(str),
             "last": [f"{a}/{b}" for a, b in zip(s["last"], s["collectives"])],
@@ -162,21 +158,24 @@ def _print_tables(result: DiffResult, console) -> None:
             "imposed wait": [_value(v, "ns") for v in s["imposed_wait_ns"]],
             "phase": s["phase"].fillna("").astype(str),
             "excess/step": [_value(v, "ns") for v in s["phase_excess_per_step_ns"]],
-        }), "The straggler of each run, ms: last at how many collectives, its lag summed, "
-            "the wait it imposed, the phase behind it and its excess per step"))
+        })
+        out += [""] + _table(rows, "The straggler of each run, ms: last at how many "
+                             "collectives, its lag summed, the wait it imposed, the phase "
+                             "behind it and its excess per step", width)
+    out.append("")
     for note in result.notes:
-        console.print(f"Note: {escape(note)}.")
+        out += wrap(f"Note: {note}.", width)
+    return "\n".join(out) + "\n"
 
 
-def _rich(df: pd.DataFrame, title: str):
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
+def _table(df: pd.DataFrame, title: str, width: int) -> list[str]:
+    """A titled text table no wider than `width` (nsyswrap.text_table), the first column
+    kept and left-aligned."""
+    from nsyswrap.text_table import fit
 
-    table = Table(title=escape(title), title_justify="left", header_style="bold",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, col in enumerate(df.columns):
-        table.add_column(str(col), overflow="fold", justify="left" if i == 0 else "right")
-    for row in df.itertuples(index=False):
-        table.add_row(*(escape(str(v)) for v in row))
-    return table
+    right = [i > 0 for i in range(len(df.columns))]
+    cells = [[str(v) for v in row] for row in df.itertuples(index=False)]
+    lines, dropped = fit([str(c) for c in df.columns], cells, right, width)
+    if dropped:
+        lines += wrap(f"not shown at this width: {', '.join(dropped)}", width)
+    return wrap(title, width) + lines
