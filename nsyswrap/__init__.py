@@ -20,7 +20,7 @@ _LAZY = {
     "step": "nsyswrap.annotate.steps",
     "capture_window": "nsyswrap.annotate.steps",
     "export_run": "nsyswrap.launch.export",
-    "diff": "nsyswrap.diff",
+    "diff": "nsyswrap.comparison",
 }
 
 __all__ = ["NsysWrapError", "__version__", *_LAZY]

@@ -252,9 +252,9 @@ def diff(
 
     Step time (with a confidence interval), ledger shares, idle time, phases, kernels,
     NVTX ranges and collectives; the headline says what explains the change."""
-    from nsyswrap.diff import diff as diff_runs
-    from nsyswrap.diff.gate import gate
-    from nsyswrap.diff.render import check_outputs, write_diff
+    from nsyswrap.comparison import diff as diff_runs
+    from nsyswrap.comparison.gate import gate
+    from nsyswrap.comparison.render import check_outputs, write_diff
     from nsyswrap.report import ReportOptions
 
     check_outputs(output, html, force)

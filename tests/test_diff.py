@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import nsyswrap
-from nsyswrap.diff import diff
-from nsyswrap.diff.gate import gate
-from nsyswrap.diff.significance import MIN_STEPS, compare_medians
+from nsyswrap.comparison import diff
+from nsyswrap.comparison.gate import gate
+from nsyswrap.comparison.significance import MIN_STEPS, compare_medians
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Opener
@@ -174,7 +174,7 @@ def test_window_options_and_few_steps(pairs, cli):
 
 
 def test_manifest_stands_for_its_directory(pairs, tmp_path):
-    from nsyswrap.diff.samples import run_inputs
+    from nsyswrap.comparison.samples import run_inputs
 
     assert run_inputs(tmp_path / "manifest.json") == [tmp_path]
 
@@ -204,7 +204,7 @@ def test_nsyswrap_diff_is_callable_however_it_was_imported():
     import subprocess
     import sys
 
-    code = ("import nsyswrap; f = nsyswrap.diff; import nsyswrap.diff.gate; "
+    code = ("import nsyswrap; f = nsyswrap.diff; import nsyswrap.comparison.gate; "
             "assert callable(f) and callable(nsyswrap.diff), type(nsyswrap.diff)")
-    for script in (code, "import nsyswrap.diff.render, nsyswrap; assert callable(nsyswrap.diff)"):
+    for script in (code, "import nsyswrap.comparison.render, nsyswrap; assert callable(nsyswrap.diff)"):
         subprocess.run([sys.executable, "-c", script], check=True)

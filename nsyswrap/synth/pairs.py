@@ -17,7 +17,7 @@ from nsyswrap.synth.scenario import Scenario, Straggler
 STRAGGLER_RANK = 2
 FIXED_NS = 2_000_000  # data loading on the straggler gets this much faster
 
-# Small, so that tests are quick: 4 ranks, 24 steps (>= MIN_STEPS of nsyswrap.diff), 12
+# Small, so that tests are quick: 4 ranks, 24 steps (>= MIN_STEPS of nsyswrap.comparison), 12
 # kernels per step; everything but the planted difference is the same in BASE and NEW.
 BASE = Scenario(name="pair", seed=1, ranks=4, ranks_per_node=2, steps=24, kernels_per_step=12,
                 modules=4, comm_overlap=("hidden",), transfer_ns=40_000,

@@ -1,24 +1,22 @@
-"""`nsyswrap diff BASE NEW`: did the change help? Two runs compared figure by figure.
+"""`nsyswrap diff BASE NEW` (`nsyswrap.diff`): did the change help? Two runs compared figure by figure.
 
-`diff(base, new)` checks that the runs can be compared (nsyswrap.diff.comparability),
-computes each run's per-step samples (nsyswrap.diff.samples), compares their medians with
-a bootstrap interval (nsyswrap.diff.significance) and leads with a headline
-(nsyswrap.diff.headline). `nsyswrap.diff.gate` is the CI gate, `nsyswrap.diff.render`
+`diff(base, new)` checks that the runs can be compared (nsyswrap.comparison.comparability),
+computes each run's per-step samples (nsyswrap.comparison.samples), compares their medians with
+a bootstrap interval (nsyswrap.comparison.significance) and leads with a headline
+(nsyswrap.comparison.headline). `nsyswrap.comparison.gate` is the CI gate, `nsyswrap.comparison.render`
 the output.
 """
 from __future__ import annotations
 
-import sys
-import types
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from nsyswrap.diff import compare, comparability, headline
-from nsyswrap.diff.samples import add_samples, identify, run_inputs
-from nsyswrap.diff.significance import METHOD
+from nsyswrap.comparison import compare, comparability, headline
+from nsyswrap.comparison.samples import add_samples, identify, run_inputs
+from nsyswrap.comparison.significance import METHOD
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import DEFAULT_OPENER, Opener
 
@@ -83,15 +81,3 @@ def diff(base: RunArg, new: RunArg, options: ReportOptions = ReportOptions(), *,
 
 def _label(run: RunArg) -> str:
     return " ".join(map(str, run)) if isinstance(run, list) else str(run)
-
-
-class _CallableModule(types.ModuleType):
-    """`nsyswrap.diff` is this package once a submodule was imported (the import system sets
-    the attribute), else the function (nsyswrap's lazy names): either way
-    `nsyswrap.diff(base, new)` calls `diff`."""
-
-    def __call__(self, *args, **kwargs) -> DiffResult:
-        return diff(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -3,7 +3,7 @@
 Tables: the headline first, then the comparability check (in full only when something
 differs), then per section the overall figure and the largest significant changes.
 csv and parquet hold every figure (`DiffResult.figures`); json holds everything; the
-HTML page (nsyswrap.diff.page) the tables of the terminal and a step time chart.
+HTML page (nsyswrap.comparison.page) the tables of the terminal and a step time chart.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsyswrap.diff import DiffResult
+from nsyswrap.comparison import DiffResult
 from nsyswrap.output import Format, check_writable, to_json_records, write
 from nsyswrap.text_table import wrap
 
@@ -50,7 +50,7 @@ def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool
         else:
             output.write_text(text)
     if html_path is not None:
-        from nsyswrap.diff.page import as_html
+        from nsyswrap.comparison.page import as_html
 
         html_path.write_text(as_html(result, section_tables(result)), encoding="utf-8")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.diff.samples import LAUNCH_OPTIONS, RunSamples
-from nsyswrap.diff.significance import MIN_STEPS
+from nsyswrap.comparison.samples import LAUNCH_OPTIONS, RunSamples
+from nsyswrap.comparison.significance import MIN_STEPS
 from nsyswrap.errors import NsysWrapError
 
 MIN_OVERLAP = 0.5

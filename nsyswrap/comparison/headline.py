@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.diff.significance import MIN_STEPS
+from nsyswrap.comparison.significance import MIN_STEPS
 
 TOP_CAUSES = 3
 MIN_SHARE = 0.1  # explanations matching less of the change are not named

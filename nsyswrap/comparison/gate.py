@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from nsyswrap.diff import DiffResult
+from nsyswrap.comparison import DiffResult
 from nsyswrap.errors import NsysWrapError
 
 DEFAULT_METRIC = "step_time"

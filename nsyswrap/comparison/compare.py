@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.diff.samples import META, RunSamples
-from nsyswrap.diff.significance import compare_medians
+from nsyswrap.comparison.samples import META, RunSamples
+from nsyswrap.comparison.significance import compare_medians
 
 SECTIONS = ("step_time", "share", "exposed_comm", "idle", "phase", "kernel", "range",
             "collective")

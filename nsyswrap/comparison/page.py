@@ -7,7 +7,7 @@ import html
 
 import pandas as pd
 
-from nsyswrap.diff import DiffResult
+from nsyswrap.comparison import DiffResult
 
 WIDTH, HEIGHT, PAD = 720, 220, 40
 COLORS = {"BASE": "#888888", "NEW": "#1f77b4"}
@@ -17,7 +17,7 @@ STYLE = ("body{font-family:sans-serif;max-width:62em;margin:auto}table{border-co
 
 
 def as_html(result: DiffResult, tables: list[tuple[str, pd.DataFrame | None]]) -> str:
-    """The page; `tables`: (title, rows or None) as nsyswrap.diff.render.section_tables."""
+    """The page; `tables`: (title, rows or None) as nsyswrap.comparison.render.section_tables."""
     e = html.escape
     parts = [f"<h1>{e(result.headline[0])}</h1>",
              "<ul>" + "".join(f"<li>{e(x)}</li>" for x in result.headline[1:]) + "</ul>",
