@@ -64,11 +64,8 @@ def test_each_collective_is_timed_exactly_on_run_time(planted):
     coll = matched_collectives(run)
     assert len(coll) == sum(len(c.start_ns) for c in truth.collectives)
     for c in truth.collectives:
-        if mode == "kernels_only":  # the k-th NCCL kernel of an op; pg names the op
-            pg = {"all_reduce": "nccl:AllReduce", "all_gather": "nccl:AllGather"}[c.op]
-            seq = sum(1 for o in truth.collectives if o.op == c.op and o.seq < c.seq)
-        else:
-            pg, seq = "0", c.seq
+        # without ranges: the k-th NCCL kernel of a stream, streams grouped by agreement
+        pg, seq = ("nccl:0" if mode == "kernels_only" else "0"), c.seq
         rows = coll[(coll["pg"] == pg) & (coll["seq"] == seq)]
         rows = rows.set_index("rank")
         assert rows["op"].unique().tolist() == [c.op]

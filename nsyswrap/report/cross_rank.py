@@ -6,8 +6,6 @@ with the clock offsets (and their uncertainty) that all cross-rank times rest on
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
@@ -175,19 +173,6 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
     return out
 
 
-@contextmanager
-def _shared_alignment(run: Run):
-    """Inside the block xr_alignment() (matching and clock alignment, which every module of
-    the section reads) returns its rows computed once: a temporary macro shadows it."""
-    run.execute("CREATE OR REPLACE TEMP TABLE nsyswrap_shared_alignment AS SELECT * FROM xr_alignment()")
-    run.execute("CREATE OR REPLACE TEMP MACRO xr_alignment() AS TABLE SELECT * FROM nsyswrap_shared_alignment")
-    try:
-        yield
-    finally:
-        run.execute("DROP MACRO TABLE IF EXISTS temp.xr_alignment")
-        run.execute("DROP TABLE IF EXISTS temp.nsyswrap_shared_alignment")
-
-
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
     section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
@@ -197,12 +182,11 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
                                          "reason": "it needs the reports of two or more ranks"})
         return section
     steps = {"step_from": options.step_from, "step_to": options.step_to}
-    with _shared_alignment(run):
-        offsets = clock_offsets(run)
-        coll = matched_collectives(run, **steps)
-        strag = stragglers(run, **steps)
-        miss = mismatches(run)
-        bw = bandwidth(run, **steps)
+    offsets = clock_offsets(run)
+    coll = matched_collectives(run, **steps)
+    strag = stragglers(run, **steps)
+    miss = mismatches(run)
+    bw = bandwidth(run, **steps)
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, _step_time_ns(run, options))

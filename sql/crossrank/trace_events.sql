@@ -17,7 +17,7 @@ WITH alignment AS MATERIALIZED (
     SELECT * FROM xr_alignment()
 ),
 offsets AS (
-    SELECT DISTINCT rank, shift_ns FROM alignment
+    SELECT DISTINCT rank, shift_ns FROM alignment WHERE aligned
 ),
 bounds AS (
     SELECT
