@@ -63,6 +63,8 @@ def verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     divergence the sequences disagree. Groups seen on one rank only are not checked
     (verdict columns empty)."""
     calls = calls.copy()
+    if calls.empty:
+        return calls.assign(group_ranks=[], ranks=[], duplicate=[], op_differs=[], bytes_differ=[], matches=[])
     calls["group_ranks"] = calls.groupby("pg")["rank"].transform("nunique")
     op_class = calls["op"].where(~calls["op"].isin(P2P), "p2p")
     sized = calls["bytes"].where(~calls["op"].astype(str).str.startswith("all_to_all"))
@@ -119,6 +121,7 @@ def infer_stream_groups(calls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
     """Rename each stream's pg to its inferred group ('nccl:<k>'); streams that agree with
     none stay alone; an ambiguous set (two streams of one rank that do not agree with each
     other) is left out. Streams of one rank that agree are one member (several GPUs)."""
+    calls = calls.assign(pg="rank" + calls["rank"].astype(str) + ":" + calls["pg"])  # pids repeat across hosts
     seqs = {pg: g.sort_values("seq") for pg, g in calls.groupby("pg")}
     names = sorted(seqs, key=lambda pg: (int(seqs[pg]["rank"].iloc[0]), pg))
     rank = {pg: int(seqs[pg]["rank"].iloc[0]) for pg in names}

@@ -183,6 +183,8 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
         return section
     steps = {"step_from": options.step_from, "step_to": options.step_to}
     offsets = clock_offsets(run)
+    if run.unrelated is not None:
+        raise run.unrelated
     coll = matched_collectives(run, **steps)
     strag = stragglers(run, **steps)
     miss = mismatches(run)

@@ -1,0 +1,97 @@
+"""Cross-rank answers on hybrid-parallel generated runs (nsyswrap.synth preset hybrid8:
+TP groups of 4 inside each of 2 hosts, DP pairs across them, one clock per host with
+node1 3.1 ms off and drifting 40 ppm, backward on an autograd thread, rank 6 slow in
+backward), with and without nsyswrap's `coll:` ranges, and the real MPI run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nsyswrap import open_run
+from nsyswrap.crossrank import clock_offsets, matched_collectives, stragglers
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.synth import generate_run, preset
+
+VARIANTS = {"ranges": {}, "kernels_only": {"coll_ranges": False, "nccl_nvtx": False}}
+REAL_MPI = Path(__file__).resolve().parents[1] / ".." / "shared" / "nsys-sqlite" / "real-mpi"
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def hybrid(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param)
+    truth = generate_run(preset("hybrid8").replace(**VARIANTS[request.param]), out)
+    with open_run([out]) as run:
+        yield truth, run
+
+
+def test_every_offset_and_drift_within_one_microsecond(hybrid):
+    truth, run = hybrid
+    offsets = clock_offsets(run).set_index("rank")
+    assert offsets["aligned"].all()
+    for info in truth.ranks:
+        mine = offsets.loc[info["rank"]]
+        assert abs(mine["offset_ns"] - info["offset_ns"]) < 1_000
+        # over the run (~0.3 s) the fitted drift keeps the clock within 1 µs too
+        assert abs(mine["drift_ppb"] - info.get("drift_ppb", 0)) * 0.3 < 1_000
+
+
+def test_groups_are_found_and_never_merged(hybrid):
+    _, run = hybrid
+    groups = run.df("SELECT members, spans_hosts FROM xr_groups ORDER BY members")
+    assert sorted(groups["members"]) == ["0,1,2,3", "0,4", "1,5", "2,6", "3,7", "4,5,6,7"]
+    assert groups.set_index("members")["spans_hosts"].to_dict()["0,4"]
+    assert not groups.set_index("members")["spans_hosts"].to_dict()["4,5,6,7"]
+
+
+def test_every_matched_collective_skew_and_wait_match_truth(hybrid):
+    truth, run = hybrid
+    coll = matched_collectives(run)
+    assert len(coll) == sum(len(c["per_rank"]) for c in truth.collectives)
+    utc0 = truth.ranks[0]["utc_epoch_ns"]
+    by_start = coll.set_index(["rank", "start_ns"])
+    for c in truth.collectives:
+        starts = {p["rank"]: p["start_aligned_ns"] - utc0 for p in c["per_rank"]}
+        skew = max(starts.values()) - min(starts.values())
+        for p in c["per_rank"]:
+            rows = coll[(coll["rank"] == p["rank"]) & ((coll["start_ns"] - starts[p["rank"]]).abs() < 1_000)]
+            assert len(rows) == 1
+            row = rows.iloc[0]
+            assert abs(row["wait_ns"] - p["wait_ns"]) < 1_000 and abs(row["skew_ns"] - skew) < 1_000
+    assert by_start.index.is_unique
+
+
+def test_straggler_rank_phase_and_steps(hybrid):
+    truth, run = hybrid
+    run_row = stragglers(run).query("step.isna()").iloc[0]
+    assert (run_row["rank"], run_row["phase"]) == (truth.straggler["rank"], truth.straggler["phase"])
+    assert run_row["significant"] and run_row["affected_steps"]
+    per_step = stragglers(run).dropna(subset=["step"])
+    named = per_step[per_step["rank"] == truth.straggler["rank"]]
+    assert (named["phase"] == "backward").all()  # backward GPU time counted across threads
+
+
+def test_unrelated_reports_are_refused_in_one_line(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    generate_run(preset("run2"), a)
+    later = preset("run2").replace(name="later", clock_error_ns=(86_400 * 10**9, 86_400 * 10**9))
+    generate_run(later, b)
+    with open_run([a / "rank0.sqlite", b / "rank1.sqlite"]) as run:
+        with pytest.raises(NsysWrapError, match="not one run"):
+            build_report(run, ReportOptions())
+    with open_run([a / "rank0.sqlite", b / "rank1.sqlite"]) as run:
+        run.allow_unrelated = True
+        build_report(run, ReportOptions())
+
+
+@pytest.mark.skipif(not REAL_MPI.is_dir(), reason="needs ../shared/nsys-sqlite/real-mpi")
+def test_real_mpi_run_true_ranks_matched_and_aligned():
+    with open_run([REAL_MPI]) as run:
+        assert sorted(r.rank for r in run.reports) == [2, 3, 4, 6, 7]
+        assert {r.rank_source for r in run.reports} == {"MPI rank (nsys)"}
+        offsets = clock_offsets(run)
+        coll = matched_collectives(run)
+    assert offsets["aligned"].all() and (offsets["source"] == "nvtx").all()
+    assert offsets["offset_ns"].abs().max() < 100_000 and offsets["uncertainty_ns"].max() < 5_000
+    assert coll.groupby(["pg", "seq"])["rank"].nunique().eq(5).all() and coll["seq"].nunique() > 1_000
