@@ -32,11 +32,13 @@ def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
     no_shared = "no collective shared with the reference rank"
     offset_rows = [
         {"rank": int(r["rank"]), "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
-         "source": r.source}
+         "source": r.source, "drift": figure(r.drift_ppb, "ppb"), "aligned": bool(r.aligned),
+         "method": r.method, "host": r.host}
         for _, r in offsets.iterrows()
     ]
     quality_rows = [
         {"rank": int(r["rank"]), "uncertainty": figure(r.spread_ns, NS, no_shared),
+         "offset_uncertainty": figure(r.uncertainty_ns, NS, no_shared),
          "max_residual": figure(r.max_residual_ns, NS, no_shared), "collectives": figure(r.collectives, COUNT)}
         for _, r in offsets.iterrows()
     ]
@@ -54,6 +56,8 @@ def _straggler_rows(strag: pd.DataFrame) -> list[dict]:
          "last": figure(r.last_count, COUNT), "collectives": figure(r.collectives, COUNT),
          "lag": figure(r.lag_ns, NS), "imposed_wait": figure(r.imposed_wait_ns, NS),
          "share_of_wait": share(r.imposed_wait_ns, r.total_wait_ns, "nobody waited"),
+         "significant": bool(r.significant), "jitter": figure(r.jitter_ns, NS),
+         "affected_steps": r.affected_steps if isinstance(r.affected_steps, str) else None,
          "phase": r.phase if isinstance(r.phase, str) else None,
          "phase_excess": figure(r.phase_excess_ns, NS, "no phase is longer than on the median rank")}
         for r in strag.itertuples(index=False)  # one row per step: thousands
@@ -121,13 +125,17 @@ def _step_time_ns(run: Run, options: ReportOptions) -> int:
 def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
     if run_row is None:
         return {"label": None, "reason": "no collective is matched on every rank of its group"}
-    if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns:
-        return {"label": "ranks in step", "reason": f"all waits in collectives add up to "
-                f"{_ms(run_row.total_wait_ns)}, under {IN_STEP_SHARE:.0%} of the steps' time"}
-    reason = (f"rank {int(run_row['rank'])} arrived last at {int(run_row.last_count)} of "
-              f"{int(run_row.collectives)} matched collectives, {_ms(run_row.lag_ns)} after the median rank "
-              f"in total, and made the others wait {_ms(run_row.imposed_wait_ns)} "
-              f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting)")
+    if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns or not run_row.significant:
+        return {"label": "no significant straggler", "reason": f"all waits in collectives add up to "
+                f"{_ms(run_row.total_wait_ns)}; the costliest rank's lag is not above the alignment "
+                f"uncertainty and 3 x the run's jitter ({_ms(run_row.jitter_ns)}), or the waits are under "
+                f"{IN_STEP_SHARE:.0%} of the steps' time"}
+    reason = (f"rank {int(run_row['rank'])} made the others wait {_ms(run_row.imposed_wait_ns)} "
+              f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting), arriving last "
+              f"at {int(run_row.last_count)} of {int(run_row.collectives)} matched collectives, "
+              f"{_ms(run_row.lag_ns)} after the median rank in total")
+    if isinstance(run_row.affected_steps, str):
+        reason += f"; late in steps {run_row.affected_steps}"
     if isinstance(run_row.phase, str):
         reason += (f"; its lag is in `{run_row.phase}`, +{_ms(run_row.phase_excess_ns / run_row.phase_steps)} "
                    f"per step over the median rank")
@@ -156,14 +164,14 @@ def _recommendations(run_row: pd.Series | None, offsets: pd.DataFrame, miss: pd.
 
 def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame) -> list[dict]:
     out = []
-    utc_only = offsets[offsets["source"] == "utc"]
+    utc_only = offsets[~offsets["aligned"].astype(bool)]
     if len(utc_only) == len(offsets):
         out.append({"what": "fine clock alignment", "reason": "no collective is matched across ranks, so "
                     "reports are aligned by UTC session start only (errors of milliseconds are possible)"})
     elif not utc_only.empty:
         out.append({"what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
-                    "reason": "they share no matched collective with the reference rank, so they are "
-                              "aligned by UTC session start only (errors of milliseconds are possible)"})
+                    "reason": "no matched collective connects them to the reference rank and no aligned "
+                              "rank shares their host: they are left out of every cross-rank figure"})
     if bw.empty:
         out.append({"what": "NCCL bandwidth", "reason": "no matched collective has known bytes (nsyswrap's "
                     "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
@@ -178,8 +186,13 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
     if len(run.reports) < 2:
-        section["cannot_answer"].append({"what": "cross-rank analysis",
-                                         "reason": "it needs the reports of two or more ranks"})
+        procs = int(run.df("SELECT count(DISTINCT pid) AS n FROM kernels")["n"].iloc[0])
+        reason = "it needs the reports of two or more ranks"
+        if procs > 1:
+            reason += (f"; this report holds {procs} processes with GPU work (e.g. one capture around "
+                       "torchrun), which share one clock but are not yet analysed as separate ranks: "
+                       "capture one report per rank (nsyswrap launch)")
+        section["cannot_answer"].append({"what": "cross-rank analysis", "reason": reason})
         return section
     steps = {"step_from": options.step_from, "step_to": options.step_to}
     offsets = clock_offsets(run)
@@ -196,11 +209,16 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     section["tables"] = _offsets_tables(offsets)
     if not coll.empty:
         section["tables"] += [
-            _table("stragglers", "Straggler per step (most often last; ties: most wait imposed) and over "
+            _table("stragglers", "Straggler per step (the rank whose lateness imposed the most wait) and over "
                    "all steps; phase = the range in the step that is longest vs the median rank",
                    _straggler_rows(strag)),
             _waits_table(coll),
         ]
+    groups = run.df("SELECT * FROM xr_groups ORDER BY pg")
+    if not groups.empty:
+        section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
+                                        "recorded, whether the group spans hosts, how it was found",
+                                        groups.astype(object).where(groups.notna(), None).to_dict("records")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty:
