@@ -223,9 +223,12 @@ class Opener:
     rank_pattern: str = DEFAULT_RANK_PATTERN
     jobs: int = 2
     progress: Callable[[int, int], None] | None = None
+    allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
 
     def open(self, inputs: list[str | Path]) -> Run:
-        return open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress)
+        run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress)
+        run.allow_unrelated = self.allow_unrelated
+        return run
 
 
 DEFAULT_OPENER = Opener()
