@@ -14,8 +14,11 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
 
-VARIANTS = {"ranges": {}, "kernels_only": {"coll_ranges": False, "nccl_nvtx": False}}
-REAL_MPI = Path(__file__).resolve().parents[1] / ".." / "shared" / "nsys-sqlite" / "real-mpi"
+VARIANTS = {"ranges": {}, "kernels_only": {"coll_ranges": False, "nccl_nvtx": False},
+            "one_capture_per_node": {"ranks_per_report": 4}}
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "nsys-sqlite"
+REAL_MPI = SHARED / "real-mpi"
+TWO_GPU = SHARED / "public" / "nsysai__h100_2gpu_1s.sqlite"
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -95,3 +98,13 @@ def test_real_mpi_run_true_ranks_matched_and_aligned():
     assert offsets["aligned"].all() and (offsets["source"] == "nvtx").all()
     assert offsets["offset_ns"].abs().max() < 100_000 and offsets["uncertainty_ns"].max() < 5_000
     assert coll.groupby(["pg", "seq"])["rank"].nunique().eq(5).all() and coll["seq"].nunique() > 1_000
+
+
+@pytest.mark.skipif(not TWO_GPU.is_file(), reason="needs ../shared/nsys-sqlite/public")
+def test_one_report_with_two_gpu_processes_is_two_ranks_on_one_clock():
+    with open_run([TWO_GPU]) as run:
+        offsets = clock_offsets(run)
+        section = next(s for s in build_report(run, ReportOptions())["sections"] if s["id"] == "crossrank")
+    assert offsets[["rank", "pid", "offset_ns", "shift_ns"]].values.tolist() == [[0, 111, 0, 0], [1, 112, 0, 0]]
+    assert offsets["rank_source"].str.startswith("device order").all() and offsets["aligned"].all()
+    assert section["verdict"]["label"] is None and "NCCL kernels" in section["verdict"]["reason"]

@@ -5,7 +5,9 @@ clock. The results become the tables the macros of `sql/_macros/crossrank.sql` r
 
 * `xr_keys`: one row per rank and collective call of the chosen kind, with its verdict.
 * `xr_groups`: one row per group found: members, how found, captured vs group size.
-* `xr_clock`: one row per rank: offset, drift, shift, uncertainty, method, aligned.
+* `xr_clock`: one row per rank: offset, drift, shift, uncertainty, method, aligned, and
+  the report and process it is (nsyswrap.crossrank.ranks: a report may hold several).
+* `xr_member_steps`, `xr_member_phases`: the reductions xr_steps and xr_phases by rank.
 * `xr_aligned`: one row per aligned rank and matched collective, in run time (ns since
   the reference rank's aligned session start): arrival, end, wait, lag, last rank, skew,
   transfer, step, and whether the skew exceeds the alignment uncertainty.
@@ -19,9 +21,13 @@ import pandas as pd
 
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import GROUP_COLUMNS, KEY_COLUMNS, match
+from nsyswrap.crossrank.ranks import member_ranks, to_member_ranks
 from nsyswrap.errors import NsysWrapError
 
-RUN_SCOPE_TABLES = frozenset({"xr_keys", "xr_groups", "xr_clock", "xr_aligned"})
+RUN_SCOPE_TABLES = frozenset({"xr_keys", "xr_groups", "xr_clock", "xr_aligned", "xr_member_steps",
+                              "xr_member_phases"})
+MEMBER_EXTRA = ["report_rank", "pid", "rank_source"]
+PHASE_COLUMNS = ["rank", "pid", "tid", "step", "phase", "start_ns", "end_ns", "host_ns", "gpu_ns"]
 UNRELATED_GAP_NS = 600 * 10**9  # reports whose spans are further apart than this are other runs
 TYPES = {
     "rank": "INTEGER", "pg": "VARCHAR", "seq": "BIGINT", "op": "VARCHAR", "bytes": "BIGINT",
@@ -34,7 +40,8 @@ TYPES = {
     "method": "VARCHAR", "aligned": "BOOLEAN", "host": "VARCHAR", "on_gpu": "BOOLEAN", "step": "BIGINT",
     "start_ns": "BIGINT", "end_ns": "BIGINT", "wait_ns": "BIGINT", "lag_ns": "BIGINT",
     "last_rank": "INTEGER", "skew_ns": "BIGINT", "transfer_ns": "BIGINT", "threshold_ns": "BIGINT",
-    "significant": "BOOLEAN", "spans_hosts": "BOOLEAN",
+    "significant": "BOOLEAN", "spans_hosts": "BOOLEAN", "report_rank": "INTEGER", "pid": "BIGINT",
+    "rank_source": "VARCHAR", "tid": "BIGINT", "phase": "VARCHAR", "host_ns": "BIGINT", "gpu_ns": "BIGINT",
 }
 ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "step", "start_ns", "end_ns",
                    "wait_ns", "lag_ns", "last_rank", "skew_ns", "transfer_ns", "threshold_ns", "significant"]
@@ -43,18 +50,21 @@ ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "
 def prepare(run) -> None:
     """Create the run-scope tables on `run`'s connection (once)."""
     keys = run.df("SELECT * FROM xr_rank_keys")
-    sessions = run.df("SELECT rank, utc_epoch_ns, host FROM session ORDER BY rank")
-    run.unrelated = None if run.allow_unrelated else unrelated(run, sessions)
+    members = member_ranks(run.df("SELECT rank, pid, device FROM xr_processes"), keys, run.reports)
+    reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
+    run.unrelated = None if run.allow_unrelated else unrelated(run, reports.rename(columns={"report_rank": "rank"}))
     if run.unrelated is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
+    keys = to_member_ranks(keys, members)
     calls, groups = match(keys)
     matched = calls[calls["matches"].eq(True)].copy()
     on_gpu = matched.groupby(["pg", "seq"])["kernel_end_ns"].transform(lambda v: v.notna().all())
     matched["on_gpu"] = on_gpu.astype(bool)
     matched["start_ns"] = matched["kernel_start_ns"].where(matched["on_gpu"], matched["cpu_start_ns"])
     matched["end_ns"] = matched["kernel_end_ns"].where(matched["on_gpu"], matched["cpu_end_ns"])
-    clock, _ = solve_clocks(matched, sessions, tie_hosts=run.unrelated is None)
-    steps = run.df("SELECT rank, step, start_ns, end_ns FROM xr_steps")
+    clock = member_clocks(matched, members, reports, tie_hosts=run.unrelated is None)
+    steps = to_member_ranks(run.df("SELECT rank, pid, step, start_ns, end_ns FROM xr_steps"), members)
+    phases = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_phases"), members)
     aligned = time_collectives(matched, clock, steps)
     hosts = dict(zip(clock["rank"], clock["host"]))
     groups = groups.copy()
@@ -62,8 +72,23 @@ def prepare(run) -> None:
                              for ms in groups["members"]]
     _table(run, "xr_keys", calls[KEY_COLUMNS])
     _table(run, "xr_groups", groups[[*GROUP_COLUMNS, "spans_hosts"]])
-    _table(run, "xr_clock", clock[CLOCK_COLUMNS])
+    _table(run, "xr_clock", clock[[*CLOCK_COLUMNS, *MEMBER_EXTRA]])
     _table(run, "xr_aligned", aligned[ALIGNED_COLUMNS])
+    _table(run, "xr_member_steps", steps[["rank", "step", "start_ns", "end_ns"]])
+    _table(run, "xr_member_phases", phases[PHASE_COLUMNS])
+
+
+def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.DataFrame,
+                  tie_hosts: bool) -> pd.DataFrame:
+    """The clock table per rank: one clock per report (its processes share it), solved over
+    the matched collectives of all ranks (nsyswrap.crossrank.alignment)."""
+    report_of = dict(zip(members["rank"], members["report_rank"]))
+    per_clock = matched.assign(rank=matched["rank"].map(report_of))
+    clocks, _ = solve_clocks(per_clock, reports.rename(columns={"report_rank": "rank"}), tie_hosts)
+    out = members.merge(clocks.drop(columns=["rank"]).assign(report_rank=clocks["rank"]), on="report_rank")
+    shared = out.groupby("report_rank")["rank"].transform("size") > 1
+    out.loc[shared, "method"] = out.loc[shared, "method"] + "; its report's processes share one clock"
+    return out.sort_values("rank").reset_index(drop=True)
 
 
 def _table(run, name: str, frame: pd.DataFrame) -> None:

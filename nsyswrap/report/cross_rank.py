@@ -31,7 +31,8 @@ def _table(table_id: str, title: str, rows: list[dict]) -> dict:
 def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
     no_shared = "no collective shared with the reference rank"
     offset_rows = [
-        {"rank": int(r["rank"]), "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
+        {"rank": int(r["rank"]), "report_rank": int(r.report_rank), "pid": None if pd.isna(r.pid) else int(r.pid),
+         "rank_source": r.rank_source, "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
          "source": r.source, "drift": figure(r.drift_ppb, "ppb"), "aligned": bool(r.aligned),
          "method": r.method, "host": r.host}
         for _, r in offsets.iterrows()
@@ -124,7 +125,9 @@ def _step_time_ns(run: Run, options: ReportOptions) -> int:
 
 def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
     if run_row is None:
-        return {"label": None, "reason": "no collective is matched on every rank of its group"}
+        return {"label": None, "reason": "no collective is matched on every rank of its group (looked for "
+                "nsyswrap `coll:` ranges, MPI ranges of nsys --trace=mpi and NCCL kernels; see the groups "
+                "and mismatches tables)"}
     if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns or not run_row.significant:
         return {"label": "no significant straggler", "reason": f"all waits in collectives add up to "
                 f"{_ms(run_row.total_wait_ns)}; the costliest rank's lag is not above the alignment "
@@ -185,19 +188,14 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
     section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
-    if len(run.reports) < 2:
-        procs = int(run.df("SELECT count(DISTINCT pid) AS n FROM kernels")["n"].iloc[0])
-        reason = "it needs the reports of two or more ranks"
-        if procs > 1:
-            reason += (f"; this report holds {procs} processes with GPU work (e.g. one capture around "
-                       "torchrun), which share one clock but are not yet analysed as separate ranks: "
-                       "capture one report per rank (nsyswrap launch)")
-        section["cannot_answer"].append({"what": "cross-rank analysis", "reason": reason})
-        return section
-    steps = {"step_from": options.step_from, "step_to": options.step_to}
     offsets = clock_offsets(run)
     if run.unrelated is not None:
         raise run.unrelated
+    if len(offsets) < 2:
+        section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
+                                         "ranks (reports, or processes with GPU work in one report)"})
+        return section
+    steps = {"step_from": options.step_from, "step_to": options.step_to}
     coll = matched_collectives(run, **steps)
     strag = stragglers(run, **steps)
     miss = mismatches(run)

@@ -13,7 +13,7 @@ from nsyswrap.errors import NsysWrapError
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other")
-HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread")
+HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report")
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,9 @@ class Scenario:
     # per-rank clock drift of the report's session clock, ppm (None: none)
     clock_drift_ppm: tuple[float, ...] | None = None
     autograd_thread: bool = False      # backward's CUDA calls and ranges on a second thread
+    # one capture (report) holds this many consecutive ranks' processes (one session, one
+    # clock: the first rank's start and clock error), e.g. all ranks of a node
+    ranks_per_report: int = 1
 
     def to_dict(self) -> dict:
         """The fields, without the later ones (HYBRID_FIELDS) at their defaults, so that
@@ -209,7 +212,11 @@ class Scenario:
             value = getattr(self, f.name)
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
                 bad(f"{f.name} must be >= 0", f"set {f.name} to a non-negative number")
-        for name in ("ranks", "ranks_per_node", "devices_per_rank", "steps", "modules", "side_kernel_every"):
+        if self.ranks_per_report > 1 and (self.ranks_per_node % self.ranks_per_report
+                                          or self.ranks % self.ranks_per_report):
+            bad("ranks_per_report must divide ranks_per_node and ranks", "a capture holds ranks of one node")
+        for name in ("ranks", "ranks_per_node", "devices_per_rank", "steps", "modules", "side_kernel_every",
+                     "ranks_per_report"):
             if getattr(self, name) < 1:
                 bad(f"{name} must be >= 1", f"set {name} to a positive number")
         if self.kernels_per_step < 3:

@@ -53,6 +53,8 @@ def simulate(sc: Scenario) -> Simulation:
     for rank in range(sc.ranks):
         node, local = divmod(rank, sc.ranks_per_node)
         session_start = int(rng.integers(0, sc.start_stagger_ns + 1))
+        if rank % sc.ranks_per_report:  # one capture: its first rank's session and clock
+            session_start, errors[rank] = traces[-1].session_start, errors[rank - 1]
         trace = RankTrace(
             rank=rank, node=node, local_rank=local, pid=PID_BASE + local, hostname=f"node{node}",
             session_start=session_start, clock_error=errors[rank], drift_ppb=sc.drift_ppb(rank),

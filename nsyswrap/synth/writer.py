@@ -64,13 +64,14 @@ def _insert_select(con: sqlite3.Connection, table: str, spec: dict[str, str], so
     con.execute(f'INSERT INTO "{table}" SELECT {_exprs(table, spec)} FROM {source}', params)
 
 
-def write_report(trace: RankTrace, sc: Scenario, path: Path) -> None:
-    """Write ``trace`` to a new SQLite file at ``path`` (which must not exist)."""
+def write_report(traces: list[RankTrace], sc: Scenario, path: Path) -> None:
+    """Write the ranks' ``traces`` (one capture: one session, one clock; usually one rank)
+    to a new SQLite file at ``path`` (which must not exist)."""
     con = sqlite3.connect(path)
     try:
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-262144"):
             con.execute(f"PRAGMA {pragma}")
-        filled = {t for t, attr in TRACE_TABLES.items() if len(getattr(trace, attr))}
+        filled = {t for t, attr in TRACE_TABLES.items() for trace in traces if len(getattr(trace, attr))}
         tables = [t for t in template().ddl
                   if t in filled or t in ALWAYS or t.startswith("ENUM_")]
         for table in tables:
@@ -80,19 +81,23 @@ def write_report(trace: RankTrace, sc: Scenario, path: Path) -> None:
             rows = template().rows.get(table, [])
             if rows:
                 con.executemany(f'INSERT INTO "{table}" VALUES ({", ".join("?" * len(rows[0]))})', rows)
-        _write_activity(con, trace, strings, filled)
-        _write_nvtx(con, trace, strings)
-        _write_info(con, trace, sc, strings)
+        for trace in traces:
+            _write_activity(con, trace, strings)
+        for trace in traces:
+            _write_nvtx(con, trace, strings)
+        _write_info(con, traces, sc, strings)
         con.executemany('INSERT INTO "StringIds" VALUES (?, ?)', ((i, v) for v, i in strings.ids.items()))
         con.commit()
     finally:
         con.close()
 
 
-def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings, filled: set[str]) -> None:
+def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings) -> None:
     """KERNEL and RUNTIME via TEMP tables; MEMCPY, MEMSET, SYNCHRONIZATION row by row."""
     gpid = ids.global_pid(trace.pid)
     params = {"off": trace.session_start, "gpid": gpid, "ppb": trace.drift_ppb}
+    for temp in ("st", "api", "r", "kt", "k"):  # another process of the same report came first
+        con.execute(f"DROP TABLE IF EXISTS temp.{temp}")
     con.execute("CREATE TEMP TABLE st (idx INTEGER PRIMARY KEY, device, context, sid)")
     con.executemany("INSERT INTO temp.st VALUES (?, ?, ?, ?)",
                     [(s.index, s.device, s.context, s.sid) for s in trace.streams])
@@ -109,7 +114,7 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings,
         "returnValue": "0", "callchainId": "NULL",
     }, "temp.r AS r JOIN temp.api AS a ON a.idx = r.api ORDER BY r.rowid", params)
 
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in filled:
+    if len(trace.k_start):
         attrs = ", ".join(ATTR_COLUMNS)
         con.execute(f"CREATE TEMP TABLE kt (idx INTEGER PRIMARY KEY, short, demangled, mangled, {attrs})")
         con.executemany(
@@ -177,8 +182,10 @@ def _write_nvtx(con: sqlite3.Connection, trace: RankTrace, strings: Strings) -> 
     _insert(con, "NVTX_EVENTS", spec, created + ranges)
 
 
-def _write_info(con: sqlite3.Connection, trace: RankTrace, sc: Scenario, strings: Strings) -> None:
-    """Metadata, session, system, process, thread and stream tables."""
+def _write_info(con: sqlite3.Connection, traces: list[RankTrace], sc: Scenario, strings: Strings) -> None:
+    """Metadata, session, system (of the first rank: the capture's), process, thread and
+    stream tables (of every rank's process)."""
+    trace = traces[0]
     name_value = {"name": "?", "value": "?"}
     _insert(con, "META_DATA_EXPORT", name_value, metadata.export_rows(trace, sc))
     _insert(con, "META_DATA_CAPTURE", name_value, metadata.capture_rows(trace, sc))
@@ -189,10 +196,12 @@ def _write_info(con: sqlite3.Connection, trace: RankTrace, sc: Scenario, strings
             [metadata.session_start_row(trace)])
     _insert(con, "ANALYSIS_DETAILS", {c: "?" for c in ("globalVid", "duration", "startTime", "stopTime")},
             [metadata.analysis_details_row(trace)])
-    _insert(con, "PROCESSES", {"globalPid": "?", "pid": "?", "name": "?"}, metadata.process_rows(trace))
+    processes = list(dict.fromkeys(row for t in traces for row in metadata.process_rows(t)))
+    _insert(con, "PROCESSES", {"globalPid": "?", "pid": "?", "name": "?"}, processes)
+    threads = list(dict.fromkeys(row for t in traces for row in metadata.thread_rows(t)))
     _insert(con, "ThreadNames", {"nameId": "?", "priority": "20", "globalTid": "?"},
-            [(strings(name), gtid) for gtid, name in metadata.thread_rows(trace)])
+            [(strings(name), gtid) for gtid, name in threads])
     _insert(con, "TARGET_INFO_CUDA_STREAM", {
-        "streamId": "?", "hwId": "0", "vmId": "1", "processId": str(trace.pid), "contextId": "?",
+        "streamId": "?", "hwId": "0", "vmId": "1", "processId": "?", "contextId": "?",
         "priority": "?", "flag": "?",
-    }, [(s.sid, s.context, s.priority, s.flag) for s in trace.streams])
+    }, [(s.sid, t.pid, s.context, s.priority, s.flag) for t in traces for s in t.streams])

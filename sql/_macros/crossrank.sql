@@ -5,7 +5,8 @@
 -- reductions of sql/_reductions (views xr_rank_keys, xr_steps, xr_phases, ...:
 -- computed once per report), small views (session, collectives) and the run-scope
 -- tables made once per run in Python by nsyswrap.crossrank.solve (xr_keys, xr_groups,
--- xr_clock, xr_aligned: matching, the clock solve and per-collective timing), never the
+-- xr_clock, xr_aligned, xr_member_steps, xr_member_phases: ranks, matching, the clock
+-- solve and per-collective timing; a report may hold several ranks), never the
 -- large views (kernels, launches, nvtx, api_calls): per-rank work over those belongs in
 -- a reduction. DuckDB binds the names in a macro where it is used: a CTE of the caller
 -- named like a view or reduction (kernels, xr_steps, ...) would replace it inside the
@@ -66,7 +67,10 @@ SELECT
     CAST(NULL AS VARCHAR) AS source,
     CAST(NULL AS VARCHAR) AS method,
     CAST(NULL AS BOOLEAN) AS aligned,
-    CAST(NULL AS VARCHAR) AS host
+    CAST(NULL AS VARCHAR) AS host,
+    CAST(NULL AS INTEGER) AS report_rank,
+    CAST(NULL AS BIGINT) AS pid,
+    CAST(NULL AS VARCHAR) AS rank_source
 WHERE error('xr_clock is read before the cross-rank solve');
 
 CREATE TEMP VIEW IF NOT EXISTS xr_aligned AS
@@ -89,6 +93,27 @@ SELECT
     CAST(NULL AS BIGINT) AS threshold_ns,
     CAST(NULL AS BOOLEAN) AS significant
 WHERE error('xr_aligned is read before the cross-rank solve');
+
+CREATE TEMP VIEW IF NOT EXISTS xr_member_steps AS
+SELECT
+    CAST(NULL AS INTEGER) AS rank,
+    CAST(NULL AS BIGINT) AS step,
+    CAST(NULL AS BIGINT) AS start_ns,
+    CAST(NULL AS BIGINT) AS end_ns
+WHERE error('xr_member_steps is read before the cross-rank solve');
+
+CREATE TEMP VIEW IF NOT EXISTS xr_member_phases AS
+SELECT
+    CAST(NULL AS INTEGER) AS rank,
+    CAST(NULL AS BIGINT) AS pid,
+    CAST(NULL AS BIGINT) AS tid,
+    CAST(NULL AS BIGINT) AS step,
+    CAST(NULL AS VARCHAR) AS phase,
+    CAST(NULL AS BIGINT) AS start_ns,
+    CAST(NULL AS BIGINT) AS end_ns,
+    CAST(NULL AS BIGINT) AS host_ns,
+    CAST(NULL AS BIGINT) AS gpu_ns
+WHERE error('xr_member_phases is read before the cross-rank solve');
 
 -- One row per rank and collective call of the kind chosen for the run (coll: ranges,
 -- MPI ranges or NCCL kernels per stream; see nsyswrap.crossrank.matching), with its
@@ -167,7 +192,7 @@ WHERE pg IS NOT NULL
     AND (p_step_to IS NULL OR step < p_step_to);
 
 -- One row per (step, rank, phase) of steps [p_step_from, p_step_to) (phases and their
--- host and GPU time: see sql/_reductions/xr_phases.sql): summed duration, host time
+-- host and GPU time: see sql/_reductions/xr_phases.sql; by rank: xr_member_phases): summed duration, host time
 -- and GPU time, and the medians of both over the ranks that have the phase in the step.
 CREATE OR REPLACE MACRO xr_phase_lag(p_step_from, p_step_to) AS TABLE
 SELECT
@@ -181,7 +206,7 @@ SELECT
     sum(gpu_ns)::BIGINT AS gpu_ns,
     round(median(sum(gpu_ns)) OVER (PARTITION BY step, phase))::BIGINT
         AS gpu_median_ns
-FROM xr_phases
+FROM xr_member_phases
 WHERE (p_step_from IS NULL OR step >= p_step_from)
     AND (p_step_to IS NULL OR step < p_step_to)
 GROUP BY step, rank, phase;

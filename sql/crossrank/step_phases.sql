@@ -9,10 +9,10 @@
 -- @column end_ns BIGINT            End, ns of run time.
 WITH ranges AS (
     SELECT rank, step, CAST(NULL AS VARCHAR) AS phase, start_ns, end_ns
-    FROM xr_steps
+    FROM xr_member_steps
     UNION ALL
     SELECT rank, step, phase, start_ns, end_ns
-    FROM xr_phases
+    FROM xr_member_phases
 )
 SELECT
     r.rank,
