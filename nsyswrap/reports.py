@@ -3,8 +3,10 @@
 A rank comes, in this order, from the launcher's manifest beside the report,
 from the file name (default pattern `rank(\\d+)`), from the `MPI Rank N` thread
 name nsys's MPI tracing records, or from the process environment nsys recorded
-(RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, then SLURM_PROCID). When no report carries a rank,
-ranks follow the order the reports were given in. Duplicates are an error.
+(RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, then SLURM_PROCID). When no
+report carries a rank, ranks follow the order the reports were given in; so they do when only some reports
+record a rank, or the recorded ranks repeat. Duplicate manifest or file-name ranks are
+an error.
 """
 from __future__ import annotations
 
@@ -126,8 +128,12 @@ def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) ->
         if rank is None:
             rank, source = _recorded_rank(path)
         found.append((path, rank, source))
-    if all(rank is None for _, rank, _ in found):
-        return [Report(i, path, "order") for i, (path, _, _) in enumerate(found)]
+    if all(source not in ("manifest", "file name") for _, _, source in found):
+        # only recorded ranks: used when every report has one and they differ (e.g. every
+        # rank may record SLURM_PROCID=0), else the order given
+        recorded = [rank for _, rank, _ in found]
+        if None in recorded or len(set(recorded)) < len(recorded):
+            return [Report(i, path, "order") for i, (path, _, _) in enumerate(found)]
     missing = [path for path, rank, _ in found if rank is None]
     if missing:
         raise NsysWrapError(

@@ -17,7 +17,7 @@ from nsyswrap import open_run
 from nsyswrap.cache import VIEWS
 from nsyswrap.connection import reduction_names
 from nsyswrap.crossrank import (
-    bandwidth, clock_offsets, fit_alpha_beta, matched_collectives, mismatches, phase_lag, stragglers,
+    bandwidth, clock_offsets, comm_split, fit_alpha_beta, matched_collectives, mismatches, phase_lag, stragglers,
 )
 from nsyswrap.queries import catalog
 from nsyswrap.report import ReportOptions, build_report
@@ -94,6 +94,16 @@ def test_straggler_rank_phase_and_cost_are_named(planted):
     for step, row in per_step.iterrows():
         waits = [sum(c.wait_ns.values()) for c in truth.collectives if c.step == step and c.last_rank == rank]
         assert row["imposed_wait_ns"] == sum(waits)
+
+
+def test_comm_split_is_waiting_plus_transfer_exactly(planted):
+    _, truth, run = planted
+    split = comm_split(run).set_index(["step", "rank"])
+    for (step, rank), row in split.iterrows():
+        mine = [c for c in truth.collectives if c.step == step]
+        assert row["wait_ns"] == sum(c.wait_ns[rank] for c in mine)
+        assert row["comm_ns"] == sum(c.end_ns[rank] - c.start_ns[rank] for c in mine)
+        assert row["transfer_ns"] == row["comm_ns"] - row["wait_ns"]
 
 
 def test_phase_lag_measures_host_and_gpu_time(tmp_path):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
-from nsyswrap.crossrank.metrics import bandwidth, clock_offsets, matched_collectives, mismatches, stragglers
+from nsyswrap.crossrank.metrics import (bandwidth, clock_offsets, comm_split, matched_collectives,
+                                        mismatches, stragglers)
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import ReportOptions
@@ -78,6 +79,20 @@ def _waits_table(coll: pd.DataFrame) -> dict:
                   "median rank, and how often it arrived last", rows)
 
 
+def _comm_split_table(split: pd.DataFrame) -> dict:
+    per = split.groupby("rank")[["collectives", "comm_ns", "wait_ns", "transfer_ns"]].sum()
+    rows = [{"step": "all", "rank": int(rank), "collectives": figure(r.collectives, COUNT),
+             "in_collectives": figure(r.comm_ns, NS), "waiting": figure(r.wait_ns, NS),
+             "transfer": figure(r.transfer_ns, NS), "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives")}
+            for rank, r in per.iterrows()]
+    rows += [{"step": int(r.step), "rank": int(r.rank), "collectives": figure(r.collectives, COUNT),
+              "in_collectives": figure(r.comm_ns, NS), "waiting": figure(r.wait_ns, NS),
+              "transfer": figure(r.transfer_ns, NS), "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives")}
+             for r in split.dropna(subset=["step"]).itertuples(index=False)]
+    return _table("comm_split", "Time in matched collectives per rank (all steps, then per step): waiting for "
+                  "the last member to arrive vs transfer after it arrived", rows)
+
+
 def _mismatch_table(miss: pd.DataFrame) -> dict:
     rows = [
         {"pg": r.pg, "seq": int(r.seq), "ops": r.ops, "bytes": r.bytes, "present_ranks": r.present_ranks,
@@ -92,7 +107,8 @@ def _bandwidth_table(bw: pd.DataFrame) -> dict:
     rows = [
         {"op": r.op, "bytes": figure(r.bytes, BYTES), "ranks": int(r.ranks),
          "collectives": figure(r.collectives, COUNT), "transfer": figure(r.transfer_ns, NS),
-         "algbw": figure(r.algbw_gb_per_s, GB_PER_S), "busbw": figure(r.busbw_gb_per_s, GB_PER_S)}
+         "algbw": figure(r.algbw_gb_per_s, GB_PER_S), "busbw": figure(r.busbw_gb_per_s, GB_PER_S),
+         "spans_hosts": bool(r.spans_hosts)}
         for _, r in bw.iterrows()
     ]
     return _table("bandwidth", "NCCL bandwidth per op and size: transfer = shortest duration across "
@@ -165,6 +181,19 @@ def _recommendations(run_row: pd.Series | None, offsets: pd.DataFrame, miss: pd.
     return out
 
 
+def _waiting_note(run_row: pd.Series | None, split: pd.DataFrame) -> list[str]:
+    """What the fast ranks' communication time really is, when a straggler is named."""
+    if run_row is None or not run_row.significant or split.empty:
+        return []
+    others = split[split["rank"] != run_row["rank"]]
+    comm, wait = others["comm_ns"].sum(), others["wait_ns"].sum()
+    if not comm or wait < comm / 2:
+        return []
+    return [f"On the other ranks {wait / comm:.0%} of the time in collectives ({_ms(wait)} of {_ms(comm)}) is "
+            f"waiting for late peers, not transfer: their exposed communication is rank "
+            f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."]
+
+
 def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame) -> list[dict]:
     out = []
     utc_only = offsets[~offsets["aligned"].astype(bool)]
@@ -200,10 +229,11 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     strag = stragglers(run, **steps)
     miss = mismatches(run)
     bw = bandwidth(run, **steps)
+    split = comm_split(run, **steps)
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, _step_time_ns(run, options))
-    section["recommendations"] = _recommendations(run_row, offsets, miss)
+    section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(run_row, split)
     section["tables"] = _offsets_tables(offsets)
     if not coll.empty:
         section["tables"] += [
@@ -211,6 +241,7 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
                    "all steps; phase = the range in the step that is longest vs the median rank",
                    _straggler_rows(strag)),
             _waits_table(coll),
+            _comm_split_table(split),
         ]
     groups = run.df("SELECT * FROM xr_groups ORDER BY pg")
     if not groups.empty:

@@ -1,6 +1,6 @@
--- One row per phase of one rank: an NVTX range directly inside a `step:<i>` range on
--- the same thread (one level deeper, ending inside it; zero-length and `coll:` ranges
--- are not phases), with its host time (duration less the CUDA synchronize calls and
+-- One row per phase of one rank: an NVTX range directly inside a step range
+-- (`step:<i>` or `ProfilerStep#<i>`) on the same thread (one level deeper, ending
+-- inside it; zero-length and `coll:` ranges are not phases), with its host time (duration less the CUDA synchronize calls and
 -- collective ranges started in it: waiting for others is not lag) and the GPU time
 -- of the compute kernels launched while it ran by ANY thread of its process (the
 -- autograd engine launches backward kernels from its own threads). Times are
@@ -8,7 +8,7 @@
 -- these per step and takes the medians over the ranks.
 -- @column pid BIGINT              Process id of the thread.
 -- @column tid BIGINT              Thread holding the step and the phase.
--- @column step BIGINT             Step index from `step:<i>`.
+-- @column step BIGINT             Step index from `step:<i>` (or `ProfilerStep#<i>`).
 -- @column phase VARCHAR           Text of the range.
 -- @column start_ns BIGINT         Range start, ns on the report's session clock.
 -- @column end_ns BIGINT           Range end, ns on the report's session clock.
@@ -29,7 +29,7 @@ WITH thread_ranges AS (
     SEMI JOIN (
         SELECT DISTINCT pid, tid
         FROM nvtx
-        WHERE regexp_full_match(text, 'step:\d+')
+        WHERE regexp_full_match(text, '(step:|ProfilerStep#)\d+')
     ) AS s
         ON s.pid = n.pid
         AND s.tid = n.tid
@@ -70,11 +70,11 @@ step_ranges AS (
     SELECT
         thread,
         depth,
-        CAST(regexp_extract(text, '^step:(\d+)$', 1) AS BIGINT) AS step,
+        CAST(regexp_extract(text, '^(step:|ProfilerStep#)(\d+)$', 2) AS BIGINT) AS step,
         start_ns,
         end_ns
     FROM depths
-    WHERE regexp_full_match(text, 'step:\d+')
+    WHERE regexp_full_match(text, '(step:|ProfilerStep#)\d+')
 ),
 candidates AS (
     -- Only ranges one level below some step of their thread can be phases.

@@ -1,4 +1,5 @@
--- One row per rank: how its report's clock is put on the run clock. All matched
+-- One row per rank: how its report's clock is put on the run clock (the ranks of
+-- one report share its clock). All matched
 -- collectives of all groups are solved at once (nsyswrap.crossrank.alignment): a
 -- collective ends at one instant on all its members (NCCL kernel ends; range ends
 -- without kernels), so every collective constrains the offsets (and, on runs long
@@ -27,6 +28,12 @@
 -- @column method VARCHAR           How the clock was obtained, in words.
 -- @column aligned BOOLEAN          False: left out of cross-rank figures.
 -- @column host VARCHAR             Host name recorded in the report.
+-- @column report_rank INTEGER      Rank of the report holding it (a report may
+--                                  hold several rank processes, one clock).
+-- @column pid BIGINT               Its process in that report.
+-- @column rank_source VARCHAR      Where the rank came from (manifest, file
+--                                  name, MPI rank (nsys), environment (VAR),
+--                                  device order, order).
 SELECT *
 FROM xr_clock_offsets()
 ORDER BY rank
