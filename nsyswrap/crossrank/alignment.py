@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsyswrap.crossrank.graph import components
+
 DRIFT_MIN_SPAN_NS = 200_000_000
 DRIFT_MIN_COLLECTIVES = 8
 HUBER_K = 2.5
@@ -28,19 +30,9 @@ CLOCK_COLUMNS = ["rank", "utc_epoch_ns", "offset_ns", "drift_ppb", "shift_ns", "
 
 
 def _components(ranks: list[int], ends: pd.DataFrame) -> dict[int, int]:
-    parent = {r: r for r in ranks}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for _, g in ends.groupby("cid"):
-        members = g["rank"].tolist()
-        for m in members[1:]:
-            parent[find(m)] = find(members[0])
-    return {r: find(r) for r in ranks}
+    """Ranks connected through shared collectives."""
+    links = [(members[0], m) for members in ends.groupby("cid")["rank"].agg(list) for m in members[1:]]
+    return components(ranks, links)
 
 
 def _solve(ends: pd.DataFrame, ranks: list[int], drifting: set[int], utc: dict[int, int], ref: int):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsyswrap.crossrank.graph import components
+
 KINDS = ("range", "mpi", "kernel")
 FOUND_BY = {"range": "nsyswrap coll: ranges", "mpi": "MPI ranges (domain MPI)",
             "kernel": "NCCL kernels per stream, groups inferred from agreeing end intervals"}
@@ -125,25 +127,13 @@ def infer_stream_groups(calls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
     seqs = {pg: g.sort_values("seq") for pg, g in calls.groupby("pg")}
     names = sorted(seqs, key=lambda pg: (int(seqs[pg]["rank"].iloc[0]), pg))
     rank = {pg: int(seqs[pg]["rank"].iloc[0]) for pg in names}
-    parent = {pg: pg for pg in names}
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    agreeing = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            if agree(seqs[a], seqs[b]):
-                agreeing[(a, b)] = True
-                parent[find(b)] = find(a)
-    components: dict[str, list[str]] = {}
+    agreeing = {(a, b): True for i, a in enumerate(names) for b in names[i + 1:] if agree(seqs[a], seqs[b])}
+    root = components(names, agreeing)
+    grouped: dict[str, list[str]] = {}
     for pg in names:
-        components.setdefault(find(pg), []).append(pg)
+        grouped.setdefault(root[pg], []).append(pg)
     renamed, rows, k = {}, [], 0
-    for streams in components.values():
+    for streams in grouped.values():
         by_rank: dict[int, list[str]] = {}
         for pg in streams:
             by_rank.setdefault(rank[pg], []).append(pg)
