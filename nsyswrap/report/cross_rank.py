@@ -60,6 +60,7 @@ def _straggler_rows(strag: pd.DataFrame) -> list[dict]:
          "share_of_wait": share(r.imposed_wait_ns, r.total_wait_ns, "nobody waited"),
          "significant": bool(r.significant), "jitter": figure(r.jitter_ns, NS),
          "affected_steps": r.affected_steps if isinstance(r.affected_steps, str) else None,
+         "slow_steps": r.slow_steps if isinstance(r.slow_steps, str) else None,
          "phase": r.phase if isinstance(r.phase, str) else None,
          "phase_excess": figure(r.phase_excess_ns, NS, "no phase is longer than on the median rank")}
         for r in strag.itertuples(index=False)  # one row per step: thousands
@@ -154,10 +155,12 @@ def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
               f"at {int(run_row.last_count)} of {int(run_row.collectives)} matched collectives, "
               f"{_ms(run_row.lag_ns)} after the median rank in total")
     if isinstance(run_row.affected_steps, str):
-        reason += f"; late in steps {run_row.affected_steps}"
+        reason += f"; the others waited for it in steps {run_row.affected_steps}"
     if isinstance(run_row.phase, str):
         reason += (f"; its lag is in `{run_row.phase}`, +{_ms(run_row.phase_excess_ns / run_row.phase_steps)} "
                    f"per step over the median rank")
+        if isinstance(run_row.slow_steps, str):
+            reason += f", slow in steps {run_row.slow_steps}"
     return {"label": f"straggler: rank {int(run_row['rank'])}", "reason": reason}
 
 

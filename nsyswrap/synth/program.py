@@ -114,7 +114,7 @@ class RankProgram:
     def data_loading(self, i: int) -> None:
         tl, sc = self.tl, self.sc
         tl.push("data_loading")
-        tl.host(sc.data_loading_ns + self.straggle_host("data_loading"))
+        tl.host(sc.data_loading_ns + self.straggle_host("data_loading", i))
         for _ in range(sc.h2d_per_step):
             for d in self.devices:
                 tl.memcpy(d.compute, sc.h2d_bytes, 1_000 + sc.h2d_bytes // 25, HTOD, PAGEABLE, DEVICE_MEM)
@@ -211,7 +211,7 @@ class RankProgram:
             zero = (np.arange(n) + self.phase_offset[phase]) % sc.zero_length_every == sc.zero_length_every - 1
         else:
             zero = np.zeros(n, dtype=bool)
-        extra = self.straggle_gpu(phase)
+        extra = self.straggle_gpu(phase, step)
         live = np.flatnonzero(~zero)
         if extra and live.size:
             durs[live] += extra // live.size
@@ -219,13 +219,15 @@ class RankProgram:
         durs[zero] = 0
         return durs.tolist()
 
-    def straggle_host(self, phase: str) -> int:
+    def straggle_host(self, phase: str, step: int) -> int:
         s = self.sc.straggler
-        return s.extra_ns if s and s.rank == self.rank and s.phase == phase == "data_loading" else 0
+        return (s.extra_ns if s and s.rank == self.rank and s.phase == phase == "data_loading" and s.slows(step)
+                else 0)
 
-    def straggle_gpu(self, phase: str) -> int:
+    def straggle_gpu(self, phase: str, step: int) -> int:
         s = self.sc.straggler
-        return s.extra_ns if s and s.rank == self.rank and s.phase == phase != "data_loading" else 0
+        return (s.extra_ns if s and s.rank == self.rank and s.phase == phase != "data_loading" and s.slows(step)
+                else 0)
 
     def compute(self, phase: str, k: int, dur: int) -> None:
         """The k-th compute kernel of ``phase`` on every device (+ a nested side kernel)."""

@@ -21,12 +21,17 @@ class Straggler:
     """``rank`` spends ``extra_ns`` more per step in ``phase``.
 
     data_loading: extra host time; forward/backward/optimizer: the phase's compute
-    kernels on each of the rank's devices run ``extra_ns`` longer in total.
+    kernels on each of the rank's devices run ``extra_ns`` longer in total. ``steps``
+    makes it intermittent.
     """
 
     rank: int
     phase: str
     extra_ns: int
+    steps: tuple[int, ...] | None = None  # only in these steps (None: every step)
+
+    def slows(self, step: int) -> bool:
+        return self.steps is None or step in self.steps
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,8 @@ class Scenario:
         """The fields, without the later ones (HYBRID_FIELDS) at their defaults, so that
         scenarios written before them keep their exact truth.json."""
         data = dataclasses.asdict(self)
+        if data["straggler"] is not None and data["straggler"]["steps"] is None:
+            del data["straggler"]["steps"]
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for name in HYBRID_FIELDS:
             if data[name] == defaults[name]:
@@ -145,6 +152,8 @@ class Scenario:
             kind = nested.get(f.name)
             if kind is not None and value is not None:
                 value = kind(**value) if isinstance(value, dict) else tuple(kind(**v) for v in value)
+                if isinstance(value, Straggler) and value.steps is not None:
+                    value = dataclasses.replace(value, steps=tuple(value.steps))
             elif isinstance(value, list):
                 value = tuple(value)
             kwargs[f.name] = value

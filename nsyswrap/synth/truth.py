@@ -188,7 +188,7 @@ def compute_truth(sim: Simulation, report_names: list[str]) -> Truth:
                for tr, name in zip(traces, report_names)],
         offset_ns=offsets, devices=devices, idle_gaps=idle, nccl_kernels=nccl,
         collectives=collectives, unmatched_collectives=unmatched,
-        straggler=asdict(sc.straggler) if sc.straggler else None,
+        straggler=sc.to_dict()["straggler"],
         mismatches=[{"rank": tr.rank, "step": step, "pg": pg, "seq": seq, "op": op, "bytes": nbytes}
                     for tr in traces for step, pg, seq, op, nbytes in tr.extras],
     )

@@ -26,12 +26,20 @@
 --                                  threshold and 3 x the run's jitter.
 -- @column jitter_ns BIGINT         1.4826 x median absolute deviation of the
 --                                  lags from each rank's median lag (ns).
--- @column affected_steps VARCHAR   Steps where it is the significant straggler
---                                  (run row only), comma-separated.
+-- @column affected_steps VARCHAR   Steps where it is the significant straggler,
+--                                  i.e. where others waited for it (run row
+--                                  only), comma-separated.
 -- @column phase VARCHAR            Phase with its largest excess over the
 --                                  median rank (NULL if none is longer).
 -- @column phase_excess_ns BIGINT   That excess summed over the scope's steps.
 -- @column phase_steps BIGINT       Steps the phase excess is summed over.
+-- @column slow_steps VARCHAR       Steps where that phase ran notably long on it
+--                                  (excess > 3 x 1.4826 x the median absolute
+--                                  excess of all ranks and steps in the phase,
+--                                  and >= half its largest; run row only),
+--                                  comma-separated: where
+--                                  it was slow; affected_steps is where others
+--                                  paid (lateness carries into the next step).
 WITH firsts AS (
     -- A group's first collective absorbs the ranks' start-up skew: not lag.
     SELECT pg, min(seq) AS seq
@@ -116,6 +124,29 @@ top_phase AS (
     QUALIFY row_number() OVER (
         PARTITION BY step, rank ORDER BY excess_ns DESC, phase
     ) = 1
+),
+slow AS (
+    -- Steps where a rank's phase ran notably long: its excess over the median rank
+    -- that step is above 3 robust deviations (1.4826 x median absolute excess of
+    -- every rank and step in that phase) and at least half its largest excess.
+    SELECT
+        rank,
+        phase,
+        string_agg(step::VARCHAR, ',' ORDER BY step)
+            FILTER (WHERE excess_ns > 3 * deviation_ns AND 2 * excess_ns >= largest_ns)
+            AS slow_steps
+    FROM (
+        SELECT
+            step,
+            rank,
+            phase,
+            excess_ns,
+            1.4826 * median(abs(excess_ns)) OVER (PARTITION BY phase) AS deviation_ns,
+            max(excess_ns) OVER (PARTITION BY rank, phase) AS largest_ns
+        FROM phase_excess
+        WHERE step IS NOT NULL
+    )
+    GROUP BY rank, phase
 )
 SELECT
     p.step,
@@ -130,11 +161,15 @@ SELECT
     CASE WHEN p.step IS NULL THEN a.affected_steps END AS affected_steps,
     t.phase,
     t.excess_ns AS phase_excess_ns,
-    t.steps AS phase_steps
+    t.steps AS phase_steps,
+    CASE WHEN p.step IS NULL THEN sl.slow_steps END AS slow_steps
 FROM picked AS p
 LEFT JOIN top_phase AS t
     ON t.rank = p.rank
     AND t.step IS NOT DISTINCT FROM p.step
 LEFT JOIN affected AS a
     ON a.rank = p.rank
+LEFT JOIN slow AS sl
+    ON sl.rank = p.rank
+    AND sl.phase = t.phase
 ORDER BY p.step NULLS LAST
