@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from nsyswrap import open_run
+import pandas as pd
+
 from nsyswrap.crossrank import clock_offsets, matched_collectives, phase_lag, stragglers
+from nsyswrap.crossrank.alignment import solve_clocks
+from nsyswrap.crossrank.matching import verdicts
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
@@ -114,3 +118,26 @@ def test_one_report_with_two_gpu_processes_is_two_ranks_on_one_clock():
     assert offsets[["rank", "pid", "offset_ns", "shift_ns"]].values.tolist() == [[0, 111, 0, 0], [1, 112, 0, 0]]
     assert offsets["rank_source"].str.startswith("device order").all() and offsets["aligned"].all()
     assert section["verdict"]["label"] is None and "NCCL kernels" in section["verdict"]["reason"]
+
+
+def _calls(rows):
+    return pd.DataFrame(rows, columns=["rank", "pg", "seq", "op", "bytes", "group_size"])
+
+
+def test_group_size_disagreement_stops_matching():
+    calls = _calls([(r, "0", s, "all_reduce", 8, 4 if (r, s) != (1, 1) else 2) for r in range(2) for s in range(3)])
+    v = verdicts(calls).set_index(["rank", "seq"])
+    assert v.loc[(0, 0), "matches"] and not v.loc[(0, 1), "matches"] and not v.loc[(0, 2), "matches"]
+    assert v.loc[(1, 1), "size_differs"]
+
+
+def test_a_rank_no_collective_connects_is_unaligned_unless_its_host_is():
+    ends = pd.DataFrame([(r, "0", s, 1_000 * s + 10 * r, True) for r in (0, 1) for s in range(5)],
+                        columns=["rank", "pg", "seq", "end_ns", "on_gpu"])
+    sessions = pd.DataFrame({"rank": [0, 1, 2, 3], "utc_epoch_ns": [0, 5, 7, 9],
+                             "host": ["a", "b", "b", "c"]})
+    clock, _ = solve_clocks(ends, sessions)
+    clock = clock.set_index("rank")
+    assert clock.loc[1, "offset_ns"] == -15 and clock.loc[1, "method"].startswith("robust")
+    assert clock.loc[2, "aligned"] and clock.loc[2, "offset_ns"] == -15 and clock.loc[2, "source"] == "host"
+    assert not clock.loc[3, "aligned"] and clock.loc[3, "method"].startswith("unaligned")

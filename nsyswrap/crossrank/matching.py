@@ -26,7 +26,7 @@ AGREE_PPM = 200
 AGREE_SHARE = 0.9         # ... for at least this share of the intervals
 KEY_COLUMNS = ["rank", "pg", "seq", "op", "bytes", "group_size", "cpu_start_ns", "cpu_end_ns",
                "kernel_start_ns", "kernel_end_ns", "group_ranks", "ranks", "duplicate", "op_differs",
-               "bytes_differ", "matches", "found_by"]
+               "bytes_differ", "matches", "found_by", "size_differs"]
 GROUP_COLUMNS = ["pg", "found_by", "members", "captured", "group_size", "status"]
 
 
@@ -60,13 +60,15 @@ def verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     """Per call: its group's ranks and whether the key matches on all of them.
 
     A key differs when a rank has it twice, or the ranks disagree on its op (send and
-    recv pair up) or payload size (all_to_all sizes may differ). A key matches when every
+    recv pair up), payload size (all_to_all sizes may differ) or group size (two
+    groups under one id). A key matches when every
     rank of its group has it and no key of the group differs at or before it: past a
     divergence the sequences disagree. Groups seen on one rank only are not checked
     (verdict columns empty)."""
     calls = calls.copy()
     if calls.empty:
-        return calls.assign(group_ranks=[], ranks=[], duplicate=[], op_differs=[], bytes_differ=[], matches=[])
+        return calls.assign(group_ranks=[], ranks=[], duplicate=[], op_differs=[], bytes_differ=[],
+                            size_differs=[], matches=[])
     calls["group_ranks"] = calls.groupby("pg")["rank"].transform("nunique")
     op_class = calls["op"].where(~calls["op"].isin(P2P), "p2p")
     sized = calls["bytes"].where(~calls["op"].astype(str).str.startswith("all_to_all"))
@@ -75,18 +77,20 @@ def verdicts(calls: pd.DataFrame) -> pd.DataFrame:
         "calls": calls.groupby(["pg", "seq"]).size(),
         "ops": op_class.groupby([calls["pg"], calls["seq"]]).nunique(),
         "sizes": sized.groupby([calls["pg"], calls["seq"]]).nunique(),
+        "group_sizes": calls.groupby(["pg", "seq"])["group_size"].nunique(),
     }).reset_index()
     per_key["duplicate"] = per_key["calls"] > per_key["ranks"]
     per_key["op_differs"] = per_key["ops"] > 1
     per_key["bytes_differ"] = per_key["sizes"] > 1
-    bad = per_key[per_key["duplicate"] | per_key["op_differs"] | per_key["bytes_differ"]]
+    per_key["size_differs"] = per_key["group_sizes"] > 1
+    bad = per_key[per_key["duplicate"] | per_key["op_differs"] | per_key["bytes_differ"] | per_key["size_differs"]]
     first_bad = bad.groupby("pg")["seq"].min()
-    calls = calls.merge(per_key[["pg", "seq", "ranks", "duplicate", "op_differs", "bytes_differ"]],
+    calls = calls.merge(per_key[["pg", "seq", "ranks", "duplicate", "op_differs", "bytes_differ", "size_differs"]],
                         on=["pg", "seq"], how="left")
     limit = calls["pg"].map(first_bad)
     calls["matches"] = (limit.isna() | (calls["seq"] < limit)) & (calls["ranks"] == calls["group_ranks"])
     single = calls["group_ranks"] < 2
-    for column in ("ranks", "duplicate", "op_differs", "bytes_differ", "matches"):
+    for column in ("ranks", "duplicate", "op_differs", "bytes_differ", "size_differs", "matches"):
         calls[column] = calls[column].astype(object).where(~single, None)
     return calls
 

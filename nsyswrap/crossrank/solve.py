@@ -34,6 +34,7 @@ TYPES = {
     "group_size": "BIGINT", "cpu_start_ns": "BIGINT", "cpu_end_ns": "BIGINT", "kernel_start_ns": "BIGINT",
     "kernel_end_ns": "BIGINT", "group_ranks": "BIGINT", "ranks": "BIGINT", "duplicate": "BOOLEAN",
     "op_differs": "BOOLEAN", "bytes_differ": "BOOLEAN", "matches": "BOOLEAN", "found_by": "VARCHAR",
+    "size_differs": "BOOLEAN",
     "members": "VARCHAR", "captured": "BIGINT", "status": "VARCHAR", "utc_epoch_ns": "BIGINT",
     "offset_ns": "BIGINT", "drift_ppb": "DOUBLE", "shift_ns": "BIGINT", "uncertainty_ns": "BIGINT",
     "spread_ns": "BIGINT", "max_residual_ns": "BIGINT", "collectives": "BIGINT", "source": "VARCHAR",

@@ -39,7 +39,8 @@ SELECT
     CAST(NULL AS BOOLEAN) AS op_differs,
     CAST(NULL AS BOOLEAN) AS bytes_differ,
     CAST(NULL AS BOOLEAN) AS matches,
-    CAST(NULL AS VARCHAR) AS found_by
+    CAST(NULL AS VARCHAR) AS found_by,
+    CAST(NULL AS BOOLEAN) AS size_differs
 WHERE error('xr_keys is read before the cross-rank solve');
 
 CREATE TEMP VIEW IF NOT EXISTS xr_groups AS
@@ -118,7 +119,7 @@ WHERE error('xr_member_phases is read before the cross-rank solve');
 -- One row per rank and collective call of the kind chosen for the run (coll: ranges,
 -- MPI ranges or NCCL kernels per stream; see nsyswrap.crossrank.matching), with its
 -- key (pg, seq) and verdict: group_ranks (ranks with calls in the group), ranks (with
--- this key), duplicate, op_differs, bytes_differ, matches (NULL for groups seen on one
+-- this key), duplicate, op_differs, bytes_differ, size_differs, matches (NULL for groups seen on one
 -- rank only).
 CREATE OR REPLACE MACRO xr_collective_keys() AS TABLE
 SELECT * FROM xr_keys;
