@@ -75,7 +75,8 @@ def _manifest_rank(path: Path) -> int | None:
     except (ValueError, AttributeError):
         return None
     for entry in entries:
-        if entry.get("sqlite") == path.name or Path(str(entry.get("report", ""))).stem == path.stem:
+        named = [entry.get("sqlite"), entry.get("report"), *(entry.get("reports") or [])]
+        if any(n and (Path(str(n)).name == path.name or Path(str(n)).stem == path.stem) for n in named):
             return int(entry["rank"])
     return None
 
