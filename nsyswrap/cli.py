@@ -87,12 +87,12 @@ RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", hel
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
-def _opener(rank_pattern: str, jobs: int):
+def _opener(rank_pattern: str, jobs: int, allow_unrelated: bool = False):
     """Reading options plus a progress bar on stderr (a terminal only) while reports are
     normalized."""
     from nsyswrap.run import Opener
 
-    return Opener(rank_pattern=rank_pattern, jobs=jobs,
+    return Opener(rank_pattern=rank_pattern, jobs=jobs, allow_unrelated=allow_unrelated,
                   progress=_progress_bar() if sys.stderr.isatty() else None)
 
 
@@ -212,6 +212,7 @@ def report(
     html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page: the diagnosis, then plots.")] = None,
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
+    allow_unrelated: Annotated[bool, typer.Option("--allow-unrelated", help="Analyse reports across ranks even when their captures are far apart in time (different runs).")] = False,
 ) -> None:
     """Diagnose REPORTS: where the step time goes, what to do.
 
@@ -221,12 +222,13 @@ def report(
 
     check_writable(output, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
+    opener = _opener(rank_pattern, jobs, allow_unrelated)
     if html is None:
-        result = build_report(reports, options, opener=_opener(rank_pattern, jobs))
+        result = build_report(reports, options, opener=opener)
     else:
         from nsyswrap.html_report import report_with_html
 
-        result = report_with_html(reports, options, html, opener=_opener(rank_pattern, jobs), force=force)
+        result = report_with_html(reports, options, html, opener=opener, force=force)
     write_report(result, fmt, output, force, console, detail=detail, section=section)
     if html is not None:
         print(f"wrote {html}", file=sys.stderr)

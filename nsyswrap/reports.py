@@ -1,9 +1,12 @@
 """Finding the reports of a run and giving each its rank.
 
 A rank comes, in this order, from the launcher's manifest beside the report,
-from the file name (default pattern `rank(\\d+)`), or from the `RANK` variable
-recorded in the report's capture environment. When no report carries a rank,
-ranks follow the order the reports were given in. Duplicates are an error.
+from the file name (default pattern `rank(\\d+)`), from the `MPI Rank N` thread
+name nsys's MPI tracing records, or from the process environment nsys recorded
+(RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, then SLURM_PROCID). When no
+report carries a rank, ranks follow the order the reports were given in; so they do when only some reports
+record a rank, or the recorded ranks repeat. Duplicate manifest or file-name ranks are
+an error.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from nsyswrap.sqlite_source import connect_readonly
 from nsyswrap.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES, check_readable
 
 DEFAULT_RANK_PATTERN = r"rank(\d+)"
+ENV_RANKS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 MANIFEST_NAME = "manifest.json"
 
 
@@ -26,7 +30,7 @@ MANIFEST_NAME = "manifest.json"
 class Report:
     rank: int
     path: Path
-    rank_source: str  # manifest, file name, environment or order
+    rank_source: str  # manifest, file name, MPI rank (nsys), environment (VAR) or order
 
 
 def expand(inputs: str | Path | list[str | Path]) -> list[Path]:
@@ -71,24 +75,40 @@ def _manifest_rank(path: Path) -> int | None:
     except (ValueError, AttributeError):
         return None
     for entry in entries:
-        if entry.get("sqlite") == path.name or Path(str(entry.get("report", ""))).stem == path.stem:
+        named = [entry.get("sqlite"), entry.get("report"), *(entry.get("reports") or [])]
+        if any(n and (Path(str(n)).name == path.name or Path(str(n)).stem == path.stem) for n in named):
             return int(entry["rank"])
     return None
 
 
-def _environment_rank(path: Path) -> int | None:
+def _rows(con, sql: str) -> list[str]:
+    try:
+        return [v for (v,) in con.execute(sql).fetchall() if isinstance(v, str)]
+    except Exception:  # table absent in this nsys version
+        return []
+
+
+def _recorded_rank(path: Path) -> tuple[int | None, str]:
+    """(rank, source) from what nsys recorded: the thread name its MPI tracing gives
+    (`MPI Rank N`), else the process environment (capture metadata, then the target's
+    DeviceEnvironment), variables in ENV_RANKS order. SLURM_PROCID is last: under
+    mpirun inside one SLURM task it is 0 on every rank."""
     con = connect_readonly(path)
     try:
-        rows = con.execute(
-            "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
-            "AND value LIKE 'RANK=%'"
-        ).fetchall()
-    except Exception:  # table absent before nsys 2023.3
-        return None
+        mpi = {m.group(1) for v in _rows(con, "SELECT text FROM NVTX_EVENTS WHERE eventType = 39")
+               if (m := re.fullmatch(r"MPI Rank (\d+)", v))}
+        if len(mpi) == 1:
+            return int(mpi.pop()), "MPI rank (nsys)"
+        env = _rows(con, "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'")
+        for blob in _rows(con, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"):
+            env += re.split(r"[\x00;\n]", blob)
     finally:
         con.close()
-    ranks = {m.group(1) for (v,) in rows if (m := re.fullmatch(r'RANK="?(\d+)"?', v))}
-    return int(ranks.pop()) if len(ranks) == 1 else None
+    for name in ENV_RANKS:
+        ranks = {m.group(1) for v in env if (m := re.fullmatch(name + r'="?(\d+)"?', v))}
+        if len(ranks) == 1:
+            return int(ranks.pop()), f"environment ({name})"
+    return None, "environment"
 
 
 def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) -> list[Report]:
@@ -107,10 +127,14 @@ def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) ->
         if rank is None and (m := pattern.search(path.name)):
             rank, source = int(m.group(1)), "file name"
         if rank is None:
-            rank, source = _environment_rank(path), "environment"
+            rank, source = _recorded_rank(path)
         found.append((path, rank, source))
-    if all(rank is None for _, rank, _ in found):
-        return [Report(i, path, "order") for i, (path, _, _) in enumerate(found)]
+    if all(source not in ("manifest", "file name") for _, _, source in found):
+        # only recorded ranks: used when every report has one and they differ (e.g. every
+        # rank may record SLURM_PROCID=0), else the order given
+        recorded = [rank for _, rank, _ in found]
+        if None in recorded or len(set(recorded)) < len(recorded):
+            return [Report(i, path, "order") for i, (path, _, _) in enumerate(found)]
     missing = [path for path, rank, _ in found if rank is None]
     if missing:
         raise NsysWrapError(

@@ -46,6 +46,12 @@ class Run:
     """Files of sql/_macros not yet run on the connection, with the macros each creates:
     each loads when SQL first names one of its macros (metrics.sql alone takes ~0.2 s)."""
     built_reductions: set[str] = field(default_factory=set)
+    run_scope_built: bool = False
+    """Whether the run-scope cross-rank tables (nsyswrap.crossrank.solve) exist."""
+    allow_unrelated: bool = False
+    """Analyse reports across runs even when their capture spans are far apart."""
+    unrelated: NsysWrapError | None = None
+    """Why the reports are not one run (set by nsyswrap.crossrank.solve), if they are not."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -59,6 +65,11 @@ class Run:
         files = [path for path in macro_files() if macro_names(path) & words]
         words = words.union(*(_words(path.read_text()) for path in files))
         self._build_reductions(sorted(words & set(reduction_names()) - self.built_reductions))
+        if not self.run_scope_built:
+            from nsyswrap.crossrank import solve  # imports nsyswrap.run
+            if words & solve.RUN_SCOPE_TABLES:
+                self.run_scope_built = True  # first: preparing reads reductions through here
+                solve.prepare(self)
         self._load_macros(lambda names: bool(names & words))
 
     def _build_reductions(self, names: list[str]) -> None:
@@ -212,9 +223,12 @@ class Opener:
     rank_pattern: str = DEFAULT_RANK_PATTERN
     jobs: int = 2
     progress: Callable[[int, int], None] | None = None
+    allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
 
     def open(self, inputs: list[str | Path]) -> Run:
-        return open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress)
+        run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress)
+        run.allow_unrelated = self.allow_unrelated
+        return run
 
 
 DEFAULT_OPENER = Opener()

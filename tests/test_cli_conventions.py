@@ -14,7 +14,7 @@ from conftest import FIXTURES, ROOT
 def test_list_shows_whole_descriptions(cli):
     code, out, _ = cli("list")
     assert code == 0 and max(map(len, out.splitlines())) <= 80
-    assert "the rank that arrived last at the most matched" in " ".join(out.split())
+    assert "the rank whose lateness cost the others the most wait" in " ".join(out.split())
 
 
 def test_unknown_query_suggests_a_name(cli):

@@ -98,8 +98,6 @@ def test_backward_kernels_are_launched_by_autograd_threads_inside_bwd_ranges(run
     assert (ranges["tid"] != ranges["pid"]).all() and (ranges["compute_ns"] > 0).all(), ranges
 
 
-@pytest.mark.xfail(strict=True, reason="#12: a phase counts only the kernels launched on its own thread, "
-                                       "so backward's kernels (launched by the autograd thread) are missing")
 def test_backward_phase_holds_the_backward_kernels(run):
     """GPU time of the `backward` phase = compute kernels any thread of the rank launched during it."""
     launched = run.df("""
@@ -182,7 +180,5 @@ def test_the_graph_report_cannot_answer_only_what_one_process_lacks(graphs):
     assert unanswered == [("single_rank", "collective exposure"), ("crossrank", "cross-rank analysis")]
 
 
-@pytest.mark.xfail(strict=True, reason="#12/#16: launch's manifest lists each rank's `reports` (.nsys-rep paths); "
-                                       "reports.py reads only `sqlite` or `report` keys, so ranks fall back to file names")
 def test_ranks_come_from_the_launch_manifest(run):
     assert [(r.rank, r.rank_source) for r in run.reports] == [(r, "manifest") for r in RANKS]

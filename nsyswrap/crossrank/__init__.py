@@ -3,6 +3,7 @@ from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import (
     bandwidth,
     clock_offsets,
+    comm_split,
     matched_collectives,
     mismatches,
     phase_lag,
@@ -10,6 +11,6 @@ from nsyswrap.crossrank.metrics import (
 )
 
 __all__ = [
-    "bandwidth", "clock_offsets", "fit_alpha_beta", "matched_collectives",
+    "bandwidth", "clock_offsets", "comm_split", "fit_alpha_beta", "matched_collectives",
     "mismatches", "phase_lag", "stragglers",
 ]

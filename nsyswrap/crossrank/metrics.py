@@ -35,6 +35,11 @@ def phase_lag(run: Run, **params) -> pd.DataFrame:
     return run_module(run, "crossrank.phase_lag", **params)
 
 
+def comm_split(run: Run, **params) -> pd.DataFrame:
+    """Per (step, rank): time in collectives split into waiting for peers and transfer."""
+    return run_module(run, "crossrank.comm_split", **params)
+
+
 def bandwidth(run: Run, **params) -> pd.DataFrame:
-    """Per (op, bytes, group size): transfer time, algorithm and bus bandwidth."""
+    """Per (op, bytes, group size, spans hosts): transfer time, algorithm and bus bandwidth."""
     return run_module(run, "crossrank.bandwidth", **params)

@@ -6,12 +6,11 @@ with the clock offsets (and their uncertainty) that all cross-rank times rest on
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
-from nsyswrap.crossrank.metrics import bandwidth, clock_offsets, matched_collectives, mismatches, stragglers
+from nsyswrap.crossrank.metrics import (bandwidth, clock_offsets, comm_split, matched_collectives,
+                                        mismatches, stragglers)
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import ReportOptions
@@ -33,12 +32,15 @@ def _table(table_id: str, title: str, rows: list[dict]) -> dict:
 def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
     no_shared = "no collective shared with the reference rank"
     offset_rows = [
-        {"rank": int(r["rank"]), "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
-         "source": r.source}
+        {"rank": int(r["rank"]), "report_rank": int(r.report_rank), "pid": None if pd.isna(r.pid) else int(r.pid),
+         "rank_source": r.rank_source, "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
+         "source": r.source, "drift": figure(r.drift_ppb, "ppb"), "aligned": bool(r.aligned),
+         "method": r.method, "host": r.host}
         for _, r in offsets.iterrows()
     ]
     quality_rows = [
         {"rank": int(r["rank"]), "uncertainty": figure(r.spread_ns, NS, no_shared),
+         "offset_uncertainty": figure(r.uncertainty_ns, NS, no_shared),
          "max_residual": figure(r.max_residual_ns, NS, no_shared), "collectives": figure(r.collectives, COUNT)}
         for _, r in offsets.iterrows()
     ]
@@ -56,6 +58,9 @@ def _straggler_rows(strag: pd.DataFrame) -> list[dict]:
          "last": figure(r.last_count, COUNT), "collectives": figure(r.collectives, COUNT),
          "lag": figure(r.lag_ns, NS), "imposed_wait": figure(r.imposed_wait_ns, NS),
          "share_of_wait": share(r.imposed_wait_ns, r.total_wait_ns, "nobody waited"),
+         "significant": bool(r.significant), "jitter": figure(r.jitter_ns, NS),
+         "affected_steps": r.affected_steps if isinstance(r.affected_steps, str) else None,
+         "slow_steps": r.slow_steps if isinstance(r.slow_steps, str) else None,
          "phase": r.phase if isinstance(r.phase, str) else None,
          "phase_excess": figure(r.phase_excess_ns, NS, "no phase is longer than on the median rank")}
         for r in strag.itertuples(index=False)  # one row per step: thousands
@@ -75,6 +80,20 @@ def _waits_table(coll: pd.DataFrame) -> dict:
                   "median rank, and how often it arrived last", rows)
 
 
+def _comm_split_table(split: pd.DataFrame) -> dict:
+    per = split.groupby("rank")[["collectives", "comm_ns", "wait_ns", "transfer_ns"]].sum()
+    rows = [{"step": "all", "rank": int(rank), "collectives": figure(r.collectives, COUNT),
+             "in_collectives": figure(r.comm_ns, NS), "waiting": figure(r.wait_ns, NS),
+             "transfer": figure(r.transfer_ns, NS), "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives")}
+            for rank, r in per.iterrows()]
+    rows += [{"step": int(r.step), "rank": int(r.rank), "collectives": figure(r.collectives, COUNT),
+              "in_collectives": figure(r.comm_ns, NS), "waiting": figure(r.wait_ns, NS),
+              "transfer": figure(r.transfer_ns, NS), "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives")}
+             for r in split.dropna(subset=["step"]).itertuples(index=False)]
+    return _table("comm_split", "Time in matched collectives per rank (all steps, then per step): waiting for "
+                  "the last member to arrive vs transfer after it arrived", rows)
+
+
 def _mismatch_table(miss: pd.DataFrame) -> dict:
     rows = [
         {"pg": r.pg, "seq": int(r.seq), "ops": r.ops, "bytes": r.bytes, "present_ranks": r.present_ranks,
@@ -89,7 +108,8 @@ def _bandwidth_table(bw: pd.DataFrame) -> dict:
     rows = [
         {"op": r.op, "bytes": figure(r.bytes, BYTES), "ranks": int(r.ranks),
          "collectives": figure(r.collectives, COUNT), "transfer": figure(r.transfer_ns, NS),
-         "algbw": figure(r.algbw_gb_per_s, GB_PER_S), "busbw": figure(r.busbw_gb_per_s, GB_PER_S)}
+         "algbw": figure(r.algbw_gb_per_s, GB_PER_S), "busbw": figure(r.busbw_gb_per_s, GB_PER_S),
+         "spans_hosts": bool(r.spans_hosts)}
         for _, r in bw.iterrows()
     ]
     return _table("bandwidth", "NCCL bandwidth per op and size: transfer = shortest duration across "
@@ -122,17 +142,25 @@ def _step_time_ns(run: Run, options: ReportOptions) -> int:
 
 def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
     if run_row is None:
-        return {"label": None, "reason": "no collective is matched on every rank of its group"}
-    if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns:
-        return {"label": "ranks in step", "reason": f"all waits in collectives add up to "
-                f"{_ms(run_row.total_wait_ns)}, under {IN_STEP_SHARE:.0%} of the steps' time"}
-    reason = (f"rank {int(run_row['rank'])} arrived last at {int(run_row.last_count)} of "
-              f"{int(run_row.collectives)} matched collectives, {_ms(run_row.lag_ns)} after the median rank "
-              f"in total, and made the others wait {_ms(run_row.imposed_wait_ns)} "
-              f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting)")
+        return {"label": None, "reason": "no collective is matched on every rank of its group (looked for "
+                "nsyswrap `coll:` ranges, MPI ranges of nsys --trace=mpi and NCCL kernels; see the groups "
+                "and mismatches tables)"}
+    if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns or not run_row.significant:
+        return {"label": "no significant straggler", "reason": f"all waits in collectives add up to "
+                f"{_ms(run_row.total_wait_ns)}; the costliest rank's lag is not above the alignment "
+                f"uncertainty and 3 x the run's jitter ({_ms(run_row.jitter_ns)}), or the waits are under "
+                f"{IN_STEP_SHARE:.0%} of the steps' time"}
+    reason = (f"rank {int(run_row['rank'])} made the others wait {_ms(run_row.imposed_wait_ns)} "
+              f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting), arriving last "
+              f"at {int(run_row.last_count)} of {int(run_row.collectives)} matched collectives, "
+              f"{_ms(run_row.lag_ns)} after the median rank in total")
+    if isinstance(run_row.affected_steps, str):
+        reason += f"; the others waited for it in steps {run_row.affected_steps}"
     if isinstance(run_row.phase, str):
         reason += (f"; its lag is in `{run_row.phase}`, +{_ms(run_row.phase_excess_ns / run_row.phase_steps)} "
                    f"per step over the median rank")
+        if isinstance(run_row.slow_steps, str):
+            reason += f", slow in steps {run_row.slow_steps}"
     return {"label": f"straggler: rank {int(run_row['rank'])}", "reason": reason}
 
 
@@ -156,16 +184,29 @@ def _recommendations(run_row: pd.Series | None, offsets: pd.DataFrame, miss: pd.
     return out
 
 
+def _waiting_note(run_row: pd.Series | None, split: pd.DataFrame) -> list[str]:
+    """What the fast ranks' communication time really is, when a straggler is named."""
+    if run_row is None or not run_row.significant or split.empty:
+        return []
+    others = split[split["rank"] != run_row["rank"]]
+    comm, wait = others["comm_ns"].sum(), others["wait_ns"].sum()
+    if not comm or wait < comm / 2:
+        return []
+    return [f"On the other ranks {wait / comm:.0%} of the time in collectives ({_ms(wait)} of {_ms(comm)}) is "
+            f"waiting for late peers, not transfer: their exposed communication is rank "
+            f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."]
+
+
 def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame) -> list[dict]:
     out = []
-    utc_only = offsets[offsets["source"] == "utc"]
+    utc_only = offsets[~offsets["aligned"].astype(bool)]
     if len(utc_only) == len(offsets):
         out.append({"what": "fine clock alignment", "reason": "no collective is matched across ranks, so "
                     "reports are aligned by UTC session start only (errors of milliseconds are possible)"})
     elif not utc_only.empty:
         out.append({"what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
-                    "reason": "they share no matched collective with the reference rank, so they are "
-                              "aligned by UTC session start only (errors of milliseconds are possible)"})
+                    "reason": "no matched collective connects them to the reference rank and no aligned "
+                              "rank shares their host: they are left out of every cross-rank figure"})
     if bw.empty:
         out.append({"what": "NCCL bandwidth", "reason": "no matched collective has known bytes (nsyswrap's "
                     "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
@@ -175,46 +216,41 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
     return out
 
 
-@contextmanager
-def _shared_alignment(run: Run):
-    """Inside the block xr_alignment() (matching and clock alignment, which every module of
-    the section reads) returns its rows computed once: a temporary macro shadows it."""
-    run.execute("CREATE OR REPLACE TEMP TABLE nsyswrap_shared_alignment AS SELECT * FROM xr_alignment()")
-    run.execute("CREATE OR REPLACE TEMP MACRO xr_alignment() AS TABLE SELECT * FROM nsyswrap_shared_alignment")
-    try:
-        yield
-    finally:
-        run.execute("DROP MACRO TABLE IF EXISTS temp.xr_alignment")
-        run.execute("DROP TABLE IF EXISTS temp.nsyswrap_shared_alignment")
-
-
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
     section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
-    if len(run.reports) < 2:
-        section["cannot_answer"].append({"what": "cross-rank analysis",
-                                         "reason": "it needs the reports of two or more ranks"})
+    offsets = clock_offsets(run)
+    if run.unrelated is not None:
+        raise run.unrelated
+    if len(offsets) < 2:
+        section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
+                                         "ranks (reports, or processes with GPU work in one report)"})
         return section
     steps = {"step_from": options.step_from, "step_to": options.step_to}
-    with _shared_alignment(run):
-        offsets = clock_offsets(run)
-        coll = matched_collectives(run, **steps)
-        strag = stragglers(run, **steps)
-        miss = mismatches(run)
-        bw = bandwidth(run, **steps)
+    coll = matched_collectives(run, **steps)
+    strag = stragglers(run, **steps)
+    miss = mismatches(run)
+    bw = bandwidth(run, **steps)
+    split = comm_split(run, **steps)
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, _step_time_ns(run, options))
-    section["recommendations"] = _recommendations(run_row, offsets, miss)
+    section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(run_row, split)
     section["tables"] = _offsets_tables(offsets)
     if not coll.empty:
         section["tables"] += [
-            _table("stragglers", "Straggler per step (most often last; ties: most wait imposed) and over "
+            _table("stragglers", "Straggler per step (the rank whose lateness imposed the most wait) and over "
                    "all steps; phase = the range in the step that is longest vs the median rank",
                    _straggler_rows(strag)),
             _waits_table(coll),
+            _comm_split_table(split),
         ]
+    groups = run.df("SELECT * FROM xr_groups ORDER BY pg")
+    if not groups.empty:
+        section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
+                                        "recorded, whether the group spans hosts, how it was found",
+                                        groups.astype(object).where(groups.notna(), None).to_dict("records")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty:

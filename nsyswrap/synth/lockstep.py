@@ -41,8 +41,9 @@ class Resolved:
 class Collectives:
     """Collectives issued but not yet ended, and the ones already resolved."""
 
-    def __init__(self, ranks: int, seed: int):
+    def __init__(self, ranks: int, seed: int, members=None):
         self.ranks = ranks
+        self.members = members or (lambda pg: range(ranks))  # ranks of a process group
         self.pending: dict[tuple[int, int], list[Post]] = {}
         self.resolved: list[Resolved] = []
         self._jitter = np.random.default_rng([seed, 1_000_003])
@@ -52,10 +53,10 @@ class Collectives:
 
     def resolve(self, finished: set[int]) -> bool:
         """End every collective that all unfinished ranks have issued; True if any ended."""
-        waiting = set(range(self.ranks)) - finished
         done = []
         for key in sorted(self.pending):
             posts = self.pending[key]
+            waiting = set(self.members(key[0])) - finished
             if waiting <= {p.timeline.trace.rank for p in posts}:
                 done.append(key)
                 self._end(key, posts)

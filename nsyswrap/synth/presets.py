@@ -41,6 +41,16 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
         Scenario(name="mismatch", seed=5, ranks=2, steps=4, kernels_per_step=40, modules=4,
                  extra_collectives=(ExtraCollective(rank=1, step=1, op="all_reduce", bytes=8),)),
     ),
+    "hybrid8": (
+        "8 ranks on 2 hosts, TP groups of 4 in each host and DP pairs across them, one clock "
+        "per host (node1's 3.1 ms off, drifting 40 ppm), backward on an autograd thread, rank 6 "
+        "slow in backward in steps 2, 3, 5 and 7",
+        Scenario(name="hybrid8", seed=12, ranks=8, ranks_per_node=4, tp=4, steps=9, kernels_per_step=30,
+                 modules=4, comm_overlap=("partial",), data_loading_ns=30_000_000,
+                 clock_error_ns=(0, 0, 0, 0, 3_100_000, 3_100_000, 3_100_000, 3_100_000),
+                 clock_drift_ppm=(0, 0, 0, 0, 40, 40, 40, 40), autograd_thread=True,
+                 straggler=Straggler(rank=6, phase="backward", extra_ns=1_000_000, steps=(2, 3, 5, 7))),
+    ),
     "bench": (
         "8 ranks x 1000 steps x 1000 kernels (~1 M kernels, 1 M launches, 100 k NVTX ranges per rank)",
         Scenario(name="bench", seed=8, ranks=8, steps=1000, kernels_per_step=1000, modules=46,

@@ -20,7 +20,7 @@ from nsyswrap.synth.timeline import Timeline
 from nsyswrap.synth.trace import NCCL_DOMAIN, NSYSWRAP_DOMAIN, RankTrace, Stream
 
 ROOT_MODULE = "ToyTransformer"
-PG = 0
+AUTOGRAD_TID_OFFSET = 30  # pt_autograd_0, see metadata.THREADS
 HTOD, PTOP = 1, 10            # ENUM_CUDA_MEMCPY_OPER
 PAGEABLE, DEVICE_MEM = 0, 2   # ENUM_CUDA_MEM_KIND
 NCCL_CALLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather",
@@ -49,6 +49,7 @@ class Device:
     compute: Stream
     sides: list[Stream]
     nccl: Stream
+    tp_nccl: Stream | None = None  # the tensor-parallel group's NCCL stream
 
     @property
     def compute_streams(self) -> list[Stream]:
@@ -83,7 +84,8 @@ class RankProgram:
             if x.rank == self.rank:
                 self.extras.setdefault(x.step, []).append(x)
         self.rng = np.random.default_rng([sc.seed, self.rank, 4])
-        self.seq = 0
+        self.seqs: dict[int, int] = {}
+        self.dp = sc.dp_group(self.rank)
         self.not_before = 0        # planted "other" gap: first device's next kernel starts late
         self.pending_gap: tuple[int, str] | None = None
         self.cover_ns = 0          # hidden overlap: next compute kernel covers the NCCL kernel
@@ -112,7 +114,7 @@ class RankProgram:
     def data_loading(self, i: int) -> None:
         tl, sc = self.tl, self.sc
         tl.push("data_loading")
-        tl.host(sc.data_loading_ns + self.straggle_host("data_loading"))
+        tl.host(sc.data_loading_ns + self.straggle_host("data_loading", i))
         for _ in range(sc.h2d_per_step):
             for d in self.devices:
                 tl.memcpy(d.compute, sc.h2d_bytes, 1_000 + sc.h2d_bytes // 25, HTOD, PAGEABLE, DEVICE_MEM)
@@ -133,8 +135,19 @@ class RankProgram:
                 self.compute("forward", k, durs[k])
                 k += 1
             tl.pop()
+            if self.sc.tp:
+                yield from self.tensor_parallel()
         tl.pop()
         tl.pop()
+
+    def tensor_parallel(self) -> Iterator[None]:
+        """The TP group's all_reduce of a module's output; compute waits for it."""
+        sc = self.sc
+        yield from self.collective("all_reduce", sc.tp_bytes, sc.dtype, "exposed", sc.transfer_of("exposed") // 4,
+                                   pg=sc.tp_group(self.rank))
+        yield from self.tl.settle()
+        for d in self.devices:
+            self.tl.wait(d.compute, d.tp_nccl)
 
     def backward(self, i: int) -> Iterator[None]:
         tl, sc = self.tl, self.sc
@@ -142,6 +155,8 @@ class RankProgram:
         interleaved = overlap in ("hidden", "partial")
         transfer = sc.transfer_of(overlap)
         tl.push("backward")
+        if sc.autograd_thread:
+            tl.tid = self.trace.pid + AUTOGRAD_TID_OFFSET
         tl.push(f"bwd:{ROOT_MODULE}")
         durs = self.durations("backward", i)
         k = 0
@@ -157,6 +172,7 @@ class RankProgram:
         tl.pop()
         for _ in range(0 if interleaved else sc.collectives_per_step):
             yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
+        tl.tid = self.trace.pid
         tl.pop()
 
     def optimizer(self, i: int) -> Iterator[None]:
@@ -177,7 +193,7 @@ class RankProgram:
         for x in self.extras.get(i, ()):
             mode = "same_stream" if overlap == "same_stream" else "partial"
             yield from self.collective(x.op, x.bytes, x.dtype, mode, sc.transfer_of("exposed"))
-            self.trace.extras.append((i, PG, self.seq - 1, x.op, x.bytes))
+            self.trace.extras.append((i, self.dp, self.seqs[self.dp] - 1, x.op, x.bytes))
         if sc.step_sync:
             yield from tl.settle()
             for d in self.devices:
@@ -195,7 +211,7 @@ class RankProgram:
             zero = (np.arange(n) + self.phase_offset[phase]) % sc.zero_length_every == sc.zero_length_every - 1
         else:
             zero = np.zeros(n, dtype=bool)
-        extra = self.straggle_gpu(phase)
+        extra = self.straggle_gpu(phase, step)
         live = np.flatnonzero(~zero)
         if extra and live.size:
             durs[live] += extra // live.size
@@ -203,13 +219,15 @@ class RankProgram:
         durs[zero] = 0
         return durs.tolist()
 
-    def straggle_host(self, phase: str) -> int:
+    def straggle_host(self, phase: str, step: int) -> int:
         s = self.sc.straggler
-        return s.extra_ns if s and s.rank == self.rank and s.phase == phase == "data_loading" else 0
+        return (s.extra_ns if s and s.rank == self.rank and s.phase == phase == "data_loading" and s.slows(step)
+                else 0)
 
-    def straggle_gpu(self, phase: str) -> int:
+    def straggle_gpu(self, phase: str, step: int) -> int:
         s = self.sc.straggler
-        return s.extra_ns if s and s.rank == self.rank and s.phase == phase != "data_loading" else 0
+        return (s.extra_ns if s and s.rank == self.rank and s.phase == phase != "data_loading" and s.slows(step)
+                else 0)
 
     def compute(self, phase: str, k: int, dur: int) -> None:
         """The k-th compute kernel of ``phase`` on every device (+ a nested side kernel)."""
@@ -237,34 +255,42 @@ class RankProgram:
                 self.trace.planted_gaps.append((d.device, gap_start, start, cause))
                 self.pending_gap = None
 
-    def collective(self, op: str, nbytes: int, dtype: str, overlap: str, transfer: int) -> Iterator[None]:
-        """Issue one collective: ``coll:`` range around the NCCL kernel launch on each device."""
+    def collective(self, op: str, nbytes: int, dtype: str, overlap: str, transfer: int,
+                   pg: int | None = None) -> Iterator[None]:
+        """Issue one collective: ``coll:`` range around the NCCL kernel launch on each device
+        (on the group's own NCCL stream: the TP group's or the data-parallel one)."""
         tl, sc = self.tl, self.sc
         yield from tl.settle()
-        seq, self.seq = self.seq, self.seq + 1
-        if seq == 0 and sc.nccl_nvtx:
+        pg = self.dp if pg is None else pg
+        seq = self.seqs.get(pg, 0)
+        self.seqs[pg] = seq + 1
+        if sum(self.seqs.values()) == 1 and sc.nccl_nvtx:
             tl.create_domain("NCCL", NCCL_DOMAIN)
-        tl.push(f"coll:{op} bytes={nbytes} dtype={dtype} pg={PG} size={sc.ranks} seq={seq}")
+        if sc.coll_ranges:
+            size = len(sc.group_members(pg))
+            tl.push(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}")
         same = overlap == "same_stream"
         for d in self.devices:
+            comm = d.nccl if pg == self.dp else d.tp_nccl
             if overlap == "exposed":
                 for s in d.compute_streams:
-                    tl.wait(d.nccl, s)
+                    tl.wait(comm, s)
             elif not same:
-                tl.wait(d.nccl, d.compute)
+                tl.wait(comm, d.compute)
         if sc.nccl_nvtx:
             tl.push(NCCL_CALLS.get(op, "ncclGroupEnd"), NCCL_DOMAIN)
         ktype = tl.kernel_type(nccl_kernel(op, dtype))
         posts = []
         for d in self.devices:
-            stream = d.compute if same else d.nccl
+            stream = d.compute if same else (d.nccl if pg == self.dp else d.tp_nccl)
             start, index = tl.nccl_kernel(stream, ktype)
             posts.append(Post(tl, d.device, stream, index, start, transfer))
-            self.trace.nccl.append((index, PG, seq, op, nbytes))
+            self.trace.nccl.append((index, pg, seq, op, nbytes))
         if sc.nccl_nvtx:
             tl.pop()
-        tl.pop()
-        self.colls.post(PG, seq, posts)
+        if sc.coll_ranges:
+            tl.pop()
+        self.colls.post(pg, seq, posts)
         if overlap == "hidden":
             self.cover_ns = 2 * transfer + 1_000
 

@@ -13,12 +13,13 @@ from nsyswrap.synth.writer import write_report
 TRUTH_FILE = "truth.json"
 
 
-def report_name(rank: int) -> str:
-    return f"rank{rank}.sqlite"
+def report_name(rank: int, ranks_per_report: int = 1) -> str:
+    """rank<N>.sqlite; a capture of several ranks: capture<K>.sqlite (the K-th capture)."""
+    return f"rank{rank}.sqlite" if ranks_per_report == 1 else f"capture{rank // ranks_per_report}.sqlite"
 
 
 def _existing_outputs(out_dir: Path) -> list[Path]:
-    return sorted([*out_dir.glob("rank*.sqlite"), *out_dir.glob(TRUTH_FILE)])
+    return sorted([*out_dir.glob("rank*.sqlite"), *out_dir.glob("capture*.sqlite"), *out_dir.glob(TRUTH_FILE)])
 
 
 def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -> Truth:
@@ -35,13 +36,13 @@ def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -
     if out.exists() and not out.is_dir():
         raise NsysWrapError(out, "is not a directory", "give a directory for the generated reports")
     sim = simulate(scenario)
-    names = [report_name(tr.rank) for tr in sim.traces]
+    names = [report_name(tr.rank, scenario.ranks_per_report) for tr in sim.traces]
     truth = compute_truth(sim, names)
     out.mkdir(parents=True, exist_ok=True)
     for path in old:
         path.unlink()
-    for trace, name in zip(sim.traces, names):
-        write_report(trace, scenario, out / name)
+    for name in dict.fromkeys(names):
+        write_report([tr for tr, n in zip(sim.traces, names) if n == name], scenario, out / name)
     (out / TRUTH_FILE).write_text(truth.to_json(), encoding="utf-8")
     return truth
 

@@ -13,6 +13,7 @@ from nsyswrap.errors import NsysWrapError
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other")
+HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report")
 
 
 @dataclass(frozen=True)
@@ -20,12 +21,17 @@ class Straggler:
     """``rank`` spends ``extra_ns`` more per step in ``phase``.
 
     data_loading: extra host time; forward/backward/optimizer: the phase's compute
-    kernels on each of the rank's devices run ``extra_ns`` longer in total.
+    kernels on each of the rank's devices run ``extra_ns`` longer in total. ``steps``
+    makes it intermittent.
     """
 
     rank: int
     phase: str
     extra_ns: int
+    steps: tuple[int, ...] | None = None  # only in these steps (None: every step)
+
+    def slows(self, step: int) -> bool:
+        return self.steps is None or step in self.steps
 
 
 @dataclass(frozen=True)
@@ -108,9 +114,31 @@ class Scenario:
     extra_collectives: tuple[ExtraCollective, ...] = ()
     min_gap_ns: int = 10_000           # truth lists idle gaps at least this long
     nccl_nvtx: bool = True             # NCCL's own ranges (domain NCCL, registered strings)
+    coll_ranges: bool = True           # nsyswrap's `coll:` ranges (False: match by kernels only)
+    # hybrid parallelism: tensor-parallel groups of `tp` consecutive ranks (pg 1 + r // tp),
+    # one all_reduce after each forward module on their own NCCL stream; the gradient
+    # all-reduces then run in data-parallel groups of the ranks with one TP position
+    # (pg 100 + r % tp). 0: one data-parallel group of all ranks (pg 0).
+    tp: int = 0
+    tp_bytes: int = 4 * 2**20
+    # per-rank clock drift of the report's session clock, ppm (None: none)
+    clock_drift_ppm: tuple[float, ...] | None = None
+    autograd_thread: bool = False      # backward's CUDA calls and ranges on a second thread
+    # one capture (report) holds this many consecutive ranks' processes (one session, one
+    # clock: the first rank's start and clock error), e.g. all ranks of a node
+    ranks_per_report: int = 1
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The fields, without the later ones (HYBRID_FIELDS) at their defaults, so that
+        scenarios written before them keep their exact truth.json."""
+        data = dataclasses.asdict(self)
+        if data["straggler"] is not None and data["straggler"]["steps"] is None:
+            del data["straggler"]["steps"]
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for name in HYBRID_FIELDS:
+            if data[name] == defaults[name]:
+                del data[name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Scenario:
@@ -124,6 +152,8 @@ class Scenario:
             kind = nested.get(f.name)
             if kind is not None and value is not None:
                 value = kind(**value) if isinstance(value, dict) else tuple(kind(**v) for v in value)
+                if isinstance(value, Straggler) and value.steps is not None:
+                    value = dataclasses.replace(value, steps=tuple(value.steps))
             elif isinstance(value, list):
                 value = tuple(value)
             kwargs[f.name] = value
@@ -138,6 +168,24 @@ class Scenario:
         return dataclasses.replace(self, **changes)
 
     # -- derived quantities ------------------------------------------------------
+
+    def dp_group(self, rank: int) -> int:
+        return 100 + rank % self.tp if self.tp else 0
+
+    def tp_group(self, rank: int) -> int:
+        return 1 + rank // self.tp
+
+    def group_members(self, pg: int) -> list[int]:
+        """Ranks of process group ``pg``."""
+        if not self.tp:
+            return list(range(self.ranks))
+        if pg >= 100:
+            return [r for r in range(self.ranks) if r % self.tp == pg - 100]
+        return [r for r in range(self.ranks) if r // self.tp == pg - 1]
+
+    def drift_ppb(self, rank: int) -> int:
+        """Session clock rate error of ``rank``'s report, ns per s of true time."""
+        return round(self.clock_drift_ppm[rank] * 1000) if self.clock_drift_ppm else 0
 
     def phase_kernel_counts(self) -> dict[str, int]:
         """Compute kernels per step on the compute stream, split over the phases."""
@@ -173,7 +221,11 @@ class Scenario:
             value = getattr(self, f.name)
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
                 bad(f"{f.name} must be >= 0", f"set {f.name} to a non-negative number")
-        for name in ("ranks", "ranks_per_node", "devices_per_rank", "steps", "modules", "side_kernel_every"):
+        if self.ranks_per_report > 1 and (self.ranks_per_node % self.ranks_per_report
+                                          or self.ranks % self.ranks_per_report):
+            bad("ranks_per_report must divide ranks_per_node and ranks", "a capture holds ranks of one node")
+        for name in ("ranks", "ranks_per_node", "devices_per_rank", "steps", "modules", "side_kernel_every",
+                     "ranks_per_report"):
             if getattr(self, name) < 1:
                 bad(f"{name} must be >= 1", f"set {name} to a positive number")
         if self.kernels_per_step < 3:
@@ -184,6 +236,10 @@ class Scenario:
                 bad(f"{name}={(lo, hi)} is not a range 0 <= lo <= hi", f"fix {name}")
         if self.launch_latency_ns < 1:
             bad("launch_latency_ns must be >= 1", "kernels start after their launch call")
+        if self.tp and (self.ranks % self.tp or self.tp < 2):
+            bad(f"tp={self.tp} does not divide ranks={self.ranks}", "use a tp of 2 or more dividing ranks")
+        if self.clock_drift_ppm is not None and len(self.clock_drift_ppm) != self.ranks:
+            bad("clock_drift_ppm needs one value per rank", "give exactly `ranks` values or None")
         if self.clock_error_ns is not None and len(self.clock_error_ns) != self.ranks:
             bad("clock_error_ns needs one value per rank", "give exactly `ranks` values or None")
         for overlap in self.comm_overlap:

@@ -38,7 +38,8 @@ def make_devices(trace: RankTrace, sc: Scenario) -> list[Device]:
         compute = stream(device, 7 + 8 * device, flag=3)
         nccl = stream(device, next(other_ids), priority=HIGH_PRIORITY)
         sides = [stream(device, next(other_ids)) for _ in range(sc.side_streams)]
-        devices.append(Device(device, compute, sides, nccl))
+        tp_nccl = stream(device, next(other_ids), priority=HIGH_PRIORITY) if sc.tp else None
+        devices.append(Device(device, compute, sides, nccl, tp_nccl))
     return devices
 
 
@@ -47,14 +48,16 @@ def simulate(sc: Scenario) -> Simulation:
     sc.validate()
     rng = np.random.default_rng([sc.seed, 0])
     errors = sc.clock_errors(lambda lo, hi: int(rng.integers(lo, hi + 1)))
-    colls = Collectives(sc.ranks, sc.seed)
+    colls = Collectives(sc.ranks, sc.seed, sc.group_members)
     traces, timelines, programs = [], [], []
     for rank in range(sc.ranks):
         node, local = divmod(rank, sc.ranks_per_node)
         session_start = int(rng.integers(0, sc.start_stagger_ns + 1))
+        if rank % sc.ranks_per_report:  # one capture: its first rank's session and clock
+            session_start, errors[rank] = traces[-1].session_start, errors[rank - 1]
         trace = RankTrace(
             rank=rank, node=node, local_rank=local, pid=PID_BASE + local, hostname=f"node{node}",
-            session_start=session_start, clock_error=errors[rank],
+            session_start=session_start, clock_error=errors[rank], drift_ppb=sc.drift_ppb(rank),
             devices=[local * sc.devices_per_rank + j for j in range(sc.devices_per_rank)],
         )
         devices = make_devices(trace, sc)

@@ -49,6 +49,7 @@ class Timeline:
         self.back_to_back_every = scenario.back_to_back_every
         self.wake = scenario.sync_wake_ns
         self.t = start
+        self.tid = trace.pid  # thread making the calls (the main thread: TID = PID)
         self.corr = 0
         self.events = 0
         self.unresolved = 0
@@ -72,6 +73,7 @@ class Timeline:
         tr.r_end.append(end)
         tr.r_corr.append(self.corr)
         tr.r_api.append(api)
+        tr.r_tid.append(self.tid)
         self.t = end + next(self._host_gap)
         return start, self.corr
 
@@ -79,6 +81,7 @@ class Timeline:
         """Open an NVTX push/pop range (recorded in push order; the end is set by pop)."""
         self._stack.append(len(self.trace.nvtx))
         self.trace.nvtx.append((self.t, None, text, domain))
+        self.trace.nvtx_tid.append(self.tid)
 
     def pop(self) -> None:
         index = self._stack.pop()
@@ -168,6 +171,7 @@ class Timeline:
         tr.r_end.append(end)
         tr.r_corr.append(self.corr)
         tr.r_api.append(STREAM_SYNC)
+        tr.r_tid.append(self.tid)
         inset = min(SYNC_INSET_NS, (end - start) // 4)
         tr.syncs.append((start + inset, end - inset, stream.index, self.corr, SYNC_STREAM, NO_EVENT, 0))
         self.t = end + next(self._host_gap)

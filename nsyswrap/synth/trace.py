@@ -14,6 +14,13 @@ NSYSWRAP_DOMAIN = 1  # NVTX domain ids as this process registers them
 NCCL_DOMAIN = 2
 
 
+def recorded(elapsed: int, ppb: int) -> int:
+    """Session ns after ``elapsed`` true ns on a clock ``ppb`` fast (truncated like SQLite's
+    integer division, which the writer uses for the same mapping)."""
+    product = elapsed * ppb
+    return elapsed + (abs(product) // 10**9) * (1 if product >= 0 else -1)
+
+
 @dataclass
 class Stream:
     """A CUDA stream; ``free_at`` is None while an unresolved collective is its last op."""
@@ -55,6 +62,7 @@ class RankTrace:
     r_end: array = field(default_factory=_q)
     r_corr: array = field(default_factory=_q)
     r_api: array = field(default_factory=_q)
+    r_tid: array = field(default_factory=_q)
     # (start, end, stream, corr, bytes, copyKind, srcKind, dstKind, srcDevice, dstDevice)
     memcpys: list[tuple] = field(default_factory=list)
     # (start, end, stream, corr, bytes)
@@ -64,11 +72,17 @@ class RankTrace:
     # NVTX push/pop ranges in push order (start, end, text, domain); domain creations (start, name, id)
     nvtx: list[tuple] = field(default_factory=list)
     nvtx_domains: list[tuple] = field(default_factory=list)
+    nvtx_tid: list[int] = field(default_factory=list)         # thread of each NVTX range
     steps: list[tuple] = field(default_factory=list)          # (step, start, end)
     nccl: list[tuple] = field(default_factory=list)           # (kernel index, pg, seq, op, bytes)
     planted_gaps: list[tuple] = field(default_factory=list)   # (device, start, end, cause)
     extras: list[tuple] = field(default_factory=list)         # planted extra collectives (step, pg, seq, op, bytes)
     end: int = 0  # true time the capture stopped
+    drift_ppb: int = 0  # the session clock runs this many ns per s of true time fast
+
+    def session_ns(self, true_ns: int) -> int:
+        """A true time as this report records it (``recorded`` of its offset from the start)."""
+        return recorded(true_ns - self.session_start, self.drift_ppb)
 
     @property
     def utc_epoch_ns(self) -> int:

@@ -184,17 +184,19 @@ def compute_truth(sim: Simulation, report_names: list[str]) -> Truth:
     collectives, unmatched = _collectives(sim, offsets)
     return Truth(
         scenario=sc.to_dict(),
-        ranks=[_rank_info(tr, name, offsets[tr.rank]) for tr, name in zip(traces, report_names)],
+        ranks=[_rank_info(tr, name, offsets[tr.rank], traces[0].drift_ppb)
+               for tr, name in zip(traces, report_names)],
         offset_ns=offsets, devices=devices, idle_gaps=idle, nccl_kernels=nccl,
         collectives=collectives, unmatched_collectives=unmatched,
-        straggler=asdict(sc.straggler) if sc.straggler else None,
+        straggler=sc.to_dict()["straggler"],
         mismatches=[{"rank": tr.rank, "step": step, "pg": pg, "seq": seq, "op": op, "bytes": nbytes}
                     for tr in traces for step, pg, seq, op, nbytes in tr.extras],
     )
 
 
-def _rank_info(tr: RankTrace, report: str, offset: int) -> dict:
-    return {"rank": tr.rank, "report": report, "pid": tr.pid, "hostname": tr.hostname, "node": tr.node,
+def _rank_info(tr: RankTrace, report: str, offset: int, ref_ppb: int) -> dict:
+    drift = {"drift_ppb": ref_ppb - tr.drift_ppb} if tr.drift_ppb or ref_ppb else {}
+    return {**drift, "rank": tr.rank, "report": report, "pid": tr.pid, "hostname": tr.hostname, "node": tr.node,
             "local_rank": tr.local_rank, "devices": list(tr.devices), "utc_epoch_ns": tr.utc_epoch_ns,
             "clock_error_ns": tr.clock_error, "offset_ns": offset,
             "duration_ns": tr.end - tr.session_start, "kernels": len(tr.k_start),
@@ -208,7 +210,7 @@ def _collectives(sim: Simulation, offsets: list[int]) -> tuple[list[dict], list[
     matched, unmatched = [], []
     for c in sim.collectives:
         ranks = sorted({p[0] for p in c.participants})
-        if ranks != list(range(len(traces))):
+        if ranks != sim.scenario.group_members(c.pg):
             unmatched.append({"pg": c.pg, "seq": c.seq, "ranks": ranks})
             continue
         rows = []

@@ -54,18 +54,24 @@ def _insert(con: sqlite3.Connection, table: str, spec: dict[str, str], rows: lis
         con.executemany(f'INSERT INTO "{table}" VALUES ({_exprs(table, spec)})', rows)
 
 
+def _session(column: str) -> str:
+    """SQL for a true time as the report records it (see trace.recorded; :ppb 0 = exact)."""
+    return f"({column} - :off) + (({column} - :off) * :ppb) / 1000000000"
+
+
 def _insert_select(con: sqlite3.Connection, table: str, spec: dict[str, str], source: str,
                    params: dict) -> None:
     con.execute(f'INSERT INTO "{table}" SELECT {_exprs(table, spec)} FROM {source}', params)
 
 
-def write_report(trace: RankTrace, sc: Scenario, path: Path) -> None:
-    """Write ``trace`` to a new SQLite file at ``path`` (which must not exist)."""
+def write_report(traces: list[RankTrace], sc: Scenario, path: Path) -> None:
+    """Write the ranks' ``traces`` (one capture: one session, one clock; usually one rank)
+    to a new SQLite file at ``path`` (which must not exist)."""
     con = sqlite3.connect(path)
     try:
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-262144"):
             con.execute(f"PRAGMA {pragma}")
-        filled = {t for t, attr in TRACE_TABLES.items() if len(getattr(trace, attr))}
+        filled = {t for t, attr in TRACE_TABLES.items() for trace in traces if len(getattr(trace, attr))}
         tables = [t for t in template().ddl
                   if t in filled or t in ALWAYS or t.startswith("ENUM_")]
         for table in tables:
@@ -75,19 +81,23 @@ def write_report(trace: RankTrace, sc: Scenario, path: Path) -> None:
             rows = template().rows.get(table, [])
             if rows:
                 con.executemany(f'INSERT INTO "{table}" VALUES ({", ".join("?" * len(rows[0]))})', rows)
-        _write_activity(con, trace, strings, filled)
-        _write_nvtx(con, trace, strings)
-        _write_info(con, trace, sc, strings)
+        for trace in traces:
+            _write_activity(con, trace, strings)
+        for trace in traces:
+            _write_nvtx(con, trace, strings)
+        _write_info(con, traces, sc, strings)
         con.executemany('INSERT INTO "StringIds" VALUES (?, ?)', ((i, v) for v, i in strings.ids.items()))
         con.commit()
     finally:
         con.close()
 
 
-def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings, filled: set[str]) -> None:
+def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings) -> None:
     """KERNEL and RUNTIME via TEMP tables; MEMCPY, MEMSET, SYNCHRONIZATION row by row."""
     gpid = ids.global_pid(trace.pid)
-    params = {"off": trace.session_start, "gpid": gpid, "gtid": ids.global_tid(trace.pid, trace.pid)}
+    params = {"off": trace.session_start, "gpid": gpid, "ppb": trace.drift_ppb}
+    for temp in ("st", "api", "r", "kt", "k"):  # another process of the same report came first
+        con.execute(f"DROP TABLE IF EXISTS temp.{temp}")
     con.execute("CREATE TEMP TABLE st (idx INTEGER PRIMARY KEY, device, context, sid)")
     con.executemany("INSERT INTO temp.st VALUES (?, ?, ?, ?)",
                     [(s.index, s.device, s.context, s.sid) for s in trace.streams])
@@ -95,16 +105,16 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings,
     con.execute("CREATE TEMP TABLE api (idx INTEGER PRIMARY KEY, class, name_id)")
     con.executemany("INSERT INTO temp.api VALUES (?, ?, ?)",
                     [(i, API_CLASS[n], strings(n)) for i, n in enumerate(API_NAMES)])
-    con.execute("CREATE TEMP TABLE r (start, end, corr, api)")
-    con.executemany("INSERT INTO temp.r VALUES (?, ?, ?, ?)",
-                    zip(trace.r_start, trace.r_end, trace.r_corr, trace.r_api))
+    con.execute("CREATE TEMP TABLE r (start, end, corr, api, tid)")
+    con.executemany("INSERT INTO temp.r VALUES (?, ?, ?, ?, ?)",
+                    zip(trace.r_start, trace.r_end, trace.r_corr, trace.r_api, trace.r_tid))
     _insert_select(con, "CUPTI_ACTIVITY_KIND_RUNTIME", {
-        "start": "r.start - :off", "end": "r.end - :off", "eventClass": "a.class",
-        "globalTid": ":gtid", "correlationId": "r.corr", "nameId": "a.name_id",
+        "start": _session("r.start"), "end": _session("r.end"), "eventClass": "a.class",
+        "globalTid": ":gpid + r.tid", "correlationId": "r.corr", "nameId": "a.name_id",
         "returnValue": "0", "callchainId": "NULL",
     }, "temp.r AS r JOIN temp.api AS a ON a.idx = r.api ORDER BY r.rowid", params)
 
-    if "CUPTI_ACTIVITY_KIND_KERNEL" in filled:
+    if len(trace.k_start):
         attrs = ", ".join(ATTR_COLUMNS)
         con.execute(f"CREATE TEMP TABLE kt (idx INTEGER PRIMARY KEY, short, demangled, mangled, {attrs})")
         con.executemany(
@@ -116,7 +126,7 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings,
         con.executemany("INSERT INTO temp.k VALUES (?, ?, ?, ?, ?)",
                         zip(trace.k_start, trace.k_end, trace.k_stream, trace.k_corr, trace.k_type))
         spec = {
-            "start": "k.start - :off", "end": "k.end - :off", "deviceId": "s.device",
+            "start": _session("k.start"), "end": _session("k.end"), "deviceId": "s.device",
             "contextId": "s.context", "greenContextId": "0", "streamId": "s.sid",
             "correlationId": "k.corr", "globalPid": ":gpid", "demangledName": "t.demangled",
             "shortName": "t.short", "mangledName": "t.mangled", "launchType": "1", "cacheConfig": "1",
@@ -130,49 +140,52 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings,
                        "JOIN temp.kt AS t ON t.idx = k.type ORDER BY k.rowid", params)
 
     streams = trace.streams
-    off = trace.session_start
+    ts = trace.session_ns
     _insert(con, "CUPTI_ACTIVITY_KIND_MEMCPY", {
         "start": "?", "end": "?", "deviceId": "?", "contextId": "?", "greenContextId": "0",
         "streamId": "?", "correlationId": "?", "globalPid": str(gpid), "bytes": "?", "copyKind": "?",
         "deprecatedSrcId": "NULL", "srcKind": "?", "dstKind": "?", "srcDeviceId": "?",
         "srcContextId": "?", "dstDeviceId": "?", "dstContextId": "?", "migrationCause": "NULL",
         "graphNodeId": "NULL", "virtualAddress": "NULL", "copyCount": "1",
-    }, [(s - off, e - off, streams[i].device, streams[i].context, streams[i].sid, corr, nbytes, kind,
+    }, [(ts(s), ts(e), streams[i].device, streams[i].context, streams[i].sid, corr, nbytes, kind,
          src_kind, dst_kind, src, None if src is None else src + 1, dst, None if dst is None else dst + 1)
         for s, e, i, corr, nbytes, kind, src_kind, dst_kind, src, dst in trace.memcpys])
     _insert(con, "CUPTI_ACTIVITY_KIND_MEMSET", {
         "start": "?", "end": "?", "deviceId": "?", "contextId": "?", "greenContextId": "0",
         "streamId": "?", "correlationId": "?", "globalPid": str(gpid), "value": "0", "bytes": "?",
         "graphNodeId": "NULL", "memKind": "2",
-    }, [(s - off, e - off, streams[i].device, streams[i].context, streams[i].sid, corr, nbytes)
+    }, [(ts(s), ts(e), streams[i].device, streams[i].context, streams[i].sid, corr, nbytes)
         for s, e, i, corr, nbytes in trace.memsets])
     # deviceId is 0 on every SYNCHRONIZATION row of real 2026.2 exports (schema note 4.3)
     _insert(con, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", {
         "start": "?", "end": "?", "deviceId": "0", "contextId": "?", "greenContextId": "NULL",
         "streamId": "?", "correlationId": "?", "globalPid": str(gpid), "deprecatedSyncType": "NULL",
         "syncType": "?", "eventId": "?", "eventSyncId": "?",
-    }, [(s - off, e - off, streams[i].context, streams[i].sid, corr, kind, event, event_sync)
+    }, [(ts(s), ts(e), streams[i].context, streams[i].sid, corr, kind, event, event_sync)
         for s, e, i, corr, kind, event, event_sync in trace.syncs])
 
 
 def _write_nvtx(con: sqlite3.Connection, trace: RankTrace, strings: Strings) -> None:
     """Push/pop ranges (ours in ``text``, NCCL's as registered strings) + domain creations."""
     gtid = ids.global_tid(trace.pid, trace.pid)
-    off = trace.session_start
+    ts = trace.session_ns
     nulls = ("rangeId", "category", "color", "endGlobalTid", "uint64Value", "int64Value", "doubleValue",
              "uint32Value", "int32Value", "floatValue", "jsonTextId", "jsonText", "binaryData")
     spec = {c: "NULL" for c in nulls}
-    spec.update({"start": "?", "end": "?", "eventType": "?", "text": "?", "globalTid": str(gtid),
+    spec.update({"start": "?", "end": "?", "eventType": "?", "text": "?", "globalTid": "?",
                  "textId": "?", "domainId": "?"})
-    created = [(s - off, None, DOMAIN_CREATE, name, None, domain) for s, name, domain in trace.nvtx_domains]
-    ranges = [(s - off, e - off, PUSH_POP, None, strings(text), domain) if domain == NCCL_DOMAIN
-              else (s - off, e - off, PUSH_POP, text, None, domain)
-              for s, e, text, domain in trace.nvtx]
+    created = [(ts(s), None, DOMAIN_CREATE, name, gtid, None, domain) for s, name, domain in trace.nvtx_domains]
+    tids = [ids.global_tid(trace.pid, tid) for tid in trace.nvtx_tid]
+    ranges = [(ts(s), ts(e), PUSH_POP, None, tid, strings(text), domain) if domain == NCCL_DOMAIN
+              else (ts(s), ts(e), PUSH_POP, text, tid, None, domain)
+              for (s, e, text, domain), tid in zip(trace.nvtx, tids)]
     _insert(con, "NVTX_EVENTS", spec, created + ranges)
 
 
-def _write_info(con: sqlite3.Connection, trace: RankTrace, sc: Scenario, strings: Strings) -> None:
-    """Metadata, session, system, process, thread and stream tables."""
+def _write_info(con: sqlite3.Connection, traces: list[RankTrace], sc: Scenario, strings: Strings) -> None:
+    """Metadata, session, system (of the first rank: the capture's), process, thread and
+    stream tables (of every rank's process)."""
+    trace = traces[0]
     name_value = {"name": "?", "value": "?"}
     _insert(con, "META_DATA_EXPORT", name_value, metadata.export_rows(trace, sc))
     _insert(con, "META_DATA_CAPTURE", name_value, metadata.capture_rows(trace, sc))
@@ -183,10 +196,12 @@ def _write_info(con: sqlite3.Connection, trace: RankTrace, sc: Scenario, strings
             [metadata.session_start_row(trace)])
     _insert(con, "ANALYSIS_DETAILS", {c: "?" for c in ("globalVid", "duration", "startTime", "stopTime")},
             [metadata.analysis_details_row(trace)])
-    _insert(con, "PROCESSES", {"globalPid": "?", "pid": "?", "name": "?"}, metadata.process_rows(trace))
+    processes = list(dict.fromkeys(row for t in traces for row in metadata.process_rows(t)))
+    _insert(con, "PROCESSES", {"globalPid": "?", "pid": "?", "name": "?"}, processes)
+    threads = list(dict.fromkeys(row for t in traces for row in metadata.thread_rows(t)))
     _insert(con, "ThreadNames", {"nameId": "?", "priority": "20", "globalTid": "?"},
-            [(strings(name), gtid) for gtid, name in metadata.thread_rows(trace)])
+            [(strings(name), gtid) for gtid, name in threads])
     _insert(con, "TARGET_INFO_CUDA_STREAM", {
-        "streamId": "?", "hwId": "0", "vmId": "1", "processId": str(trace.pid), "contextId": "?",
+        "streamId": "?", "hwId": "0", "vmId": "1", "processId": "?", "contextId": "?",
         "priority": "?", "flag": "?",
-    }, [(s.sid, s.context, s.priority, s.flag) for s in trace.streams])
+    }, [(s.sid, t.pid, s.context, s.priority, s.flag) for t in traces for s in t.streams])

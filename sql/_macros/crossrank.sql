@@ -3,245 +3,144 @@
 -- them after the views; names start with xr_ so they cannot collide with the metric
 -- macros. A macro may only use macros defined above it. They read the per-rank
 -- reductions of sql/_reductions (views xr_rank_keys, xr_steps, xr_phases, ...:
--- computed once per report) and small views (session, collectives), never the large
--- views (kernels, launches, nvtx, api_calls): per-rank work over those belongs in a
--- reduction. DuckDB binds the names in a macro where it is used: a CTE of the caller
+-- computed once per report), small views (session, collectives) and the run-scope
+-- tables made once per run in Python by nsyswrap.crossrank.solve (xr_keys, xr_groups,
+-- xr_clock, xr_aligned, xr_member_steps, xr_member_phases: ranks, matching, the clock
+-- solve and per-collective timing; a report may hold several ranks), never the
+-- large views (kernels, launches, nvtx, api_calls): per-rank work over those belongs in
+-- a reduction. DuckDB binds the names in a macro where it is used: a CTE of the caller
 -- named like a view or reduction (kernels, xr_steps, ...) would replace it inside the
 -- macro, so modules must not use such names.
 -- Times are session ns unless a column says run time (ns since the reference rank's
--- aligned session start). Step arguments: p_step_from / p_step_to (half-open step
--- numbers, NULL: unbounded).
+-- aligned session start: session ns + shift_ns + drift_ppb x session ns / 1e9). Step
+-- arguments: p_step_from / p_step_to (half-open step numbers, NULL: unbounded).
 
 -- ASOF joins must stay sort-merge joins (see metrics.sql).
 SET asof_loop_join_threshold = 0;
 
--- One row per rank and collective key (pg, seq) it issued, with the key's verdict.
--- Keys are the `range` keys of xr_rank_keys (pg, seq of the `coll:` ranges) when
--- every report has collective ranges, else its `kernel` keys (the k-th NCCL kernel of
--- an op on a device, pg 'nccl:<Op>'). The verdict columns (ranks .. matches) are
--- NULL for groups seen on one rank only (not checked); matches: every rank of the
--- group has the key and no key of the group differs at or before it.
-CREATE OR REPLACE MACRO xr_collective_keys() AS TABLE
-WITH keyed_by AS (
-    -- Ranges give the keys when every report has some.
-    SELECT
-        (SELECT count(DISTINCT rank) FROM collectives)
-        = (SELECT count(*) FROM session) AS ranges
-),
-per_rank AS (
-    SELECT
-        rank,
-        pg,
-        seq,
-        op,
-        bytes,
-        group_size,
-        cpu_start_ns,
-        cpu_end_ns,
-        kernel_start_ns,
-        kernel_end_ns
-    FROM xr_rank_keys
-    WHERE keyed = CASE WHEN (SELECT ranges FROM keyed_by) THEN 'range' ELSE 'kernel' END
-),
-members AS (
-    SELECT pg, count(DISTINCT rank) AS group_ranks
-    FROM per_rank
-    GROUP BY pg
-),
-keys AS (
-    -- A key differs when a rank has it twice, or the ranks disagree on its op
-    -- (send and recv pair up) or payload size (all_to_all sizes may differ).
-    SELECT
-        p.pg,
-        p.seq,
-        m.group_ranks,
-        count(DISTINCT p.rank) AS ranks,
-        count(*) > count(DISTINCT p.rank) AS duplicate,
-        count(DISTINCT CASE
-            WHEN p.op IN ('send', 'recv', 'isend', 'irecv') THEN 'p2p'
-            ELSE p.op
-        END) > 1 AS op_differs,
-        count(DISTINCT CASE
-            WHEN p.op NOT LIKE 'all_to_all%' THEN p.bytes
-        END) > 1 AS bytes_differ
-    FROM per_rank AS p
-    JOIN members AS m
-        USING (pg)
-    WHERE m.group_ranks >= 2
-    GROUP BY p.pg, p.seq, m.group_ranks
-),
-verdicts AS (
-    -- A key matches when every rank of its group has it and no key of the
-    -- group differs at or before it: past a divergence the sequences disagree.
-    SELECT
-        *,
-        seq < coalesce(min(seq) FILTER (
-            WHERE duplicate OR op_differs OR bytes_differ
-        ) OVER (PARTITION BY pg), seq + 1)
-        AND ranks = group_ranks AS matches
-    FROM keys
-)
+-- Stand-ins for the run-scope tables until nsyswrap.crossrank.solve makes them (it
+-- replaces these views before this file is loaded on a run; elsewhere, e.g. while
+-- reductions are built, reading them fails).
+CREATE TEMP VIEW IF NOT EXISTS xr_keys AS
 SELECT
-    p.*,
-    v.group_ranks,
-    v.ranks,
-    v.duplicate,
-    v.op_differs,
-    v.bytes_differ,
-    v.matches
-FROM per_rank AS p
-LEFT JOIN verdicts AS v
-    ON v.pg = p.pg
-    AND v.seq = p.seq;
+    CAST(NULL AS INTEGER) AS rank,
+    CAST(NULL AS VARCHAR) AS pg,
+    CAST(NULL AS BIGINT) AS seq,
+    CAST(NULL AS VARCHAR) AS op,
+    CAST(NULL AS BIGINT) AS bytes,
+    CAST(NULL AS BIGINT) AS group_size,
+    CAST(NULL AS BIGINT) AS cpu_start_ns,
+    CAST(NULL AS BIGINT) AS cpu_end_ns,
+    CAST(NULL AS BIGINT) AS kernel_start_ns,
+    CAST(NULL AS BIGINT) AS kernel_end_ns,
+    CAST(NULL AS BIGINT) AS group_ranks,
+    CAST(NULL AS BIGINT) AS ranks,
+    CAST(NULL AS BOOLEAN) AS duplicate,
+    CAST(NULL AS BOOLEAN) AS op_differs,
+    CAST(NULL AS BOOLEAN) AS bytes_differ,
+    CAST(NULL AS BOOLEAN) AS matches,
+    CAST(NULL AS VARCHAR) AS found_by,
+    CAST(NULL AS BOOLEAN) AS size_differs
+WHERE error('xr_keys is read before the cross-rank solve');
 
--- One row per rank and matched collective, plus one row (pg and seq NULL) per rank
--- with none. Per rank: the clock offset to the reference rank (the lowest rank in a
--- matched collective, else the lowest) and shift_ns (session time + shift_ns = run
--- time: ns since the reference rank's aligned session start). offset_ns = median,
--- over the rank's collectives shared with the reference, of diff_ns = reference's
--- end - this rank's end, both in UTC (NCCL kernels of a collective end together);
--- a rank with kernel-timed collectives fits on those only (diff_ns NULL for the
--- rest). Per collective, in run time: arrival (start_ns) and end, by the NCCL
--- kernels when every rank has them (on_gpu), else by the ranges; the step (the
--- `step:<i>` range holding its CPU start, lowest over the ranks); the wait before
--- the last rank arrived; lag behind the median arrival; the last rank (lowest on
--- ties); skew; transfer time (shortest duration across ranks).
+CREATE TEMP VIEW IF NOT EXISTS xr_groups AS
+SELECT
+    CAST(NULL AS VARCHAR) AS pg,
+    CAST(NULL AS VARCHAR) AS found_by,
+    CAST(NULL AS VARCHAR) AS members,
+    CAST(NULL AS BIGINT) AS captured,
+    CAST(NULL AS BIGINT) AS group_size,
+    CAST(NULL AS VARCHAR) AS status,
+    CAST(NULL AS BOOLEAN) AS spans_hosts
+WHERE error('xr_groups is read before the cross-rank solve');
+
+CREATE TEMP VIEW IF NOT EXISTS xr_clock AS
+SELECT
+    CAST(NULL AS INTEGER) AS rank,
+    CAST(NULL AS BIGINT) AS utc_epoch_ns,
+    CAST(NULL AS BIGINT) AS offset_ns,
+    CAST(NULL AS DOUBLE) AS drift_ppb,
+    CAST(NULL AS BIGINT) AS shift_ns,
+    CAST(NULL AS BIGINT) AS uncertainty_ns,
+    CAST(NULL AS BIGINT) AS spread_ns,
+    CAST(NULL AS BIGINT) AS max_residual_ns,
+    CAST(NULL AS BIGINT) AS collectives,
+    CAST(NULL AS VARCHAR) AS source,
+    CAST(NULL AS VARCHAR) AS method,
+    CAST(NULL AS BOOLEAN) AS aligned,
+    CAST(NULL AS VARCHAR) AS host,
+    CAST(NULL AS INTEGER) AS report_rank,
+    CAST(NULL AS BIGINT) AS pid,
+    CAST(NULL AS VARCHAR) AS rank_source
+WHERE error('xr_clock is read before the cross-rank solve');
+
+CREATE TEMP VIEW IF NOT EXISTS xr_aligned AS
+SELECT
+    CAST(NULL AS VARCHAR) AS pg,
+    CAST(NULL AS BIGINT) AS seq,
+    CAST(NULL AS VARCHAR) AS op,
+    CAST(NULL AS BIGINT) AS bytes,
+    CAST(NULL AS BIGINT) AS group_size,
+    CAST(NULL AS BOOLEAN) AS on_gpu,
+    CAST(NULL AS INTEGER) AS rank,
+    CAST(NULL AS BIGINT) AS step,
+    CAST(NULL AS BIGINT) AS start_ns,
+    CAST(NULL AS BIGINT) AS end_ns,
+    CAST(NULL AS BIGINT) AS wait_ns,
+    CAST(NULL AS BIGINT) AS lag_ns,
+    CAST(NULL AS INTEGER) AS last_rank,
+    CAST(NULL AS BIGINT) AS skew_ns,
+    CAST(NULL AS BIGINT) AS transfer_ns,
+    CAST(NULL AS BIGINT) AS threshold_ns,
+    CAST(NULL AS BOOLEAN) AS significant
+WHERE error('xr_aligned is read before the cross-rank solve');
+
+CREATE TEMP VIEW IF NOT EXISTS xr_member_steps AS
+SELECT
+    CAST(NULL AS INTEGER) AS rank,
+    CAST(NULL AS BIGINT) AS step,
+    CAST(NULL AS BIGINT) AS start_ns,
+    CAST(NULL AS BIGINT) AS end_ns
+WHERE error('xr_member_steps is read before the cross-rank solve');
+
+CREATE TEMP VIEW IF NOT EXISTS xr_member_phases AS
+SELECT
+    CAST(NULL AS INTEGER) AS rank,
+    CAST(NULL AS BIGINT) AS pid,
+    CAST(NULL AS BIGINT) AS tid,
+    CAST(NULL AS BIGINT) AS step,
+    CAST(NULL AS VARCHAR) AS phase,
+    CAST(NULL AS BIGINT) AS start_ns,
+    CAST(NULL AS BIGINT) AS end_ns,
+    CAST(NULL AS BIGINT) AS host_ns,
+    CAST(NULL AS BIGINT) AS gpu_ns
+WHERE error('xr_member_phases is read before the cross-rank solve');
+
+-- One row per rank and collective call of the kind chosen for the run (coll: ranges,
+-- MPI ranges or NCCL kernels per stream; see nsyswrap.crossrank.matching), with its
+-- key (pg, seq) and verdict: group_ranks (ranks with calls in the group), ranks (with
+-- this key), duplicate, op_differs, bytes_differ, size_differs, matches (NULL for groups seen on one
+-- rank only).
+CREATE OR REPLACE MACRO xr_collective_keys() AS TABLE
+SELECT * FROM xr_keys;
+
+-- One row per rank (its clock: xr_clock) and matched collective, plus one row (pg and
+-- seq NULL) per rank with none. Per collective, in run time: arrival (start_ns) and
+-- end, by the NCCL kernels when every member has them (on_gpu), else by the ranges;
+-- the step (lowest over the ranks); the wait before the last rank arrived; lag behind
+-- the median arrival; the last rank (lowest on ties); skew; transfer time (shortest
+-- duration across ranks); threshold_ns (twice the largest alignment uncertainty of
+-- the members) and significant (skew above it). Unaligned ranks have no collectives.
 CREATE OR REPLACE MACRO xr_alignment() AS TABLE
-WITH matched AS (
-    SELECT *
-    FROM xr_collective_keys()
-    WHERE matches
-),
-stepped AS (
-    -- The step range of the rank that holds the collective's CPU start.
-    SELECT
-        m.*,
-        CASE WHEN m.cpu_start_ns <= s.end_ns THEN s.step END AS rank_step
-    FROM matched AS m
-    ASOF LEFT JOIN xr_steps AS s
-        ON s.rank = m.rank
-        AND s.start_ns <= m.cpu_start_ns
-),
-per_collective AS (
-    -- Per collective: GPU times when every rank has its kernels, else range times;
-    -- its step is the lowest over the ranks.
-    SELECT
-        pg,
-        seq,
-        bool_and(kernel_end_ns IS NOT NULL) AS on_gpu,
-        min(rank_step) AS step
-    FROM stepped
-    GROUP BY pg, seq
-),
-timed AS (
-    SELECT
-        st.*,
-        c.on_gpu,
-        c.step,
-        ss.utc_epoch_ns,
-        CASE WHEN c.on_gpu THEN st.kernel_start_ns ELSE st.cpu_start_ns END AS start_ns,
-        CASE WHEN c.on_gpu THEN st.kernel_end_ns ELSE st.cpu_end_ns END AS end_ns
-    FROM stepped AS st
-    JOIN per_collective AS c
-        USING (pg, seq)
-    JOIN session AS ss
-        USING (rank)
-),
-reference AS (
-    SELECT rank, utc_epoch_ns
-    FROM session
-    ORDER BY rank NOT IN (SELECT rank FROM matched), rank
-    LIMIT 1
-),
-end_diffs AS (
-    -- Per collective: how much later, in UTC, the reference rank saw its end.
-    SELECT
-        t.rank,
-        t.pg,
-        t.seq,
-        t.on_gpu,
-        (r.utc_epoch_ns - t.utc_epoch_ns) + (r.end_ns - t.end_ns) AS diff_ns
-    FROM timed AS t
-    JOIN timed AS r
-        ON r.pg = t.pg
-        AND r.seq = t.seq
-        AND r.rank = (SELECT rank FROM reference)
-    QUALIFY t.on_gpu = max(t.on_gpu) OVER (PARTITION BY t.rank)
-),
-fits AS (
-    SELECT
-        rank,
-        round(median(diff_ns))::BIGINT AS offset_ns,
-        any_value(on_gpu) AS on_gpu,
-        count(*) AS collectives
-    FROM end_diffs
-    GROUP BY rank
-),
-offsets AS (
-    SELECT
-        s.rank,
-        s.utc_epoch_ns,
-        coalesce(f.offset_ns, 0) AS offset_ns,
-        s.utc_epoch_ns - r.utc_epoch_ns + coalesce(f.offset_ns, 0) AS shift_ns,
-        coalesce(f.collectives, 0) AS collectives,
-        CASE
-            WHEN f.on_gpu THEN 'kernel'
-            WHEN NOT f.on_gpu THEN 'nvtx'
-            ELSE 'utc'
-        END AS source
-    FROM session AS s
-    CROSS JOIN reference AS r
-    LEFT JOIN fits AS f
-        ON f.rank = s.rank
-),
-aligned AS (
-    SELECT
-        t.pg,
-        t.seq,
-        t.op,
-        t.bytes,
-        t.group_size,
-        t.on_gpu,
-        t.rank,
-        t.step,
-        t.start_ns + o.shift_ns AS start_ns,
-        t.end_ns + o.shift_ns AS end_ns
-    FROM timed AS t
-    JOIN offsets AS o
-        USING (rank)
-),
-spread AS (
-    -- Per collective: the last arrival, skew, transfer time and median arrival.
-    SELECT
-        pg,
-        seq,
-        arg_max(rank, [start_ns, -rank]) AS last_rank,
-        max(start_ns) AS last_start_ns,
-        max(start_ns) - min(start_ns) AS skew_ns,
-        min(end_ns - start_ns) AS transfer_ns,
-        round(median(start_ns))::BIGINT AS median_start_ns
-    FROM aligned
-    GROUP BY pg, seq
-),
-scored AS (
-    SELECT
-        a.*,
-        v.last_rank,
-        v.skew_ns,
-        v.transfer_ns,
-        greatest(0, least(v.last_start_ns, a.end_ns) - a.start_ns) AS wait_ns,
-        a.start_ns - v.median_start_ns AS lag_ns
-    FROM aligned AS a
-    JOIN spread AS v
-        USING (pg, seq)
-)
 SELECT
     o.rank,
     o.utc_epoch_ns,
     o.offset_ns,
     o.shift_ns,
+    o.drift_ppb,
     o.collectives,
     o.source,
+    o.aligned,
     c.pg,
     c.seq,
     c.op,
@@ -256,30 +155,16 @@ SELECT
     c.last_rank,
     c.skew_ns,
     c.transfer_ns,
-    d.diff_ns
-FROM offsets AS o
-LEFT JOIN scored AS c
-    ON c.rank = o.rank
-LEFT JOIN end_diffs AS d
-    ON d.rank = c.rank
-    AND d.pg = c.pg
-    AND d.seq = c.seq;
+    c.threshold_ns,
+    c.significant
+FROM xr_clock AS o
+LEFT JOIN xr_aligned AS c
+    ON c.rank = o.rank;
 
--- One row per rank: its clock offset and shift (see xr_alignment), the robust spread
--- (1.4826 x median absolute residual |diff_ns - offset_ns|) and largest residual of
--- the fit, the matched collectives it rests on and its source (kernel, nvtx or utc).
+-- One row per rank: its clock (see nsyswrap.crossrank.alignment): offset, drift, shift,
+-- uncertainty, residual spread, collectives it rests on, source and method, aligned.
 CREATE OR REPLACE MACRO xr_clock_offsets() AS TABLE
-SELECT
-    rank,
-    utc_epoch_ns,
-    offset_ns,
-    shift_ns,
-    round(1.4826 * median(abs(diff_ns - offset_ns)))::BIGINT AS spread_ns,
-    max(abs(diff_ns - offset_ns)) AS max_residual_ns,
-    collectives,
-    source
-FROM xr_alignment()
-GROUP BY rank, utc_epoch_ns, offset_ns, shift_ns, collectives, source;
+SELECT * FROM xr_clock;
 
 -- One row per rank and matched collective of steps [p_step_from, p_step_to), in run
 -- time (see xr_alignment).
@@ -299,14 +184,16 @@ SELECT
     lag_ns,
     last_rank,
     skew_ns,
-    transfer_ns
+    transfer_ns,
+    threshold_ns,
+    significant
 FROM xr_alignment()
 WHERE pg IS NOT NULL
     AND (p_step_from IS NULL OR step >= p_step_from)
     AND (p_step_to IS NULL OR step < p_step_to);
 
 -- One row per (step, rank, phase) of steps [p_step_from, p_step_to) (phases and their
--- host and GPU time: see sql/_reductions/xr_phases.sql): summed duration, host time
+-- host and GPU time: see sql/_reductions/xr_phases.sql; by rank: xr_member_phases): summed duration, host time
 -- and GPU time, and the medians of both over the ranks that have the phase in the step.
 CREATE OR REPLACE MACRO xr_phase_lag(p_step_from, p_step_to) AS TABLE
 SELECT
@@ -320,7 +207,7 @@ SELECT
     sum(gpu_ns)::BIGINT AS gpu_ns,
     round(median(sum(gpu_ns)) OVER (PARTITION BY step, phase))::BIGINT
         AS gpu_median_ns
-FROM xr_phases
+FROM xr_member_phases
 WHERE (p_step_from IS NULL OR step >= p_step_from)
     AND (p_step_to IS NULL OR step < p_step_to)
 GROUP BY step, rank, phase;

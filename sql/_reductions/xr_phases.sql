@@ -1,12 +1,14 @@
--- One row per phase of one rank: an NVTX range directly inside a `step:<i>` range on
--- the same thread (one level deeper, ending inside it; zero-length and `coll:` ranges
--- are not phases), with its host time (duration less the CUDA synchronize calls and
+-- One row per phase of one rank: an NVTX range directly inside a step range
+-- (`step:<i>` or `ProfilerStep#<i>`) on the same thread (one level deeper, ending
+-- inside it; zero-length and `coll:` ranges are not phases), with its host time (duration less the CUDA synchronize calls and
 -- collective ranges started in it: waiting for others is not lag) and the GPU time
--- of the compute kernels launched in it. Times are session ns. xr_phase_lag() sums
+-- of the compute kernels launched while it ran by ANY thread of its process (the
+-- autograd engine launches backward kernels from its own threads). Times are
+-- session ns. xr_phase_lag() sums
 -- these per step and takes the medians over the ranks.
 -- @column pid BIGINT              Process id of the thread.
 -- @column tid BIGINT              Thread holding the step and the phase.
--- @column step BIGINT             Step index from `step:<i>`.
+-- @column step BIGINT             Step index from `step:<i>` (or `ProfilerStep#<i>`).
 -- @column phase VARCHAR           Text of the range.
 -- @column start_ns BIGINT         Range start, ns on the report's session clock.
 -- @column end_ns BIGINT           Range end, ns on the report's session clock.
@@ -27,7 +29,7 @@ WITH thread_ranges AS (
     SEMI JOIN (
         SELECT DISTINCT pid, tid
         FROM nvtx
-        WHERE regexp_full_match(text, 'step:\d+')
+        WHERE regexp_full_match(text, '(step:|ProfilerStep#)\d+')
     ) AS s
         ON s.pid = n.pid
         AND s.tid = n.tid
@@ -68,11 +70,11 @@ step_ranges AS (
     SELECT
         thread,
         depth,
-        CAST(regexp_extract(text, '^step:(\d+)$', 1) AS BIGINT) AS step,
+        CAST(regexp_extract(text, '^(step:|ProfilerStep#)(\d+)$', 2) AS BIGINT) AS step,
         start_ns,
         end_ns
     FROM depths
-    WHERE regexp_full_match(text, 'step:\d+')
+    WHERE regexp_full_match(text, '(step:|ProfilerStep#)\d+')
 ),
 candidates AS (
     -- Only ranges one level below some step of their thread can be phases.
@@ -93,24 +95,27 @@ phases AS (
         AND c.end_ns <= s.end_ns
 ),
 owned AS (
-    -- The span whose launches a phase owns: a launch belongs to the latest phase
-    -- started on its thread, if that has not ended. Spans are cut into buckets of
-    -- one width per thread (its span / its phases: two buckets per phase on
-    -- average), so that each launch meets only the few spans of its bucket in a
-    -- hash join on (thread, bucket) instead of every launch being sorted.
+    -- The span whose launches a phase owns: a launch by any thread of the process
+    -- belongs to the latest phase started in the process, if that has not ended.
+    -- Spans are cut into buckets of one width per process (its span / its phases:
+    -- two buckets per phase on average), so that each launch meets only the few
+    -- spans of its bucket in a hash join on (pid, bucket) instead of every launch
+    -- being sorted.
     SELECT
         thread,
+        pid,
         start_ns,
-        least(end_ns, lead(start_ns) OVER (PARTITION BY thread ORDER BY start_ns))
+        least(end_ns, lead(start_ns) OVER (PARTITION BY pid ORDER BY start_ns, thread))
             AS until_ns,
-        greatest(1, (max(end_ns) OVER t - min(start_ns) OVER t) // count(*) OVER t)
+        greatest(1, (max(end_ns) OVER p - min(start_ns) OVER p) // count(*) OVER p)
             AS width
     FROM phases
-    WINDOW t AS (PARTITION BY thread)
+    WINDOW p AS (PARTITION BY pid)
 ),
 buckets AS (
     SELECT
         thread,
+        pid,
         start_ns,
         until_ns,
         unnest(range(start_ns // width, (until_ns - 1) // width + 1)) AS bucket
@@ -118,24 +123,21 @@ buckets AS (
     WHERE until_ns > start_ns
 ),
 compute_launches AS (
-    SELECT l.thread, l.start_ns, l.gpu_ns, l.start_ns // w.width AS bucket
+    SELECT l.pid, l.start_ns, l.gpu_ns, l.start_ns // w.width AS bucket
     FROM (
-        SELECT
-            (pid << 24) | tid AS thread,
-            start_ns,
-            kernel_end_ns - kernel_start_ns AS gpu_ns
+        SELECT pid, start_ns, kernel_end_ns - kernel_start_ns AS gpu_ns
         FROM launches
         WHERE kind IN ('compute', 'other')
     ) AS l
-    JOIN (SELECT DISTINCT thread, width FROM owned) AS w
-        ON w.thread = l.thread
+    JOIN (SELECT DISTINCT pid, width FROM owned) AS w
+        ON w.pid = l.pid
 ),
 phase_gpu AS (
-    -- GPU time of the compute kernels launched in each phase.
+    -- GPU time of the compute kernels launched in each phase, by any thread.
     SELECT b.thread, b.start_ns, sum(l.gpu_ns) AS gpu_ns
     FROM compute_launches AS l
     JOIN buckets AS b
-        ON b.thread = l.thread
+        ON b.pid = l.pid
         AND b.bucket = l.bucket
     WHERE l.start_ns >= b.start_ns
         AND l.start_ns < b.until_ns

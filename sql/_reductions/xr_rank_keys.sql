@@ -1,17 +1,21 @@
--- One row per collective key (pg, seq) of one rank, of both kinds: `range` keys are
--- the (pg, seq) of its `coll:` ranges, `kernel` keys the k-th NCCL kernel of an op on
--- a device (pg 'nccl:<Op>'). xr_collective_keys() takes one kind for the whole run
--- (ranges when every report has some) and matches the keys across ranks.
+-- One row per collective call of one rank, of three kinds (nsyswrap.crossrank.matching
+-- takes the best kind every rank has and matches the calls across ranks):
+-- `range` keys are the (pg, seq) of nsyswrap's `coll:` ranges; `mpi` keys the k-th
+-- MPI collective (domain MPI: MPI_Allreduce, MPI_Bcast, ...) of a process (pg 'mpi');
+-- `kernel` keys the k-th NCCL kernel on one CUDA stream of a process (pg
+-- 'stream:<pid>:<device>:<stream>': PyTorch gives each process group its own NCCL
+-- stream; which streams of different ranks form one group is inferred later).
 -- kernel_*: the NCCL kernels launched inside the range on the same thread (for a
--- kernel key: its kernels on all devices). Times are session ns.
--- @column keyed VARCHAR           range or kernel: how the key was made.
--- @column pg VARCHAR              Process group id ('nccl:<Op>' for kernel keys).
--- @column seq BIGINT              Sequence number in the group.
--- @column op VARCHAR              Collective, e.g. all_reduce.
--- @column bytes BIGINT            Payload bytes from the range (NULL for kernel keys).
--- @column group_size BIGINT       Ranks in the group from the range (NULL for kernel
---                                 keys).
--- @column cpu_start_ns BIGINT     Range start, or the first kernel's launch call (ns).
+-- kernel key: that kernel). Times are session ns.
+-- @column keyed VARCHAR           range, mpi or kernel: how the key was made.
+-- @column pid BIGINT              Process that issued the call.
+-- @column pg VARCHAR              Process group id (see above).
+-- @column seq BIGINT              Sequence number in the group (or stream).
+-- @column op VARCHAR              Collective, e.g. all_reduce (mpi: e.g. allreduce).
+-- @column bytes BIGINT            Payload bytes from the range (NULL otherwise).
+-- @column group_size BIGINT       Ranks in the group from the range (NULL
+--                                 otherwise).
+-- @column cpu_start_ns BIGINT     Range start, or the kernel's launch call (ns).
 -- @column cpu_end_ns BIGINT       Range end (NULL for kernel keys) (ns).
 -- @column kernel_start_ns BIGINT  First NCCL kernel start (ns), NULL without kernels.
 -- @column kernel_end_ns BIGINT    Last NCCL kernel end (ns), NULL without kernels.
@@ -20,24 +24,26 @@ WITH nccl AS (
     -- a driver call repeats the correlation id). Only NCCL launches are read, not
     -- every API call.
     SELECT
+        k.pid,
         k.device,
+        k.stream,
         k.start_ns,
         k.end_ns,
         k.coll_op,
         min(l.start_ns) AS launch_ns,
-        arg_min(l.tid, l.start_ns) AS tid,
-        any_value(k.pid) AS pid
+        arg_min(l.tid, l.start_ns) AS tid
     FROM kernels AS k
     LEFT JOIN launches AS l
         ON l.pid = k.pid
         AND l.correlation_id = k.correlation_id
         AND l.kind = 'nccl'
     WHERE k.kind = 'nccl'
-    GROUP BY k.pid, k.device, k.correlation_id, k.start_ns, k.end_ns, k.coll_op
+    GROUP BY k.pid, k.device, k.stream, k.correlation_id, k.start_ns, k.end_ns, k.coll_op
 ),
 range_kernels AS (
     -- NCCL kernels launched inside a collective range on the same thread.
     SELECT
+        c.pid,
         c.pg,
         c.seq,
         min(n.start_ns) AS kernel_start_ns,
@@ -48,11 +54,12 @@ range_kernels AS (
         AND c.tid = n.tid
         AND c.start_ns <= n.launch_ns
     WHERE n.launch_ns <= c.end_ns
-    GROUP BY c.pg, c.seq
+    GROUP BY c.pid, c.pg, c.seq
 ),
 keyed_by_range AS (
     SELECT
         'range' AS keyed,
+        c.pid,
         c.pg,
         c.seq,
         c.op,
@@ -64,35 +71,56 @@ keyed_by_range AS (
         rk.kernel_end_ns
     FROM collectives AS c
     LEFT JOIN range_kernels AS rk
-        USING (pg, seq)
+        USING (pid, pg, seq)
     WHERE c.pg IS NOT NULL
         AND c.seq IS NOT NULL
 ),
-device_kernels AS (
-    -- The k-th NCCL kernel of an op on a device.
+keyed_by_mpi AS (
+    -- MPI collectives traced by nsys (--trace=mpi), in call order per process.
     SELECT
-        *,
-        row_number() OVER (
-            PARTITION BY device, coll_op ORDER BY start_ns, end_ns
-        ) - 1 AS seq
-    FROM nccl
-    WHERE coll_op IS NOT NULL
-),
-keyed_by_kernel AS (
-    SELECT
-        'kernel' AS keyed,
-        'nccl:' || coll_op AS pg,
-        seq,
-        lower(regexp_replace(coll_op, '([a-z])([A-Z])', '\1_\2', 'g')) AS op,
+        'mpi' AS keyed,
+        pid,
+        'mpi' AS pg,
+        row_number() OVER (PARTITION BY pid ORDER BY start_ns, end_ns) - 1 AS seq,
+        lower(substr(text, 5)) AS op,
         CAST(NULL AS BIGINT) AS bytes,
         CAST(NULL AS BIGINT) AS group_size,
-        min(launch_ns) AS cpu_start_ns,
+        start_ns AS cpu_start_ns,
+        end_ns AS cpu_end_ns,
+        CAST(NULL AS BIGINT) AS kernel_start_ns,
+        CAST(NULL AS BIGINT) AS kernel_end_ns
+    FROM nvtx
+    WHERE domain = 'MPI'
+        AND event_type <> 'mark'
+        AND regexp_full_match(
+            text,
+            'MPI_(Allreduce|Reduce|Bcast|Barrier|Allgather|Allgatherv|Gather|Gatherv|'
+            || 'Scatter|Scatterv|Alltoall|Alltoallv|Reduce_scatter|Reduce_scatter_block|'
+            || 'Scan|Exscan)'
+        )
+),
+keyed_by_kernel AS (
+    -- The k-th NCCL kernel on a stream of a process.
+    SELECT
+        'kernel' AS keyed,
+        pid,
+        'stream:' || pid || ':' || device || ':' || stream AS pg,
+        row_number() OVER (
+            PARTITION BY pid, device, stream ORDER BY start_ns, end_ns
+        ) - 1 AS seq,
+        coalesce(
+            lower(regexp_replace(coll_op, '([a-z])([A-Z])', '\1_\2', 'g')), 'nccl'
+        ) AS op,
+        CAST(NULL AS BIGINT) AS bytes,
+        CAST(NULL AS BIGINT) AS group_size,
+        launch_ns AS cpu_start_ns,
         CAST(NULL AS BIGINT) AS cpu_end_ns,
-        min(start_ns) AS kernel_start_ns,
-        max(end_ns) AS kernel_end_ns
-    FROM device_kernels
-    GROUP BY coll_op, seq
+        start_ns AS kernel_start_ns,
+        end_ns AS kernel_end_ns
+    FROM nccl
 )
 SELECT * FROM keyed_by_range
+UNION ALL
+SELECT * FROM keyed_by_mpi
 UNION ALL
 SELECT * FROM keyed_by_kernel

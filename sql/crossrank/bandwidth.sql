@@ -4,7 +4,8 @@
 -- ranks (the last rank to arrive does not wait). Bus bandwidth = algorithm
 -- bandwidth x NCCL's factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter
 -- and all_to_all (n-1)/n; broadcast, reduce and others 1. `bytes` is taken as
--- nccl-tests' size (for all_gather the gathered size).
+-- nccl-tests' size (for all_gather the gathered size). Groups inside one host
+-- (NVLink/PCIe) and across hosts (network) are kept apart (spans_hosts).
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column op VARCHAR               Collective, e.g. all_reduce.
@@ -16,6 +17,7 @@
 -- @column algbw_gb_per_s DOUBLE    bytes / median transfer time (GB/s).
 -- @column bus_factor DOUBLE        NCCL's bus bandwidth factor for op and n.
 -- @column busbw_gb_per_s DOUBLE    algbw_gb_per_s x bus_factor (GB/s).
+-- @column spans_hosts BOOLEAN      The groups' members are on several hosts.
 WITH transfers AS (
     SELECT
         pg,
@@ -26,6 +28,12 @@ WITH transfers AS (
         any_value(transfer_ns) AS transfer_ns
     FROM xr_collectives($step_from, $step_to)
     GROUP BY pg, seq
+),
+placed AS (
+    SELECT t.*, coalesce(g.spans_hosts, FALSE) AS spans_hosts
+    FROM transfers AS t
+    LEFT JOIN xr_groups AS g
+        USING (pg)
 ),
 sizes AS (
     SELECT
@@ -41,11 +49,12 @@ sizes AS (
                 OR op LIKE 'reduce_scatter%'
                 OR op LIKE 'all_to_all%' THEN (ranks - 1) / ranks
             ELSE 1.0
-        END AS bus_factor
-    FROM transfers
+        END AS bus_factor,
+        spans_hosts
+    FROM placed
     WHERE bytes > 0
         AND transfer_ns > 0
-    GROUP BY op, bytes, ranks
+    GROUP BY op, bytes, ranks, spans_hosts
 )
 SELECT
     op,
@@ -56,6 +65,7 @@ SELECT
     min_transfer_ns,
     bytes / transfer_ns AS algbw_gb_per_s,
     bus_factor,
-    bytes / transfer_ns * bus_factor AS busbw_gb_per_s
+    bytes / transfer_ns * bus_factor AS busbw_gb_per_s,
+    spans_hosts
 FROM sizes
-ORDER BY op, bytes, ranks
+ORDER BY op, bytes, ranks, spans_hosts

@@ -1,24 +1,39 @@
--- One row per rank: the clock offset that aligns its report to the reference
--- rank's (the lowest rank in a matched collective, normally 0). Coarse
--- alignment is each report's UTC session start; the fine offset is the median,
--- over matched collectives, of (the reference rank's end - this rank's end),
--- both in UTC: the NCCL kernels of a collective end at nearly the same instant
--- on every rank (the ranges' ends are used when a collective lacks kernels on
--- some rank). aligned time = utc_epoch_ns + session time + offset_ns. A rank
--- that shares no matched collective with the reference rank keeps offset 0
--- (source utc).
+-- One row per rank: how its report's clock is put on the run clock (the ranks of
+-- one report share its clock). All matched
+-- collectives of all groups are solved at once (nsyswrap.crossrank.alignment): a
+-- collective ends at one instant on all its members (NCCL kernel ends; range ends
+-- without kernels), so every collective constrains the offsets (and, on runs long
+-- enough, the linear drifts) of its members; the solve is robust least squares
+-- (Huber-weighted) with the reference rank (the lowest with a matched collective)
+-- fixed. aligned time = utc_epoch_ns + t + offset_ns + drift_ppb x t / 1e9. A rank
+-- no collective connects to the reference takes the clock of an aligned rank on
+-- its host (same host clock), else it is unaligned and left out of every
+-- cross-rank figure.
 -- @column rank INTEGER             Rank of the report.
 -- @column utc_epoch_ns BIGINT      UTC of the report's session clock zero (ns).
 -- @column offset_ns BIGINT         Added to UTC time (ns); 0 for the reference.
--- @column shift_ns BIGINT          Session time + shift_ns = run time: ns since
---                                  the reference rank's aligned session start.
--- @column spread_ns BIGINT         Uncertainty: 1.4826 x median absolute
---                                  residual of the per-collective differences
---                                  (ns).
+-- @column drift_ppb DOUBLE         Clock drift against the reference, ns per
+--                                  second of session time (0: not fitted).
+-- @column shift_ns BIGINT          Session time + shift_ns (+ drift) = run time:
+--                                  ns since the reference's aligned session start.
+-- @column uncertainty_ns BIGINT    3 standard errors of offset_ns from the solve
+--                                  (ns); NULL when unaligned.
+-- @column spread_ns BIGINT         1.4826 x median absolute residual of its
+--                                  collective ends (ns).
 -- @column max_residual_ns BIGINT   Largest absolute residual (ns).
 -- @column collectives BIGINT       Matched collectives the offset rests on.
--- @column source VARCHAR           kernel (NCCL kernel ends), nvtx (collective
---                                  range ends) or utc (no shared collective).
+-- @column source VARCHAR           kernel (NCCL kernel ends), nvtx (range ends),
+--                                  host (an aligned rank's on the same host),
+--                                  reference or utc (unaligned).
+-- @column method VARCHAR           How the clock was obtained, in words.
+-- @column aligned BOOLEAN          False: left out of cross-rank figures.
+-- @column host VARCHAR             Host name recorded in the report.
+-- @column report_rank INTEGER      Rank of the report holding it (a report may
+--                                  hold several rank processes, one clock).
+-- @column pid BIGINT               Its process in that report.
+-- @column rank_source VARCHAR      Where the rank came from (manifest, file
+--                                  name, MPI rank (nsys), environment (VAR),
+--                                  device order, order).
 SELECT *
 FROM xr_clock_offsets()
 ORDER BY rank

@@ -1,9 +1,9 @@
 -- One row per collective key (pg, seq) that is not matched across ranks:
 -- missing on some rank of its group (a rank issued more collectives than
 -- another, or was captured longer), issued twice by one rank, with different
--- ops or payload sizes on different ranks, or after such a divergence in its
--- group (a rank that issued an extra collective shifts all its later keys, so
--- they are not joined). A group's ranks are those that issued any collective in
+-- ops, payload sizes or group sizes on different ranks, or after such a
+-- divergence in its group (a rank that issued an extra collective shifts all
+-- its later keys, so they are not joined). A group's ranks are those that issued any collective in
 -- it; groups seen on one rank only are not checked. Keys as in
 -- crossrank.collectives.
 -- @column pg VARCHAR               Process group id.
@@ -14,8 +14,8 @@
 -- @column group_ranks BIGINT       Ranks in the group.
 -- @column present_ranks VARCHAR    Ranks that have it, comma-separated.
 -- @column missing_ranks VARCHAR    Ranks of the group that lack it.
--- @column reason VARCHAR           op differs, bytes differ, duplicate, missing
---                                  or after divergence.
+-- @column reason VARCHAR           op differs, bytes differ, group size differs,
+--                                  duplicate, missing or after divergence.
 WITH keys AS (
     SELECT * FROM xr_collective_keys()
 ),
@@ -36,13 +36,14 @@ unmatched AS (
         CASE
             WHEN op_differs THEN 'op differs'
             WHEN bytes_differ THEN 'bytes differ'
+            WHEN size_differs THEN 'group size differs'
             WHEN duplicate THEN 'duplicate'
             WHEN ranks < group_ranks THEN 'missing'
             ELSE 'after divergence'
         END AS reason
     FROM keys
     WHERE NOT matches
-    GROUP BY pg, seq, ranks, group_ranks, op_differs, bytes_differ, duplicate
+    GROUP BY pg, seq, ranks, group_ranks, op_differs, bytes_differ, size_differs, duplicate
 )
 SELECT
     u.pg,

@@ -1,6 +1,6 @@
 -- One row per step range and per phase inside it, per rank, in aligned run time
 -- (ns since the reference rank's aligned session start; see
--- crossrank.clock_offsets). Phases are the ranges nested directly inside the
+-- crossrank.clock_offsets; unaligned ranks are left out). Phases are the ranges nested directly inside the
 -- step on the same thread (see crossrank.phase_lag).
 -- @column rank INTEGER             Rank of the report.
 -- @column step BIGINT              Step index from `step:<i>`.
@@ -9,18 +9,19 @@
 -- @column end_ns BIGINT            End, ns of run time.
 WITH ranges AS (
     SELECT rank, step, CAST(NULL AS VARCHAR) AS phase, start_ns, end_ns
-    FROM xr_steps
+    FROM xr_member_steps
     UNION ALL
     SELECT rank, step, phase, start_ns, end_ns
-    FROM xr_phases
+    FROM xr_member_phases
 )
 SELECT
     r.rank,
     r.step,
     r.phase,
-    r.start_ns + o.shift_ns AS start_ns,
-    r.end_ns + o.shift_ns AS end_ns
+    r.start_ns + o.shift_ns + round(r.start_ns * o.drift_ppb / 1e9)::BIGINT AS start_ns,
+    r.end_ns + o.shift_ns + round(r.end_ns * o.drift_ppb / 1e9)::BIGINT AS end_ns
 FROM ranges AS r
 JOIN xr_clock_offsets() AS o
     USING (rank)
+WHERE o.aligned
 ORDER BY r.rank, r.step, r.start_ns, r.phase NULLS FIRST

@@ -1,15 +1,20 @@
 -- One row per step, plus one for the whole run (step NULL): the straggler, i.e.
--- the rank that arrived last at the most matched collectives, by how much, the
--- wait it imposed on the others, and the phase that explains its lag against
--- the median rank (the phase with the largest positive excess, see
--- crossrank.phase_lag). Times are in aligned run time (see
--- crossrank.collectives); steps without matched collectives have no row, and
--- with step_from / step_to the run row covers only those steps.
+-- the rank whose lateness cost the others the most wait (the waits of every
+-- matched collective are charged to its last rank), its lag behind the median
+-- rank, the steps it affected (it may be late only in some), and the phase that
+-- explains its lag (the phase with the largest positive excess over the median
+-- rank, see crossrank.phase_lag). The first collective of each group is left
+-- out (it holds the ranks' start-up skew). It is significant only when its lag exceeds
+-- both the alignment threshold (twice the largest clock uncertainty of the
+-- members) and 3 x the run's jitter (1.4826 x median absolute lag of all
+-- arrivals); otherwise there is no significant straggler. Times are in aligned
+-- run time (see crossrank.collectives); steps without matched collectives have
+-- no row, and with step_from / step_to the run row covers only those steps.
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step index, NULL for the whole run.
--- @column rank INTEGER             The straggler: most often last (ties: most
---                                  wait imposed, then lowest rank).
+-- @column rank INTEGER             The rank that imposed the most wait (ties:
+--                                  most often last, then lowest rank).
 -- @column last_count BIGINT        Collectives at which it arrived last.
 -- @column collectives BIGINT       Matched collectives it took part in.
 -- @column lag_ns BIGINT            Its arrival minus the median arrival, summed
@@ -17,18 +22,50 @@
 --                                  (ns).
 -- @column imposed_wait_ns BIGINT   Others' wait in those collectives (ns).
 -- @column total_wait_ns BIGINT     All ranks' wait in the scope's collectives.
+-- @column significant BOOLEAN      Its mean lag when last exceeds the alignment
+--                                  threshold and 3 x the run's jitter.
+-- @column jitter_ns BIGINT         1.4826 x median absolute deviation of the
+--                                  lags from each rank's median lag (ns).
+-- @column affected_steps VARCHAR   Steps where it is the significant straggler,
+--                                  i.e. where others waited for it (run row
+--                                  only), comma-separated.
 -- @column phase VARCHAR            Phase with its largest excess over the
 --                                  median rank (NULL if none is longer).
 -- @column phase_excess_ns BIGINT   That excess summed over the scope's steps.
 -- @column phase_steps BIGINT       Steps the phase excess is summed over.
-WITH arrivals AS (
+-- @column slow_steps VARCHAR       Steps where that phase ran notably long on it
+--                                  (excess > 3 x 1.4826 x the median absolute
+--                                  excess of all ranks and steps in the phase,
+--                                  and >= half its largest; run row only),
+--                                  comma-separated: where
+--                                  it was slow; affected_steps is where others
+--                                  paid (lateness carries into the next step).
+WITH firsts AS (
+    -- A group's first collective absorbs the ranks' start-up skew: not lag.
+    SELECT pg, min(seq) AS seq
+    FROM xr_collectives(NULL, NULL)
+    GROUP BY pg
+),
+arrivals AS (
     SELECT
-        step,
-        rank,
-        rank = last_rank AS is_last,
-        lag_ns,
-        sum(wait_ns) OVER (PARTITION BY pg, seq) AS collective_wait_ns
-    FROM xr_collectives($step_from, $step_to)
+        c.step,
+        c.rank,
+        c.rank = c.last_rank AS is_last,
+        c.lag_ns,
+        c.threshold_ns,
+        sum(c.wait_ns) OVER (PARTITION BY c.pg, c.seq) AS collective_wait_ns
+    FROM xr_collectives($step_from, $step_to) AS c
+    ANTI JOIN firsts AS f
+        ON f.pg = c.pg
+        AND f.seq = c.seq
+),
+jitter AS (
+    -- How much arrivals vary around each rank's usual lag.
+    SELECT round(1.4826 * median(abs(lag_ns - rank_lag_ns)))::BIGINT AS jitter_ns
+    FROM (
+        SELECT lag_ns, median(lag_ns) OVER (PARTITION BY rank) AS rank_lag_ns
+        FROM arrivals
+    )
 ),
 scopes AS (
     SELECT
@@ -38,7 +75,8 @@ scopes AS (
         count(*) AS collectives,
         coalesce(sum(lag_ns) FILTER (WHERE is_last), 0)::BIGINT AS lag_ns,
         coalesce(sum(collective_wait_ns) FILTER (WHERE is_last), 0)::BIGINT
-            AS imposed_wait_ns
+            AS imposed_wait_ns,
+        coalesce(max(threshold_ns) FILTER (WHERE is_last), 0) AS threshold_ns
     FROM arrivals
     GROUP BY GROUPING SETS ((step, rank), (rank))
     HAVING GROUPING(step) = 1
@@ -46,13 +84,27 @@ scopes AS (
 ),
 picked AS (
     SELECT
-        *,
-        sum(imposed_wait_ns) OVER (PARTITION BY step)::BIGINT AS total_wait_ns
-    FROM scopes
+        s.*,
+        sum(s.imposed_wait_ns) OVER (PARTITION BY s.step)::BIGINT AS total_wait_ns,
+        j.jitter_ns,
+        s.last_count > 0
+        AND s.lag_ns / s.last_count > greatest(s.threshold_ns, 3 * j.jitter_ns)
+            AS significant
+    FROM scopes AS s
+    CROSS JOIN jitter AS j
     QUALIFY row_number() OVER (
-        PARTITION BY step
-        ORDER BY last_count DESC, imposed_wait_ns DESC, rank
+        PARTITION BY s.step
+        ORDER BY s.imposed_wait_ns DESC, s.last_count DESC, s.rank
     ) = 1
+),
+affected AS (
+    SELECT
+        rank,
+        string_agg(step::VARCHAR, ',' ORDER BY step) AS affected_steps
+    FROM picked
+    WHERE step IS NOT NULL
+        AND significant
+    GROUP BY rank
 ),
 phase_excess AS (
     SELECT
@@ -72,6 +124,29 @@ top_phase AS (
     QUALIFY row_number() OVER (
         PARTITION BY step, rank ORDER BY excess_ns DESC, phase
     ) = 1
+),
+slow AS (
+    -- Steps where a rank's phase ran notably long: its excess over the median rank
+    -- that step is above 3 robust deviations (1.4826 x median absolute excess of
+    -- every rank and step in that phase) and at least half its largest excess.
+    SELECT
+        rank,
+        phase,
+        string_agg(step::VARCHAR, ',' ORDER BY step)
+            FILTER (WHERE excess_ns > 3 * deviation_ns AND 2 * excess_ns >= largest_ns)
+            AS slow_steps
+    FROM (
+        SELECT
+            step,
+            rank,
+            phase,
+            excess_ns,
+            1.4826 * median(abs(excess_ns)) OVER (PARTITION BY phase) AS deviation_ns,
+            max(excess_ns) OVER (PARTITION BY rank, phase) AS largest_ns
+        FROM phase_excess
+        WHERE step IS NOT NULL
+    )
+    GROUP BY rank, phase
 )
 SELECT
     p.step,
@@ -81,11 +156,20 @@ SELECT
     p.lag_ns,
     p.imposed_wait_ns,
     p.total_wait_ns,
+    p.significant,
+    p.jitter_ns,
+    CASE WHEN p.step IS NULL THEN a.affected_steps END AS affected_steps,
     t.phase,
     t.excess_ns AS phase_excess_ns,
-    t.steps AS phase_steps
+    t.steps AS phase_steps,
+    CASE WHEN p.step IS NULL THEN sl.slow_steps END AS slow_steps
 FROM picked AS p
 LEFT JOIN top_phase AS t
     ON t.rank = p.rank
     AND t.step IS NOT DISTINCT FROM p.step
+LEFT JOIN affected AS a
+    ON a.rank = p.rank
+LEFT JOIN slow AS sl
+    ON sl.rank = p.rank
+    AND sl.phase = t.phase
 ORDER BY p.step NULLS LAST

@@ -17,7 +17,8 @@ WITH alignment AS MATERIALIZED (
     SELECT * FROM xr_alignment()
 ),
 offsets AS (
-    SELECT DISTINCT rank, shift_ns FROM alignment
+    -- Per report (its processes share one clock): the shift of its ranks.
+    SELECT DISTINCT report_rank AS rank, shift_ns FROM xr_clock WHERE aligned
 ),
 bounds AS (
     SELECT

@@ -1,0 +1,143 @@
+"""Cross-rank answers on hybrid-parallel generated runs (nsyswrap.synth preset hybrid8:
+TP groups of 4 inside each of 2 hosts, DP pairs across them, one clock per host with
+node1 3.1 ms off and drifting 40 ppm, backward on an autograd thread, rank 6 slow in
+backward in steps 2, 3, 5 and 7), with and without nsyswrap's `coll:` ranges, and the real MPI run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nsyswrap import open_run
+import pandas as pd
+
+from nsyswrap.crossrank import clock_offsets, matched_collectives, phase_lag, stragglers
+from nsyswrap.crossrank.alignment import solve_clocks
+from nsyswrap.crossrank.matching import verdicts
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.synth import generate_run, preset
+
+VARIANTS = {"ranges": {}, "kernels_only": {"coll_ranges": False, "nccl_nvtx": False},
+            "one_capture_per_node": {"ranks_per_report": 4}}
+SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "nsys-sqlite"
+REAL_MPI = SHARED / "real-mpi"
+TWO_GPU = SHARED / "public" / "nsysai__h100_2gpu_1s.sqlite"
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def hybrid(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param)
+    truth = generate_run(preset("hybrid8").replace(**VARIANTS[request.param]), out)
+    with open_run([out]) as run:
+        yield truth, run
+
+
+def test_every_offset_and_drift_within_one_microsecond(hybrid):
+    truth, run = hybrid
+    offsets = clock_offsets(run).set_index("rank")
+    assert offsets["aligned"].all()
+    for info in truth.ranks:
+        mine = offsets.loc[info["rank"]]
+        assert abs(mine["offset_ns"] - info["offset_ns"]) < 1_000
+        # over the run (~0.3 s) the fitted drift keeps the clock within 1 µs too
+        assert abs(mine["drift_ppb"] - info.get("drift_ppb", 0)) * 0.3 < 1_000
+
+
+def test_groups_are_found_and_never_merged(hybrid):
+    _, run = hybrid
+    groups = run.df("SELECT members, spans_hosts FROM xr_groups ORDER BY members")
+    assert sorted(groups["members"]) == ["0,1,2,3", "0,4", "1,5", "2,6", "3,7", "4,5,6,7"]
+    assert groups.set_index("members")["spans_hosts"].to_dict()["0,4"]
+    assert not groups.set_index("members")["spans_hosts"].to_dict()["4,5,6,7"]
+
+
+def test_every_matched_collective_skew_and_wait_match_truth(hybrid):
+    truth, run = hybrid
+    coll = matched_collectives(run)
+    assert len(coll) == sum(len(c["per_rank"]) for c in truth.collectives)
+    utc0 = truth.ranks[0]["utc_epoch_ns"]
+    by_start = coll.set_index(["rank", "start_ns"])
+    for c in truth.collectives:
+        starts = {p["rank"]: p["start_aligned_ns"] - utc0 for p in c["per_rank"]}
+        skew = max(starts.values()) - min(starts.values())
+        for p in c["per_rank"]:
+            rows = coll[(coll["rank"] == p["rank"]) & ((coll["start_ns"] - starts[p["rank"]]).abs() < 1_000)]
+            assert len(rows) == 1
+            row = rows.iloc[0]
+            assert abs(row["wait_ns"] - p["wait_ns"]) < 1_000 and abs(row["skew_ns"] - skew) < 1_000
+    assert by_start.index.is_unique
+
+
+def test_straggler_rank_phase_and_steps(hybrid):
+    truth, run = hybrid
+    run_row = stragglers(run).query("step.isna()").iloc[0]
+    assert (run_row["rank"], run_row["phase"]) == (truth.straggler["rank"], truth.straggler["phase"])
+    assert run_row["significant"]
+    # slow where planted; the others wait then and in the next step (lateness carries over)
+    planted = list(truth.straggler["steps"])
+    assert run_row["slow_steps"] == ",".join(map(str, planted))
+    affected = [int(s) for s in run_row["affected_steps"].split(",")]
+    assert set(affected) <= {s + d for s in planted for d in (0, 1)} and len(affected) >= len(planted)
+    lag = phase_lag(run)
+    slow = lag[(lag["rank"] == truth.straggler["rank"]) & (lag["phase"] == "backward")].set_index("step")
+    for step in planted:  # backward's GPU time counts the autograd thread's launches
+        assert slow.loc[step, "gpu_ns"] - slow.loc[step, "gpu_median_ns"] > 0.8 * truth.straggler["extra_ns"]
+
+
+def test_unrelated_reports_are_refused_in_one_line(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    generate_run(preset("run2"), a)
+    later = preset("run2").replace(name="later", clock_error_ns=(86_400 * 10**9, 86_400 * 10**9))
+    generate_run(later, b)
+    with open_run([a / "rank0.sqlite", b / "rank1.sqlite"]) as run:
+        with pytest.raises(NsysWrapError, match="not one run"):
+            build_report(run, ReportOptions())
+    with open_run([a / "rank0.sqlite", b / "rank1.sqlite"]) as run:
+        run.allow_unrelated = True
+        build_report(run, ReportOptions())
+
+
+@pytest.mark.skipif(not REAL_MPI.is_dir(), reason="needs ../shared/nsys-sqlite/real-mpi")
+def test_real_mpi_run_true_ranks_matched_and_aligned():
+    with open_run([REAL_MPI]) as run:
+        assert sorted(r.rank for r in run.reports) == [2, 3, 4, 6, 7]
+        assert {r.rank_source for r in run.reports} == {"MPI rank (nsys)"}
+        offsets = clock_offsets(run)
+        coll = matched_collectives(run)
+    assert offsets["aligned"].all() and (offsets["source"] == "nvtx").all()
+    assert offsets["offset_ns"].abs().max() < 100_000 and offsets["uncertainty_ns"].max() < 5_000
+    assert coll.groupby(["pg", "seq"])["rank"].nunique().eq(5).all() and coll["seq"].nunique() > 1_000
+
+
+@pytest.mark.skipif(not TWO_GPU.is_file(), reason="needs ../shared/nsys-sqlite/public")
+def test_one_report_with_two_gpu_processes_is_two_ranks_on_one_clock():
+    with open_run([TWO_GPU]) as run:
+        offsets = clock_offsets(run)
+        section = next(s for s in build_report(run, ReportOptions())["sections"] if s["id"] == "crossrank")
+    assert offsets[["rank", "pid", "offset_ns", "shift_ns"]].values.tolist() == [[0, 111, 0, 0], [1, 112, 0, 0]]
+    assert offsets["rank_source"].str.startswith("device order").all() and offsets["aligned"].all()
+    assert section["verdict"]["label"] is None and "NCCL kernels" in section["verdict"]["reason"]
+
+
+def _calls(rows):
+    return pd.DataFrame(rows, columns=["rank", "pg", "seq", "op", "bytes", "group_size"])
+
+
+def test_group_size_disagreement_stops_matching():
+    calls = _calls([(r, "0", s, "all_reduce", 8, 4 if (r, s) != (1, 1) else 2) for r in range(2) for s in range(3)])
+    v = verdicts(calls).set_index(["rank", "seq"])
+    assert v.loc[(0, 0), "matches"] and not v.loc[(0, 1), "matches"] and not v.loc[(0, 2), "matches"]
+    assert v.loc[(1, 1), "size_differs"]
+
+
+def test_a_rank_no_collective_connects_is_unaligned_unless_its_host_is():
+    ends = pd.DataFrame([(r, "0", s, 1_000 * s + 10 * r, True) for r in (0, 1) for s in range(5)],
+                        columns=["rank", "pg", "seq", "end_ns", "on_gpu"])
+    sessions = pd.DataFrame({"rank": [0, 1, 2, 3], "utc_epoch_ns": [0, 5, 7, 9],
+                             "host": ["a", "b", "b", "c"]})
+    clock, _ = solve_clocks(ends, sessions)
+    clock = clock.set_index("rank")
+    assert clock.loc[1, "offset_ns"] == -15 and clock.loc[1, "method"].startswith("robust")
+    assert clock.loc[2, "aligned"] and clock.loc[2, "offset_ns"] == -15 and clock.loc[2, "source"] == "host"
+    assert not clock.loc[3, "aligned"] and clock.loc[3, "method"].startswith("unaligned")
