@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from bench import dataset, results, suite
 
 DEFAULT_BUDGET_S = 570  # the whole command, generation included, stays under 10 minutes
+PARTS = ("main", "scale", "ranks")
+RANK_STEPS = 25  # part ranks: ~25 k kernels per rank at 8-64 ranks
 
 
 def _load() -> list[float]:
@@ -30,8 +32,10 @@ def _run_part(part: str, session: suite.Session) -> None:
         run = dataset.main_run(session.steps)
         size = dataset.size_of(run)
         suite.main_suite(session, run)
-    else:
+    elif part == "scale":
         suite.scale_suite(session)
+    else:
+        suite.ranks_suite(session, session.rank_steps)
     result = {"part": part, "started": stamp, "duration_s": time.monotonic() - started, "load_before": load,
               "load_after": _load(), "jobs": session.jobs, "dataset": size, "rows": session.rows}
     (dataset.OUT / f"results-{part}.json").write_text(json.dumps(result, indent=1))
@@ -40,20 +44,24 @@ def _run_part(part: str, session: suite.Session) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--part", choices=("all", "main", "scale"), default="all",
-                        help="main: the 8-rank comparison; scale: 1-8 ranks, 0.25-1 M kernels (default: both)")
+    parser.add_argument("--part", choices=("all", *PARTS), default="all",
+                        help="main: the 8-rank comparison; scale: 1-8 ranks, 0.25-1 M kernels; ranks: 8-64 "
+                             "small ranks, local and Dask engines (default: all three)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
                         help="seconds for everything; measurements that do not fit are reported as skipped")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="reports nsyswrap normalizes at a time")
     parser.add_argument("--steps", type=int, default=dataset.FULL_STEPS,
                         help="steps per rank (~1000 kernels each); fewer for a quick try")
+    parser.add_argument("--rank-steps", type=int, default=RANK_STEPS,
+                        help="part ranks: steps per rank at 8-64 ranks (also 4x and 16x at 8 ranks)")
     args = parser.parse_args(argv)
     dataset.OUT.mkdir(parents=True, exist_ok=True)
-    session = suite.Session(args.budget, args.jobs, args.steps)
-    for part in ("main", "scale"):
+    session = suite.Session(args.budget, args.jobs, args.steps, args.rank_steps)
+    for part in PARTS:
         if args.part in ("all", part):
             _run_part(part, session)
-    text = results.render(_saved("main"), _saved("scale"))
+    previous = results.RESULTS_MD.read_text() if results.RESULTS_MD.is_file() else ""
+    text = results.render(_saved("main"), _saved("scale"), _saved("ranks"), previous)
     results.RESULTS_MD.write_text(text + "\n")
     print(text)
     print(f"\nwrote {results.RESULTS_MD}", file=sys.stderr)

@@ -39,11 +39,14 @@ def main_run(steps: int = FULL_STEPS) -> Path:
 
 def first_ranks(ranks: int, steps: int = FULL_STEPS) -> Path:
     """A run of the main run's first `ranks` reports (symbolic links, nothing copied)."""
-    source = main_run(steps)
+    return _first(main_run(steps), ranks, RUNS / f"{_name(steps)}_first{ranks}")
+
+
+def _first(source: Path, ranks: int, out: Path) -> Path:
+    """`source` itself, or `out` with symbolic links to its first `ranks` reports."""
     reports = sorted(source.glob("rank*.sqlite"), key=lambda p: int(p.stem[4:]))
     if ranks >= len(reports):
         return source
-    out = RUNS / f"{_name(steps)}_first{ranks}"
     out.mkdir(parents=True, exist_ok=True)
     for report in reports[:ranks]:
         link = out / report.name
@@ -72,3 +75,15 @@ def size_of(run: Path) -> dict[str, int]:
             totals[key] += con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             con.close()
     return totals
+
+
+SWEEP_RANKS = (8, 16, 32, 64)
+
+
+def sweep_run(ranks: int, steps: int) -> Path:
+    """The first `ranks` reports of a 64-rank run of the `bench` preset with `steps` steps
+    per rank (~1000 kernels each; generated once, the smaller runs are links to it)."""
+    most = max(SWEEP_RANKS)
+    name = f"{MAIN_PRESET}_{most}ranks_{steps}steps"
+    source = _generated(preset(MAIN_PRESET, ranks=most, steps=steps), RUNS / name)
+    return _first(source, ranks, RUNS / f"{name}_first{ranks}")

@@ -28,10 +28,11 @@ CACHES = dataset.OUT / "cache"
 class Session:
     """Runs tasks within a time budget and collects rows for the results."""
 
-    def __init__(self, budget_s: float, jobs: int, steps: int = dataset.FULL_STEPS):
+    def __init__(self, budget_s: float, jobs: int, steps: int = dataset.FULL_STEPS, rank_steps: int = 25):
         self.deadline = time.monotonic() + budget_s
         self.jobs = jobs
         self.steps = steps
+        self.rank_steps = rank_steps  # part ranks: steps per rank
         self.rows: list[dict] = []
 
     def measure(self, key: str, label: str, task: list, *, cache: Path | None = None, repeat: int = 1,
@@ -162,4 +163,30 @@ def scale_suite(session: Session) -> None:
         session.measure("trio_computed", "ledger + gaps + skew, views cached, results computed",
                         ["modules", run, *trio, "-j", session.jobs], cache=cache, before=drop_results(cache),
                         **point)
+    shutil.rmtree(CACHES, ignore_errors=True)
+
+
+RANKS_TIMEOUT_S = 300
+
+
+def ranks_suite(session: Session, steps: int) -> None:
+    """`nsyswrap report` cold and warm with the local engine (`-j` worker processes), and
+    cold on a Dask LocalCluster of `-j` worker processes, at 8/16/32/64 ranks of `steps`
+    steps each, and at 8 ranks with 4× and 16× the steps (events per report)."""
+    points = [(ranks, steps) for ranks in dataset.SWEEP_RANKS] + [(8, steps * 4), (8, steps * 16)]
+    for ranks, per_rank in points:
+        run = dataset.sweep_run(ranks, per_rank) if per_rank == steps else dataset.main_run(per_rank)
+        size = dataset.size_of(run)
+        point = {"ranks": ranks, "steps": per_rank, "kernels_per_rank": size["kernels"] // ranks,
+                 "bytes": size["bytes"]}
+        warm_page_cache(run)
+        session.measure("floor", "floor", ["floor", run], repeat=3, **point)
+        report = ["report", run, "-j", session.jobs]
+        cache = fresh_cache("ranks")
+        session.measure("local_cold", "report, local engine, cold", report, cache=cache,
+                        timeout_s=RANKS_TIMEOUT_S, **point)
+        session.measure("local_warm", "report, local engine, warm", report, cache=cache, repeat=3,
+                        timeout_s=RANKS_TIMEOUT_S, **point)
+        session.measure("dask_cold", "report, Dask LocalCluster, cold", [*report, "--engine", "dask"],
+                        cache=fresh_cache("ranks"), timeout_s=RANKS_TIMEOUT_S, **point)
     shutil.rmtree(CACHES, ignore_errors=True)

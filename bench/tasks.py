@@ -43,16 +43,38 @@ def task_extract(args) -> dict:
 
 
 def task_report(args) -> dict:
-    """`nsyswrap report RUN -j N`, its terminal output captured."""
+    """`nsyswrap report RUN -j N`, its terminal output captured; with `--engine dask`, on a
+    LocalCluster of `-j` worker processes this task starts (so they are measured with it),
+    its start and stop timed apart from the report (`report_s`)."""
     from nsyswrap.cli import main
 
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            main(["report", str(args.run), "-j", str(args.jobs)])
-        except SystemExit as done:  # click ends every command with sys.exit
-            if done.code:
-                raise
-    return {"output_chars": len(out.getvalue())}
+    with _engine(args.engine, args.jobs) as (engine_args, timing):
+        started = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            try:
+                main(["report", str(args.run), "-j", str(args.jobs), *engine_args])
+            except SystemExit as done:  # click ends every command with sys.exit
+                if done.code:
+                    raise
+        report_s = time.perf_counter() - started
+    return {"output_chars": len(out.getvalue()), "report_s": report_s, **timing}
+
+
+@contextlib.contextmanager
+def _engine(name: str, workers: int):
+    """(extra `nsyswrap report` arguments, timings) for the engine `name`."""
+    if name == "local":
+        yield [], {}
+        return
+    from distributed import LocalCluster
+
+    started = time.perf_counter()
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    timing = {"cluster_start_s": time.perf_counter() - started}
+    try:
+        yield ["--engine", "dask", "--scheduler-address", cluster.scheduler_address], timing
+    finally:
+        cluster.close()
 
 
 def task_open(args) -> dict:
@@ -91,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("run", type=Path, nargs="?")
     parser.add_argument("--name", action="append", default=[], help="module name (task modules, repeatable)")
     parser.add_argument("--jobs", "-j", type=int, default=2)
+    parser.add_argument("--engine", choices=("local", "dask"), default="local", help="task report: the engine")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = TASKS[args.task](args)

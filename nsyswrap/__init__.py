@@ -11,10 +11,12 @@ from nsyswrap.errors import NsysWrapError
 
 _LAZY = {
     "query": "nsyswrap.api",
+    "query_to_file": "nsyswrap.api",
     "sql": "nsyswrap.api",
     "Opener": "nsyswrap.run",
     "Run": "nsyswrap.run",
     "open_run": "nsyswrap.run",
+    "DaskEngine": "nsyswrap.dask_engine",
     "annotate_model": "nsyswrap.annotate.modules",
     "annotate_collectives": "nsyswrap.annotate.collectives",
     "step": "nsyswrap.annotate.steps",

@@ -18,6 +18,16 @@ def query(name: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPEN
         return run_module(run, name, **params)
 
 
+def query_to_file(name: str, reports: list[str | Path], output: Path, fmt: str, *,
+                  opener: Opener = DEFAULT_OPENER, **params) -> int:
+    """Write prebuilt module `name`'s rows to `output` as csv or parquet, per-rank modules
+    streamed from the per-report results (memory does not grow with the rows); the rows."""
+    from nsyswrap.stream import write_module
+
+    with opener.open(reports) as run:
+        return write_module(run, name, Path(output), fmt, **params)
+
+
 def sql(text: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
     """Run ad-hoc SQL over the views of the reports; `$name` values come from params.
     Only one read-only statement is run (see `sql_guard`)."""

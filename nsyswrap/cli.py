@@ -6,6 +6,7 @@ commands), so `nsyswrap --help` answers at once. Commands are listed in workflow
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -87,13 +88,26 @@ RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", hel
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
-def _opener(rank_pattern: str, jobs: int, allow_unrelated: bool = False):
+class EngineName(str, Enum):
+    local = "local"
+    dask = "dask"
+
+
+EngineOpt = Annotated[EngineName, typer.Option("--engine", help="Where per-report work runs: local worker processes, or the workers of a running Dask cluster (shared file system).")]
+SchedulerFile = Annotated[Optional[Path], typer.Option("--scheduler-file", metavar="FILE", readable=False, help="--engine dask: the file `dask scheduler --scheduler-file` wrote.")]
+SchedulerAddress = Annotated[Optional[str], typer.Option("--scheduler-address", metavar="ADDRESS", help="--engine dask: tcp://HOST:PORT (default $DASK_SCHEDULER_ADDRESS).")]
+
+
+def _opener(rank_pattern: str, jobs: int, allow_unrelated: bool = False, engine: EngineName = EngineName.local,
+            scheduler_file: Path | None = None, scheduler_address: str | None = None):
     """Reading options plus a progress bar on stderr (a terminal only) while reports are
     normalized."""
+    from nsyswrap.pool import find_engine
     from nsyswrap.run import Opener
 
     return Opener(rank_pattern=rank_pattern, jobs=jobs, allow_unrelated=allow_unrelated,
-                  progress=_progress_bar() if sys.stderr.isatty() else None)
+                  progress=_progress_bar() if sys.stderr.isatty() else None,
+                  engine=find_engine(engine.value, scheduler_file, scheduler_address))
 
 
 def _progress_bar():
@@ -153,12 +167,19 @@ def query(
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
+    engine: EngineOpt = EngineName.local,
+    scheduler_file: SchedulerFile = None,
+    scheduler_address: SchedulerAddress = None,
 ) -> None:
     """Run prebuilt query NAME over REPORTS."""
     from nsyswrap import api
 
     check_writable(output, force)
-    result = api.query(name, reports, opener=_opener(rank_pattern, jobs), **_params(param))
+    opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
+    if output is not None and fmt in (Format.csv, Format.parquet):  # streamed: millions of rows fit
+        api.query_to_file(name, reports, output, fmt.value, opener=opener, **_params(param))
+        return
+    result = api.query(name, reports, opener=opener, **_params(param))
     write(result, fmt, output, force, console)
 
 
@@ -172,12 +193,16 @@ def sql(
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
+    engine: EngineOpt = EngineName.local,
+    scheduler_file: SchedulerFile = None,
+    scheduler_address: SchedulerAddress = None,
 ) -> None:
     """Run ad-hoc SQL over the normalized views of REPORTS."""
     from nsyswrap import api
 
     check_writable(output, force)
-    result = api.sql(text, reports, opener=_opener(rank_pattern, jobs), **_params(param))
+    opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
+    result = api.sql(text, reports, opener=opener, **_params(param))
     write(result, fmt, output, force, console)
 
 
@@ -209,6 +234,9 @@ def report(
     step_pattern: Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
+    engine: EngineOpt = EngineName.local,
+    scheduler_file: SchedulerFile = None,
+    scheduler_address: SchedulerAddress = None,
     html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page: the diagnosis, then plots.")] = None,
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
@@ -222,7 +250,7 @@ def report(
 
     check_writable(output, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
-    opener = _opener(rank_pattern, jobs, allow_unrelated)
+    opener = _opener(rank_pattern, jobs, allow_unrelated, engine, scheduler_file, scheduler_address)
     if html is None:
         result = build_report(reports, options, opener=opener)
     else:
@@ -278,6 +306,9 @@ def timeline(
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
+    engine: EngineOpt = EngineName.local,
+    scheduler_file: SchedulerFile = None,
+    scheduler_address: SchedulerAddress = None,
 ) -> None:
     """Write an aligned trace of all ranks for Perfetto.
 
@@ -287,9 +318,10 @@ def timeline(
 
     window = ReportOptions.parse(steps)
     limit = {} if max_events is None else {"max_events": max_events}
+    opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
     events = write_timeline(reports, output, start_step=window.step_from,
                             end_step=None if window.step_to is None else window.step_to - 1,
-                            opener=_opener(rank_pattern, jobs), force=force, **limit)
+                            opener=opener, force=force, **limit)
     print(f"wrote {output}: {events:,} events")
 
 
@@ -354,6 +386,7 @@ def launch(
     export: Annotated[bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")] = True,
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
+    precompute: Annotated[bool, typer.Option("--precompute", help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).")] = False,
 ) -> None:
     from datetime import datetime
 
@@ -362,7 +395,8 @@ def launch(
 
     cfg = LaunchConfig.build(ctx.args, out=out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"),
                              ranks=ranks, steps=steps, every=every, trace=trace, nsys_args=nsys_arg,
-                             annotate=annotate, nsys=nsys, force=force, export=export, jobs=jobs, dry_run=dry_run)
+                             annotate=annotate, nsys=nsys, force=force, export=export, jobs=jobs, dry_run=dry_run,
+                             precompute=precompute)
     raise typer.Exit(run_launch(cfg))
 
 

@@ -1,5 +1,6 @@
 """Per-report work in a bounded pool of processes: `jobs` reports at a time, so memory
-grows with `jobs`, not with the number of ranks, and every core is used."""
+grows with `jobs`, not with the number of ranks, and every core is used; or, with an
+engine (`nsyswrap.dask_engine.DaskEngine`), on the workers of a Dask cluster."""
 from __future__ import annotations
 
 import multiprocessing
@@ -10,6 +11,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Callable, Iterable, TypeVar
 
+from nsyswrap.dask_engine import DaskEngine
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.processes import start_worker
 
@@ -18,10 +20,14 @@ R = TypeVar("R")
 
 
 def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
-                progress: Callable[[int, int], None] | None = None) -> list[R]:
+                progress: Callable[[int, int], None] | None = None,
+                engine: DaskEngine | None = None) -> list[R]:
     """`[fn(item) for item in items]`, `jobs` at a time in worker processes (in this
-    process when there is one item or one job); `progress(done, total)` after each."""
+    process when there is one item or one job), or one task per item on `engine`'s
+    workers; `progress(done, total)` after each."""
     items = list(items)
+    if engine is not None and items:
+        return engine.map(fn, items, progress)
     if jobs <= 1 or len(items) <= 1:
         out = []
         for done, item in enumerate(items, 1):
@@ -67,3 +73,13 @@ def _main_hidden():
     finally:
         for key, value in saved.items():
             setattr(main, key, value)
+
+
+def find_engine(name: str, scheduler_file=None, scheduler_address: str | None = None) -> DaskEngine | None:
+    """The engine of `--engine NAME`: None for local processes, else the Dask scheduler."""
+    if name == "local":
+        if scheduler_file or scheduler_address:
+            raise NsysWrapError("--scheduler-file/--scheduler-address", "only apply to --engine dask",
+                                "add --engine dask, or leave them out")
+        return None
+    return DaskEngine.find(scheduler_file, scheduler_address)

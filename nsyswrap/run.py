@@ -23,6 +23,7 @@ from nsyswrap.cache import (build_atomically, cache_dir_for, normalize, reduce_r
 from nsyswrap.connection import (CachedReport, connect, create_view, macro_files, macro_names,
                                  reduction_names)
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.dask_engine import DaskEngine
 from nsyswrap.pool import map_reports
 from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
 from nsyswrap.validate import inspect_tables
@@ -52,6 +53,7 @@ class Run:
     """Analyse reports across runs even when their capture spans are far apart."""
     unrelated: NsysWrapError | None = None
     """Why the reports are not one run (set by nsyswrap.crossrank.solve), if they are not."""
+    engine: DaskEngine | None = None  # None: per-report work in local worker processes
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -78,7 +80,7 @@ class Run:
             return
         todo = [(c, [n for n in names if not (c.reductions_dir / f"{n}.parquet").exists()])
                 for c in self.cached]
-        map_reports(_reduce, [item for item in todo if item[1]], self.jobs, self.progress)
+        map_reports(_reduce, [item for item in todo if item[1]], self.jobs, self.progress, self.engine)
         for name in names:
             create_view(self.connection, name, self.cached, "reductions_dir")
         self.built_reductions.update(names)
@@ -105,6 +107,12 @@ class Run:
         """`fn` on each report alone, `jobs` reports at a time in worker processes, its
         frames concatenated in rank order. Results are cached beside each report's views,
         keyed to the rank, `fn`, `params` and every SQL file and Python module of nsyswrap."""
+        files = self.per_report_files(fn, params)
+        return {name: _concat([pq.read_table(f) for f in paths]) for name, paths in files.items()}
+
+    def per_report_files(self, fn: PerReport, params: dict) -> dict[str, list[Path]]:
+        """`per_report`'s results as each report's cached Parquet file of each frame, in
+        rank order, for results too large to hold at once (see `nsyswrap.stream`)."""
         ranked = sorted(self.cached, key=lambda c: c.rank)
         dirs = [_results_dir(c, fn, params) for c in ranked]
         missing = [(c, d) for c, d in zip(ranked, dirs) if not (d / ".complete").exists()]
@@ -113,9 +121,9 @@ class Run:
             limit = f"{MEMORY_LIMIT_MB // workers}MB"
             threads = max(1, (os.cpu_count() or 1) // workers)
             work = functools.partial(_compute_frames, fn, params, limit, threads)
-            map_reports(work, missing, self.jobs, self.progress)
+            map_reports(work, missing, self.jobs, self.progress, self.engine)
         names = sorted(p.stem for p in dirs[0].glob("*.parquet")) if dirs else []
-        return {name: _concat([pq.read_table(d / f"{name}.parquet") for d in dirs]) for name in names}
+        return {name: [d / f"{name}.parquet" for d in dirs] for name in names}
 
     def close(self) -> None:
         self.connection.close()
@@ -178,13 +186,13 @@ def _reduce(item: tuple[CachedReport, list[str]]) -> None:
 
 def _open(reports: list[Report], cached: list[CachedReport], *, memory_limit: str,
           threads: int | None = None, jobs: int = 2,
-          progress: Callable[[int, int], None] | None = None) -> Run:
+          progress: Callable[[int, int], None] | None = None, engine: DaskEngine | None = None) -> Run:
     spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads, macros=False)
     built = {n for n in reduction_names()
              if all((c.reductions_dir / f"{n}.parquet").exists() for c in cached)}
     return Run(con, reports, spill, cached, jobs, progress,
-               {path: macro_names(path) for path in macro_files()}, built)
+               {path: macro_names(path) for path in macro_files()}, built, engine=engine)
 
 
 def open_run(
@@ -193,11 +201,13 @@ def open_run(
     rank_pattern: str = DEFAULT_RANK_PATTERN,
     jobs: int = 2,
     progress: Callable[[int, int], None] | None = None,
+    engine: DaskEngine | None = None,
 ) -> Run:
     """Validate the reports, normalize each (cached) and open the views over all of them.
 
     `jobs` reports are normalized at a time in worker processes (memory stays bounded
-    by that, not by the number of ranks); `progress(done, total)` is called after each.
+    by that, not by the number of ranks), or on `engine`'s workers;
+    `progress(done, total)` is called after each.
     """
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
@@ -205,10 +215,11 @@ def open_run(
     dirs = {r.path: cache_dir_for(r.path) for r in reports}
     todo = [(r.path, tables[r.path], dirs[r.path]) for r in reports
             if not (dirs[r.path] / "session.parquet").exists()]
-    map_reports(_normalize, todo, jobs, progress)
+    map_reports(_normalize, todo, jobs, progress, engine)
     cached = [CachedReport(r.rank, r.path, dirs[r.path], reductions_dir_for(dirs[r.path]))
               for r in reports]
-    return _open(reports, cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress)
+    return _open(reports, cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress,
+                 engine=engine)
 
 
 def _normalize(item: tuple[Path, dict[str, set[str]], Path]) -> None:
@@ -224,9 +235,11 @@ class Opener:
     jobs: int = 2
     progress: Callable[[int, int], None] | None = None
     allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
+    engine: DaskEngine | None = None  # None: local worker processes (see nsyswrap.pool)
 
     def open(self, inputs: list[str | Path]) -> Run:
-        run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress)
+        run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,
+                       engine=self.engine)
         run.allow_unrelated = self.allow_unrelated
         return run
 

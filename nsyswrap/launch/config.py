@@ -30,6 +30,7 @@ class LaunchConfig:
     jobs: Optional[int] = None
     dry_run: bool = False
     nsys: str = "nsys"  # the nsys executable
+    precompute: bool = False  # each rank exports and precomputes its report (nsyswrap.precompute)
 
     @classmethod
     def build(cls, command, *, out, ranks=None, steps=None, every=None, trace=DEFAULT_TRACE,
@@ -41,6 +42,8 @@ class LaunchConfig:
         if command[0].startswith("-"):
             raise NsysWrapError(command[0], "is not an option of nsyswrap launch",
                                 "see nsyswrap launch --help, and put the training command after --")
+        if rest.get("precompute") and rest.get("export") is False:
+            raise NsysWrapError("--precompute", "needs the export", "leave out --no-export")
         if every is not None and steps is None:
             raise NsysWrapError("--every", "needs a step window", "add --steps START:STOP")
         for arg in nsys_args:
@@ -67,7 +70,7 @@ class LaunchConfig:
         if self.annotate:
             args += ["--annotate", ",".join(self.annotate)]
         args += [f"--nsys-arg={a}" for a in self.nsys_args]
-        return args + (["--force"] if self.force else [])
+        return args + (["--force"] if self.force else []) + (["--precompute"] if self.precompute else [])
 
     @classmethod
     def from_wrapper_args(cls, argv: list[str]) -> "LaunchConfig":
@@ -76,9 +79,11 @@ class LaunchConfig:
             parser.add_argument(name)
         parser.add_argument("--nsys-arg", action="append", default=[])
         parser.add_argument("--force", action="store_true")
+        parser.add_argument("--precompute", action="store_true")
         parser.add_argument("command", nargs=argparse.REMAINDER)
         ns = parser.parse_args(argv)
         command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
         config = cls.build(command, out=ns.out, ranks=ns.ranks, steps=ns.steps, every=ns.every,
-                           trace=ns.trace, nsys_args=ns.nsys_arg, annotate=ns.annotate, force=ns.force)
+                           trace=ns.trace, nsys_args=ns.nsys_arg, annotate=ns.annotate, force=ns.force,
+                           precompute=ns.precompute)
         return replace(config, nsys=ns.nsys)

@@ -161,6 +161,12 @@ def run_rank(cfg: LaunchConfig) -> int:
             note = f"{qdstrm}: {QDSTRM_FIX}" + (f"; {note}" if note else "")
             print(f"nsyswrap: rank {rank}: {note}", file=sys.stderr)
     reports = [str(p) for p in reports_of(stem)] if record["profiled"] else []
+    if cfg.precompute and reports:
+        from nsyswrap.precompute import export_and_precompute
+
+        if failed := export_and_precompute(reports_of(stem), cfg.nsys):
+            note = failed
+            print(f"nsyswrap: rank {rank}: {failed}", file=sys.stderr)
     write_json(record_path, {**record, "child_pid": child.process.pid, "ended_utc": now_utc(), "exit_code": code,
                              "status": "stuck" if child.stuck else ("ok" if code == 0 else "failed"), "reports": reports, "note": note})
     return code

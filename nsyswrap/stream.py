@@ -1,0 +1,45 @@
+"""Results too large to hold, written straight to a file: a per-rank module's rows are
+computed per report (each report's rows cached as Parquet by `Run.per_report`) and DuckDB
+copies them to the output in the module's order, so the main process never holds them
+(`gaps.launch_latency` is 8 M rows on 8 ranks of 1 M kernels)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from nsyswrap.connection import quote
+from nsyswrap.queries import _module_on_report, bind, get, run_module
+from nsyswrap.run import Run
+
+FORMATS = {"csv": "FORMAT csv, HEADER", "parquet": "FORMAT parquet"}
+
+
+def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
+    """Write prebuilt module `name`'s rows to `output` (`fmt` csv or parquet); returns
+    the number of rows. A module of scope run (small: cross-rank) goes through a DataFrame."""
+    module = get(name)
+    values = bind(module, params)
+    if module.per_rank:
+        files = run.per_report_files(_module_on_report, {"module": name, **values})["rows"]
+        keys = module.order()
+        if not keys or keys[0] == ("rank", False):
+            # Reports in rank order, each one's rows in order: DuckDB keeps the order of the
+            # files and of their rows (preserve_insertion_order), nothing to sort or hold.
+            listed = ", ".join(quote(str(f)) for f in files)
+            sql = f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
+        else:  # sorted as run_module does (stable: ties keep rank, then row order)
+            parts = "\nUNION ALL BY NAME\n".join(
+                f"SELECT *, {i} AS _part FROM read_parquet({quote(str(f))}, file_row_number = true)"
+                for i, f in enumerate(files))
+            order = "".join(f'"{k}"{" DESC" if d else ""}, ' for k, d in keys)
+            sql = (f"SELECT * EXCLUDE (_part, file_row_number) FROM ({parts}) "
+                   f"ORDER BY {order}_part, file_row_number")
+    else:
+        run.connection.register("_module_rows", run_module(run, name, **values))
+        sql = "SELECT * FROM _module_rows"
+    con = run.connection
+    threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    con.execute("SET threads = 1")  # in order, one batch at a time: nothing buffered waiting for its turn
+    try:
+        return con.execute(f"COPY ({sql}) TO {quote(str(output))} ({FORMATS[fmt]})").fetchone()[0]
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
