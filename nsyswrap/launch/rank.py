@@ -165,7 +165,7 @@ def run_rank(cfg: LaunchConfig) -> int:
         from nsyswrap.precompute import export_and_precompute
 
         if failed := export_and_precompute(reports_of(stem), cfg.nsys):
-            note = failed
+            note = f"{note}; {failed}" if note else failed
             print(f"nsyswrap: rank {rank}: {failed}", file=sys.stderr)
     write_json(record_path, {**record, "child_pid": child.process.pid, "ended_utc": now_utc(), "exit_code": code,
                              "status": "stuck" if child.stuck else ("ok" if code == 0 else "failed"), "reports": reports, "note": note})
