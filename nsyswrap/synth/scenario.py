@@ -108,6 +108,7 @@ class Scenario:
     extra_collectives: tuple[ExtraCollective, ...] = ()
     min_gap_ns: int = 10_000           # truth lists idle gaps at least this long
     nccl_nvtx: bool = True             # NCCL's own ranges (domain NCCL, registered strings)
+    step_name: str = "step:{}"         # text of step i's NVTX range ({} = i)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
