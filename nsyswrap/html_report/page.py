@@ -146,8 +146,8 @@ def _diagnosis_html(report: dict) -> str:
 def _plots(run: Run, options: ReportOptions) -> str:
     """The three plots, over the report's steps (the first MAX_STEPS of them on the timeline)."""
     lo, hi = options.step_from, options.step_to
-    ranges = run_module(run, "crossrank.step_phases")
-    coll = matched_collectives(run, step_from=lo, step_to=hi)
+    ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
+    coll = matched_collectives(run, step_pattern=options.step_pattern, step_from=lo, step_to=hi)
     steps = sorted(s for s in ranges["step"].dropna().unique().astype(int).tolist()
                    if (lo is None or s >= lo) and (hi is None or s < hi))
     shown = steps[:MAX_STEPS]
@@ -159,7 +159,8 @@ def _plots(run: Run, options: ReportOptions) -> str:
                 f"Steps {shown[0]}–{shown[-1]} of {len(steps)} on aligned run time (ms since the reference "
                 "rank's aligned session start); bars are the ranges nested in each step, red marks are waits "
                 "inside collectives." if shown else "",
-                "these reports have no `step:<i>` ranges; mark steps with nsyswrap.step(i) or capture "
+                f"these reports have no NVTX ranges like {options.step_pattern!r} (the steps); mark steps "
+                "with nsyswrap.step(i), pass --step-pattern, or capture "
                 "with nsyswrap launch --annotate steps."),
         _figure("GPU time ledger per rank", ledger_bars(ledger),
                 f"Where each GPU's time went over the window ({options.describe()}; exact unions, all streams).",

@@ -6,8 +6,6 @@ with the clock offsets (and their uncertainty) that all cross-rank times rest on
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
@@ -111,7 +109,7 @@ def _alpha_beta_table(fit: pd.DataFrame) -> dict:
 
 
 def _step_time_ns(run: Run, options: ReportOptions) -> int:
-    ranges = run_module(run, "crossrank.step_phases")
+    ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
     steps = ranges[ranges["phase"].isna()]
     if options.step_from is not None:
         steps = steps[steps["step"] >= options.step_from]
@@ -171,21 +169,8 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
                     "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
     if not strag.empty and strag["phase"].isna().all():
         out.append({"what": "the phase behind the straggler's lag",
-                    "reason": "no range nested in a `step:<i>` range is longer on it than on the median rank"})
+                    "reason": "no range nested in a step range is longer on it than on the median rank"})
     return out
-
-
-@contextmanager
-def _shared_alignment(run: Run):
-    """Inside the block xr_alignment() (matching and clock alignment, which every module of
-    the section reads) returns its rows computed once: a temporary macro shadows it."""
-    run.execute("CREATE OR REPLACE TEMP TABLE nsyswrap_shared_alignment AS SELECT * FROM xr_alignment()")
-    run.execute("CREATE OR REPLACE TEMP MACRO xr_alignment() AS TABLE SELECT * FROM nsyswrap_shared_alignment")
-    try:
-        yield
-    finally:
-        run.execute("DROP MACRO TABLE IF EXISTS temp.xr_alignment")
-        run.execute("DROP TABLE IF EXISTS temp.nsyswrap_shared_alignment")
 
 
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
@@ -196,13 +181,13 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
         section["cannot_answer"].append({"what": "cross-rank analysis",
                                          "reason": "it needs the reports of two or more ranks"})
         return section
-    steps = {"step_from": options.step_from, "step_to": options.step_to}
-    with _shared_alignment(run):
-        offsets = clock_offsets(run)
-        coll = matched_collectives(run, **steps)
-        strag = stragglers(run, **steps)
-        miss = mismatches(run)
-        bw = bandwidth(run, **steps)
+    pattern = {"step_pattern": options.step_pattern}
+    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
+    offsets = clock_offsets(run, **pattern)
+    coll = matched_collectives(run, **steps)
+    strag = stragglers(run, **steps)
+    miss = mismatches(run)
+    bw = bandwidth(run, **steps)
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, _step_time_ns(run, options))

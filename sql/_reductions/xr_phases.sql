@@ -1,12 +1,15 @@
--- One row per phase of one rank: an NVTX range directly inside a `step:<i>` range on
+-- One row per phase of one rank: an NVTX range directly inside a step range on
 -- the same thread (one level deeper, ending inside it; zero-length and `coll:` ranges
 -- are not phases), with its host time (duration less the CUDA synchronize calls and
 -- collective ranges started in it: waiting for others is not lag) and the GPU time
 -- of the compute kernels launched in it. Times are session ns. xr_phase_lag() sums
 -- these per step and takes the medians over the ranks.
+-- @include metrics
+-- @reads nvtx, launches, api_calls, collectives
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pid BIGINT              Process id of the thread.
 -- @column tid BIGINT              Thread holding the step and the phase.
--- @column step BIGINT             Step index from `step:<i>`.
+-- @column step BIGINT             Step number (see step_ranges).
 -- @column phase VARCHAR           Text of the range.
 -- @column start_ns BIGINT         Range start, ns on the report's session clock.
 -- @column end_ns BIGINT           Range end, ns on the report's session clock.
@@ -26,8 +29,7 @@ WITH thread_ranges AS (
     FROM nvtx AS n
     SEMI JOIN (
         SELECT DISTINCT pid, tid
-        FROM nvtx
-        WHERE regexp_full_match(text, 'step:\d+')
+        FROM step_ranges($step_pattern)
     ) AS s
         ON s.pid = n.pid
         AND s.tid = n.tid
@@ -64,21 +66,21 @@ depths AS (
     )
     WHERE delta = 1
 ),
-step_ranges AS (
-    SELECT
-        thread,
-        depth,
-        CAST(regexp_extract(text, '^step:(\d+)$', 1) AS BIGINT) AS step,
-        start_ns,
-        end_ns
-    FROM depths
-    WHERE regexp_full_match(text, 'step:\d+')
+steps AS (
+    SELECT d.thread, d.depth, s.step, d.start_ns, d.end_ns
+    FROM depths AS d
+    JOIN (SELECT DISTINCT pid, tid, text, start_ns, end_ns, step FROM step_ranges($step_pattern)) AS s
+        ON s.pid = d.pid
+        AND s.tid = d.tid
+        AND s.text = d.text
+        AND s.start_ns = d.start_ns
+        AND s.end_ns = d.end_ns
 ),
 candidates AS (
     -- Only ranges one level below some step of their thread can be phases.
     SELECT c.*
     FROM depths AS c
-    SEMI JOIN (SELECT DISTINCT thread, depth FROM step_ranges) AS s
+    SEMI JOIN (SELECT DISTINCT thread, depth FROM steps) AS s
         ON s.thread = c.thread
         AND s.depth + 1 = c.depth
     WHERE c.text NOT LIKE 'coll:%'
@@ -86,7 +88,7 @@ candidates AS (
 phases AS (
     SELECT c.thread, c.pid, c.tid, s.step, c.text AS phase, c.start_ns, c.end_ns
     FROM candidates AS c
-    ASOF JOIN step_ranges AS s
+    ASOF JOIN steps AS s
         ON s.thread = c.thread
         AND s.start_ns <= c.start_ns
     WHERE c.depth = s.depth + 1

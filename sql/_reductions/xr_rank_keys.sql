@@ -4,6 +4,7 @@
 -- (ranges when every report has some) and matches the keys across ranks.
 -- kernel_*: the NCCL kernels launched inside the range on the same thread (for a
 -- kernel key: its kernels on all devices). Times are session ns.
+-- @reads kernels, launches, collectives
 -- @column keyed VARCHAR           range or kernel: how the key was made.
 -- @column pg VARCHAR              Process group id ('nccl:<Op>' for kernel keys).
 -- @column seq BIGINT              Sequence number in the group.

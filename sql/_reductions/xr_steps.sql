@@ -1,12 +1,9 @@
--- One row per `step:<i>` NVTX range of one rank: its step number and span (session
--- ns). Read by the cross-rank macros and modules as the view xr_steps.
--- @column step BIGINT             Step index from `step:<i>`.
+-- One row per step range of one rank (see step_ranges in sql/_macros/metrics.sql):
+-- its step number and span (session ns). Read by the cross-rank objects.
+-- @include metrics
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @column step BIGINT             Step number.
 -- @column start_ns BIGINT         Range start, ns on the report's session clock.
 -- @column end_ns BIGINT           Range end, ns on the report's session clock.
-SELECT
-    CAST(regexp_extract(text, '^step:(\d+)$', 1) AS BIGINT) AS step,
-    start_ns,
-    end_ns
-FROM nvtx
-WHERE regexp_full_match(text, 'step:\d+')
-    AND event_type <> 'mark'
+SELECT step, start_ns, end_ns
+FROM step_ranges($step_pattern)

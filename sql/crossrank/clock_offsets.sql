@@ -7,6 +7,9 @@
 -- some rank). aligned time = utc_epoch_ns + session time + offset_ns. A rank
 -- that shares no matched collective with the reference rank keeps offset 0
 -- (source utc).
+-- @scope run
+-- @reads xr_clock_offsets
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank INTEGER             Rank of the report.
 -- @column utc_epoch_ns BIGINT      UTC of the report's session clock zero (ns).
 -- @column offset_ns BIGINT         Added to UTC time (ns); 0 for the reference.
@@ -20,5 +23,5 @@
 -- @column source VARCHAR           kernel (NCCL kernel ends), nvtx (collective
 --                                  range ends) or utc (no shared collective).
 SELECT *
-FROM xr_clock_offsets()
+FROM xr_clock_offsets
 ORDER BY rank

@@ -6,6 +6,8 @@
 -- they are not joined). A group's ranks are those that issued any collective in
 -- it; groups seen on one rank only are not checked. Keys as in
 -- crossrank.collectives.
+-- @scope run
+-- @reads xr_collective_keys
 -- @column pg VARCHAR               Process group id.
 -- @column seq BIGINT               Sequence number in the group.
 -- @column ops VARCHAR              Ops seen under this key, comma-separated.
@@ -17,7 +19,7 @@
 -- @column reason VARCHAR           op differs, bytes differ, duplicate, missing
 --                                  or after divergence.
 WITH keys AS (
-    SELECT * FROM xr_collective_keys()
+    SELECT * FROM xr_collective_keys
 ),
 group_members AS (
     SELECT pg, list(DISTINCT rank ORDER BY rank) AS members

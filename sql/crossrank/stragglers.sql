@@ -5,6 +5,9 @@
 -- crossrank.phase_lag). Times are in aligned run time (see
 -- crossrank.collectives); steps without matched collectives have no row, and
 -- with step_from / step_to the run row covers only those steps.
+-- @scope run
+-- @reads xr_collectives, xr_phase_lag
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step index, NULL for the whole run.
@@ -28,7 +31,7 @@ WITH arrivals AS (
         rank = last_rank AS is_last,
         lag_ns,
         sum(wait_ns) OVER (PARTITION BY pg, seq) AS collective_wait_ns
-    FROM xr_collectives($step_from, $step_to)
+    FROM xr_collectives
 ),
 scopes AS (
     SELECT
@@ -62,7 +65,7 @@ phase_excess AS (
         sum(greatest(host_ns - host_median_ns, gpu_ns - gpu_median_ns))::BIGINT
             AS excess_ns,
         count(*) AS steps
-    FROM xr_phase_lag($step_from, $step_to)
+    FROM xr_phase_lag
     GROUP BY GROUPING SETS ((step, rank, phase), (rank, phase))
 ),
 top_phase AS (
