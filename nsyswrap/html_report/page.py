@@ -159,8 +159,7 @@ def _plots(run: Run, options: ReportOptions) -> str:
                 f"Steps {shown[0]}–{shown[-1]} of {len(steps)} on aligned run time (ms since the reference "
                 "rank's aligned session start); bars are the ranges nested in each step, red marks are waits "
                 "inside collectives." if shown else "",
-                f"these reports have no NVTX ranges like {options.step_pattern!r} (the steps); mark steps "
-                "with nsyswrap.step(i), pass --step-pattern, or capture "
+                "these reports have no `step:<i>` ranges; mark steps with nsyswrap.step(i) or capture "
                 "with nsyswrap launch --annotate steps."),
         _figure("GPU time ledger per rank", ledger_bars(ledger),
                 f"Where each GPU's time went over the window ({options.describe()}; exact unions, all streams).",
