@@ -45,8 +45,9 @@ if args[0] == "export":
     sys.exit(0)
 program = next(i for i, a in enumerate(args) if i > 0 and not a.startswith("-"))
 flaky = os.environ.get("NSYS_STANDIN_FAIL_ONCE")  # die before the program starts, once, leaving an agent
+# (-I: like nsys's agent, not a Python program that would report itself as started)
 if flaky and not os.path.exists(flaky):
-    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--start-agent"],
+    agent = subprocess.Popen([sys.executable, "-I", "-c", "import time; time.sleep(120)", "--start-agent"],
                              start_new_session=True)
     open(flaky, "w").write(str(agent.pid))
     sys.exit(1)
