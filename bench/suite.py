@@ -74,11 +74,13 @@ def fresh_cache(name: str) -> Path:
 
 
 def drop_results(cache: Path) -> Callable[[], None]:
-    """What deletes the cached per-report results (`<cache>/<report>/results`), keeping the
-    normalized views and reductions: the next call computes its metrics again."""
+    """What deletes the cached per-report results (`<cache>/<report>/results` and the stored
+    objects and module rows in `objects/`), keeping the normalized views and the cross-rank reductions
+    (`objects/xr_*`): the next call computes its metrics again."""
     def drop() -> None:
-        for results in cache.glob("*/results"):
-            shutil.rmtree(results)
+        for results in [*cache.glob("*/results"), *cache.glob("*/objects/*")]:
+            if not results.name.startswith("xr_"):
+                shutil.rmtree(results)
 
     return drop
 
@@ -116,7 +118,7 @@ def main_suite(session: Session, run: Path) -> None:
     session.measure("extract", "diagnostic: ADBC extraction of the kernel/runtime/NVTX columns only",
                     ["extract", run, *j])
     for name, module in catalog().items():  # each the first call of that module on the cached views
-        scope, state = ("rank", "results computed") if module.per_rank else ("run", "computed on the run")
+        scope, state = ("report", "results computed") if module.per_report else ("run", "computed on the run")
         session.measure(f"module:{name}", f"module {name} (scope {scope}), views cached, {state}",
                         ["modules", run, "--name", name, *j], cache=cache, before=drop_results(cache),
                         timeout_s=MODULE_TIMEOUT_S, scope=scope)

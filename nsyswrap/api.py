@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsyswrap.cache import VIEWS
-from nsyswrap.queries import catalog, parse, run_module
+from nsyswrap import sql_objects
+from nsyswrap.connection import VIEWS
+from nsyswrap.queries import catalog, run_module
 from nsyswrap.run import DEFAULT_OPENER, Opener
 from nsyswrap.sql_guard import check_read_only, lock
-from nsyswrap.sql_files import sql_root
 
 
 def query(name: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
@@ -55,6 +55,6 @@ def views_table() -> pd.DataFrame:
     rows = [{"view": "*", "column": "rank", "type": "INTEGER", "doc": "Rank of the report."},
             {"view": "*", "column": "report", "type": "VARCHAR", "doc": "Path of the report."}]
     for view in VIEWS:
-        module = parse(sql_root() / "_views" / f"{view}.sql", view)
+        module = sql_objects.get(view)
         rows += [{"view": view, "column": c.name, "type": c.type, "doc": c.doc} for c in module.columns]
     return pd.DataFrame(rows)

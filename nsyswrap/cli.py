@@ -85,6 +85,8 @@ Output = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE"
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 Params = Annotated[list[str], typer.Option("--param", "-p", metavar="NAME=VALUE", help="Query parameter NAME=VALUE (repeatable).")]
 RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", help="Regex with one group that finds the rank in a file name.")]
+Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")]
+StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
@@ -229,9 +231,9 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="table for people; json: every figure with its unit, null with a reason.")] = ReportFormat.table,
     output: Output = None,
     force: Force = False,
-    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")] = None,
+    steps: Steps = None,
     window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")] = None,
-    step_pattern: Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
+    step_pattern: StepPattern = "step:%",
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
     engine: EngineOpt = EngineName.local,
@@ -301,7 +303,8 @@ def diff(
 def timeline(
     reports: Reports,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],
-    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Only steps A to B-1, e.g. 2:5 (default: every step).")] = None,
+    steps: Steps = None,
+    step_pattern: StepPattern = "step:%",
     max_events: Annotated[Optional[int], typer.Option("--max-events", min=1, metavar="N", help="Keep at most this many events, longest first [default: 100,000].")] = None,
     force: Force = False,
     rank_pattern: RankPattern = r"rank(\d+)",
@@ -316,11 +319,9 @@ def timeline(
     from nsyswrap.report import ReportOptions
     from nsyswrap.timeline import write_timeline
 
-    window = ReportOptions.parse(steps)
     limit = {} if max_events is None else {"max_events": max_events}
     opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
-    events = write_timeline(reports, output, start_step=window.step_from,
-                            end_step=None if window.step_to is None else window.step_to - 1,
+    events = write_timeline(reports, output, ReportOptions.parse(steps, None, step_pattern),
                             opener=opener, force=force, **limit)
     print(f"wrote {output}: {events:,} events")
 

@@ -31,6 +31,11 @@ def idle_gaps(run: Run, **params) -> pd.DataFrame:
     return run_module(run, "gaps.idle", **params)
 
 
+def gaps_by_cause(run: Run, **params) -> pd.DataFrame:
+    """Idle gaps per (rank, device, cause): how many, summed and longest duration."""
+    return run_module(run, "gaps.by_cause", **params)
+
+
 def gap_histogram(run: Run, **params) -> pd.DataFrame:
     """Idle gaps per (rank, device, cause) in decade length buckets."""
     return run_module(run, "gaps.histogram", **params)

@@ -18,12 +18,17 @@ from nsyswrap.errors import NsysWrapError
 def precompute(reports: list[Path]) -> None:
     """Normalize `reports` and cache their reductions and per-rank results, in this
     process: the rank's node does its own share."""
+    from nsyswrap import planner, sql_objects
     from nsyswrap.report import ReportOptions, build_report
     from nsyswrap.run import Opener
 
     with Opener(jobs=1).open(reports) as run:
+        run.store_per_report = True
         build_report(run, ReportOptions())
-        run.con  # noqa: B018  (builds every reduction: the cross-rank section's, the timeline's)
+        # every per-report object (the cross-rank section's, the timeline's), default parameters
+        wanted = [n for o in sql_objects.objects().values() for n in sql_objects.needs(o.name)
+                  if sql_objects.get(n).kind == "report"]
+        planner._stored(run, [(n, {}) for n in dict.fromkeys(wanted)])
 
 
 def export_and_precompute(reports: list[Path], nsys: str) -> str | None:

@@ -1,5 +1,5 @@
 """Results too large to hold, written straight to a file: a per-rank module's rows are
-computed per report (each report's rows cached as Parquet by `Run.per_report`) and DuckDB
+computed per report (each report's rows stored as Parquet by the planner) and DuckDB
 copies them to the output in the module's order, so the main process never holds them
 (`gaps.launch_latency` is 8 M rows on 8 ranks of 1 M kernels)."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsyswrap.connection import quote
-from nsyswrap.queries import _module_on_report, bind, get, run_module
+from nsyswrap import planner
+from nsyswrap.queries import bind, get, run_module
 from nsyswrap.run import Run
 
 FORMATS = {"csv": "FORMAT csv, HEADER", "parquet": "FORMAT parquet"}
@@ -18,9 +19,9 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
     the number of rows. A module of scope run (small: cross-rank) goes through a DataFrame."""
     module = get(name)
     values = bind(module, params)
-    if module.per_rank:
-        files = run.per_report_files(_module_on_report, {"module": name, **values})["rows"]
-        keys = module.order()
+    if module.per_report and run.cached:
+        files, = planner._stored(run, [(name, values)])
+        keys = list(module.order)
         if not keys or keys[0] == ("rank", False):
             # Reports in rank order, each one's rows in order: DuckDB keeps the order of the
             # files and of their rows (preserve_insertion_order), nothing to sort or hold.

@@ -12,6 +12,7 @@ from pathlib import Path
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.output import check_writable
 from nsyswrap.queries import run_module
+from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import DEFAULT_OPENER, Opener, Run
 
 DEFAULT_MAX_EVENTS = 100_000
@@ -24,18 +25,22 @@ def _track_order(track: str) -> tuple[int, str]:
 
 def chrome_trace(
     run: Run,
+    options: ReportOptions = ReportOptions(),
     *,
-    start_step: int | None = None,
-    end_step: int | None = None,
     max_events: int = DEFAULT_MAX_EVENTS,
 ) -> dict:
-    """The trace as a Chrome trace-event dict (`traceEvents`, times in µs)."""
+    """The trace of the steps `options` selects (steps found by its step pattern) as a
+    Chrome trace-event dict (`traceEvents`, times in µs)."""
     if max_events < 1:
         raise NsysWrapError("--max-events", f"is {max_events}", "give a positive number of events")
-    events = run_module(run, "crossrank.trace_events",
-                        start_step=start_step, end_step=end_step, max_events=max_events)
+    if options.window_nvtx:
+        raise NsysWrapError("--window-nvtx", "does not apply to a timeline",
+                            "select steps with --steps FROM:TO")
+    events = run_module(run, "crossrank.trace_events", step_pattern=options.step_pattern,
+                        step_from=options.step_from, step_to=options.step_to,
+                        max_events=max_events)
     if events.empty:
-        where = "the run" if start_step is None and end_step is None else f"steps {start_step}..{end_step}"
+        where = "the run" if not options.limits_window else options.describe()
         raise NsysWrapError(where, "has no events",
                             "check the step numbers with `nsyswrap query crossrank.step_phases`")
     out = []
@@ -67,9 +72,8 @@ def chrome_trace(
 def write_timeline(
     reports: list[str | Path],
     output: Path,
+    options: ReportOptions = ReportOptions(),
     *,
-    start_step: int | None = None,
-    end_step: int | None = None,
     max_events: int = DEFAULT_MAX_EVENTS,
     opener: Opener = DEFAULT_OPENER,
     force: bool = False,
@@ -77,6 +81,6 @@ def write_timeline(
     """Write the aligned trace of the reports to `output`; returns the number of events."""
     check_writable(output, force)
     with opener.open(reports) as run:
-        trace = chrome_trace(run, start_step=start_step, end_step=end_step, max_events=max_events)
+        trace = chrome_trace(run, options, max_events=max_events)
     output.write_text(json.dumps(trace, separators=(",", ":")))
     return trace["otherData"]["events"]

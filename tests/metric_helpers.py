@@ -5,13 +5,11 @@ import json
 import sqlite3
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 from nsyswrap import open_run
-from nsyswrap.cache import VIEWS
+from nsyswrap.connection import VIEWS, session
 from nsyswrap.run import Run
-from nsyswrap.sql_files import sql_root
 
 from report_builder import global_pid, make_report
 
@@ -38,16 +36,16 @@ def add_copies(path: Path, copies: list[tuple], pid: int = 100) -> Path:
 
 
 def table_run(tmp_path: Path) -> Run:
-    """A Run whose views are empty in-memory tables of the same columns, macros loaded:
-    tests fill `kernels` directly (fast enough for property tests)."""
+    """A Run whose views are empty in-memory tables of the same columns: tests fill
+    `kernels` directly (fast enough for property tests); the planner computes objects
+    on the connection, again for every query (the tables change)."""
     schema = make_report(tmp_path / "schema.sqlite", kernels=[(0, 1, 0, 1, "k")])
     with open_run([schema]) as template:
         schemas = {v: template.con.execute(f"DESCRIBE {v}").df() for v in VIEWS}
-    con = duckdb.connect()
+    con = session(memory_limit="1GB", spill_dir=tmp_path / "spill")
     for view, cols in schemas.items():
         columns = ", ".join(f'"{n}" {t}' for n, t in zip(cols.column_name, cols.column_type))
         con.execute(f"CREATE TABLE {view} ({columns})")
-    con.execute((sql_root() / "_macros" / "metrics.sql").read_text())
     return Run(con, [], tmp_path / "spill")
 
 

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 
 from nsyswrap import open_run
-from nsyswrap.cache import VIEWS
-from nsyswrap.connection import reduction_names
+from nsyswrap import sql_objects
+from nsyswrap.connection import VIEWS
 from nsyswrap.crossrank import (
     bandwidth, clock_offsets, comm_split, fit_alpha_beta, matched_collectives, mismatches, phase_lag, stragglers,
 )
-from nsyswrap.queries import catalog
+from nsyswrap.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.sql_files import sql_root
@@ -187,11 +187,10 @@ def test_step_window_limits_collectives_and_stragglers(planted):
 
 
 def test_no_copied_sql_blocks_and_every_cte_is_used():
-    """Shared logic lives in the xr_* macros of sql/_macros/crossrank.sql and the per-rank
-    reductions of sql/_reductions, not in copies; no CTE is named like a view or a reduction
-    (inside a macro it would replace it)."""
+    """Shared logic lives in the xr_* run objects of sql/_run and the per-report objects
+    of sql/_reductions, not in copies; no CTE is named like a view or an object."""
     paths = [*(sql_root() / "crossrank").glob("*.sql"), *(sql_root() / "_reductions").glob("*.sql"),
-             sql_root() / "_macros" / "crossrank.sql"]
+             *(sql_root() / "_run").glob("*.sql")]
     for path in paths:
         text = path.read_text()
         assert "-- shared:" not in text, f"{path.name} still holds a copied block"
@@ -199,7 +198,7 @@ def test_no_copied_sql_blocks_and_every_cte_is_used():
         ctes = re.findall(r"^(?:WITH )?(\w+) AS (?:NOT )?(?:MATERIALIZED )?\(", code, re.M)
         unused = [c for c in ctes if len(re.findall(rf"\b{c}\b", code)) < 2]
         assert not unused, f"{path.name} defines unused CTEs {unused}"
-        assert not set(ctes) & {*VIEWS, *reduction_names()}, f"{path.name} names a CTE like a view or reduction"
+        assert not set(ctes) & {*VIEWS, *sql_objects.objects()}, f"{path.name} names a CTE like a view or object"
 
 
 def test_events_are_stored_longest_first_up_to_the_default_max_events():
@@ -214,7 +213,7 @@ def test_every_crossrank_module_runs_on_one_report(tmp_path):
     make_report(tmp_path / "rank0.sqlite", nvtx=[(0, 100, "step:0"), (10, 20, "forward")])
     with _open(tmp_path) as run:
         for name in [n for n in catalog() if n.startswith("crossrank.")]:
-            run.df(catalog()[name].sql, {p.name: p.default for p in catalog()[name].params})
+            run_module(run, name)
         section = crossrank_section(run, ReportOptions())
     assert section["tables"] == [] and section["cannot_answer"][0]["what"] == "cross-rank analysis"
 

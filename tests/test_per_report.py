@@ -2,33 +2,29 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from nsyswrap import open_run
+from nsyswrap import open_run, planner
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.pool import map_reports
-from nsyswrap.queries import bind, catalog, run_module
+from nsyswrap.queries import bind, catalog, run_module, run_modules
+from nsyswrap.report import report
 
 from conftest import FIXTURES
 
 RUN = FIXTURES / "run4_straggler"
-CALLS: list[int] = []
 
 
 def _fail_on_two(item: int) -> int:
     if item == 2:
         raise NsysWrapError(f"report {item}", "is broken", "fix it")
     return item * 10
-
-
-def _count_kernels(run, params):
-    CALLS.append(len(run.reports))
-    return {"kernels": run.df("SELECT rank, count(*) AS n FROM kernels WHERE dur_ns >= $min "
-                              "GROUP BY rank", params)}
 
 
 def test_workers_return_in_order_and_pass_errors_intact():
@@ -38,27 +34,40 @@ def test_workers_return_in_order_and_pass_errors_intact():
     assert (err.value.where, err.value.problem, err.value.fix) == ("report 2", "is broken", "fix it")
 
 
-def test_per_report_results_are_cached_per_params():
-    CALLS.clear()
+def test_per_report_results_are_computed_once_per_params(tmp_path, monkeypatch):
+    """Several modules at once: computed per report in one pool pass, stored under a key of
+    their parameters, read back on the next call; other parameters compute anew."""
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path))
+    wanted = {"a": ("kernels.summary", {}), "b": ("ledger.devices", {}),
+              "c": ("kernels.summary", {"min_dur_ns": 10**9})}
+
+    def stored() -> set[Path]:
+        return set(tmp_path.glob("*/objects/*"))
+
     with open_run([RUN], jobs=1) as run:
-        first = run.per_report(_count_kernels, {"min": 0})["kernels"]
-        again = run.per_report(_count_kernels, {"min": 0})["kernels"]
-        assert CALLS == [1, 1, 1, 1]  # once per report, then from the cache
-        run.per_report(_count_kernels, {"min": 10**9})
-        assert CALLS == [1] * 8
-    pd.testing.assert_frame_equal(first, again)
-    assert first["rank"].tolist() == [0, 1, 2, 3]
-    with open_run([RUN]) as run:
+        first = run_modules(run, wanted)
+        after_first = stored()
+        again = run_modules(run, wanted)
+        assert stored() == after_first  # nothing computed again
+        run_modules(run, {"d": ("kernels.summary", {"min_dur_ns": 1})})
+        assert len(stored() - after_first) == 4  # one per report
         expected = run.df("SELECT rank, count(*) AS n FROM kernels GROUP BY rank ORDER BY rank")
-    pd.testing.assert_frame_equal(first, expected, check_dtype=False)
+    for key in wanted:
+        pd.testing.assert_frame_equal(first[key], again[key])
+    assert first["c"].empty
+    assert first["a"].groupby("rank")["count"].sum().tolist() == expected.n.tolist()
 
 
-@pytest.mark.parametrize("name", [n for n in sorted(catalog()) if catalog()[n].per_rank])
+@pytest.mark.parametrize("name", [n for n in sorted(catalog()) if catalog()[n].per_report])
 def test_per_rank_module_equals_one_query_over_the_run(name):
+    """Rows computed per report and merged in the declared @order equal the module run
+    once over the views of the whole run."""
     module = catalog()[name]
     with open_run([RUN]) as run:
         merged = run_module(run, name)
-        whole = run.df(module.sql, bind(module, {}))
+        params = bind(module, {})
+        planner.prepare(run, name, params)
+        whole = run.connection.execute(module.sql, module.bound(params)).df()
     pd.testing.assert_frame_equal(merged, whole, check_dtype=False)
 
 
@@ -72,13 +81,41 @@ def test_scripts_without_a_main_guard_can_use_workers(tmp_path):
     assert (done.returncode, done.stdout.strip()) == (0, "4"), done.stderr[-500:]
 
 
-def test_reductions_are_built_when_first_read(tmp_path, monkeypatch):
+def test_objects_are_built_when_first_read_and_only_what_is_declared(tmp_path, monkeypatch):
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path))
+
+    def built(name: str) -> list[bool]:
+        return [any((c.views_dir / "objects").glob(f"{name}-*")) for c in run.cached]
+
     with open_run([RUN]) as run:
-        events = [c.reductions_dir / "xr_events.parquet" for c in run.cached]
-        keys = [c.reductions_dir / "xr_rank_keys.parquet" for c in run.cached]
-        assert not any(p.exists() for p in events + keys)  # opening builds none
+        assert not any(built("xr_events") + built("xr_rank_keys"))  # opening builds none
+        run.df("SELECT 1 AS x -- xr_events")  # words in SQL text build nothing
+        assert not any(built("xr_events"))
+        assert run.df("SELECT count(*) AS n FROM step_ranges('step:%')").n[0] > 0  # macros
         run_module(run, "crossrank.clock_offsets")
-        assert all(p.exists() for p in keys) and not any(p.exists() for p in events)
+        assert all(built("xr_rank_keys")) and not any(built("xr_events"))
         assert len(run_module(run, "crossrank.trace_events", max_events=5)) == 5
-        assert all(p.exists() for p in events)
+        assert all(built("xr_events"))
+
+
+def test_window_parameters_reach_every_module_that_reads_a_shared_object():
+    """One object per parameter set: a module asked for other window parameters gets its
+    own, not the last one computed (run2 rank 0: the whole activity, then step 1)."""
+    with open_run([FIXTURES / "run2" / "rank0.sqlite"]) as run:
+        whole = run_module(run, "ledger.devices")
+        step = run_module(run, "ledger.devices", step_from=1, step_to=2)
+        again = run_module(run, "ledger.devices")
+    assert whole.span_ns.tolist() == [7_743_832] and step.span_ns.tolist() == [2_256_132]
+    pd.testing.assert_frame_equal(whole, again)
+
+
+def test_paths_with_quotes_work(tmp_path, monkeypatch):
+    """Every path reaches SQL bound or quoted: a cache directory and reports named with
+    an apostrophe work."""
+    here = tmp_path / "it's here"
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(here / "cache"))
+    run_dir = shutil.copytree(FIXTURES / "run2", here / "run")
+    result = report([run_dir])
+    sections = {s["id"]: s for s in result["sections"]}
+    assert sections["single_rank"]["tables"] and sections["crossrank"]["tables"]
+    assert any((here / "cache").rglob("rows.parquet"))

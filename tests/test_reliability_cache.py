@@ -40,14 +40,12 @@ def _truncate(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
-    """(report, its complete cache entry: views, every reduction, per-rank results)."""
+    """(report, its complete cache entry: views, per-report objects, per-rank results)."""
     folder = tmp_path_factory.mktemp("built")
     report = Path(shutil.copy(REPORT, folder / "rank0.sqlite"))
     saved, os.environ["NSYSWRAP_CACHE_DIR"] = os.environ["NSYSWRAP_CACHE_DIR"], str(folder / "cache")
     try:
-        nsyswrap.report.report([report])  # per-rank results
-        with nsyswrap.open_run([report]) as run:
-            run.con  # every reduction
+        nsyswrap.report.report([report])  # per-report objects and results
     finally:
         os.environ["NSYSWRAP_CACHE_DIR"] = saved
     (entry,) = [p for p in (folder / "cache").iterdir() if p.is_dir()]
@@ -59,7 +57,7 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
     lambda entry: (entry / "nvtx.parquet").unlink(),
     lambda entry: (entry / "session.parquet").write_bytes(b"PAR1 not really"),
     lambda entry: _truncate(next(entry.glob("results/*/*.parquet"))),
-    lambda entry: _truncate(next(entry.glob("reductions-*/*.parquet"))),
+    lambda entry: _truncate(next(entry.glob("objects/*/rows.parquet"))),
 ], ids=["truncated-view", "missing-view", "garbage-view", "truncated-result", "truncated-reduction"])
 def test_a_damaged_entry_is_rebuilt_and_said_so(cli, cache, built, damage):
     report, pristine = built

@@ -36,7 +36,7 @@ def test_one_report_and_the_row_count(tmp_path):
 
 
 def test_streamed_modules_are_per_rank():
-    assert all(catalog()[name].per_rank for name in MODULES[:3]) and not catalog()[MODULES[3]].per_rank
+    assert all(catalog()[name].per_report for name in MODULES[:3]) and not catalog()[MODULES[3]].per_report
 
 
 def test_existing_file_is_kept(cli, tmp_path):

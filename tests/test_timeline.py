@@ -7,6 +7,7 @@ import pytest
 
 from nsyswrap import open_run
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.report.options import ReportOptions
 from nsyswrap.timeline import chrome_trace
 
 from crossrank_runs import planted_run
@@ -51,10 +52,10 @@ def test_nccl_kernels_end_at_the_same_aligned_instant_on_every_rank(run_dir):
 def test_step_window_and_event_budget_bound_the_trace(run_dir):
     out, _ = run_dir
     with open_run([out]) as run:
-        window = chrome_trace(run, start_step=2, end_step=2)
+        window = chrome_trace(run, ReportOptions(step_from=2, step_to=3))
         small = chrome_trace(run, max_events=5)
         with pytest.raises(NsysWrapError, match="has no events"):
-            chrome_trace(run, start_step=50)
+            chrome_trace(run, ReportOptions(step_from=50))
     step = [e for e in _spans(window) if e["name"].startswith("step:")]
     assert {e["name"] for e in step} == {"step:2"}
     lo, hi = min(e["ts"] for e in step), max(e["ts"] + e["dur"] for e in step)

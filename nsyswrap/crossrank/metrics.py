@@ -1,6 +1,7 @@
 """Cross-rank metrics, one function each: a thin call of its `sql/crossrank/` module.
 
-Those with steps take `step_from` / `step_to` (half-open step numbers, default all).
+Those with steps take `step_from` / `step_to` (half-open step numbers, default all);
+those that read steps take `step_pattern` (LIKE pattern of the step ranges).
 """
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from nsyswrap.queries import run_module
 from nsyswrap.run import Run
 
 
-def clock_offsets(run: Run) -> pd.DataFrame:
+def clock_offsets(run: Run, **params) -> pd.DataFrame:
     """Per rank: offset to rank 0's clock, shift to run time, uncertainty and source."""
-    return run_module(run, "crossrank.clock_offsets")
+    return run_module(run, "crossrank.clock_offsets", **params)
 
 
 def matched_collectives(run: Run, **params) -> pd.DataFrame:

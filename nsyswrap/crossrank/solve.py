@@ -1,7 +1,8 @@
 """The run-scope part of the cross-rank analysis, done once per open run in Python over
 small per-report frames: match the collective calls (nsyswrap.crossrank.matching), solve
 the clocks (nsyswrap.crossrank.alignment) and time every matched collective on the run
-clock. The results become the tables the macros of `sql/_macros/crossrank.sql` read:
+clock. The results are run objects of `sql/_run` (the planner calls `build` for them,
+once per run and step_pattern; their SQL bodies only declare and type them):
 
 * `xr_keys`: one row per rank and collective call of the chosen kind, with its verdict.
 * `xr_groups`: one row per group found: members, how found, captured vs group size.
@@ -48,8 +49,18 @@ ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "
                    "wait_ns", "lag_ns", "last_rank", "skew_ns", "transfer_ns", "threshold_ns", "significant"]
 
 
-def prepare(run) -> None:
-    """Create the run-scope tables on `run`'s connection (once)."""
+def build(run, name: str, params: dict, table: str) -> None:
+    """Planner builder (nsyswrap.planner.python_built) of run object `name` (one of
+    RUN_SCOPE_TABLES) into table `table`: the solve runs once per run and step_pattern
+    (the only parameter of what it reads), its six frames kept on the run."""
+    key = params.get("step_pattern", "step:%")
+    if key not in run.solved or not run.cached:  # hand-made tables may change
+        run.solved[key] = solved(run)
+    _table(run, table, run.solved[key][name])
+
+
+def solved(run) -> dict[str, pd.DataFrame]:
+    """The run-scope frames, by table name, over the objects bound on `run` now."""
     keys = run.df("SELECT * FROM xr_rank_keys")
     members = member_ranks(run.df("SELECT rank, pid, device FROM xr_processes"), keys, run.reports)
     reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
@@ -71,12 +82,14 @@ def prepare(run) -> None:
     groups = groups.copy()
     groups["spans_hosts"] = [len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1
                              for ms in groups["members"]]
-    _table(run, "xr_keys", calls[KEY_COLUMNS])
-    _table(run, "xr_groups", groups[[*GROUP_COLUMNS, "spans_hosts"]])
-    _table(run, "xr_clock", clock[[*CLOCK_COLUMNS, *MEMBER_EXTRA]])
-    _table(run, "xr_aligned", aligned[ALIGNED_COLUMNS])
-    _table(run, "xr_member_steps", steps[["rank", "step", "start_ns", "end_ns"]])
-    _table(run, "xr_member_phases", phases[PHASE_COLUMNS])
+    out = {}
+    out["xr_keys"] = calls[KEY_COLUMNS]
+    out["xr_groups"] = groups[[*GROUP_COLUMNS, "spans_hosts"]]
+    out["xr_clock"] = clock[[*CLOCK_COLUMNS, *MEMBER_EXTRA]]
+    out["xr_aligned"] = aligned[ALIGNED_COLUMNS]
+    out["xr_member_steps"] = steps[["rank", "step", "start_ns", "end_ns"]]
+    out["xr_member_phases"] = phases[PHASE_COLUMNS]
+    return out
 
 
 def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.DataFrame,
@@ -97,8 +110,7 @@ def _table(run, name: str, frame: pd.DataFrame) -> None:
     view = f"nsyswrap_frame_{name}"
     con.register(view, frame.astype(object).where(frame.notna(), None) if len(frame) else frame)
     columns = ", ".join(f'CAST("{c}" AS {TYPES[c]}) AS "{c}"' for c in frame.columns)
-    con.execute(f"DROP VIEW IF EXISTS {name}")  # a stand-in of sql/_macros/crossrank.sql
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {columns} FROM {view}")
+    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT {columns} FROM {view}')
     con.unregister(view)
 
 

@@ -146,8 +146,8 @@ def _diagnosis_html(report: dict) -> str:
 def _plots(run: Run, options: ReportOptions) -> str:
     """The three plots, over the report's steps (the first MAX_STEPS of them on the timeline)."""
     lo, hi = options.step_from, options.step_to
-    ranges = run_module(run, "crossrank.step_phases")
-    coll = matched_collectives(run, step_from=lo, step_to=hi)
+    ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
+    coll = matched_collectives(run, step_pattern=options.step_pattern, step_from=lo, step_to=hi)
     steps = sorted(s for s in ranges["step"].dropna().unique().astype(int).tolist()
                    if (lo is None or s >= lo) and (hi is None or s < hi))
     shown = steps[:MAX_STEPS]

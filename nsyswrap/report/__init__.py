@@ -14,9 +14,9 @@ appended there. A section dict has:
 """
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from nsyswrap.planner import nsyswrap_version
 from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.report.data_quality import data_quality_section
 from nsyswrap.report.diagnosis import diagnose
@@ -36,7 +36,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
     """Every section of SECTIONS for an open run, and the diagnosis drawn from them."""
     report = {
         "tool": "nsyswrap",
-        "version": _version(),
+        "version": nsyswrap_version(),
         "reports": [{"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source}
                     for r in run.reports],
         "options": options.window_params(),
@@ -51,9 +51,3 @@ def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *
     with opener.open(inputs) as run:
         return build_report(run, options)
 
-
-def _version() -> str | None:
-    try:
-        return version("nsyswrap")
-    except PackageNotFoundError:
-        return None

@@ -11,6 +11,7 @@ import pandas as pd
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import (bandwidth, clock_offsets, comm_split, matched_collectives,
                                         mismatches, stragglers)
+from nsyswrap import planner
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import ReportOptions
@@ -131,7 +132,7 @@ def _alpha_beta_table(fit: pd.DataFrame) -> dict:
 
 
 def _step_time_ns(run: Run, options: ReportOptions) -> int:
-    ranges = run_module(run, "crossrank.step_phases")
+    ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
     steps = ranges[ranges["phase"].isna()]
     if options.step_from is not None:
         steps = steps[steps["step"] >= options.step_from]
@@ -212,7 +213,7 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
                     "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
     if not strag.empty and strag["phase"].isna().all():
         out.append({"what": "the phase behind the straggler's lag",
-                    "reason": "no range nested in a `step:<i>` range is longer on it than on the median rank"})
+                    "reason": "no range nested in a step range is longer on it than on the median rank"})
     return out
 
 
@@ -227,7 +228,9 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
                                          "ranks (reports, or processes with GPU work in one report)"})
         return section
-    steps = {"step_from": options.step_from, "step_to": options.step_to}
+    pattern = {"step_pattern": options.step_pattern}
+    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
+    offsets = clock_offsets(run, **pattern)
     coll = matched_collectives(run, **steps)
     strag = stragglers(run, **steps)
     miss = mismatches(run)
@@ -246,6 +249,7 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
             _waits_table(coll),
             _comm_split_table(split),
         ]
+    planner.bind(run, "xr_groups", pattern)  # a run object of the solve (nsyswrap.crossrank.solve)
     groups = run.df("SELECT * FROM xr_groups ORDER BY pg")
     if not groups.empty:
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "

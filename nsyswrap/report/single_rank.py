@@ -3,18 +3,15 @@ NVTX GPU time per (rank, device), with a verdict and recommendations."""
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 
 import pandas as pd
 
-from nsyswrap import metrics
+from nsyswrap.queries import run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import Evidence, Totals, naive_note, recommendations, verdict
 from nsyswrap.run import Run
 
-NSYSWRAP_CONTEXT = "^(fwd|bwd|coll):"
-ANY_CONTEXT = "."
 TOP_EXPOSED = 10
 TOP_RANGES = 15
 TINY_KERNEL_NS = 10_000
@@ -25,7 +22,7 @@ NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with 
 
 def single_rank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout)."""
-    frames = run.per_report(single_rank_frames, options.window_params())
+    frames = single_rank_frames(run, options)
     ledger, gaps, steps, by_text, launch = (
         frames[k] for k in ("ledger", "gaps", "steps", "by_text", "launch"))
     exposure = frames["exposure"].sort_values(  # collectives.exposure's order, over all ranks
@@ -59,73 +56,25 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     }
 
 
-def single_rank_frames(run: Run, params: dict) -> dict[str, pd.DataFrame]:
-    """The section's metrics of one report (see Run.per_report): ledger, gaps (per cause),
-    steps, histogram, exposure summary, NVTX GPU time by text, collective exposure, launch
-    summary and, when the window is limited, the ledger of the whole activity (active)."""
-    by_text = metrics.gpu_time_by_text(run)
-    with shared_window_sweeps(run, params):
-        frames = {
-            "ledger": metrics.time_ledger(run, **params),
-            "gaps": _gap_summary(run, params),
-            "steps": metrics.step_ledger(run, **params),
-            "histogram": metrics.gap_histogram(run, **params),
-            "summary": metrics.exposure_summary(run, **params),
-            "by_text": by_text,
-            "exposure": metrics.collective_exposure(run, **params,
-                                                    context_regex=_context_regex(by_text)),
-            "launch": metrics.launch_summary(run, **params, tiny_kernel_ns=TINY_KERNEL_NS),
-        }
-    if ReportOptions(**params).limits_window:
-        frames["active"] = metrics.time_ledger(run)
-    return frames
-
-
-# Window-parameter macros of sql/_macros/metrics.sql that several modules of the section
-# read, in dependency order (those after device_sweep read it, by then shared: one sweep
-# serves them all).
-SHARED_MACROS = ("analysis_window", "device_sweep", "idle_gap_rows", "collective_exposure",
-                 "window_unions")
-
-
-@contextmanager
-def shared_window_sweeps(run: Run, params: dict):
-    """Inside the block each SHARED_MACROS macro returns its result for `params`, computed
-    once into a temporary table: a temporary macro of the same name shadows it (the modules
-    are unchanged, and must be called with these same window parameters). Afterwards the
-    temporary macros and tables are dropped and the macros compute again."""
-    args = [params["window_nvtx"], params["step_pattern"], params["step_from"],
-            params["step_to"]]
-    made = []
-    try:
-        for macro in SHARED_MACROS:
-            table = f"nsyswrap_shared_{macro}"
-            run.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS "
-                        f"SELECT * FROM {macro}($1, $2, $3, $4)", args)
-            made.append(macro)
-            run.execute(f"CREATE OR REPLACE TEMP MACRO {macro}(window_nvtx, step_pattern, "
-                        f"step_from, step_to) AS TABLE SELECT * FROM {table}")
-        # Only idle_gap_rows reads the sweep's gap rows (code <= 3): keep the edge and probe
-        # rows the ledgers and collective_exposure read, free the rest.
-        run.execute("CREATE OR REPLACE TEMP TABLE nsyswrap_shared_device_sweep AS "
-                    "SELECT * FROM nsyswrap_shared_device_sweep WHERE code >= 4")
-        yield
-    finally:
-        for macro in made:
-            run.execute(f"DROP MACRO TABLE IF EXISTS temp.{macro}")
-            run.execute(f"DROP TABLE IF EXISTS temp.nsyswrap_shared_{macro}")
-
-
-def _gap_summary(run: Run, params: dict) -> pd.DataFrame:
-    """The idle gaps of the window (gaps.idle with min_gap_ns = 0) per (rank, device, cause):
-    how many, their summed and their longest duration."""
-    return run.df("""
-        SELECT rank, device, cause, count(*) AS gaps, sum(dur_ns)::BIGINT AS dur_ns,
-            max(dur_ns) AS longest
-        FROM idle_gap_rows($window_nvtx, $step_pattern, $step_from, $step_to)
-        GROUP BY rank, device, cause
-        ORDER BY rank, device, cause
-    """, params)
+def single_rank_frames(run: Run, options: ReportOptions) -> dict[str, pd.DataFrame]:
+    """The section's named results: ledger, gaps (per cause), steps, histogram, exposure
+    summary, NVTX GPU time by text, collective exposure (context: nsyswrap's ranges where a
+    report has them, else any range), launch summary and, when the window is limited, the
+    ledger of the whole activity (active)."""
+    window = options.window_params()
+    wanted = {
+        "ledger": ("ledger.devices", window),
+        "gaps": ("gaps.by_cause", window),
+        "steps": ("steps.ledger", window),
+        "histogram": ("gaps.histogram", window),
+        "summary": ("collectives.exposure_summary", window),
+        "by_text": ("nvtx.gpu_time_by_text", {}),
+        "exposure": ("collectives.exposure", {**window, "context_regex": None}),
+        "launch": ("gaps.launch_summary", {**window, "tiny_kernel_ns": TINY_KERNEL_NS}),
+    }
+    if options.limits_window:
+        wanted["active"] = ("ledger.devices", {"step_pattern": options.step_pattern})
+    return run_modules(run, wanted)
 
 
 def _recommendations(totals: dict, exposure: pd.DataFrame, launch: pd.DataFrame) -> list[str]:
@@ -164,12 +113,6 @@ def _totals(row: pd.Series, gaps: pd.DataFrame) -> Totals:
         comm_sum_ns=int(row.comm_sum_ns),
         gap_ns={c: int(n) for c, n in mine.groupby("cause").dur_ns.sum().items()},
     )
-
-
-def _context_regex(by_text: pd.DataFrame) -> str:
-    """nsyswrap's module/collective ranges when the report has them, else any range."""
-    has_ours = by_text.text.str.match(r"(?:fwd|bwd|coll):").any()
-    return NSYSWRAP_CONTEXT if has_ours else ANY_CONTEXT
 
 
 def _table(table_id: str, title: str, rows: list[dict]) -> dict:
@@ -244,7 +187,7 @@ def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
 
 
 def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
-    """`gaps`: the per-(rank, device, cause) summary of _gap_summary."""
+    """`gaps`: gaps.by_cause."""
     if gaps.empty:
         return None
     rows = []
@@ -257,7 +200,7 @@ def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
             rows.append({
                 "rank": int(rank), "device": int(device), "cause": cause,
                 "gaps": figure(part.gaps.sum(), COUNT), "total": figure(part.dur_ns.sum(), NS),
-                "longest": figure(part.longest.max(), NS),
+                "longest": figure(part.longest_ns.max(), NS),
                 "share_of_idle": share(part.dur_ns.sum(), idle.get((rank, device)),
                                        "no idle time"),
             })

@@ -1,6 +1,6 @@
 """The training loop each rank runs: steps, phases, module ranges, collectives, planted gaps.
 
-Per step: ``step:<i>`` containing ``data_loading`` (host work + H2D copy),
+Per step: ``step:<i>`` (the scenario's step_name) containing ``data_loading`` (host work + H2D copy),
 ``forward`` (``fwd:<root>`` > ``fwd:<path>`` module ranges with compute kernels),
 ``backward`` (``bwd:`` ranges; gradient all-reduces issued between modules or after
 backward, depending on the step's overlap mode) and ``optimizer`` (wait for the
@@ -101,7 +101,7 @@ class RankProgram:
     def step(self, i: int) -> Iterator[None]:
         tl = self.tl
         start = tl.t
-        tl.push(f"step:{i}")
+        tl.push(self.sc.step_name.format(i))
         self.data_loading(i)
         yield from self.forward(i)
         yield from self.backward(i)

@@ -13,7 +13,8 @@ from nsyswrap.errors import NsysWrapError
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other")
-HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report")
+HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report",
+                 "step_name")
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class Scenario:
     # one capture (report) holds this many consecutive ranks' processes (one session, one
     # clock: the first rank's start and clock error), e.g. all ranks of a node
     ranks_per_report: int = 1
+    step_name: str = "step:{}"         # text of step i's NVTX range ({} = i)
 
     def to_dict(self) -> dict:
         """The fields, without the later ones (HYBRID_FIELDS) at their defaults, so that

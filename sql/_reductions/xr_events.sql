@@ -3,6 +3,7 @@
 -- events (crossrank.trace_events' default max_events), then by start: reading the
 -- longest N (dur_rank <= N) or a time window (start_ns, end_ns) skips the other row
 -- groups. Times are session ns.
+-- @reads nvtx, kernels
 -- @column source VARCHAR          nvtx (an NVTX range) or gpu (a GPU activity).
 -- @column tid BIGINT              Thread of an NVTX range (NULL for gpu).
 -- @column device BIGINT           Device of a GPU activity (NULL for nvtx).

@@ -1,11 +1,14 @@
 -- One row per phase of one rank: an NVTX range directly inside a step range
--- (`step:<i>` or `ProfilerStep#<i>`) on the same thread (one level deeper, ending
+-- (`step:<i>` or `ProfilerStep#<i>`, or matching step_pattern) on the same thread (one level deeper, ending
 -- inside it; zero-length and `coll:` ranges are not phases), with its host time (duration less the CUDA synchronize calls and
 -- collective ranges started in it: waiting for others is not lag) and the GPU time
 -- of the compute kernels launched while it ran by ANY thread of its process (the
 -- autograd engine launches backward kernels from its own threads). Times are
 -- session ns. xr_phase_lag() sums
 -- these per step and takes the medians over the ranks.
+-- @reads nvtx, launches, api_calls, collectives
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges (default: also
+--                                      ProfilerStep#<i>).
 -- @column pid BIGINT              Process id of the thread.
 -- @column tid BIGINT              Thread holding the step and the phase.
 -- @column step BIGINT             Step index from `step:<i>` (or `ProfilerStep#<i>`).
@@ -29,7 +32,8 @@ WITH thread_ranges AS (
     SEMI JOIN (
         SELECT DISTINCT pid, tid
         FROM nvtx
-        WHERE regexp_full_match(text, '(step:|ProfilerStep#)\d+')
+        WHERE (CASE WHEN $step_pattern = 'step:%' THEN regexp_full_match(text, '(step:|ProfilerStep#)\d+')
+              ELSE text LIKE $step_pattern END)
     ) AS s
         ON s.pid = n.pid
         AND s.tid = n.tid
@@ -70,11 +74,12 @@ step_ranges AS (
     SELECT
         thread,
         depth,
-        CAST(regexp_extract(text, '^(step:|ProfilerStep#)(\d+)$', 2) AS BIGINT) AS step,
+        TRY_CAST(nullif(regexp_extract(text, '(\d+)\D*$', 1), '') AS BIGINT) AS step,
         start_ns,
         end_ns
     FROM depths
-    WHERE regexp_full_match(text, '(step:|ProfilerStep#)\d+')
+    WHERE (CASE WHEN $step_pattern = 'step:%' THEN regexp_full_match(text, '(step:|ProfilerStep#)\d+')
+              ELSE text LIKE $step_pattern END)
 ),
 candidates AS (
     -- Only ranges one level below some step of their thread can be phases.

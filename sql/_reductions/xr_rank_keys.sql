@@ -7,6 +7,7 @@
 -- stream; which streams of different ranks form one group is inferred later).
 -- kernel_*: the NCCL kernels launched inside the range on the same thread (for a
 -- kernel key: that kernel). Times are session ns.
+-- @reads nvtx, kernels, launches, collectives
 -- @column keyed VARCHAR           range, mpi or kernel: how the key was made.
 -- @column pid BIGINT              Process that issued the call.
 -- @column pg VARCHAR              Process group id (see above).

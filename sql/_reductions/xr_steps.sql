@@ -1,15 +1,16 @@
--- One row per step range of one rank (`step:<i>` of nsyswrap.step, or PyTorch
--- profiler's `ProfilerStep#<i>`): its step number and span (session
--- ns). Read by the cross-rank macros and modules as the view xr_steps.
+-- One row per step range of one rank (see step_ranges in sql/_macros/metrics.sql), and
+-- with the default pattern also PyTorch profiler's `ProfilerStep#<i>` ranges: its
+-- process, step number and span (session ns). Read by the cross-rank objects.
+-- @include metrics
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pid BIGINT              Process that holds the range.
--- @column step BIGINT             Step index from `step:<i>` (or `ProfilerStep#<i>`).
+-- @column step BIGINT             Step number.
 -- @column start_ns BIGINT         Range start, ns on the report's session clock.
 -- @column end_ns BIGINT           Range end, ns on the report's session clock.
-SELECT
-    pid,
-    CAST(regexp_extract(text, '^(step:|ProfilerStep#)(\d+)$', 2) AS BIGINT) AS step,
-    start_ns,
-    end_ns
-FROM nvtx
-WHERE regexp_full_match(text, '(step:|ProfilerStep#)\d+')
-    AND event_type <> 'mark'
+SELECT pid, step, start_ns, end_ns
+FROM step_ranges($step_pattern)
+UNION ALL
+SELECT pid, step, start_ns, end_ns
+FROM step_ranges('ProfilerStep#%')
+WHERE $step_pattern = 'step:%'
+    AND regexp_full_match(text, 'ProfilerStep#\d+')

@@ -1,4 +1,6 @@
 -- One row per CUDA runtime or driver API call of one report.
+-- @include _macros
+-- @reads raw_runtime, raw_strings
 -- @column pid BIGINT              Process id, decoded from globalTid.
 -- @column tid BIGINT              Thread id, decoded from globalTid.
 -- @column api VARCHAR             API name, e.g. cudaLaunchKernel_v7000.

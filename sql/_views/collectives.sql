@@ -1,4 +1,5 @@
 -- One row per nsyswrap collective range of one report: an NVTX range whose text is
+-- @reads nvtx
 -- `coll:<op> bytes=<n> dtype=<t> pg=<group> size=<n> seq=<k>` (see README).
 -- Built from the already normalized nvtx of the same report.
 -- @column pid BIGINT              Process id.

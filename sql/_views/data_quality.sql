@@ -1,4 +1,6 @@
 -- One row per report: what nsyswrap left out of every figure or repaired while reading it.
+-- @include _macros
+-- @reads raw_analysis, raw_kernel, raw_nvtx, raw_strings
 -- Kernels whose times cannot be right (kernel_defect in _macros.sql) are left out of the
 -- kernels view and counted here; NVTX ranges without text are kept (text NULL) and counted.
 -- @column capture_ns BIGINT                       Capture duration recorded by nsys (ANALYSIS_DETAILS), ns; NULL if absent.

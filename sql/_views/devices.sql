@@ -1,4 +1,5 @@
 -- One row per GPU of one report: every device that ran GPU work, plus the GPUs
+-- @reads kernels, raw_gpus
 -- listed in TARGET_INFO_GPU (a table that some exports lack).
 -- @column device BIGINT              Device id as used by kernels.device.
 -- @column name VARCHAR               GPU name, if listed.

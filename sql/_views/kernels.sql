@@ -1,4 +1,6 @@
 -- One row per GPU activity on a stream of one report: a kernel, memcpy or memset.
+-- @include _macros
+-- @reads raw_kernel, raw_strings, raw_analysis, memcpy, memset
 -- Built from the raw KERNEL table and the already normalized memcpy and memset.
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id of the activity.

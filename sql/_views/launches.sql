@@ -1,4 +1,5 @@
 -- One row per CUDA API call that launched GPU work (kernel, memcpy or memset),
+-- @reads api_calls, kernels
 -- joined to that work by process AND correlation id (ids repeat across processes).
 -- Built from the already normalized api_calls and kernels of the same report.
 -- When several calls share one correlation id (a runtime call and the driver call

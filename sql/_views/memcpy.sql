@@ -1,4 +1,6 @@
 -- One row per memcpy of one report.
+-- @include _macros
+-- @reads raw_memcpy
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id.
 -- @column context BIGINT          CUDA context id.

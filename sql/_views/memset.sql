@@ -1,4 +1,6 @@
 -- One row per memset of one report.
+-- @include _macros
+-- @reads raw_memset
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id.
 -- @column context BIGINT          CUDA context id.

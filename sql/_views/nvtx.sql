@@ -1,4 +1,6 @@
 -- One row per NVTX range or mark of one report, with its text and domain resolved.
+-- @include _macros
+-- @reads raw_nvtx, raw_strings
 -- Text comes from `text` or, for registered strings, StringIds via `textId`.
 -- Domain names are per process (eventType 75 rows); domain 0 is 'default'.
 -- Ranges left open at the end of the capture end at the report's last NVTX time.

@@ -1,4 +1,5 @@
 -- One row per process of one report: those in PROCESSES plus any process that
+-- @reads api_calls, kernels, nvtx, raw_processes
 -- owns events but is missing there (PROCESSES is not exhaustive).
 -- @column pid BIGINT     Process id.
 -- @column name VARCHAR   Process name, if known.

@@ -1,4 +1,5 @@
 -- One row per report: when and with what it was captured.
+-- @reads raw_meta, raw_session_start, raw_system_env
 -- @column utc_epoch_ns BIGINT    UTC time of the session clock's zero, ns since 1970.
 -- @column utc_time VARCHAR       The same as ISO text.
 -- @column nsys_version VARCHAR   Nsight Systems version that exported the report.

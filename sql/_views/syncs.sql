@@ -1,4 +1,6 @@
 -- One row per CUDA synchronization of one report (CUPTI SYNCHRONIZATION table).
+-- @include _macros
+-- @reads raw_sync
 -- The span is the host-side wait. deviceId is 0 on every row in real exports,
 -- so attribute syncs by pid and context, not device.
 -- @column pid BIGINT              Process id, decoded from globalPid.

@@ -3,12 +3,16 @@
 -- call and the innermost range matching context_regex on the launching thread.
 -- exposure: hidden (no exposed time, also zero-length), exposed (no overlap) or
 -- partly_hidden. Longest exposed first.
+-- @include metrics
+-- @reads collective_exposure, launches, nvtx
 -- @param window_nvtx VARCHAR = NULL           Limit the window to NVTX ranges LIKE this.
 -- @param step_pattern VARCHAR = step:%         LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL              Limit the window to steps >= this number.
 -- @param step_to BIGINT = NULL                Limit the window to steps < this number.
 -- @param context_regex VARCHAR = ^(fwd|bwd|coll):  Regex of the NVTX ranges that name
---                                             the context (module or collective).
+--                                             the context (module or collective); NULL:
+--                                             that default where the report has such
+--                                             ranges, else any range.
 -- @column rank INTEGER              Rank of the report.
 -- @column pid BIGINT                Process that launched the kernel.
 -- @column device BIGINT             CUDA device id.
@@ -26,9 +30,10 @@
 -- @column step BIGINT               Step whose range contains the launch call.
 -- @column context VARCHAR           Innermost context range containing the launch call.
 -- @column compute_stream BOOLEAN    Compute kernels also run on this kernel's stream.
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order exposed_ns DESC, rank, device, start_ns, correlation_id
 WITH exposure AS (
-    SELECT * FROM collective_exposure($window_nvtx, $step_pattern, $step_from, $step_to)
+    SELECT * FROM collective_exposure
 ),
 launched AS (
     SELECT e.*, l.tid, l.start_ns AS launch_ns
@@ -38,56 +43,58 @@ launched AS (
         AND l.pid = e.pid
         AND l.correlation_id = e.correlation_id
 ),
-ranges AS MATERIALIZED (
-    SELECT row_number() OVER () AS range_id, rank, pid, tid, start_ns, end_ns, text
+nsyswrap_ranges AS (
+    -- per rank: whether the report has nsyswrap's module or collective ranges
+    SELECT rank, bool_or(regexp_matches(text, '^(fwd|bwd|coll):')) AS present
     FROM nvtx
     WHERE event_type <> 'mark'
-        AND end_ns > start_ns
-        AND regexp_matches(text, $context_regex)
+    GROUP BY rank
+),
+ranges AS MATERIALIZED (
+    SELECT
+        row_number() OVER (ORDER BY n.rank, pid, tid, start_ns, end_ns DESC, text) AS range_id,
+        n.rank,
+        n.pid,
+        n.tid,
+        n.start_ns,
+        n.end_ns,
+        n.text
+    FROM nvtx AS n
+    JOIN nsyswrap_ranges AS o
+        ON o.rank = n.rank
+    WHERE n.event_type <> 'mark'
+        AND n.end_ns > n.start_ns
+        AND CASE
+            WHEN $context_regex IS NOT NULL THEN regexp_matches(n.text, $context_regex)
+            WHEN o.present THEN regexp_matches(n.text, '^(fwd|bwd|coll):')
+            ELSE regexp_matches(n.text, '.')
+        END
 ),
 edges AS (
     -- per thread in time order, ends before starts at equal times (outer first, equal
-    -- ranges in their order in nvtx), then the launch calls: the running sum of +1 (start)
-    -- and -1 (end) is the nesting depth.
-    -- Each thread's edges sum to 0, so one running sum over all threads serves them all.
+    -- ranges by text), then the launch calls: the running sum of +1 (start) and -1 (end)
+    -- is the nesting depth.
     SELECT
         *,
-        sum(delta) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS depth,
-        lag(rank) OVER () AS lag_rank,
-        lag(pid) OVER () AS lag_pid,
-        lag(tid) OVER () AS lag_tid,
-        lag(t) OVER () AS lag_t,
-        lag(ord) OVER () AS lag_ord
+        sum(delta) OVER (
+            PARTITION BY rank, pid, tid
+            ORDER BY t, ord, end_ns DESC, range_id
+            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+        ) AS depth
     FROM (
-        SELECT * FROM (
-            SELECT rank, pid, tid, start_ns AS t, 1 AS ord, 1 AS delta, end_ns, range_id
-            FROM ranges
-            UNION ALL
-            SELECT rank, pid, tid, end_ns, -1, -1, end_ns, range_id
-            FROM ranges
-            UNION ALL
-            SELECT DISTINCT rank, pid, tid, launch_ns, 2, 0, NULL, NULL
-            FROM launched
-            WHERE launch_ns IS NOT NULL
-        )
-        ORDER BY rank, pid, tid, t, ord, end_ns DESC, range_id
+        SELECT rank, pid, tid, start_ns AS t, 1 AS ord, 1 AS delta, end_ns, range_id
+        FROM ranges
+        UNION ALL
+        SELECT rank, pid, tid, end_ns, -1, -1, end_ns, range_id
+        FROM ranges
+        UNION ALL
+        SELECT DISTINCT rank, pid, tid, launch_ns, 2, 0, NULL, NULL
+        FROM launched
+        WHERE launch_ns IS NOT NULL
     )
 ),
 depths AS (
-    SELECT
-        rank,
-        pid,
-        tid,
-        t,
-        ord,
-        end_ns,
-        range_id,
-        CASE
-            WHEN lag_rank = rank AND lag_pid = pid AND lag_tid = tid
-                AND (lag_t > t OR (lag_t = t AND lag_ord > ord))
-                THEN error('collectives.exposure: edges reached the running sum out of order')
-            ELSE depth
-        END AS depth
+    SELECT rank, pid, tid, t, ord, end_ns, range_id, depth
     FROM edges
     WHERE ord <> -1
 ),

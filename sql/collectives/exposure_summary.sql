@@ -1,5 +1,6 @@
 -- One row per (rank, device) with NCCL kernels in the window: how many collectives were
 -- hidden behind compute, partly hidden or exposed, and their time.
+-- @reads collective_exposure
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -13,7 +14,8 @@
 -- @column total_ns BIGINT              Summed NCCL kernel time (ns).
 -- @column overlap_ns BIGINT            Summed time compute ran beside them (ns).
 -- @column exposed_ns BIGINT            Summed exposed time (ns).
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, device
 SELECT
     rank,
     device,
@@ -24,6 +26,6 @@ SELECT
     sum(dur_ns)::BIGINT AS total_ns,
     sum(overlap_ns)::BIGINT AS overlap_ns,
     sum(exposed_ns)::BIGINT AS exposed_ns
-FROM collective_exposure($window_nvtx, $step_pattern, $step_from, $step_to)
+FROM collective_exposure
 GROUP BY rank, device
 ORDER BY rank, device

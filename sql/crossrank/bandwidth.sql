@@ -6,6 +6,9 @@
 -- and all_to_all (n-1)/n; broadcast, reduce and others 1. `bytes` is taken as
 -- nccl-tests' size (for all_gather the gathered size). Groups inside one host
 -- (NVLink/PCIe) and across hosts (network) are kept apart (spans_hosts).
+-- @scope run
+-- @reads xr_collectives, xr_groups
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column op VARCHAR               Collective, e.g. all_reduce.
@@ -26,7 +29,7 @@ WITH transfers AS (
         any_value(bytes) AS bytes,
         coalesce(any_value(group_size), count(*)) AS ranks,
         any_value(transfer_ns) AS transfer_ns
-    FROM xr_collectives($step_from, $step_to)
+    FROM xr_collectives
     GROUP BY pg, seq
 ),
 placed AS (

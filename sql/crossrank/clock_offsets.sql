@@ -9,6 +9,9 @@
 -- no collective connects to the reference takes the clock of an aligned rank on
 -- its host (same host clock), else it is unaligned and left out of every
 -- cross-rank figure.
+-- @scope run
+-- @reads xr_clock_offsets
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank INTEGER             Rank of the report.
 -- @column utc_epoch_ns BIGINT      UTC of the report's session clock zero (ns).
 -- @column offset_ns BIGINT         Added to UTC time (ns); 0 for the reference.
@@ -35,5 +38,5 @@
 --                                  name, MPI rank (nsys), environment (VAR),
 --                                  device order, order).
 SELECT *
-FROM xr_clock_offsets()
+FROM xr_clock_offsets
 ORDER BY rank

@@ -7,6 +7,9 @@
 -- from its first kernel start to its last kernel end. Keys that are not on
 -- every rank of the group exactly once are left out: see crossrank.mismatches.
 -- With step_from / step_to, only collectives of those steps.
+-- @scope run
+-- @reads xr_collectives
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column pg VARCHAR               Process group id.
@@ -42,5 +45,5 @@ SELECT
     skew_ns,
     transfer_ns,
     CASE WHEN on_gpu THEN 'kernel' ELSE 'nvtx' END AS source
-FROM xr_collectives($step_from, $step_to)
+FROM xr_collectives
 ORDER BY TRY_CAST(pg AS BIGINT), pg, seq, rank

@@ -4,6 +4,9 @@
 -- rank of a straggler run most of its communication time is waiting: the straggler,
 -- not the network, is the cost. Rows per step; steps without matched collectives
 -- have none.
+-- @scope run
+-- @reads xr_collectives
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step the collectives were issued in.
@@ -21,6 +24,6 @@ SELECT
     sum(wait_ns)::BIGINT AS wait_ns,
     sum(end_ns - start_ns - wait_ns)::BIGINT AS transfer_ns,
     sum(wait_ns) / nullif(sum(end_ns - start_ns), 0) AS wait_share
-FROM xr_collectives($step_from, $step_to)
+FROM xr_collectives
 GROUP BY step, rank
 ORDER BY step NULLS LAST, rank

@@ -6,6 +6,9 @@
 -- its later keys, so they are not joined). A group's ranks are those that issued any collective in
 -- it; groups seen on one rank only are not checked. Keys as in
 -- crossrank.collectives.
+-- @scope run
+-- @reads xr_collective_keys
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pg VARCHAR               Process group id.
 -- @column seq BIGINT               Sequence number in the group.
 -- @column ops VARCHAR              Ops seen under this key, comma-separated.
@@ -17,7 +20,7 @@
 -- @column reason VARCHAR           op differs, bytes differ, group size differs,
 --                                  duplicate, missing or after divergence.
 WITH keys AS (
-    SELECT * FROM xr_collective_keys()
+    SELECT * FROM xr_collective_keys
 ),
 group_members AS (
     SELECT pg, list(DISTINCT rank ORDER BY rank) AS members

@@ -7,6 +7,9 @@
 -- is not lag) and on the GPU (time of the compute kernels launched inside it,
 -- since slow GPU work need not lengthen the host range). A phase that occurs
 -- several times in a step counts summed.
+-- @scope run
+-- @reads xr_phase_lag
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step index from `step:<i>`.
@@ -30,5 +33,5 @@ SELECT
     gpu_ns,
     gpu_median_ns,
     greatest(host_ns - host_median_ns, gpu_ns - gpu_median_ns) AS excess_ns
-FROM xr_phase_lag($step_from, $step_to)
+FROM xr_phase_lag
 ORDER BY step, rank, phase

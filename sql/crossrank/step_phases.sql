@@ -2,6 +2,9 @@
 -- (ns since the reference rank's aligned session start; see
 -- crossrank.clock_offsets; unaligned ranks are left out). Phases are the ranges nested directly inside the
 -- step on the same thread (see crossrank.phase_lag).
+-- @scope run
+-- @reads xr_member_steps, xr_member_phases, xr_clock_offsets
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank INTEGER             Rank of the report.
 -- @column step BIGINT              Step index from `step:<i>`.
 -- @column phase VARCHAR            Phase range text, NULL for the step itself.
@@ -21,7 +24,7 @@ SELECT
     r.start_ns + o.shift_ns + round(r.start_ns * o.drift_ppb / 1e9)::BIGINT AS start_ns,
     r.end_ns + o.shift_ns + round(r.end_ns * o.drift_ppb / 1e9)::BIGINT AS end_ns
 FROM ranges AS r
-JOIN xr_clock_offsets() AS o
+JOIN xr_clock_offsets AS o
     USING (rank)
 WHERE o.aligned
 ORDER BY r.rank, r.step, r.start_ns, r.phase NULLS FIRST

@@ -10,6 +10,9 @@
 -- arrivals); otherwise there is no significant straggler. Times are in aligned
 -- run time (see crossrank.collectives); steps without matched collectives have
 -- no row, and with step_from / step_to the run row covers only those steps.
+-- @scope run
+-- @reads xr_alignment, xr_collectives, xr_phase_lag
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step index, NULL for the whole run.
@@ -43,7 +46,8 @@
 WITH firsts AS (
     -- A group's first collective absorbs the ranks' start-up skew: not lag.
     SELECT pg, min(seq) AS seq
-    FROM xr_collectives(NULL, NULL)
+    FROM xr_alignment
+    WHERE pg IS NOT NULL
     GROUP BY pg
 ),
 arrivals AS (
@@ -54,7 +58,7 @@ arrivals AS (
         c.lag_ns,
         c.threshold_ns,
         sum(c.wait_ns) OVER (PARTITION BY c.pg, c.seq) AS collective_wait_ns
-    FROM xr_collectives($step_from, $step_to) AS c
+    FROM xr_collectives AS c
     ANTI JOIN firsts AS f
         ON f.pg = c.pg
         AND f.seq = c.seq
@@ -114,7 +118,7 @@ phase_excess AS (
         sum(greatest(host_ns - host_median_ns, gpu_ns - gpu_median_ns))::BIGINT
             AS excess_ns,
         count(*) AS steps
-    FROM xr_phase_lag($step_from, $step_to)
+    FROM xr_phase_lag
     GROUP BY GROUPING SETS ((step, rank, phase), (rank, phase))
 ),
 top_phase AS (

@@ -1,10 +1,13 @@
 -- One row per event of the aligned multi-rank trace: NVTX ranges, GPU
 -- activities (kernels, copies, sets) and the wait of each rank inside each
 -- matched collective, in run time (see crossrank.clock_offsets). With
--- start_step / end_step only events overlapping those steps (on any rank) are
+-- step_from / step_to only events overlapping those steps (on any rank) are
 -- kept; at most max_events, longest first.
--- @param start_step BIGINT = NULL  First step of the window (NULL: first).
--- @param end_step BIGINT = NULL    Last step, included (NULL: last).
+-- @scope run
+-- @reads xr_alignment, xr_clock, xr_steps, xr_events
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @param step_from BIGINT = NULL   Only steps >= this (NULL: from the first).
+-- @param step_to BIGINT = NULL     Only steps < this (NULL: to the last).
 -- @param max_events BIGINT = 100000  At most this many events, longest first.
 -- @column rank INTEGER             Rank of the report.
 -- @column track VARCHAR            `thread <tid>`, `GPU <device> stream
@@ -14,7 +17,7 @@
 -- @column start_ns BIGINT          Start, ns of run time.
 -- @column dur_ns BIGINT            Duration (ns).
 WITH alignment AS MATERIALIZED (
-    SELECT * FROM xr_alignment()
+    SELECT * FROM xr_alignment
 ),
 offsets AS (
     -- Per report (its processes share one clock): the shift of its ranks.
@@ -27,8 +30,8 @@ bounds AS (
     FROM xr_steps AS s
     JOIN offsets AS o
         USING (rank)
-    WHERE s.step >= coalesce($start_step, s.step)
-        AND s.step <= coalesce($end_step, s.step)
+    WHERE s.step >= coalesce($step_from, s.step)
+        AND s.step < coalesce($step_to, s.step + 1)
 ),
 windows AS (
     -- Per rank, the window in session time (no rows without a window).
@@ -39,8 +42,8 @@ windows AS (
         b.end_ns - o.shift_ns AS end_ns
     FROM offsets AS o
     CROSS JOIN bounds AS b
-    WHERE $start_step IS NOT NULL
-        OR $end_step IS NOT NULL
+    WHERE $step_from IS NOT NULL
+        OR $step_to IS NOT NULL
 ),
 events AS NOT MATERIALIZED (
     -- Without a window only the longest max_events of each rank can make the list;
@@ -58,8 +61,8 @@ events AS NOT MATERIALIZED (
     FROM xr_events AS e
     JOIN offsets AS o
         USING (rank)
-    WHERE $start_step IS NULL
-        AND $end_step IS NULL
+    WHERE $step_from IS NULL
+        AND $step_to IS NULL
         AND e.dur_rank <= $max_events
     UNION ALL
     SELECT
@@ -92,7 +95,7 @@ events AS NOT MATERIALIZED (
     CROSS JOIN bounds AS b
     WHERE a.wait_ns > 0
         AND (
-            ($start_step IS NULL AND $end_step IS NULL)
+            ($step_from IS NULL AND $step_to IS NULL)
             OR (a.start_ns + a.wait_ns > b.start_ns AND a.start_ns < b.end_ns)
         )
 ),

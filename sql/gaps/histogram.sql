@@ -1,5 +1,6 @@
 -- One row per (rank, device, cause, length bucket) of the idle gaps in the window.
 -- Buckets are decades: [0, 1 us), [1 us, 10 us), ... , [10 ms, 100 ms), [100 ms, inf).
+-- @reads idle_gaps
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -11,7 +12,8 @@
 -- @column bucket_hi_ns BIGINT          Bucket end, exclusive (ns; NULL: unbounded).
 -- @column gaps BIGINT                  Number of gaps.
 -- @column total_ns BIGINT              Their summed length (ns).
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, device, cause, bucket_lo_ns
 WITH bucketed AS (
     SELECT
         rank,
@@ -26,8 +28,8 @@ WITH bucketed AS (
             WHEN dur_ns < 10000000 THEN 1000000
             WHEN dur_ns < 100000000 THEN 10000000
             ELSE 100000000
-        END AS bucket_lo_ns
-    FROM idle_gaps($window_nvtx, $step_pattern, $step_from, $step_to)
+        END::BIGINT AS bucket_lo_ns
+    FROM idle_gaps
 )
 SELECT
     rank,
@@ -37,7 +39,7 @@ SELECT
     CASE
         WHEN bucket_lo_ns = 0 THEN 1000
         WHEN bucket_lo_ns < 100000000 THEN bucket_lo_ns * 10
-    END AS bucket_hi_ns,
+    END::BIGINT AS bucket_hi_ns,
     count(*) AS gaps,
     sum(dur_ns)::BIGINT AS total_ns
 FROM bucketed

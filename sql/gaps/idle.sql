@@ -4,6 +4,7 @@
 -- went idle: it waited on something else), else sync (host synchronization calls cover
 -- at least half the gap), host_bound (that work was launched only after the GPU went
 -- idle) or unknown (no launch record).
+-- @reads idle_gaps
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -19,7 +20,8 @@
 -- @column next_name VARCHAR            Name of the work that ends the gap.
 -- @column next_launch_ns BIGINT        Start of its launch call (ns).
 -- @column cause VARCHAR                host_bound, sync, other or unknown.
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, device, start_ns
 SELECT
     rank,
     device,
@@ -31,6 +33,6 @@ SELECT
     next_name,
     next_launch_ns,
     cause
-FROM idle_gaps($window_nvtx, $step_pattern, $step_from, $step_to)
+FROM idle_gaps
 WHERE dur_ns >= $min_gap_ns
 ORDER BY rank, device, start_ns

@@ -1,5 +1,6 @@
 -- One row per kernel starting in the window: its launch call and launch latency
 -- (kernel start - launch call start); NULL latency when the call was not traced.
+-- @include metrics
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -16,7 +17,8 @@
 -- @column start_ns BIGINT              Kernel start (ns).
 -- @column dur_ns BIGINT                Kernel duration (ns).
 -- @column latency_ns BIGINT            start_ns - launch_ns (ns).
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, device, start_ns, correlation_id
 SELECT *
 FROM window_launch_latency($window_nvtx, $step_pattern, $step_from, $step_to)
 ORDER BY rank, device, start_ns, correlation_id

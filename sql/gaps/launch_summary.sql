@@ -1,5 +1,6 @@
 -- One row per (rank, device) with kernels in the window: launch latency percentiles
 -- and how many kernels are tiny (shorter than tiny_kernel_ns).
+-- @include metrics
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -15,7 +16,8 @@
 -- @column kernel_p50_ns BIGINT         Median kernel duration (ns).
 -- @column tiny_kernels BIGINT          Kernels shorter than tiny_kernel_ns.
 -- @column tiny_kernel_ns BIGINT        Their summed duration (ns).
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, device
 SELECT
     rank,
     device,

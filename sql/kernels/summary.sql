@@ -1,5 +1,6 @@
 -- One row per (rank, kind, kernel name): how often it ran and for how long.
 -- Covers kernels, memcpy and memset on every device and stream, longest total first.
+-- @reads kernels
 -- @param min_dur_ns BIGINT = 0     Ignore activities shorter than this (ns).
 -- @column rank INTEGER             Rank of the report.
 -- @column kind VARCHAR             compute, nccl, memcpy, memset or other.
@@ -9,7 +10,8 @@
 -- @column avg_ns DOUBLE            Mean duration (ns).
 -- @column min_ns BIGINT            Shortest run (ns).
 -- @column max_ns BIGINT            Longest run (ns).
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, total_ns DESC, name
 SELECT
     rank,
     kind,

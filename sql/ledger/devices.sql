@@ -2,6 +2,8 @@
 -- compute_only + comm_only + both + copy_only + idle = span. Communication is NCCL
 -- kernels and peer-to-peer copies, copy is any other memcpy/memset, compute is every
 -- other kernel; all streams of the device count, busy times are unions, not sums.
+-- @include metrics
+-- @reads window_unions
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -32,12 +34,13 @@
 -- @column compute_kernels BIGINT       Compute kernels overlapping the window.
 -- @column comm_kernels BIGINT          Communication kernels and P2P copies overlapping it.
 -- @column copies BIGINT                Other copies and memsets overlapping it.
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, device
 WITH win AS (
     SELECT * FROM analysis_window($window_nvtx, $step_pattern, $step_from, $step_to)
 ),
 unions AS (
-    SELECT * FROM window_unions($window_nvtx, $step_pattern, $step_from, $step_to)
+    SELECT * FROM window_unions
 ),
 ledger AS (
     -- from the union lengths: both = |C| + |M| - |C u M|, copy only = |all| - |C u M|

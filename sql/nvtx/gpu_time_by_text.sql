@@ -2,6 +2,7 @@
 -- GPU work launched inside it (see nvtx.range_gpu_time), most GPU time first. Per-call
 -- counters (PyTorch's `seq = N`, `op_id = N`, nsyswrap's `seq=N`) are cut from the text
 -- so that the calls of one op or collective group together.
+-- @include metrics
 -- @param text_like VARCHAR = %         Only ranges whose text is LIKE this.
 -- @column rank INTEGER                 Rank of the report.
 -- @column text VARCHAR                 Range text without per-call counters.
@@ -12,7 +13,8 @@
 -- @column compute_ns BIGINT            Of which compute kernels (ns).
 -- @column nccl_ns BIGINT               Of which NCCL kernels (ns).
 -- @column copy_ns BIGINT               Of which memcpy and memset (ns).
--- @scope rank                     Each rank's rows depend on its report only.
+-- @scope report
+-- @order rank, gpu_ns DESC, text
 WITH ranges AS (
     SELECT
         * EXCLUDE (text),

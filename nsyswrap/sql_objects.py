@@ -1,0 +1,225 @@
+"""Every file under `sql/` is a declared SQL object, with one header grammar parsed here.
+
+    -- What one row is (first line), more description.
+    -- @scope report                  report: rows of one report alone; run: the whole run.
+    -- @include metrics               Macro libraries it calls (`sql/_macros/<name>.sql`).
+    -- @reads kernels, device_sweep   Views and objects it reads by name.
+    -- @param step_from BIGINT = NULL What the parameter does.
+    -- @column dur_ns BIGINT          What the column holds, with its unit.
+    -- @order rank, device, start_ns  Order of its rows (columns, DESC allowed).
+
+Kinds, by folder: `_views` (normalized views, built once per report), `_macros` (libraries
+of table macros: they read views only), `_reductions` (per-report objects: computed per
+report, take parameters, cached), `_run` (run objects: computed over the whole run from
+per-report results) and every other folder (public modules `<area>.<name>`). Nothing is
+inferred from the SQL text: what an object needs is what its header says, and a test
+checks each header against what the object really reads and returns.
+
+Values reach the SQL only as bound `$name` parameters; parameters flow by name from an
+object to the objects it reads, so every object declares the parameters of what it reads.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsyswrap.raw_tables import RAW_TABLES
+from nsyswrap.sql_files import sql_root
+
+_DIRECTIVE = re.compile(r"^--\s*@(\w+)\s*(.*)$")
+_PARAM = re.compile(r"^(\w+)\s+(\w+)(?:\s*=\s*(\S+))?\s*(.*)$")
+_COLUMN = re.compile(r"^(\w+)\s+(\w+)\s*(.*)$")
+_USE = re.compile(r"(?<![\w$])\$(\w+)")
+CONVERT = {
+    "BIGINT": int, "INTEGER": int, "DOUBLE": float, "VARCHAR": str,
+    "BOOLEAN": lambda v: str(v).lower() in ("1", "true", "yes"),
+}
+KINDS = {"_views": "view", "_macros": "library", "_reductions": "report", "_run": "run"}
+
+
+class HeaderError(ValueError):
+    """A packaged SQL file's header is wrong: a bug in nsyswrap, not bad input."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    default: object
+    doc: str
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class SqlObject:
+    """One file of `sql/`. kind: view, library, report (per-report object), run (run
+    object) or module (public query; `scope` says whether it runs per report)."""
+
+    name: str
+    kind: str
+    path: Path
+    summary: str
+    scope: str
+    includes: tuple[str, ...]
+    reads: tuple[str, ...]
+    params: tuple[Param, ...]
+    columns: tuple[Column, ...]
+    order: tuple[tuple[str, bool], ...]
+    sql: str
+    uses: frozenset[str]
+    """The parameters its SQL binds (the others pass to what it reads)."""
+
+    @property
+    def per_report(self) -> bool:
+        """Its rows for a report depend on that report only."""
+        return self.scope == "report"
+
+    def values(self, given: dict) -> dict:
+        """The values of its own parameters out of `given` (defaults for the missing)."""
+        return {p.name: given.get(p.name, p.default) for p in self.params}
+
+    def bound(self, given: dict) -> dict:
+        """The values its SQL binds, out of `given`."""
+        return {k: v for k, v in self.values(given).items() if k in self.uses}
+
+
+def _literal(text: str | None, type_: str):
+    if text is None or text.upper() == "NULL":
+        return None
+    return CONVERT[type_](text.strip("'"))
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n for n in re.split(r"[\s,]+", text.strip()) if n)
+
+
+def parse(path: Path, name: str, kind: str) -> SqlObject:
+    """Read one SQL file and check its header against its body."""
+    lines = path.read_text().splitlines()
+    header = lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("--")), len(lines))]
+    if not header or header[0].startswith("-- @"):
+        raise HeaderError(f"{path}: has no summary line; start it with '-- what one row is'")
+    params, columns, includes, reads, order = [], [], [], [], []
+    scope = {"view": "report", "report": "report", "run": "run"}.get(kind, "")
+    for lineno, line in enumerate(header, 1):
+        m = _DIRECTIVE.match(line)
+        if not m:
+            continue
+        key, rest, where = m[1], m[2], f"{path}:{lineno}"
+        if key == "param":
+            p = _PARAM.match(rest)
+            if not p or p[2] not in CONVERT:
+                raise HeaderError(f"{where}: write '-- @param NAME TYPE = DEFAULT doc' with TYPE "
+                                  f"one of {sorted(CONVERT)}")
+            if p[3] is None:
+                raise HeaderError(f"{where}: parameter {p[1]} has no default")
+            params.append(Param(p[1], p[2], _literal(p[3], p[2]), p[4]))
+        elif key == "column":
+            c = _COLUMN.match(rest)
+            if not c:
+                raise HeaderError(f"{where}: write '-- @column NAME TYPE doc'")
+            columns.append(Column(c[1], c[2], c[3]))
+        elif key == "include":
+            includes += _names(rest)
+        elif key == "reads":
+            reads += _names(rest)
+        elif key == "scope":
+            if rest.split()[:1] not in (["report"], ["run"]):
+                raise HeaderError(f"{where}: scope is report or run")
+            scope = rest.split()[0]
+        elif key == "order":
+            order += [(k.split()[0], k.upper().endswith(" DESC")) for k in rest.split(",")]
+        else:
+            raise HeaderError(f"{where}: unknown directive @{key}")
+    if kind == "module" and not scope:
+        raise HeaderError(f"{path}: a module declares '-- @scope report' or '-- @scope run'")
+    body = "\n".join(lines[len(header):])
+    used = set(_USE.findall(re.sub(r"--[^\n]*", "", body)))
+    declared = {p.name for p in params}
+    if kind != "library" and used - declared:
+        raise HeaderError(f"{path}: uses undeclared parameters {sorted(used - declared)}")
+    intro = [ln.lstrip("- ").strip() for ln in header]
+    summary = " ".join(intro[: next((i for i, ln in enumerate(intro) if ln.startswith("@")), len(intro))])
+    return SqlObject(name, kind, path, summary, scope, tuple(includes), tuple(reads),
+                     tuple(params), tuple(columns), tuple(order), body, frozenset(used))
+
+
+@functools.cache
+def objects() -> dict[str, SqlObject]:
+    """Every SQL object by name: views, libraries and objects by file stem, public
+    modules as `<area>.<name>`."""
+    root = sql_root()
+    found = {}
+    for path in sorted(root.rglob("*.sql")):
+        rel = path.relative_to(root)
+        kind = KINDS.get(rel.parts[0], "module")
+        if kind == "view" and path.stem == "_macros":
+            kind = "library"
+        name = path.stem if kind != "module" else ".".join(rel.with_suffix("").parts)
+        if name in found:
+            raise HeaderError(f"{path}: the name {name} is taken by {found[name].path}")
+        found[name] = parse(path, name, kind)
+    for obj in found.values():
+        for needed in obj.includes + obj.reads:
+            if needed not in found and needed.removeprefix("raw_") not in RAW_TABLES:
+                raise HeaderError(f"{obj.path}: needs {needed}, which no file of sql/ defines")
+            if needed in found and (found[needed].kind == "library") != (needed in obj.includes):
+                raise HeaderError(f"{obj.path}: @include names macro libraries, @reads the rest")
+    return found
+
+
+def check_params(name: str) -> None:
+    """Every parameter of `name` is used by its SQL or by an object it needs, and it
+    declares every parameter of the objects it needs (none is left at its default)."""
+    obj = get(name)
+    used = obj.uses
+    below = {p.name for n in needs(name)[:-1] for p in get(n).params}
+    declared = {p.name for p in obj.params}
+    if declared - used - below:
+        raise HeaderError(f"{obj.path}: declares unused parameters {sorted(declared - used - below)}")
+    if below - declared:
+        raise HeaderError(f"{obj.path}: reads objects with parameters {sorted(below - declared)}, "
+                          "which it must declare")
+
+
+def get(name: str) -> SqlObject:
+    return objects()[name]
+
+
+def of_kind(kind: str) -> list[SqlObject]:
+    return [o for o in objects().values() if o.kind == kind]
+
+
+@functools.cache
+def needs(name: str) -> tuple[str, ...]:
+    """Every object `name` needs, itself last, each after what it needs (no views)."""
+    out: list[str] = []
+
+    def visit(n: str) -> None:
+        obj = get(n)
+        for dep in obj.includes + obj.reads:
+            if dep not in out and dep in objects() and get(dep).kind != "view":
+                visit(dep)
+        if n not in out:
+            out.append(n)
+
+    visit(name)
+    return tuple(out)
+
+
+@functools.cache
+def digest(name: str) -> str:
+    """Changes whenever the SQL of `name` or of anything it needs changes."""
+    h = hashlib.sha256()
+    for n in needs(name):
+        h.update(get(n).path.read_bytes())
+    return h.hexdigest()[:16]

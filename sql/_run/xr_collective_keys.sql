@@ -1,0 +1,27 @@
+-- One row per rank and collective call of the kind chosen for the run (coll: ranges,
+-- MPI ranges or NCCL kernels per stream; see nsyswrap.crossrank.matching), with its
+-- key (pg, seq) and verdict: group_ranks (ranks with calls in the group), ranks (with
+-- this key), duplicate, op_differs, bytes_differ, size_differs, matches (NULL for groups seen on one
+-- rank only).
+-- @reads xr_keys
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @column rank               INTEGER  See the summary.
+-- @column pg                 VARCHAR  See the summary.
+-- @column seq                BIGINT   See the summary.
+-- @column op                 VARCHAR  See the summary.
+-- @column bytes              BIGINT   See the summary.
+-- @column group_size         BIGINT   See the summary.
+-- @column cpu_start_ns       BIGINT   See the summary.
+-- @column cpu_end_ns         BIGINT   See the summary.
+-- @column kernel_start_ns    BIGINT   See the summary.
+-- @column kernel_end_ns      BIGINT   See the summary.
+-- @column group_ranks        BIGINT   See the summary.
+-- @column ranks              BIGINT   See the summary.
+-- @column duplicate          BOOLEAN  See the summary.
+-- @column op_differs         BOOLEAN  See the summary.
+-- @column bytes_differ       BOOLEAN  See the summary.
+-- @column matches            BOOLEAN  See the summary.
+-- @column found_by           VARCHAR  See the summary.
+-- @column size_differs       BOOLEAN  See the summary.
+SELECT *
+FROM xr_keys

@@ -1,0 +1,75 @@
+"""One step definition: `--step-pattern` reaches the single-rank and cross-rank sections,
+the HTML page and the timeline alike. A run whose steps are named `iteration <k>`,
+analysed with `--step-pattern 'iteration %'`, gives the same figures as the same run
+with `step:<k>` steps analysed with the default pattern."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from nsyswrap import open_run
+from nsyswrap.html_report import report_with_html
+from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.synth import Scenario, Straggler, generate_run
+from nsyswrap.timeline import chrome_trace
+
+BASE = Scenario(name="iterations", seed=5, ranks=2, steps=4, kernels_per_step=12, modules=2,
+                straggler=Straggler(rank=1, phase="data_loading", extra_ns=400_000))
+ITERATION = "iteration %"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    plain = tmp_path_factory.mktemp("plain")
+    named = tmp_path_factory.mktemp("named")
+    generate_run(BASE, plain)
+    generate_run(dataclasses.replace(BASE, step_name="iteration {}"), named)
+    return plain, named
+
+
+def _tables(report: dict) -> dict:
+    """Every table's rows by (section, table id), as JSON text."""
+    return {(s["id"], t["id"]): json.dumps(t["rows"], sort_keys=True)
+            for s in report["sections"] for t in s["tables"]}
+
+
+def test_report_sections_find_steps_by_the_pattern(runs):
+    plain, named = runs
+    with open_run([plain]) as run:
+        expected = build_report(run, ReportOptions.parse("1:3"))
+    with open_run([named]) as run:
+        got = build_report(run, ReportOptions.parse("1:3", step_pattern=ITERATION))
+        default = build_report(run, ReportOptions.parse())
+    tables = _tables(got)
+    steps = json.loads(tables[("single_rank", "steps")])
+    assert sorted({r["step"] for r in steps}) == [1, 2]
+    stragglers = json.loads(tables[("crossrank", "stragglers")])
+    assert [r["step"] for r in stragglers] == [1, 2, "all"]
+    assert tables == _tables(expected)
+    assert ("single_rank", "steps") not in _tables(default)  # no `step:%` range there
+
+
+def test_html_page_and_timeline_find_steps_by_the_pattern(runs, tmp_path):
+    _, named = runs
+    options = ReportOptions.parse("1:3", step_pattern=ITERATION)
+    page = tmp_path / "page.html"
+    report_with_html([named], options, page)
+    assert "Steps 1–2 of 2" in page.read_text()
+    with open_run([named]) as run:
+        window = chrome_trace(run, options)
+        whole = chrome_trace(run, ReportOptions.parse(step_pattern=ITERATION))
+    names = {e["name"] for e in window["traceEvents"] if e.get("ph") == "X"}
+    assert {"iteration 1", "iteration 2"} <= names  # (and what overlaps them on any rank)
+    assert window["otherData"]["events"] < whole["otherData"]["events"]
+
+
+def test_cli_timeline_takes_the_step_window_and_pattern(cli, runs, tmp_path):
+    _, named = runs
+    target = tmp_path / "trace.json"
+    code, out, err = cli("timeline", named, "-o", target, "--steps", "2:3",
+                         "--step-pattern", ITERATION)
+    assert code == 0, err
+    names = {e["name"] for e in json.loads(target.read_text())["traceEvents"] if e.get("ph") == "X"}
+    assert "iteration 2" in names
