@@ -1,7 +1,8 @@
 """Cross-rank physics: match collectives by (pg, seq) and run rank programs in lockstep.
 
 An NCCL kernel starts on each rank when that rank gets to it and ends on every rank
-at the same true instant (plus jitter < 200 ns): last arrival + transfer time.
+at the same true instant, last arrival + transfer time, plus a seeded jitter below the
+scenario's end_jitter_ns per member (0: ends exactly together).
 """
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ import numpy as np
 
 from nsyswrap.synth.timeline import Timeline
 from nsyswrap.synth.trace import Stream
-
-END_JITTER_NS = 200
 
 
 @dataclass
@@ -41,12 +40,13 @@ class Resolved:
 class Collectives:
     """Collectives issued but not yet ended, and the ones already resolved."""
 
-    def __init__(self, ranks: int, seed: int, members=None):
+    def __init__(self, ranks: int, seed: int, members=None, end_jitter_ns: int = 200):
         self.ranks = ranks
         self.members = members or (lambda pg: range(ranks))  # ranks of a process group
         self.pending: dict[tuple[int, int], list[Post]] = {}
         self.resolved: list[Resolved] = []
         self._jitter = np.random.default_rng([seed, 1_000_003])
+        self.end_jitter_ns = end_jitter_ns
 
     def post(self, pg: int, seq: int, posts: list[Post]) -> None:
         self.pending.setdefault((pg, seq), []).extend(posts)
@@ -67,7 +67,8 @@ class Collectives:
     def _end(self, key: tuple[int, int], posts: list[Post]) -> None:
         last = max(p.start for p in posts)
         transfer = max(p.transfer for p in posts)
-        jitter = self._jitter.integers(0, END_JITTER_NS, len(posts)).tolist()
+        jitter = (self._jitter.integers(0, self.end_jitter_ns, len(posts)).tolist() if self.end_jitter_ns
+                  else [0] * len(posts))
         rows = []
         for p, j in zip(posts, jitter):
             end = last + transfer + j

@@ -44,11 +44,11 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
     "hybrid8": (
         "8 ranks on 2 hosts, TP groups of 4 in each host and DP pairs across them, one clock "
         "per host (node1's 3.1 ms off, drifting 40 ppm), backward on an autograd thread, rank 6 "
-        "slow in backward in steps 2, 3, 5 and 7",
+        "slow in backward in steps 2, 3, 5 and 7; collectives end at one instant on all members",
         Scenario(name="hybrid8", seed=12, ranks=8, ranks_per_node=4, tp=4, steps=9, kernels_per_step=30,
                  modules=4, comm_overlap=("partial",), data_loading_ns=30_000_000,
                  clock_error_ns=(0, 0, 0, 0, 3_100_000, 3_100_000, 3_100_000, 3_100_000),
-                 clock_drift_ppm=(0, 0, 0, 0, 40, 40, 40, 40), autograd_thread=True,
+                 clock_drift_ppm=(0, 0, 0, 0, 40, 40, 40, 40), autograd_thread=True, end_jitter_ns=0,
                  straggler=Straggler(rank=6, phase="backward", extra_ns=1_000_000, steps=(2, 3, 5, 7))),
     ),
     "bench": (

@@ -14,7 +14,7 @@ PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other")
 HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report",
-                 "step_name")
+                 "step_name", "end_jitter_ns")
 
 
 @dataclass(frozen=True)
@@ -122,13 +122,17 @@ class Scenario:
     # (pg 100 + r % tp). 0: one data-parallel group of all ranks (pg 0).
     tp: int = 0
     tp_bytes: int = 4 * 2**20
-    # per-rank clock drift of the report's session clock, ppm (None: none)
+    # per-rank clock drift: the report's session clock gains this many ppm of its own
+    # reading (trace.recorded; None: none)
     clock_drift_ppm: tuple[float, ...] | None = None
     autograd_thread: bool = False      # backward's CUDA calls and ranges on a second thread
     # one capture (report) holds this many consecutive ranks' processes (one session, one
     # clock: the first rank's start and clock error), e.g. all ranks of a node
     ranks_per_report: int = 1
     step_name: str = "step:{}"         # text of step i's NVTX range ({} = i)
+    # an NCCL kernel's end on each member: the common true end + a seeded jitter below
+    # this (0: all members end at one instant, as the last hop of a ring ends together)
+    end_jitter_ns: int = 200
 
     def to_dict(self) -> dict:
         """The fields, without the later ones (HYBRID_FIELDS) at their defaults, so that

@@ -48,7 +48,7 @@ def simulate(sc: Scenario) -> Simulation:
     sc.validate()
     rng = np.random.default_rng([sc.seed, 0])
     errors = sc.clock_errors(lambda lo, hi: int(rng.integers(lo, hi + 1)))
-    colls = Collectives(sc.ranks, sc.seed, sc.group_members)
+    colls = Collectives(sc.ranks, sc.seed, sc.group_members, sc.end_jitter_ns)
     traces, timelines, programs = [], [], []
     for rank in range(sc.ranks):
         node, local = divmod(rank, sc.ranks_per_node)

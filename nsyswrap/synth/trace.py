@@ -7,6 +7,8 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from nsyswrap.synth.catalog import KernelType
 
 UTC_BASE_NS = 1_779_782_400_000_000_000  # 2026-05-26T08:00:00Z: true time 0 of every run
@@ -14,11 +16,26 @@ NSYSWRAP_DOMAIN = 1  # NVTX domain ids as this process registers them
 NCCL_DOMAIN = 2
 
 
-def recorded(elapsed: int, ppb: int) -> int:
-    """Session ns after ``elapsed`` true ns on a clock ``ppb`` fast (truncated like SQLite's
-    integer division, which the writer uses for the same mapping)."""
-    product = elapsed * ppb
-    return elapsed + (abs(product) // 10**9) * (1 if product >= 0 else -1)
+def _round_half_even(num, den: int):
+    """num / den (ints or int64 arrays, den > 0) rounded to an integer, ties to even."""
+    q, r = np.divmod(num, den)
+    return q + ((2 * r > den) | ((2 * r == den) & (q % 2 == 1)))
+
+
+def recorded(elapsed, ppb: int):
+    """Session ns after ``elapsed`` true ns (int or int64 array) on a clock that gains
+    ``ppb`` ns per 1e9 ns of its own reading: the least x whose true elapsed time
+    ``x - round_half_even(x * ppb / 1e9)`` reaches ``elapsed``. That is the clock model of
+    nsyswrap's alignment (offset + drift_ppb per session ns, ns rounded half to even)
+    with drift_ppb = -ppb, so a clock that runs fast (ppb > 0) is inverted exactly; one
+    that runs slow skips true ns and comes back to within 1 ns."""
+    if not ppb:
+        return elapsed
+    e = np.asarray(elapsed, dtype=np.int64)
+    x = e + e * ppb // (10**9 - ppb) - 2
+    for _ in range(5):
+        x = np.where(x - _round_half_even(x * ppb, 10**9) < e, x + 1, x)
+    return x if x.ndim else int(x)
 
 
 @dataclass
@@ -78,11 +95,14 @@ class RankTrace:
     planted_gaps: list[tuple] = field(default_factory=list)   # (device, start, end, cause)
     extras: list[tuple] = field(default_factory=list)         # planted extra collectives (step, pg, seq, op, bytes)
     end: int = 0  # true time the capture stopped
-    drift_ppb: int = 0  # the session clock runs this many ns per s of true time fast
+    drift_ppb: int = 0  # the session clock gains this many ns per s of its own reading (recorded)
 
-    def session_ns(self, true_ns: int) -> int:
-        """A true time as this report records it (``recorded`` of its offset from the start)."""
-        return recorded(true_ns - self.session_start, self.drift_ppb)
+    def session_ns(self, true_ns):
+        """A true time (int or int64 array) as this report records it (``recorded`` of
+        its offset from the start)."""
+        if isinstance(true_ns, int):
+            return recorded(true_ns - self.session_start, self.drift_ppb)
+        return recorded(np.asarray(true_ns, dtype=np.int64) - self.session_start, self.drift_ppb)
 
     @property
     def utc_epoch_ns(self) -> int:

@@ -54,11 +54,6 @@ def _insert(con: sqlite3.Connection, table: str, spec: dict[str, str], rows: lis
         con.executemany(f'INSERT INTO "{table}" VALUES ({_exprs(table, spec)})', rows)
 
 
-def _session(column: str) -> str:
-    """SQL for a true time as the report records it (see trace.recorded; :ppb 0 = exact)."""
-    return f"({column} - :off) + (({column} - :off) * :ppb) / 1000000000"
-
-
 def _insert_select(con: sqlite3.Connection, table: str, spec: dict[str, str], source: str,
                    params: dict) -> None:
     con.execute(f'INSERT INTO "{table}" SELECT {_exprs(table, spec)} FROM {source}', params)
@@ -95,7 +90,8 @@ def write_report(traces: list[RankTrace], sc: Scenario, path: Path) -> None:
 def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings) -> None:
     """KERNEL and RUNTIME via TEMP tables; MEMCPY, MEMSET, SYNCHRONIZATION row by row."""
     gpid = ids.global_pid(trace.pid)
-    params = {"off": trace.session_start, "gpid": gpid, "ppb": trace.drift_ppb}
+    params = {"gpid": gpid}
+    ts = trace.session_ns
     for temp in ("st", "api", "r", "kt", "k"):  # another process of the same report came first
         con.execute(f"DROP TABLE IF EXISTS temp.{temp}")
     con.execute("CREATE TEMP TABLE st (idx INTEGER PRIMARY KEY, device, context, sid)")
@@ -107,9 +103,10 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings)
                     [(i, API_CLASS[n], strings(n)) for i, n in enumerate(API_NAMES)])
     con.execute("CREATE TEMP TABLE r (start, end, corr, api, tid)")
     con.executemany("INSERT INTO temp.r VALUES (?, ?, ?, ?, ?)",
-                    zip(trace.r_start, trace.r_end, trace.r_corr, trace.r_api, trace.r_tid))
+                    zip(ts(trace.r_start).tolist(), ts(trace.r_end).tolist(), trace.r_corr, trace.r_api,
+                        trace.r_tid))
     _insert_select(con, "CUPTI_ACTIVITY_KIND_RUNTIME", {
-        "start": _session("r.start"), "end": _session("r.end"), "eventClass": "a.class",
+        "start": "r.start", "end": "r.end", "eventClass": "a.class",
         "globalTid": ":gpid + r.tid", "correlationId": "r.corr", "nameId": "a.name_id",
         "returnValue": "0", "callchainId": "NULL",
     }, "temp.r AS r JOIN temp.api AS a ON a.idx = r.api ORDER BY r.rowid", params)
@@ -124,9 +121,10 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings)
         )
         con.execute("CREATE TEMP TABLE k (start, end, stream, corr, type)")
         con.executemany("INSERT INTO temp.k VALUES (?, ?, ?, ?, ?)",
-                        zip(trace.k_start, trace.k_end, trace.k_stream, trace.k_corr, trace.k_type))
+                        zip(ts(trace.k_start).tolist(), ts(trace.k_end).tolist(), trace.k_stream, trace.k_corr,
+                            trace.k_type))
         spec = {
-            "start": _session("k.start"), "end": _session("k.end"), "deviceId": "s.device",
+            "start": "k.start", "end": "k.end", "deviceId": "s.device",
             "contextId": "s.context", "greenContextId": "0", "streamId": "s.sid",
             "correlationId": "k.corr", "globalPid": ":gpid", "demangledName": "t.demangled",
             "shortName": "t.short", "mangledName": "t.mangled", "launchType": "1", "cacheConfig": "1",
@@ -140,7 +138,6 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings)
                        "JOIN temp.kt AS t ON t.idx = k.type ORDER BY k.rowid", params)
 
     streams = trace.streams
-    ts = trace.session_ns
     _insert(con, "CUPTI_ACTIVITY_KIND_MEMCPY", {
         "start": "?", "end": "?", "deviceId": "?", "contextId": "?", "greenContextId": "0",
         "streamId": "?", "correlationId": "?", "globalPid": str(gpid), "bytes": "?", "copyKind": "?",
