@@ -18,6 +18,7 @@ from nsyswrap.crossrank.matching import verdicts
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
+from nsyswrap.timeline import chrome_trace
 
 VARIANTS = {"ranges": {}, "kernels_only": {"coll_ranges": False, "nccl_nvtx": False},
             "one_capture_per_node": {"ranks_per_report": 4}}
@@ -72,6 +73,22 @@ def test_every_matched_collective_skew_and_wait_exact(hybrid):
             row = mine.loc[(p["rank"], starts[p["rank"]])]
             assert (row["end_ns"], row["wait_ns"], row["skew_ns"], row["last_rank"]) == (
                 p["end_aligned_ns"] - utc0, p["wait_ns"], skew, c["last_rank"])
+
+
+def test_timeline_places_every_rank_by_its_drifting_clock(hybrid):
+    """node1's clock drifts 40 ppm: the timeline's NCCL kernels of each matched collective
+    end at one instant on all members, the truth's, to the ns. (The timeline shows one
+    process per report: a report holding several ranks is one.)"""
+    truth, run = hybrid
+    utc0 = truth.ranks[0]["utc_epoch_ns"]
+    report_of = clock_offsets(run).set_index("rank")["report_rank"]
+    trace = chrome_trace(run, ReportOptions())
+    ends = {(e["pid"], round((e["ts"] + e["dur"]) * 1_000)) for e in trace["traceEvents"]
+            if e["ph"] == "X" and e["name"].startswith("ncclDevKernel")}
+    for c in truth.collectives:
+        assert len({p["end_aligned_ns"] for p in c["per_rank"]}) == 1
+        for p in c["per_rank"]:
+            assert (report_of[p["rank"]], p["end_aligned_ns"] - utc0) in ends
 
 
 def test_straggler_rank_phase_and_steps(hybrid):

@@ -46,7 +46,7 @@ def test_step_pattern_numbers_and_order(tmp_path):
         [7, 160, 100, 60], [8, 150, 50, 100],
     ]
     assert plain.step.tolist() == [0, 1]
-    assert default.empty
+    assert default.equals(profiler)  # no `step:` range: the default takes ProfilerStep#<i>
     assert window[["window_start_ns", "window_end_ns", "idle_ns"]].values.tolist() == [
         [250, 400, 100]]
 

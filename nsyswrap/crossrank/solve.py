@@ -135,7 +135,8 @@ def unrelated(run, sessions: pd.DataFrame) -> NsysWrapError | None:
 
 
 def to_run_time(frame: pd.DataFrame, clock: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """`columns` (session ns) of `frame` (with rank) on the run clock; unaligned ranks dropped."""
+    """`columns` (session ns) of `frame` (with rank) on the run clock, the drift term
+    rounded half to even (the rule of the SQL macro run_ns); unaligned ranks dropped."""
     out = frame.merge(clock.loc[clock["aligned"], ["rank", "shift_ns", "drift_ppb"]], on="rank")
     for c in columns:
         t = out[c].astype("int64")

@@ -8,7 +8,7 @@ import pandas as pd
 
 from nsyswrap.queries import run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
-from nsyswrap.report.options import ReportOptions
+from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
 from nsyswrap.report.verdict import Evidence, Totals, naive_note, recommendations, verdict
 from nsyswrap.run import Run
 
@@ -265,6 +265,8 @@ def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
 
 def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
     steps = by_text.text.str.match(_like_regex(options.step_pattern))
+    if options.step_pattern == DEFAULT_STEP_PATTERN:  # else ProfilerStep#<i> (step_ranges)
+        steps |= by_text.text.str.fullmatch(r"ProfilerStep#\d+")
     ranges = by_text[(by_text.gpu_ns > 0) & ~steps]
     if ranges.empty:
         return None

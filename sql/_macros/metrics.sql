@@ -30,9 +30,30 @@ FROM kernels;
 
 
 -- Step ranges: NVTX ranges (not marks) LIKE step_pattern, with their step number: the
--- last integer of the text, else the range's order in its process (0, 1, ...). The one
+-- last integer of the text, else the range's order by start in its process (0, 1, ...:
+-- a range named just `train_step` every iteration). With the default pattern `step:%`
+-- a process without `step:` ranges takes PyTorch profiler's `ProfilerStep#<i>`. The one
 -- definition of a step, for the single-rank metrics and the cross-rank objects alike.
 CREATE OR REPLACE MACRO step_ranges(step_pattern) AS TABLE
+WITH matched AS (
+    SELECT
+        rank,
+        pid,
+        tid,
+        text,
+        start_ns,
+        end_ns,
+        NOT (text LIKE step_pattern) AS fallback
+    FROM nvtx
+    WHERE event_type <> 'mark'
+        AND (text LIKE step_pattern
+            OR (step_pattern = 'step:%' AND regexp_full_match(text, 'ProfilerStep#\d+')))
+),
+chosen AS (
+    SELECT *
+    FROM matched
+    QUALIFY fallback = min(fallback) OVER (PARTITION BY rank, pid)
+)
 SELECT
     rank,
     pid,
@@ -44,9 +65,13 @@ SELECT
         TRY_CAST(nullif(regexp_extract(text, '(\d+)\D*$', 1), '') AS BIGINT),
         row_number() OVER (PARTITION BY rank, pid ORDER BY start_ns, end_ns, tid, text) - 1
     ) AS step
-FROM nvtx
-WHERE text LIKE step_pattern
-    AND event_type <> 'mark';
+FROM chosen;
+
+-- A rank's session time t (ns) on the run clock, by its clock (xr_clock: shift_ns and
+-- drift_ppb per session ns), the drift term rounded to the ns half to even: the rule of
+-- nsyswrap.crossrank.solve.to_run_time, so every table places an instant alike.
+CREATE OR REPLACE MACRO run_ns(t, shift_ns, drift_ppb) AS
+    t + shift_ns + round_even(t * drift_ppb / 1e9, 0)::BIGINT;
 
 -- Steps per (rank, device): the step ranges in the processes that ran work on the
 -- device; ranges with the same number (several threads) merge.

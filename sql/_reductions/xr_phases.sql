@@ -1,17 +1,18 @@
 -- One row per phase of one rank: an NVTX range directly inside a step range
--- (`step:<i>` or `ProfilerStep#<i>`, or matching step_pattern) on the same thread (one level deeper, ending
+-- (step_ranges in sql/_macros/metrics.sql) on the same thread (one level deeper, ending
 -- inside it; zero-length and `coll:` ranges are not phases), with its host time (duration less the CUDA synchronize calls and
 -- collective ranges started in it: waiting for others is not lag) and the GPU time
 -- of the compute kernels launched while it ran by ANY thread of its process (the
 -- autograd engine launches backward kernels from its own threads). Times are
 -- session ns. xr_phase_lag() sums
 -- these per step and takes the medians over the ranks.
+-- @include metrics
 -- @reads nvtx, launches, api_calls, collectives
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges (default: also
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges (default: else
 --                                      ProfilerStep#<i>).
 -- @column pid BIGINT              Process id of the thread.
 -- @column tid BIGINT              Thread holding the step and the phase.
--- @column step BIGINT             Step index from `step:<i>` (or `ProfilerStep#<i>`).
+-- @column step BIGINT             Step number (step_ranges).
 -- @column phase VARCHAR           Text of the range.
 -- @column start_ns BIGINT         Range start, ns on the report's session clock.
 -- @column end_ns BIGINT           Range end, ns on the report's session clock.
@@ -29,12 +30,7 @@ WITH thread_ranges AS (
         n.end_ns,
         n.text
     FROM nvtx AS n
-    SEMI JOIN (
-        SELECT DISTINCT pid, tid
-        FROM nvtx
-        WHERE (CASE WHEN $step_pattern = 'step:%' THEN regexp_full_match(text, '(step:|ProfilerStep#)\d+')
-              ELSE text LIKE $step_pattern END)
-    ) AS s
+    SEMI JOIN (SELECT DISTINCT pid, tid FROM step_ranges($step_pattern)) AS s
         ON s.pid = n.pid
         AND s.tid = n.tid
     WHERE n.event_type <> 'mark'
@@ -70,22 +66,22 @@ depths AS (
     )
     WHERE delta = 1
 ),
-step_ranges AS (
-    SELECT
-        thread,
-        depth,
-        TRY_CAST(nullif(regexp_extract(text, '(\d+)\D*$', 1), '') AS BIGINT) AS step,
-        start_ns,
-        end_ns
-    FROM depths
-    WHERE (CASE WHEN $step_pattern = 'step:%' THEN regexp_full_match(text, '(step:|ProfilerStep#)\d+')
-              ELSE text LIKE $step_pattern END)
+steps AS (
+    -- The step ranges (step_ranges: numbered there) with their depth.
+    SELECT d.thread, d.depth, s.step, d.start_ns, d.end_ns
+    FROM depths AS d
+    JOIN step_ranges($step_pattern) AS s
+        ON s.pid = d.pid
+        AND s.tid = d.tid
+        AND s.start_ns = d.start_ns
+        AND s.end_ns = d.end_ns
+        AND s.text = d.text
 ),
 candidates AS (
     -- Only ranges one level below some step of their thread can be phases.
     SELECT c.*
     FROM depths AS c
-    SEMI JOIN (SELECT DISTINCT thread, depth FROM step_ranges) AS s
+    SEMI JOIN (SELECT DISTINCT thread, depth FROM steps) AS s
         ON s.thread = c.thread
         AND s.depth + 1 = c.depth
     WHERE c.text NOT LIKE 'coll:%'
@@ -93,7 +89,7 @@ candidates AS (
 phases AS (
     SELECT c.thread, c.pid, c.tid, s.step, c.text AS phase, c.start_ns, c.end_ns
     FROM candidates AS c
-    ASOF JOIN step_ranges AS s
+    ASOF JOIN steps AS s
         ON s.thread = c.thread
         AND s.start_ns <= c.start_ns
     WHERE c.depth = s.depth + 1

@@ -1,5 +1,5 @@
--- One row per step range of one rank (see step_ranges in sql/_macros/metrics.sql), and
--- with the default pattern also PyTorch profiler's `ProfilerStep#<i>` ranges: its
+-- One row per step range of one rank (see step_ranges in sql/_macros/metrics.sql: with
+-- the default pattern a process without `step:` ranges takes `ProfilerStep#<i>`): its
 -- process, step number and span (session ns). Read by the cross-rank objects.
 -- @include metrics
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
@@ -9,8 +9,3 @@
 -- @column end_ns BIGINT           Range end, ns on the report's session clock.
 SELECT pid, step, start_ns, end_ns
 FROM step_ranges($step_pattern)
-UNION ALL
-SELECT pid, step, start_ns, end_ns
-FROM step_ranges('ProfilerStep#%')
-WHERE $step_pattern = 'step:%'
-    AND regexp_full_match(text, 'ProfilerStep#\d+')

@@ -3,6 +3,7 @@
 -- crossrank.clock_offsets; unaligned ranks are left out). Phases are the ranges nested directly inside the
 -- step on the same thread (see crossrank.phase_lag).
 -- @scope run
+-- @include metrics
 -- @reads xr_member_steps, xr_member_phases, xr_clock_offsets
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank INTEGER             Rank of the report.
@@ -21,8 +22,8 @@ SELECT
     r.rank,
     r.step,
     r.phase,
-    r.start_ns + o.shift_ns + round(r.start_ns * o.drift_ppb / 1e9)::BIGINT AS start_ns,
-    r.end_ns + o.shift_ns + round(r.end_ns * o.drift_ppb / 1e9)::BIGINT AS end_ns
+    run_ns(r.start_ns, o.shift_ns, o.drift_ppb) AS start_ns,
+    run_ns(r.end_ns, o.shift_ns, o.drift_ppb) AS end_ns
 FROM ranges AS r
 JOIN xr_clock_offsets AS o
     USING (rank)

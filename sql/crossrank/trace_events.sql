@@ -1,9 +1,11 @@
 -- One row per event of the aligned multi-rank trace: NVTX ranges, GPU
 -- activities (kernels, copies, sets) and the wait of each rank inside each
--- matched collective, in run time (see crossrank.clock_offsets). With
+-- matched collective, in run time (each report's clock: offset and drift, see
+-- crossrank.clock_offsets and the macro run_ns). With
 -- step_from / step_to only events overlapping those steps (on any rank) are
 -- kept; at most max_events, longest first.
 -- @scope run
+-- @include metrics
 -- @reads xr_alignment, xr_clock, xr_steps, xr_events
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL   Only steps >= this (NULL: from the first).
@@ -20,13 +22,13 @@ WITH alignment AS MATERIALIZED (
     SELECT * FROM xr_alignment
 ),
 offsets AS (
-    -- Per report (its processes share one clock): the shift of its ranks.
-    SELECT DISTINCT report_rank AS rank, shift_ns FROM xr_clock WHERE aligned
+    -- Per report (its processes share one clock): its shift and drift.
+    SELECT DISTINCT report_rank AS rank, shift_ns, drift_ppb FROM xr_clock WHERE aligned
 ),
 bounds AS (
     SELECT
-        min(s.start_ns + o.shift_ns) AS start_ns,
-        max(s.end_ns + o.shift_ns) AS end_ns
+        min(run_ns(s.start_ns, o.shift_ns, o.drift_ppb)) AS start_ns,
+        max(run_ns(s.end_ns, o.shift_ns, o.drift_ppb)) AS end_ns
     FROM xr_steps AS s
     JOIN offsets AS o
         USING (rank)
@@ -34,12 +36,14 @@ bounds AS (
         AND s.step < coalesce($step_to, s.step + 1)
 ),
 windows AS (
-    -- Per rank, the window in session time (no rows without a window).
+    -- Per rank, the window in session time (run_ns inverted to the ns; no rows
+    -- without a window).
     SELECT
         o.rank,
         o.shift_ns,
-        b.start_ns - o.shift_ns AS start_ns,
-        b.end_ns - o.shift_ns AS end_ns
+        o.drift_ppb,
+        floor((b.start_ns - o.shift_ns) / (1 + o.drift_ppb / 1e9))::BIGINT AS start_ns,
+        ceil((b.end_ns - o.shift_ns) / (1 + o.drift_ppb / 1e9))::BIGINT AS end_ns
     FROM offsets AS o
     CROSS JOIN bounds AS b
     WHERE $step_from IS NOT NULL
@@ -56,8 +60,8 @@ events AS NOT MATERIALIZED (
         e.stream,
         e.name,
         e.category,
-        e.start_ns + o.shift_ns AS start_ns,
-        e.dur_ns
+        run_ns(e.start_ns, o.shift_ns, o.drift_ppb) AS start_ns,
+        run_ns(e.end_ns, o.shift_ns, o.drift_ppb) - run_ns(e.start_ns, o.shift_ns, o.drift_ppb) AS dur_ns
     FROM xr_events AS e
     JOIN offsets AS o
         USING (rank)
@@ -73,8 +77,8 @@ events AS NOT MATERIALIZED (
         e.stream,
         e.name,
         e.category,
-        e.start_ns + w.shift_ns,
-        e.dur_ns
+        run_ns(e.start_ns, w.shift_ns, w.drift_ppb),
+        run_ns(e.end_ns, w.shift_ns, w.drift_ppb) - run_ns(e.start_ns, w.shift_ns, w.drift_ppb)
     FROM xr_events AS e
     JOIN windows AS w
         ON w.rank = e.rank
