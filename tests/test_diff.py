@@ -12,6 +12,8 @@ import pytest
 import nsyswrap
 from nsyswrap.comparison import diff
 from nsyswrap.comparison.gate import gate
+from nsyswrap.comparison.samples import add_samples, identify
+from nsyswrap.crossrank import comm_split
 from nsyswrap.comparison.significance import MIN_STEPS, compare_medians
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
@@ -69,6 +71,22 @@ def test_overlap_improved(diffs):
         assert exposed.significant and exposed.delta < -0.1
         assert both.significant and both.delta > 0.1
     assert "exposed communication beyond waiting on all ranks" in r.headline[1]
+
+
+def test_waited_and_transfer_are_the_comm_split(pairs):
+    """One definition of waiting vs transfer: diff's figures are crossrank.comm_split's."""
+    options = ReportOptions()
+    with nsyswrap.open_run([pairs["straggler_fixed"][0]]) as run:
+        found = identify(run, "base", options)
+        add_samples(run, found, options)
+        split = comm_split(run).dropna(subset=["step"]).set_index(["rank", "step"])
+    s = found.samples
+    for metric, column in (("waited", "wait_ns"), ("transfer", "transfer_ns")):
+        got = s[s["metric"] == metric].groupby(["rank", "step"])["value"].agg(["min", "max"])
+        assert (got["min"] == got["max"]).all()  # one value per rank on all its devices
+        assert got.loc[split.index, "min"].tolist() == split[column].astype(float).tolist()
+        assert (got.drop(split.index)["min"] == 0).all()
+    assert split["wait_ns"].sum() > 0 and split["transfer_ns"].sum() > 0
 
 
 def test_kernels_faster(diffs):

@@ -20,9 +20,9 @@ from nsyswrap.comparison.significance import METHOD
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import DEFAULT_OPENER, Opener
 
-SPLIT_NOTE = ("exposed communication is split into `waited` (time in collectives before the "
-              "last rank arrived) and `beyond_wait` (exposed minus waited, at least 0): an "
-              "approximation until the cross-rank analysis splits exposed time exactly")
+SPLIT_NOTE = ("time in matched collectives is split into `waited` (before the last rank "
+              "arrived) and `transfer` (the rest), as crossrank.comm_split; `beyond_wait` is "
+              "exposed communication minus waited, at least 0")
 
 RunArg = str | Path | list
 """A run: a directory, glob, manifest.json or report file, or a list of them."""

@@ -20,8 +20,8 @@ TOP = 12
 TITLES = {
     "step_time": "Step time, ms (overall: slowest rank per step; per rank: its step range)",
     "share": "Ledger shares of the step per rank and device, %",
-    "exposed_comm": "Exposed communication per step, ms (waited: in collectives before the "
-                    "last rank arrived; beyond_wait: the rest)",
+    "exposed_comm": "Exposed communication per step, ms (waited / transfer: in collectives "
+                    "before / after the last rank arrived; beyond_wait: exposed less waited)",
     "idle": "Idle time per step by cause, ms",
     "phase": "Phases per step, ms: host time without waits, GPU time of their kernels",
     "kernel": "GPU time per step by kernel name, all ranks, ms (top movers)",

@@ -31,19 +31,13 @@ HIGHER_IS_BETTER = {"compute_only", "both", "busbw"}
 COUNTER = re.compile(r"(,\s*|\s+)(seq|op_id)\s*=\s*\d+")  # as nvtx.gpu_time_by_text cuts them
 META = ["id", "section", "metric", "rank", "device", "item", "unit", "better"]
 
-# GPU time per (rank, step, kernel name): each kernel goes to the step whose range (by
-# the `steps.ledger` numbering: last integer of the text) started last before it began;
-# the last step holds work up to its range's end.
+# GPU time per (rank, step, kernel name): each kernel goes to the step whose range (the
+# one step definition: step_ranges in sql/_macros/metrics.sql) started last before it
+# began; the last step holds work up to its range's end.
 KERNELS_BY_STEP = r"""
-WITH ranges AS (
-    SELECT rank, start_ns, end_ns,
-        TRY_CAST(nullif(regexp_extract(text, '(\d+)\D*$', 1), '') AS BIGINT) AS step
-    FROM nvtx
-    WHERE text LIKE $step_pattern AND event_type <> 'mark'
-),
-steps AS (
+WITH steps AS (
     SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM ranges WHERE step IS NOT NULL GROUP BY rank, step
+    FROM step_ranges($step_pattern) GROUP BY rank, step
 ),
 regions AS (
     SELECT rank, step, start_ns,
@@ -131,10 +125,11 @@ def add_samples(run: Run, found: RunSamples, options: ReportOptions) -> None:
     span = {"step_from": options.step_from, "step_to": options.step_to}
     many = len(run.reports) > 1
     coll = crossrank.matched_collectives(run, **span) if many else pd.DataFrame()
+    split = crossrank.comm_split(run, **span) if many else pd.DataFrame()
     parts = [
         _step_time(steps),
         _ledger(steps),
-        _exposed(steps, coll),
+        _exposed(steps, split),
         _idle(metrics.idle_gaps(run, **params), steps),
         _phases(crossrank.phase_lag(run, **span), step_set),
         _per_item(kernels, "kernel", "name", step_set),
@@ -202,19 +197,21 @@ def _ledger(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out)
 
 
-def _exposed(steps: pd.DataFrame, coll: pd.DataFrame) -> pd.DataFrame:
-    """Exposed communication per (rank, device) and step, and (with matched collectives)
-    the part of it beyond the rank's waits for peers: max(0, exposed - waited)."""
+def _exposed(steps: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
+    """Exposed communication per (rank, device) and step and, with matched collectives,
+    the rank's time in them split into waiting for peers and transfer (crossrank.comm_split),
+    and the exposed time beyond the waits: max(0, exposed - waited)."""
     out = [_rows(steps, section="exposed_comm", metric="exposed_comm", unit="ns",
                  value="exposed_comm_ns", rank="rank", device="device")]
-    if not coll.empty:
-        waited = coll.groupby(["rank", "step"], as_index=False)["wait_ns"].sum()
-        df = steps.merge(waited, on=["rank", "step"], how="left").fillna({"wait_ns": 0})
+    split = split.dropna(subset=["step"]) if len(split) else split
+    if not split.empty:
+        df = steps.merge(split[["rank", "step", "wait_ns", "transfer_ns"]], on=["rank", "step"],
+                         how="left").fillna({"wait_ns": 0, "transfer_ns": 0})
         df["beyond"] = (df["exposed_comm_ns"] - df["wait_ns"]).clip(lower=0)
-        out += [_rows(df, section="exposed_comm", metric="waited", unit="ns", value="wait_ns",
-                      rank="rank", device="device"),
-                _rows(df, section="exposed_comm", metric="beyond_wait", unit="ns",
-                      value="beyond", rank="rank", device="device")]
+        out += [_rows(df, section="exposed_comm", metric=metric, unit="ns", value=value,
+                      rank="rank", device="device")
+                for metric, value in (("waited", "wait_ns"), ("transfer", "transfer_ns"),
+                                      ("beyond_wait", "beyond"))]
     return pd.concat(out)
 
 
