@@ -55,12 +55,7 @@ chosen AS (
     QUALIFY fallback = min(fallback) OVER (PARTITION BY rank, pid)
 )
 SELECT
-    rank,
-    pid,
-    tid,
-    text,
-    start_ns,
-    end_ns,
+    * EXCLUDE (fallback),
     coalesce(
         TRY_CAST(nullif(regexp_extract(text, '(\d+)\D*$', 1), '') AS BIGINT),
         row_number() OVER (PARTITION BY rank, pid ORDER BY start_ns, end_ns, tid, text) - 1
