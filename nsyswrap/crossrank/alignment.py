@@ -102,7 +102,7 @@ def _solve(ends: pd.DataFrame, ranks: list[int], drifting: set[int], utc: dict[i
         cov = np.linalg.pinv(normal) * float((w * resid ** 2).sum()) / dof
     inliers = (np.abs(resid) <= REJECT_K * scale).astype(np.float64)
     params, *_ = _fit(design, y, inv, inliers)
-    drift = {r: (float(np.round(params[dcol[r]])) if r in dcol else 0.0) for r in ranks}
+    drift = {r: (float(np.round(params[dcol[r]])) + 0.0 if r in dcol else 0.0) for r in ranks}  # no -0.0
     d_row = np.array([drift[r] for r in rank])
     y_fixed = y + np.round(x * d_row / 1e9)
     off, resid, _ = _fit(offsets, y_fixed, inv, inliers)
