@@ -13,8 +13,9 @@ its members, so ranks that share no collective with the reference are aligned th
 the others. A drift is fitted per clock only where its collectives span at least
 DRIFT_MIN_SPAN_NS. Outliers are then left out, drifts rounded to whole ppb and the
 offsets refitted to whole ns (see _solve): on exact ends the clocks come out exact,
-and so does every aligned time (solve.to_run_time). A rank outside the reference's connected set is tied to a rank on
-the same host whose clock is aligned (same host clock), else it is left unaligned.
+and so does every aligned time (solve.to_run_time). A rank outside the reference's
+connected set is tied to a rank on the same host whose clock is aligned (same host
+clock), else it is left unaligned.
 """
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ def _solve(ends: pd.DataFrame, ranks: list[int], drifting: set[int], utc: dict[i
         cov = np.linalg.pinv(normal) * float((w * resid ** 2).sum()) / dof
     inliers = (np.abs(resid) <= REJECT_K * scale).astype(np.float64)
     params, *_ = _fit(design, y, inv, inliers)
-    drift = {r: (float(np.round(params[dcol[r]])) + 0.0 if r in dcol else 0.0) for r in ranks}  # no -0.0
+    drift = {r: float(np.round(params[dcol[r]])) + 0.0 if r in dcol else 0.0  # + 0.0: no -0.0
+             for r in ranks}
     d_row = np.array([drift[r] for r in rank])
     y_fixed = y + np.round(x * d_row / 1e9)
     off, resid, _ = _fit(offsets, y_fixed, inv, inliers)
