@@ -15,6 +15,7 @@ import atexit
 import functools
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -152,7 +153,10 @@ def _raw(path: Path, key: str, tables: dict[str, set[str]]):
     """A reader (large tables) or table (small ones) of one raw export table."""
     names, columns = RAW_TABLES[key]
     table = next((t for t in names if t in tables), names[0])
-    query = typed_select(table, columns, tables.get(table), RAW_FILTERS.get(key))
+    present, where = tables.get(table), RAW_FILTERS.get(key)
+    if present is not None and where and not set(re.findall(r'"(\w+)"', where)) <= present:
+        present = None  # filtered on a column this nsys version lacks: no such rows
+    query = typed_select(table, columns, present, where)
     reader = read_batches(path, query)
     return reader if key in STREAMED else reader.read_all()
 

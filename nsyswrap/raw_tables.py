@@ -6,7 +6,7 @@ typed NULLs / no rows. Each table appears in DuckDB as `raw_<key>`.
 """
 from __future__ import annotations
 
-I, R, T = "INTEGER", "REAL", "TEXT"
+I, R, T, B = "INTEGER", "REAL", "TEXT", "BLOB"
 
 _DEVICE_ROW = {
     "start": I, "end": I, "deviceId": I, "contextId": I, "streamId": I,
@@ -31,6 +31,16 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
         "uint64Value": I, "int64Value": I, "doubleValue": R, "uint32Value": I,
         "int32Value": I, "floatValue": R,
     }),
+    # NVTX events with an extended payload (binaryData: a BLOB in a TEXT column, from nsys
+    # 2024.6.2, filled only by `nsys export --include-blobs=true`) and the payload schemas
+    "nvtx_payload": (("NVTX_EVENTS",), {
+        "start": I, "end": I, "eventType": I, "text": T, "globalTid": I, "textId": I, "domainId": I,
+        "binaryData": B,
+    }),
+    "payload_schemas": (("NVTX_PAYLOAD_SCHEMAS",), {"domainId": I, "schemaId": I, "payloadSize": I}),
+    "payload_entries": (("NVTX_PAYLOAD_SCHEMA_ENTRIES",), {
+        "domainId": I, "schemaId": I, "idx": I, "type": I, "name": T, "offset": I,
+    }),
     "strings": (("StringIds",), {"id": I, "value": T}),
     "processes": (("PROCESSES",), {"globalPid": I, "pid": I, "name": T}),
     "gpus": (("TARGET_INFO_GPU",), {"id": I, "name": T, "smCount": I, "totalMemory": I}),
@@ -41,4 +51,4 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 }
 
 # Rows of TARGET_INFO_SYSTEM_ENV worth reading (others can hold huge or non-UTF-8 values).
-RAW_FILTERS = {"system_env": "\"name\" = 'Hostname'"}
+RAW_FILTERS = {"system_env": "\"name\" = 'Hostname'", "nvtx_payload": "\"binaryData\" IS NOT NULL"}

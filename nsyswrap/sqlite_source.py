@@ -20,7 +20,7 @@ import pyarrow as pa
 from nsyswrap.errors import NsysWrapError
 
 BATCH_ROWS = 262_144
-_PROTOTYPE = {"INTEGER": "0", "REAL": "0.0", "TEXT": "''"}
+_PROTOTYPE = {"INTEGER": "0", "REAL": "0.0", "TEXT": "''", "BLOB": "X''"}
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:

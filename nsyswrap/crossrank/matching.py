@@ -1,9 +1,10 @@
 """Which collective calls of different ranks are one collective, and which ranks form a group.
 
-The calls come from the per-report reduction `xr_rank_keys` in three kinds, taken in this
-order of preference when every rank has them: nsyswrap's `coll:` ranges (`range`), MPI
-collectives traced by nsys (`mpi`), and NCCL kernels per CUDA stream (`kernel`). For the
-first two the key (pg, seq) is recorded. For kernels it is not: each stream of a process
+The calls come from the per-report reduction `xr_rank_keys` in four kinds, taken in this
+order of preference when every rank has them: nsyswrap's `coll:` ranges (`range`), NCCL's
+own NVTX ranges keyed by the communicator hash of their payload (`payload`, made by
+nsyswrap.crossrank.nccl_payload), MPI collectives traced by nsys (`mpi`), and NCCL kernels
+per CUDA stream (`kernel`). For the first three the key (pg, seq) is recorded. For kernels it is not: each stream of a process
 is a candidate member sequence, and streams of different ranks form one group when their
 ops agree and the intervals between consecutive collective ends agree (a collective ends
 at one instant on every member, whatever the clocks). Groups are never merged: a set of
@@ -17,8 +18,9 @@ import pandas as pd
 
 from nsyswrap.crossrank.graph import components
 
-KINDS = ("range", "mpi", "kernel")
-FOUND_BY = {"range": "nsyswrap coll: ranges", "mpi": "MPI ranges (domain MPI)",
+KINDS = ("range", "payload", "mpi", "kernel")
+FOUND_BY = {"range": "nsyswrap coll: ranges", "payload": "nccl payload (communicator hash of NCCL's NVTX ranges)",
+            "mpi": "MPI ranges (domain MPI)",
             "kernel": "NCCL kernels per stream, groups inferred from agreeing end intervals"}
 P2P = {"send", "recv", "isend", "irecv"}
 AGREE_NS = 2_000          # end intervals of one group agree within this (+ AGREE_PPM of the interval)
@@ -40,8 +42,9 @@ def choose_kind(keys: pd.DataFrame) -> str | None:
     return max(counts.index, key=lambda k: (counts[k], -KINDS.index(k))) if len(counts) else None
 
 
-def match(keys: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(keys with verdicts, groups) for the run's best kind of key; see the module doc."""
+def match(keys: pd.DataFrame, fallback: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(keys with verdicts, groups) for the run's best kind of key; see the module doc.
+    `fallback`: why NCCL payloads gave no keys, said by groups found in a less trusted way."""
     kind = choose_kind(keys)
     if kind is None:
         return pd.DataFrame(columns=KEY_COLUMNS), pd.DataFrame(columns=GROUP_COLUMNS)
@@ -53,6 +56,8 @@ def match(keys: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     calls["found_by"] = kind
     if groups is None:
         groups = _recorded_groups(calls, kind)
+    if fallback and KINDS.index(kind) > KINDS.index("payload"):
+        groups["found_by"] = groups["found_by"] + "; " + fallback
     return calls[KEY_COLUMNS], groups[GROUP_COLUMNS]
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import GROUP_COLUMNS, KEY_COLUMNS, match
+from nsyswrap.crossrank.nccl_payload import payload_keys, world_ranks
 from nsyswrap.crossrank.ranks import member_ranks, to_member_ranks
 from nsyswrap.errors import NsysWrapError
 
@@ -62,13 +63,16 @@ def build(run, name: str, params: dict, table: str) -> None:
 def solved(run) -> dict[str, pd.DataFrame]:
     """The run-scope frames, by table name, over the objects bound on `run` now."""
     keys = run.df("SELECT * FROM xr_rank_keys")
-    members = member_ranks(run.df("SELECT rank, pid, device FROM xr_processes"), keys, run.reports)
+    schemas = run.df("SELECT * FROM payload_schemas")
+    nccl_ranks = world_ranks(keys, schemas)
+    keys, fallback = payload_keys(keys, schemas)
+    members = member_ranks(run.df("SELECT rank, pid, device FROM xr_processes"), keys, run.reports, nccl_ranks)
     reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
     run.unrelated = None if run.allow_unrelated else unrelated(run, reports.rename(columns={"report_rank": "rank"}))
     if run.unrelated is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
     keys = to_member_ranks(keys, members)
-    calls, groups = match(keys)
+    calls, groups = match(keys, fallback)
     matched = calls[calls["matches"].eq(True)].copy()
     on_gpu = matched.groupby(["pg", "seq"])["kernel_end_ns"].transform(lambda v: v.notna().all())
     matched["on_gpu"] = on_gpu.astype(bool)

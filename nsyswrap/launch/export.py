@@ -1,10 +1,14 @@
 """`nsyswrap export RUN`: every report of a run to SQLite, several nsys processes at a time.
 
 Resumable: a report whose .sqlite exists is skipped unless force=True; each export is
-written to `<run>/.export-tmp/` first and moved into place only when complete.
+written to `<run>/.export-tmp/` first and moved into place only when complete. Where the
+installed nsys can (its `nsys help export` lists `--include-blobs`, 2024.6.2 and later),
+the export asks for NVTX payload blobs, so NCCL's ranges keep their communicator ids
+(see docs/nccl-payloads.md).
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -21,6 +25,7 @@ from nsyswrap.launch.nsys import (QDSTRM_FIX, file_sizes, find_nsys, rescue_qdst
                                   wait_or_stop)
 
 TMP_DIR = ".export-tmp"
+HELP_TIMEOUT_S = 60  # nsys 2022.4 can hang on a loaded machine
 
 
 def export_run(run_dir, force: bool = False, jobs: Optional[int] = None, nsys: str = "nsys",
@@ -68,13 +73,26 @@ def _check_writable(run_dir: Path) -> None:
                             "make the run directory writable, or copy the run somewhere writable") from None
 
 
+@functools.lru_cache
+def include_blobs(nsys: str) -> bool:
+    """Whether this nsys's export writes NVTX payload blobs when asked (`--include-blobs`)."""
+    try:
+        said = subprocess.run([nsys, "help", "export"], capture_output=True, text=True, timeout=HELP_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--include-blobs" in said.stdout + said.stderr
+
+
 def _export_one(nsys: str, report: Path) -> Optional[str]:
     """Export one report; None on success, else the end of nsys's complaint."""
     tmp = report.parent / TMP_DIR / report.with_suffix(".sqlite").name
     tmp.parent.mkdir(exist_ok=True)
+    blobs = ["--include-blobs=true"] if include_blobs(nsys) else []
     with tempfile.TemporaryFile("w+") as said:
-        done = subprocess.Popen([nsys, "export", "--type=sqlite", "--force-overwrite=true", f"--output={tmp}",
-                                 str(report)], stdout=said, stderr=said, text=True, start_new_session=True)
+        done = subprocess.Popen([nsys, "export", "--type=sqlite", *blobs, "--force-overwrite=true",
+                                 f"--output={tmp}", str(report)],
+                                stdout=said, stderr=said, text=True, start_new_session=True)
         stuck = wait_or_stop(done, lambda: (file_sizes([tmp]), tree_cpu_ticks(done.pid)), stall_limit())
         said.seek(0)
         text = said.read().strip()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsyswrap.synth import nccl_nvtx
 from nsyswrap.synth.catalog import COVER_KERNEL, PHASE_KERNELS, nccl_kernel
 from nsyswrap.synth.lockstep import Collectives, Post
 from nsyswrap.synth.scenario import ExtraCollective, PlantedGap, Scenario
@@ -266,6 +267,8 @@ class RankProgram:
         self.seqs[pg] = seq + 1
         if sum(self.seqs.values()) == 1 and sc.nccl_nvtx:
             tl.create_domain("NCCL", NCCL_DOMAIN)
+            if sc.nccl_payloads:
+                nccl_nvtx.init_communicators(tl, sc, self.rank, self.devices[0].device)
         if sc.coll_ranges:
             size = len(sc.group_members(pg))
             tl.push(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}")
@@ -277,8 +280,11 @@ class RankProgram:
                     tl.wait(comm, s)
             elif not same:
                 tl.wait(comm, d.compute)
-        if sc.nccl_nvtx:
-            tl.push(NCCL_CALLS.get(op, "ncclGroupEnd"), NCCL_DOMAIN)
+        call = NCCL_CALLS.get(op, "ncclGroupEnd")
+        if sc.nccl_payloads and call in nccl_nvtx.SCHEMAS:
+            nccl_nvtx.push(tl, call, nccl_nvtx.collective_values(sc, pg, nbytes))
+        elif sc.nccl_nvtx:
+            tl.push(call, NCCL_DOMAIN)
         ktype = tl.kernel_type(nccl_kernel(op, dtype))
         posts = []
         for d in self.devices:

@@ -14,7 +14,7 @@ PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other")
 HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report",
-                 "step_name", "end_jitter_ns")
+                 "step_name", "end_jitter_ns", "nccl_payloads")
 
 
 @dataclass(frozen=True)
@@ -116,6 +116,9 @@ class Scenario:
     min_gap_ns: int = 10_000           # truth lists idle gaps at least this long
     nccl_nvtx: bool = True             # NCCL's own ranges (domain NCCL, registered strings)
     coll_ranges: bool = True           # nsyswrap's `coll:` ranges (False: match by kernels only)
+    # NCCL's ranges carry their payloads (binaryData, as exported with --include-blobs=true),
+    # with ncclCommInitRank ranges for each communicator (nsyswrap.synth.nccl_nvtx)
+    nccl_payloads: bool = False
     # hybrid parallelism: tensor-parallel groups of `tp` consecutive ranks (pg 1 + r // tp),
     # one all_reduce after each forward module on their own NCCL stream; the gradient
     # all-reduces then run in data-parallel groups of the ranks with one TP position
@@ -244,6 +247,8 @@ class Scenario:
             bad("launch_latency_ns must be >= 1", "kernels start after their launch call")
         if self.tp and (self.ranks % self.tp or self.tp < 2):
             bad(f"tp={self.tp} does not divide ranks={self.ranks}", "use a tp of 2 or more dividing ranks")
+        if self.nccl_payloads and not self.nccl_nvtx:
+            bad("nccl_payloads needs nccl_nvtx", "set nccl_nvtx=True: payloads ride on NCCL's ranges")
         if self.clock_drift_ppm is not None and len(self.clock_drift_ppm) != self.ranks:
             bad("clock_drift_ppm needs one value per rank", "give exactly `ranks` values or None")
         if self.clock_error_ns is not None and len(self.clock_error_ns) != self.ranks:

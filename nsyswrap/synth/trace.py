@@ -90,6 +90,7 @@ class RankTrace:
     nvtx: list[tuple] = field(default_factory=list)
     nvtx_domains: list[tuple] = field(default_factory=list)
     nvtx_tid: list[int] = field(default_factory=list)         # thread of each NVTX range
+    nvtx_payloads: dict[int, bytes] = field(default_factory=dict)  # NVTX range index -> binaryData
     steps: list[tuple] = field(default_factory=list)          # (step, start, end)
     nccl: list[tuple] = field(default_factory=list)           # (kernel index, pg, seq, op, bytes)
     planted_gaps: list[tuple] = field(default_factory=list)   # (device, start, end, cause)

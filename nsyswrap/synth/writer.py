@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from nsyswrap.synth import ids, metadata
+from nsyswrap.synth import ids, metadata, nccl_nvtx
 from nsyswrap.synth.catalog import API_CLASS, API_NAMES, ATTR_COLUMNS
 from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.schema import template
@@ -25,6 +25,7 @@ TRACE_TABLES = {  # table -> RankTrace attribute whose rows it holds
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "syncs",
     "NVTX_EVENTS": "nvtx",
 }
+PAYLOAD_TABLES = ("NVTX_PAYLOAD_SCHEMAS", "NVTX_PAYLOAD_SCHEMA_ENTRIES")  # with NCCL payloads only
 ALWAYS = ("StringIds", "TARGET_INFO_SYSTEM_ENV", "TARGET_INFO_SESSION_START_TIME", "ANALYSIS_DETAILS",
           "PROCESSES", "ThreadNames", "TARGET_INFO_CUDA_STREAM", "META_DATA_CAPTURE", "META_DATA_EXPORT")
 
@@ -67,6 +68,8 @@ def write_report(traces: list[RankTrace], sc: Scenario, path: Path) -> None:
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "temp_store=MEMORY", "cache_size=-262144"):
             con.execute(f"PRAGMA {pragma}")
         filled = {t for t, attr in TRACE_TABLES.items() for trace in traces if len(getattr(trace, attr))}
+        if any(trace.nvtx_payloads for trace in traces):
+            filled.update(PAYLOAD_TABLES)
         tables = [t for t in template().ddl
                   if t in filled or t in ALWAYS or t.startswith("ENUM_")]
         for table in tables:
@@ -167,16 +170,23 @@ def _write_nvtx(con: sqlite3.Connection, trace: RankTrace, strings: Strings) -> 
     gtid = ids.global_tid(trace.pid, trace.pid)
     ts = trace.session_ns
     nulls = ("rangeId", "category", "color", "endGlobalTid", "uint64Value", "int64Value", "doubleValue",
-             "uint32Value", "int32Value", "floatValue", "jsonTextId", "jsonText", "binaryData")
+             "uint32Value", "int32Value", "floatValue", "jsonTextId", "jsonText")
     spec = {c: "NULL" for c in nulls}
     spec.update({"start": "?", "end": "?", "eventType": "?", "text": "?", "globalTid": "?",
-                 "textId": "?", "domainId": "?"})
-    created = [(ts(s), None, DOMAIN_CREATE, name, gtid, None, domain) for s, name, domain in trace.nvtx_domains]
+                 "textId": "?", "domainId": "?", "binaryData": "?"})
+    created = [(ts(s), None, DOMAIN_CREATE, name, gtid, None, domain, None) for s, name, domain in trace.nvtx_domains]
     tids = [ids.global_tid(trace.pid, tid) for tid in trace.nvtx_tid]
-    ranges = [(ts(s), ts(e), PUSH_POP, None, tid, strings(text), domain) if domain == NCCL_DOMAIN
-              else (ts(s), ts(e), PUSH_POP, text, tid, None, domain)
-              for (s, e, text, domain), tid in zip(trace.nvtx, tids)]
+    payloads = trace.nvtx_payloads
+    ranges = [(ts(s), ts(e), PUSH_POP, None, tid, strings(text), domain, payloads.get(i)) if domain == NCCL_DOMAIN
+              else (ts(s), ts(e), PUSH_POP, text, tid, None, domain, None)
+              for i, ((s, e, text, domain), tid) in enumerate(zip(trace.nvtx, tids))]
     _insert(con, "NVTX_EVENTS", spec, created + ranges)
+    if payloads:  # the schemas, once per process as a real export repeats them
+        calls = {trace.nvtx[i][2] for i in payloads}
+        schemas, entries = nccl_nvtx.schema_rows(calls)
+        _insert(con, "NVTX_PAYLOAD_SCHEMAS", {c: "?" for c in template().columns("NVTX_PAYLOAD_SCHEMAS")}, schemas)
+        _insert(con, "NVTX_PAYLOAD_SCHEMA_ENTRIES",
+                {c: "?" for c in template().columns("NVTX_PAYLOAD_SCHEMA_ENTRIES")}, entries)
 
 
 def _write_info(con: sqlite3.Connection, traces: list[RankTrace], sc: Scenario, strings: Strings) -> None:

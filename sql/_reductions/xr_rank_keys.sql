@@ -1,18 +1,22 @@
--- One row per collective call of one rank, of three kinds (nsyswrap.crossrank.matching
+-- One row per collective call of one rank, of four kinds (nsyswrap.crossrank.matching
 -- takes the best kind every rank has and matches the calls across ranks):
--- `range` keys are the (pg, seq) of nsyswrap's `coll:` ranges; `mpi` keys the k-th
+-- `range` keys are the (pg, seq) of nsyswrap's `coll:` ranges; `nccl` rows are NCCL's
+-- own ranges (domain NCCL: collectives and communicator set-up, pg 'nccl', seq their order
+-- in the process) with their payload, keyed by nsyswrap.crossrank.nccl_payload; `mpi` keys the k-th
 -- MPI collective (domain MPI: MPI_Allreduce, MPI_Bcast, ...) of a process (pg 'mpi');
 -- `kernel` keys the k-th NCCL kernel on one CUDA stream of a process (pg
 -- 'stream:<pid>:<device>:<stream>': PyTorch gives each process group its own NCCL
 -- stream; which streams of different ranks form one group is inferred later).
 -- kernel_*: the NCCL kernels launched inside the range on the same thread (for a
 -- kernel key: that kernel). Times are session ns.
--- @reads nvtx, kernels, launches, collectives
--- @column keyed VARCHAR           range, mpi or kernel: how the key was made.
+-- @reads nvtx, kernels, launches, collectives, nvtx_payloads
+-- @column keyed VARCHAR           range, nccl, mpi or kernel: how the key was made.
 -- @column pid BIGINT              Process that issued the call.
 -- @column pg VARCHAR              Process group id (see above).
 -- @column seq BIGINT              Sequence number in the group (or stream).
--- @column op VARCHAR              Collective, e.g. all_reduce (mpi: e.g. allreduce).
+-- @column op VARCHAR              Collective, e.g. all_reduce (mpi: e.g. allreduce;
+--                                 nccl: NCCL's name after `nccl`, e.g. all_reduce,
+--                                 comm_init_rank).
 -- @column bytes BIGINT            Payload bytes from the range (NULL otherwise).
 -- @column group_size BIGINT       Ranks in the group from the range (NULL
 --                                 otherwise).
@@ -20,6 +24,8 @@
 -- @column cpu_end_ns BIGINT       Range end (NULL for kernel keys) (ns).
 -- @column kernel_start_ns BIGINT  First NCCL kernel start (ns), NULL without kernels.
 -- @column kernel_end_ns BIGINT    Last NCCL kernel end (ns), NULL without kernels.
+-- @column payload BLOB            nccl rows: the range's binaryData (NULL when the
+--                                 export has none); NULL for other kinds.
 WITH nccl AS (
     -- NCCL kernels with their launch call (the launches view: the runtime call when
     -- a driver call repeats the correlation id). Only NCCL launches are read, not
@@ -41,21 +47,58 @@ WITH nccl AS (
     WHERE k.kind = 'nccl'
     GROUP BY k.pid, k.device, k.stream, k.correlation_id, k.start_ns, k.end_ns, k.coll_op
 ),
-range_kernels AS (
-    -- NCCL kernels launched inside a collective range on the same thread.
+nccl_ranges AS (
+    -- NCCL's own ranges of collectives and communicator set-up, in call order.
     SELECT
+        r.pid,
+        r.tid,
+        'nccl' AS pg,
+        row_number() OVER (PARTITION BY r.pid ORDER BY r.start_ns, r.end_ns, r.tid) - 1 AS seq,
+        lower(regexp_replace(substr(r.text, 5), '([a-z])([A-Z])', '\1_\2', 'g')) AS op,
+        r.start_ns,
+        r.end_ns,
+        p.payload
+    FROM nvtx AS r
+    LEFT JOIN nvtx_payloads AS p
+        ON p.pid = r.pid
+        AND p.tid = r.tid
+        AND p.start_ns = r.start_ns
+        AND p.text = r.text
+    WHERE r.domain = 'NCCL'
+        AND r.event_type <> 'mark'
+        AND regexp_full_match(
+            r.text,
+            'nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|AlltoAll|Gather|Scatter|'
+            || 'CommInitRank|CommInitRankConfig|CommInitRankScalable|CommSplit)'
+        )
+),
+ranges AS (
+    SELECT 'range' AS keyed, pid, tid, pg, seq, start_ns, end_ns
+    FROM collectives
+    WHERE pg IS NOT NULL
+        AND seq IS NOT NULL
+    UNION ALL
+    SELECT 'nccl', pid, tid, pg, seq, start_ns, end_ns
+    FROM nccl_ranges
+),
+range_kernels AS (
+    -- NCCL kernels launched inside a range on the same thread (each kind of range on
+    -- its own: NCCL's ranges nest inside `coll:` ones).
+    SELECT
+        c.keyed,
         c.pid,
         c.pg,
         c.seq,
         min(n.start_ns) AS kernel_start_ns,
         max(n.end_ns) AS kernel_end_ns
-    FROM nccl AS n
-    ASOF JOIN collectives AS c
-        ON c.pid = n.pid
+    FROM (SELECT *, unnest(['range', 'nccl']) AS keyed FROM nccl) AS n
+    ASOF JOIN ranges AS c
+        ON c.keyed = n.keyed
+        AND c.pid = n.pid
         AND c.tid = n.tid
         AND c.start_ns <= n.launch_ns
     WHERE n.launch_ns <= c.end_ns
-    GROUP BY c.pid, c.pg, c.seq
+    GROUP BY c.keyed, c.pid, c.pg, c.seq
 ),
 keyed_by_range AS (
     SELECT
@@ -69,12 +112,37 @@ keyed_by_range AS (
         c.start_ns AS cpu_start_ns,
         c.end_ns AS cpu_end_ns,
         rk.kernel_start_ns,
-        rk.kernel_end_ns
+        rk.kernel_end_ns,
+        CAST(NULL AS BLOB) AS payload
     FROM collectives AS c
     LEFT JOIN range_kernels AS rk
-        USING (pid, pg, seq)
+        ON rk.keyed = 'range'
+        AND rk.pid = c.pid
+        AND rk.pg = c.pg
+        AND rk.seq = c.seq
     WHERE c.pg IS NOT NULL
         AND c.seq IS NOT NULL
+),
+keyed_by_nccl AS (
+    SELECT
+        'nccl' AS keyed,
+        r.pid,
+        r.pg,
+        r.seq,
+        r.op,
+        CAST(NULL AS BIGINT) AS bytes,
+        CAST(NULL AS BIGINT) AS group_size,
+        r.start_ns AS cpu_start_ns,
+        r.end_ns AS cpu_end_ns,
+        rk.kernel_start_ns,
+        rk.kernel_end_ns,
+        r.payload
+    FROM nccl_ranges AS r
+    LEFT JOIN range_kernels AS rk
+        ON rk.keyed = 'nccl'
+        AND rk.pid = r.pid
+        AND rk.pg = r.pg
+        AND rk.seq = r.seq
 ),
 keyed_by_mpi AS (
     -- MPI collectives traced by nsys (--trace=mpi), in call order per process.
@@ -89,7 +157,8 @@ keyed_by_mpi AS (
         start_ns AS cpu_start_ns,
         end_ns AS cpu_end_ns,
         CAST(NULL AS BIGINT) AS kernel_start_ns,
-        CAST(NULL AS BIGINT) AS kernel_end_ns
+        CAST(NULL AS BIGINT) AS kernel_end_ns,
+        CAST(NULL AS BLOB) AS payload
     FROM nvtx
     WHERE domain = 'MPI'
         AND event_type <> 'mark'
@@ -117,10 +186,13 @@ keyed_by_kernel AS (
         launch_ns AS cpu_start_ns,
         CAST(NULL AS BIGINT) AS cpu_end_ns,
         start_ns AS kernel_start_ns,
-        end_ns AS kernel_end_ns
+        end_ns AS kernel_end_ns,
+        CAST(NULL AS BLOB) AS payload
     FROM nccl
 )
 SELECT * FROM keyed_by_range
+UNION ALL
+SELECT * FROM keyed_by_nccl
 UNION ALL
 SELECT * FROM keyed_by_mpi
 UNION ALL

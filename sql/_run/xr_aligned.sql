@@ -1,7 +1,7 @@
 -- One row per aligned rank and matched collective, in run time (nsyswrap.crossrank.solve).
 -- A run object computed in Python, once per run and parameters: the planner calls
 -- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases
+-- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
 -- @column seq                BIGINT   See nsyswrap.crossrank.solve.
