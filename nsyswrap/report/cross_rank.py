@@ -144,7 +144,8 @@ def _step_time_ns(run: Run, options: ReportOptions) -> int:
 def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
     if run_row is None:
         return {"label": None, "reason": "no collective is matched on every rank of its group (looked for "
-                "nsyswrap `coll:` ranges, MPI ranges of nsys --trace=mpi and NCCL kernels; see the groups "
+                "nsyswrap `coll:` ranges, NCCL's NVTX payloads, MPI ranges of nsys --trace=mpi and NCCL "
+                "kernels; see the groups "
                 "and mismatches tables)"}
     if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns or not run_row.significant:
         return {"label": "no significant straggler", "reason": f"all waits in collectives add up to "
