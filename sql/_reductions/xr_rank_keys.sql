@@ -54,7 +54,9 @@ nccl_ranges AS (
         r.tid,
         'nccl' AS pg,
         row_number() OVER (PARTITION BY r.pid ORDER BY r.start_ns, r.end_ns, r.tid) - 1 AS seq,
-        lower(regexp_replace(substr(r.text, 5), '([a-z])([A-Z])', '\1_\2', 'g')) AS op,
+        lower(regexp_replace(
+            replace(substr(r.text, 5), 'AlltoAll', 'AllToAll'), '([a-z])([A-Z])', '\1_\2', 'g'
+        )) AS op,
         r.start_ns,
         r.end_ns,
         p.payload
@@ -73,12 +75,35 @@ nccl_ranges AS (
         )
 ),
 ranges AS (
-    SELECT 'range' AS keyed, pid, tid, pg, seq, start_ns, end_ns
+    -- nsyswrap's `coll:` ranges and NCCL's ranges, each with its key.
+    SELECT
+        'range' AS keyed,
+        pid,
+        tid,
+        pg,
+        seq,
+        op,
+        bytes,
+        group_size,
+        start_ns,
+        end_ns,
+        CAST(NULL AS BLOB) AS payload
     FROM collectives
     WHERE pg IS NOT NULL
         AND seq IS NOT NULL
     UNION ALL
-    SELECT 'nccl', pid, tid, pg, seq, start_ns, end_ns
+    SELECT
+        'nccl',
+        pid,
+        tid,
+        pg,
+        seq,
+        op,
+        CAST(NULL AS BIGINT),
+        CAST(NULL AS BIGINT),
+        start_ns,
+        end_ns,
+        payload
     FROM nccl_ranges
 ),
 range_kernels AS (
@@ -102,47 +127,21 @@ range_kernels AS (
 ),
 keyed_by_range AS (
     SELECT
-        'range' AS keyed,
-        c.pid,
-        c.pg,
-        c.seq,
-        c.op,
-        c.bytes,
-        c.group_size,
-        c.start_ns AS cpu_start_ns,
-        c.end_ns AS cpu_end_ns,
-        rk.kernel_start_ns,
-        rk.kernel_end_ns,
-        CAST(NULL AS BLOB) AS payload
-    FROM collectives AS c
-    LEFT JOIN range_kernels AS rk
-        ON rk.keyed = 'range'
-        AND rk.pid = c.pid
-        AND rk.pg = c.pg
-        AND rk.seq = c.seq
-    WHERE c.pg IS NOT NULL
-        AND c.seq IS NOT NULL
-),
-keyed_by_nccl AS (
-    SELECT
-        'nccl' AS keyed,
+        r.keyed,
         r.pid,
         r.pg,
         r.seq,
         r.op,
-        CAST(NULL AS BIGINT) AS bytes,
-        CAST(NULL AS BIGINT) AS group_size,
+        r.bytes,
+        r.group_size,
         r.start_ns AS cpu_start_ns,
         r.end_ns AS cpu_end_ns,
         rk.kernel_start_ns,
         rk.kernel_end_ns,
         r.payload
-    FROM nccl_ranges AS r
+    FROM ranges AS r
     LEFT JOIN range_kernels AS rk
-        ON rk.keyed = 'nccl'
-        AND rk.pid = r.pid
-        AND rk.pg = r.pg
-        AND rk.seq = r.seq
+        USING (keyed, pid, pg, seq)
 ),
 keyed_by_mpi AS (
     -- MPI collectives traced by nsys (--trace=mpi), in call order per process.
@@ -191,8 +190,6 @@ keyed_by_kernel AS (
     FROM nccl
 )
 SELECT * FROM keyed_by_range
-UNION ALL
-SELECT * FROM keyed_by_nccl
 UNION ALL
 SELECT * FROM keyed_by_mpi
 UNION ALL
