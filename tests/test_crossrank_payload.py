@@ -26,7 +26,7 @@ from test_crossrank_hybrid import (  # noqa: F401
 
 from nsyswrap import open_run, planner
 from nsyswrap.crossrank import clock_offsets
-from nsyswrap.crossrank.nccl_payload import NO_BLOBS, PayloadError, decode, payload_keys, split
+from nsyswrap.crossrank.nccl_payload import BY_LAYOUT, NO_BLOBS, PayloadError, decode, payload_keys, split
 from nsyswrap.crossrank.ranks import member_ranks
 from nsyswrap.launch.export import export_run, include_blobs
 from nsyswrap.reports import Report
@@ -101,6 +101,21 @@ def test_without_blobs_matching_falls_back_to_kernels_and_says_why(payload_run, 
     assert sorted(groups["members"]) == ["0,1,2,3", "0,4", "1,5", "2,6", "3,7", "4,5,6,7"]
     assert groups["found_by"].str.startswith("NCCL kernels per stream").all()
     assert groups["found_by"].str.endswith(NO_BLOBS).all()
+
+
+def test_without_schema_tables_nccls_layout_decodes_and_groups_say_so(payload_run, tmp_path):
+    _, out = payload_run
+    for rank in range(8):
+        copy = tmp_path / f"rank{rank}.sqlite"
+        shutil.copy(out / f"rank{rank}.sqlite", copy)
+        with sqlite3.connect(copy) as con:  # as an export before nsys 2026.2 (binaryData, no schemas)
+            con.execute("DROP TABLE NVTX_PAYLOAD_SCHEMAS")
+            con.execute("DROP TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES")
+    with open_run([tmp_path]) as run:
+        groups = _groups(run)
+    assert sorted(groups["members"]) == ["0,1,2,3", "0,4", "1,5", "2,6", "3,7", "4,5,6,7"]
+    assert groups["found_by"].str.startswith("nccl payload").all() and groups["found_by"].str.endswith(BY_LAYOUT).all()
+    assert (groups["group_size"] == groups["captured"]).all()
 
 
 # --- decoding --------------------------------------------------------------------------------------

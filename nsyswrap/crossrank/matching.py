@@ -42,9 +42,10 @@ def choose_kind(keys: pd.DataFrame) -> str | None:
     return max(counts.index, key=lambda k: (counts[k], -KINDS.index(k))) if len(counts) else None
 
 
-def match(keys: pd.DataFrame, fallback: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def match(keys: pd.DataFrame, note: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(keys with verdicts, groups) for the run's best kind of key; see the module doc.
-    `fallback`: why NCCL payloads gave no keys, said by groups found in a less trusted way."""
+    `note` (nsyswrap.crossrank.nccl_payload.payload_keys): what the groups found by NCCL
+    payloads or by a less trusted kind say about the payloads."""
     kind = choose_kind(keys)
     if kind is None:
         return pd.DataFrame(columns=KEY_COLUMNS), pd.DataFrame(columns=GROUP_COLUMNS)
@@ -56,8 +57,8 @@ def match(keys: pd.DataFrame, fallback: str | None = None) -> tuple[pd.DataFrame
     calls["found_by"] = kind
     if groups is None:
         groups = _recorded_groups(calls, kind)
-    if fallback and KINDS.index(kind) > KINDS.index("payload"):
-        groups["found_by"] = groups["found_by"] + "; " + fallback
+    if note and KINDS.index(kind) >= KINDS.index("payload"):
+        groups["found_by"] = groups["found_by"] + "; " + note
     return calls[KEY_COLUMNS], groups[GROUP_COLUMNS]
 
 

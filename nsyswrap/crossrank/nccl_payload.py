@@ -8,8 +8,10 @@ ncclCommInitRank: new comm, nranks, myrank, CUDA device). nsys 2026.2 exports th
 (`NVTX_EVENTS.binaryData`, view `nvtx_payloads`): a 32-byte header of little-endian
 uint64 (domain id, schema id, payload size, a fourth field not relied on), then the
 payload. Entries are decoded at the offsets and types the exported schema gives, found
-by their names, so NCCL versions that number schemas differently decode alike.
-docs/nccl-payloads.md has the sources and what is still unknown.
+by their names, so NCCL versions that number schemas differently decode alike; only
+where the export has no schema for a blob (nsys before 2026.2 has no schema tables) is
+NCCL's own struct layout assumed (NCCL_LAYOUT). docs/nccl-payloads.md has the sources
+and what is still unknown.
 
 Collective k on communicator H is the k-th call with comm H on each member (pg
 `nccl:<H in hex>`); its group size is the nranks of H's ncclCommInitRank when captured.
@@ -29,8 +31,16 @@ FORMATS = {1: "b", 2: "B", 3: "h", 4: "H", 5: "i", 6: "I", 7: "q", 8: "Q", 9: "q
 SCHEMA_ID_STATIC_START = 1 << 24
 ENUM_FORMAT = "i"  # a registered enum (type >= 2^24, e.g. NCCL's ncclRedOp_t): a C enum, 4 bytes
 INIT_OPS = ("comm_init_rank", "comm_init_rank_config", "comm_init_rank_scalable", "comm_split")
+# NCCL's structs (src/include/nvtx_payload_schemas.h), for blobs the export has no schema for:
+# by op, the entries nsyswrap reads (name, type, offset)
+_INIT = [(COMM, 18, 0), (NRANKS, 5, 8), (RANK, 5, 12)]
+NCCL_LAYOUT = {**{op: _INIT for op in INIT_OPS[:3]},
+               "comm_split": [(COMM, 18, 0), (NRANKS, 5, 16), (RANK, 5, 20)]}
+COLLECTIVE_LAYOUT = [(COMM, 18, 0), (MSG, 22, 8)]
 NO_BLOBS = ("NCCL's NVTX ranges carry no payloads in these exports (binaryData NULL: export with "
             "nsys 2024.6.2+ `nsys export --include-blobs=true`)")
+BY_LAYOUT = ("payloads decoded by NCCL's struct layout where the export has no payload schema "
+             "(NVTX_PAYLOAD_SCHEMAS: nsys 2026.2+)")
 
 
 class PayloadError(ValueError):
@@ -70,10 +80,11 @@ def schema_entries(schemas: pd.DataFrame) -> dict[tuple[int, int, int], list[tup
 
 def decoded(calls: pd.DataFrame, schemas: pd.DataFrame) -> pd.DataFrame:
     """`calls` (xr_rank_keys rows of kind nccl) with a payload that decodes, plus columns
-    comm, bytes, nranks, myrank (NULL where the schema has no such entry)."""
+    comm, bytes, nranks, myrank (NULL where the schema has no such entry) and how decoded
+    (`by`: schema or layout)."""
     entries = schema_entries(schemas)
     rows = []
-    for i, (rank, blob) in enumerate(zip(calls["rank"], calls["payload"])):
+    for i, (rank, op, blob) in enumerate(zip(calls["rank"], calls["op"], calls["payload"])):
         if blob is None or pd.isna(blob):
             continue
         try:
@@ -83,18 +94,20 @@ def decoded(calls: pd.DataFrame, schemas: pd.DataFrame) -> pd.DataFrame:
         fields = entries.get((int(rank), domain, schema))
         if fields is None:  # domain ids are per process: a schema id alone is NCCL's too
             fields = next((v for (r, _, s), v in entries.items() if r == int(rank) and s == schema), None)
-        if fields is not None:
-            values = decode(payload, fields)
-            rows.append((i, values.get(COMM), values.get(MSG), values.get(NRANKS), values.get(RANK)))
-    found = pd.DataFrame(rows, columns=["i", "comm", "bytes_", "nranks", "myrank"])
+        by = "schema" if fields is not None else "layout"
+        values = decode(payload, fields if fields is not None else NCCL_LAYOUT.get(op, COLLECTIVE_LAYOUT))
+        rows.append((i, values.get(COMM), values.get(MSG), values.get(NRANKS), values.get(RANK), by))
+    found = pd.DataFrame(rows, columns=["i", "comm", "bytes_", "nranks", "myrank", "by"])
     out = calls.iloc[found["i"].to_numpy()].reset_index(drop=True)
     return out.assign(comm=found["comm"].to_numpy(), payload_bytes=found["bytes_"].to_numpy(),
-                      nranks=found["nranks"].to_numpy(), myrank=found["myrank"].to_numpy())
+                      nranks=found["nranks"].to_numpy(), myrank=found["myrank"].to_numpy(),
+                      by=found["by"].to_numpy())
 
 
 def payload_keys(keys: pd.DataFrame, schemas: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
-    """(`keys` with NCCL's ranges replaced by collective keys of kind `payload`, why none
-    were made when NCCL ranges are there but give no keys)."""
+    """(`keys` with NCCL's ranges replaced by collective keys of kind `payload`, a note
+    for the groups: why none were made when NCCL ranges are there but give no keys, or
+    that some were decoded by NCCL's layout rather than the export's schema)."""
     nccl = keys[keys["keyed"] == "nccl"]
     rest = keys[keys["keyed"] != "nccl"].drop(columns=["payload"], errors="ignore")
     if nccl.empty:
@@ -110,7 +123,8 @@ def payload_keys(keys: pd.DataFrame, schemas: pd.DataFrame) -> tuple[pd.DataFram
                          bytes=colls["payload_bytes"].astype("Int64"),
                          group_size=colls["comm"].map(size).astype("Int64"), keyed="payload")
     colls["seq"] = colls.groupby(["rank", "pid", "pg"]).cumcount()
-    return pd.concat([rest, colls[rest.columns]], ignore_index=True), None
+    note = BY_LAYOUT if (calls["by"] == "layout").any() else None
+    return pd.concat([rest, colls[rest.columns]], ignore_index=True), note
 
 
 def world_ranks(keys: pd.DataFrame, schemas: pd.DataFrame) -> pd.DataFrame:

@@ -65,14 +65,14 @@ def solved(run) -> dict[str, pd.DataFrame]:
     keys = run.df("SELECT * FROM xr_rank_keys")
     schemas = run.df("SELECT * FROM payload_schemas")
     nccl_ranks = world_ranks(keys, schemas)
-    keys, fallback = payload_keys(keys, schemas)
+    keys, payload_note = payload_keys(keys, schemas)
     members = member_ranks(run.df("SELECT rank, pid, device FROM xr_processes"), keys, run.reports, nccl_ranks)
     reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
     run.unrelated = None if run.allow_unrelated else unrelated(run, reports.rename(columns={"report_rank": "rank"}))
     if run.unrelated is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
     keys = to_member_ranks(keys, members)
-    calls, groups = match(keys, fallback)
+    calls, groups = match(keys, payload_note)
     matched = calls[calls["matches"].eq(True)].copy()
     on_gpu = matched.groupby(["pg", "seq"])["kernel_end_ns"].transform(lambda v: v.notna().all())
     matched["on_gpu"] = on_gpu.astype(bool)

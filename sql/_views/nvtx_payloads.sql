@@ -10,7 +10,8 @@
 -- @column end_ns BIGINT           End, ns (NULL for marks and ranges left open).
 -- @column text VARCHAR            Range message (registered strings resolved).
 -- @column domain_id BIGINT        NVTX domain id (per process).
--- @column payload BLOB            The binaryData bytes: header, then the payload.
+-- @column payload BLOB            The binaryData bytes: header, then the payload
+--                                 (hex(payload) prints them).
 SELECT
     pid_of(e.globalTid) AS pid,
     tid_of(e.globalTid) AS tid,
