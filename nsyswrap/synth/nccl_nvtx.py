@@ -21,6 +21,8 @@ STATIC_START = 1 << 24                 # NVTX_PAYLOAD_ENTRY_TYPE_SCHEMA_ID_STATI
 INT, UINT64, SIZE = 5, 18, 22          # NVTX_PAYLOAD_ENTRY_TYPE_*
 REDOP = STATIC_START + 24              # NCCL's enum schema of ncclRedOp_t (4 bytes)
 SUM = 0                                # ncclSum
+# Written here apart from nsyswrap.crossrank.nccl_payload, which reads the same layout: the
+# generator stays free of the analysis (and of pandas).
 HEADER = struct.Struct("<QQQQ")
 WORLD_PG = 1000                        # pg id of the world communicator when tp > 0
 COMM, NRANKS, RANK, DEVICE = "NCCL communicator ID", "No. of ranks", "Rank", "CUDA device"
