@@ -15,13 +15,15 @@ import pandas as pd
 import pytest
 
 # The planted-truth checks of the hybrid run, collected here again with this module's
-# `hybrid` fixture (the payload variants): offsets within 1 µs, every matched collective's
-# skew and wait, the straggler rank, phase and steps, groups never merged.
+# `hybrid` fixture (the payload variants): every offset and drift, every matched
+# collective's skew and wait, the timeline, the straggler rank, phase and steps, groups
+# never merged.
 from test_crossrank_hybrid import (  # noqa: F401
-    test_every_matched_collective_skew_and_wait_match_truth,
-    test_every_offset_and_drift_within_one_microsecond,
+    test_every_matched_collective_skew_and_wait_exact,
+    test_every_offset_and_drift_exact,
     test_groups_are_found_and_never_merged,
     test_straggler_rank_phase_and_steps,
+    test_timeline_places_every_rank_by_its_drifting_clock,
 )
 
 from nsyswrap import open_run, planner
