@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -17,10 +16,9 @@ from typing import Callable
 
 import duckdb
 import pandas as pd
-import pyarrow.parquet as pq
 
 from nsyswrap import planner, sql_objects
-from nsyswrap.cache import build_atomically, cache_dir_for, normalize
+from nsyswrap.cache import cache_dir_for, normalize
 from nsyswrap.connection import CachedReport, connect
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.dask_engine import DaskEngine
@@ -30,10 +28,6 @@ from nsyswrap.validate import inspect_tables
 
 MEMORY_LIMIT_MB = 2048
 """DuckDB's memory cap for a run, shared by the run's connection and its workers."""
-
-PerReport = Callable[["Run", dict], dict[str, pd.DataFrame]]
-"""Work on one report alone: (one-report run, params) -> named frames."""
-
 
 @dataclass
 class Run:
@@ -81,27 +75,6 @@ class Run:
         except duckdb.Error as exc:
             raise NsysWrapError("query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
 
-    def per_report(self, fn: PerReport, params: dict) -> dict[str, pd.DataFrame]:
-        """`fn` on each report alone, `jobs` reports at a time in worker processes, its
-        frames concatenated in rank order. Results are cached beside each report's views,
-        keyed to the rank, `fn`, `params` and every SQL file and Python module of nsyswrap."""
-        files = self.per_report_files(fn, params)
-        return {name: planner._concat([pq.read_table(f) for f in paths]) for name, paths in files.items()}
-
-    def per_report_files(self, fn: PerReport, params: dict) -> dict[str, list[Path]]:
-        """`per_report`'s results as each report's cached Parquet file of each frame, in
-        rank order, for results too large to hold at once (see `nsyswrap.stream`)."""
-        ranked = sorted(self.cached, key=lambda c: c.rank)
-        dirs = [_results_dir(c, fn, params) for c in ranked]
-        missing = [(c, d) for c, d in zip(ranked, dirs) if not d.exists()]
-        if missing:
-            workers = min(self.jobs, len(missing))
-            work = functools.partial(_compute_frames, fn, params, f"{self.memory_limit_mb // workers}MB",
-                                     max(1, (os.cpu_count() or 1) // workers))
-            map_reports(work, missing, self.jobs, self.progress, self.engine)
-        names = sorted(p.stem for p in dirs[0].glob("*.parquet")) if dirs else []
-        return {name: [d / f"{name}.parquet" for d in dirs] for name in names}
-
     def close(self) -> None:
         self.connection.close()
         shutil.rmtree(self.spill_dir, ignore_errors=True)
@@ -115,30 +88,13 @@ class Run:
 
 @functools.cache
 def _code_digest() -> str:
-    """Changes whenever nsyswrap's SQL or Python changes: cached results follow the code."""
+    """Changes whenever nsyswrap's SQL or Python changes (the Dask engine checks that its
+    workers run this code)."""
     here = Path(__file__).parent
     h = hashlib.sha256()
     for path in sorted(here.rglob("*.py")) + [o.path for o in sql_objects.objects().values()]:
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def _results_dir(cached: CachedReport, fn: PerReport, params: dict) -> Path:
-    key = repr((cached.rank, fn.__module__, fn.__qualname__, sorted(params.items()), _code_digest()))
-    return cached.views_dir / "results" / hashlib.sha256(key.encode()).hexdigest()[:24]
-
-
-def _compute_frames(fn: PerReport, params: dict, memory_limit: str, threads: int,
-                    item: tuple[CachedReport, Path]) -> None:
-    """In a worker: `fn` over one report, each frame written to `<dir>/<name>.parquet`."""
-    cached, target = item
-
-    def build(work: Path) -> None:
-        with open_cached([cached], memory_limit=memory_limit, threads=threads) as one:
-            for name, frame in fn(one, params).items():
-                frame.to_parquet(work / f"{name}.parquet", index=False)
-
-    build_atomically(target, build)
 
 
 def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int | None = None,

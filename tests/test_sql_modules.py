@@ -157,3 +157,20 @@ def test_nothing_is_shadowed():
     root = Path(__file__).resolve().parents[1] / "nsyswrap"
     for path in [*root.glob("*.py"), *(root / "report").glob("*.py")]:
         assert "TEMP " not in path.read_text(), path.name
+
+
+def test_sections_hold_no_sql():
+    """The report's sections and the HTML page ask the planner for named results: no SQL
+    text, DDL, macro or object names, no ad-hoc queries on the connection."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "nsyswrap"
+    macros = {m for lib in sql_objects.of_kind("library")
+              for m in re.findall(r"MACRO\s+(\w+)", lib.sql)}
+    objects = {o.name for o in sql_objects.objects().values() if o.kind in ("report", "run")}
+    objects.discard("idle_gaps")  # also the id of the report's table of idle gaps
+    words = re.compile(r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP|%s)\b|\.(df|execute|sql)\(|\.con\b"
+                       % "|".join(sorted(macros | objects)))
+    for path in [*(root / "report").glob("*.py"), *(root / "html_report").glob("*.py")]:
+        found = words.search(path.read_text())
+        assert found is None, f"{path.name}: {found[0]!r}"

@@ -11,7 +11,6 @@ import pandas as pd
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import (bandwidth, clock_offsets, comm_split, matched_collectives,
                                         mismatches, stragglers)
-from nsyswrap import planner
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import ReportOptions
@@ -250,8 +249,7 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
             _waits_table(coll),
             _comm_split_table(split),
         ]
-    planner.bind(run, "xr_groups", pattern)  # a run object of the solve (nsyswrap.crossrank.solve)
-    groups = run.df("SELECT * FROM xr_groups ORDER BY pg")
+    groups = run_module(run, "crossrank.groups", **pattern)
     if not groups.empty:
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",

@@ -1,7 +1,8 @@
 """The report's data-quality section: per rank, what nsyswrap left out of every figure or
-repaired while reading the report (the `data_quality` view), and reports without kernels."""
+repaired while reading the report (module `trace.data_quality`), and reports without kernels."""
 from __future__ import annotations
 
+from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
@@ -14,7 +15,7 @@ LEFT_OUT = {"kernels_end_before_start": ("end_lt_start", "end before start"),
 def data_quality_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout); `notes` holds one line
     per problem found, also shown as the table's title."""
-    quality = run.df("SELECT * FROM data_quality ORDER BY rank")
+    quality = run_module(run, "trace.data_quality")
     names = {r.rank: r.path.name for r in run.reports}
     rows, notes, cannot = [], [], []
     for q in quality.itertuples(index=False):

@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from nsyswrap.queries import run_modules
+from nsyswrap.queries import run_module, run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
 from nsyswrap.report.verdict import Evidence, Totals, naive_note, recommendations, verdict
@@ -283,8 +283,8 @@ def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
 
 
 def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:
-    ranges, untexted = run.execute("SELECT sum(nvtx_ranges), sum(nvtx_ranges_without_text) "
-                                   "FROM data_quality").fetchone()
+    quality = run_module(run, "trace.data_quality")
+    ranges, untexted = int(quality.nvtx_ranges.sum()), int(quality.nvtx_ranges_without_text.sum())
     if ranges and ranges == untexted:
         return f"the reports' {ranges} NVTX ranges all have no text, so none can be named"
     if by_text.empty and not ranges:
