@@ -165,13 +165,22 @@ def test_each_graph_replay_launches_the_whole_step(graphs):
     assert (inside["compute_ns"] > 0).all()
 
 
-@pytest.mark.xfail(strict=True, reason="#11: window_launch_latency joins launches on (pid, correlation id) "
-                                       "alone, so each kernel of a CUDA graph comes once per kernel of its graph")
 def test_launch_latency_has_one_row_per_kernel(graphs):
+    """A cudaGraphLaunch launches all the kernels of its graph, each with the call's
+    correlation id: every kernel has one row whose latency is its own start minus that
+    call's start (computed here from kernels and api_calls alone, not from launches)."""
     rows = run_module(graphs, "gaps.launch_latency")
-    kernels = graphs.df("SELECT count(*) AS n FROM kernels WHERE kind NOT IN ('memcpy', 'memset')")["n"][0]
-    assert len(rows) <= kernels
+    truth = graphs.df("""
+        SELECT k.start_ns - a.start_ns AS latency_ns, a.api LIKE 'cudaGraphLaunch%' AS graph
+        FROM kernels AS k
+        JOIN api_calls AS a ON a.rank = k.rank AND a.pid = k.pid AND a.correlation_id = k.correlation_id
+        WHERE k.kind NOT IN ('memcpy', 'memset')""")
+    assert len(rows) == len(truth) == 2074 and truth["graph"].sum() == 1326
     assert not rows.duplicated(["device", "stream", "correlation_id", "start_ns"]).any()
+    assert sorted(rows["latency_ns"]) == sorted(truth["latency_ns"])
+    summary = run_module(graphs, "gaps.launch_summary")
+    assert summary[["kernels", "launched", "latency_max_ns"]].values.tolist() == [
+        [2074, 2074, int(truth["latency_ns"].max())]]
 
 
 def test_the_graph_report_cannot_answer_only_what_one_process_lacks(graphs):

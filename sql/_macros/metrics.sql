@@ -221,7 +221,10 @@ CREATE OR REPLACE MACRO exposure_class(dur_ns, overlap_ns) AS CASE
 END;
 
 
--- Every kernel (not copy) starting inside the window with its launch call, if traced.
+-- Every kernel (not copy) starting inside the window with its launch call, if traced:
+-- the launches row of this very kernel (process, correlation id, device, stream and
+-- start), since one call can launch many kernels (a CUDA graph's nodes all carry the
+-- correlation id of its cudaGraphLaunch).
 CREATE OR REPLACE MACRO window_launch_latency(window_nvtx, step_pattern, step_from, step_to)
 AS TABLE
 SELECT
@@ -242,6 +245,9 @@ LEFT JOIN launches AS l
     ON l.rank = k.rank
     AND l.pid = k.pid
     AND l.correlation_id = k.correlation_id
+    AND l.device = k.device
+    AND l.stream = k.stream
+    AND l.kernel_start_ns = k.start_ns
 WHERE k.kind NOT IN ('memcpy', 'memset');
 
 

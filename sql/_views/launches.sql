@@ -3,7 +3,8 @@
 -- joined to that work by process AND correlation id (ids repeat across processes).
 -- Built from the already normalized api_calls and kernels of the same report.
 -- When several calls share one correlation id (a runtime call and the driver call
--- it makes, or a repeated tracing layer), the runtime call, else the driver call wins.
+-- it makes, or a repeated tracing layer), the runtime call, else the driver call wins,
+-- for each kernel it launched (a cudaGraphLaunch launches every kernel of its graph).
 -- @column pid BIGINT              Process id.
 -- @column tid BIGINT              Thread that made the call.
 -- @column api VARCHAR             API name, e.g. cudaLaunchKernel_v7000.
@@ -48,7 +49,8 @@ chosen AS (
     UNION ALL
     SELECT * FROM (SELECT * FROM joined SEMI JOIN repeated USING (pid, correlation_id))
     QUALIFY row_number() OVER (
-        PARTITION BY pid, correlation_id ORDER BY preference, start_ns
+        PARTITION BY pid, correlation_id, device, stream, kernel_start_ns, kernel_end_ns
+        ORDER BY preference, start_ns, api, tid
     ) = 1
 )
 SELECT

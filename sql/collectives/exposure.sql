@@ -36,12 +36,16 @@ WITH exposure AS (
     SELECT * FROM collective_exposure
 ),
 launched AS (
+    -- the launches row of this very kernel: one call can launch many (a CUDA graph)
     SELECT e.*, l.tid, l.start_ns AS launch_ns
     FROM exposure AS e
     LEFT JOIN launches AS l
         ON l.rank = e.rank
         AND l.pid = e.pid
         AND l.correlation_id = e.correlation_id
+        AND l.device = e.device
+        AND l.stream = e.stream
+        AND l.kernel_start_ns = e.start_ns
 ),
 nsyswrap_ranges AS (
     -- per rank: whether the report has nsyswrap's module or collective ranges
