@@ -102,3 +102,21 @@ def test_json_report_has_the_diagnosis(cli):
     report = json.loads(out)
     assert code == 0 and list(report["diagnosis"]) == [
         "headline", "findings", "devices", "worst_steps", "recommendations", "cannot_answer"]
+
+
+def test_terminal_and_html_write_a_cell_alike():
+    """One cell formatter (nsyswrap.report.figures.cell_text) for the terminal and the page."""
+    from nsyswrap.html_report.page import _table_html
+    from nsyswrap.report.render import _table
+
+    spec = {"id": "t", "title": "T", "rows": [
+        {"rank": 0, "time": {"value": 12345, "unit": "ns"}, "share": {"value": 0.25, "unit": "fraction"},
+         "shared": True, "gone": {"value": None, "unit": "ns", "reason": "why"}},
+        {"rank": 1, "time": {"value": 2500, "unit": "ns"}, "share": {"value": 0.5, "unit": "fraction"},
+         "shared": False, "gone": {"value": None, "unit": "ns", "reason": "why"}}]}
+    terminal = "\n".join(_table(spec, 80, False))
+    page = _table_html(spec)
+    for text in ("12.345", "2.500", "25.0", "50.0", "yes", "no", "n/a"):
+        assert re.search(rf"(^|\s){re.escape(text)}(\s|$)", terminal, re.M), text
+        assert f">{text}</td>" in page, text
+    assert "(times in us)" in terminal and "time (µs)" in page

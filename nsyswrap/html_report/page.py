@@ -13,7 +13,7 @@ from nsyswrap.html_report.charts import COLORS, ledger_bars, skew_heatmap, step_
 from nsyswrap.output import check_writable
 from nsyswrap.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.report.figures import FRACTION, NS, is_figure
+from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.run import DEFAULT_OPENER, Opener, Run
 
 MAX_STEPS = 12
@@ -39,38 +39,20 @@ LABEL_COLORS = {
 }
 
 
-def _unit_of(rows: list[dict], column: str) -> tuple[str, float]:
-    """Display unit and divisor of a column; time columns share one unit per table."""
-    figures = [row[column] for row in rows if is_figure(row.get(column))]
-    if not figures:
-        return "", 1
-    unit = figures[0]["unit"]
-    if unit == NS:
-        top = max((abs(c["value"]) for row in rows for c in row.values()
-                   if is_figure(c) and c["unit"] == NS and c["value"] is not None), default=0)
-        return ("ms", 1e6) if top >= 1e6 else ("µs", 1e3) if top >= 1e3 else ("ns", 1)
-    if unit == FRACTION:
-        return "%", 0.01
-    return ("" if unit == "count" else unit), 1
-
-
-def _cell(cell, divisor: float) -> tuple[str, str]:
-    """(text, css class) of one cell."""
-    if not is_figure(cell):
-        return ("" if cell is None else str(cell)), "text"
-    if cell["value"] is None:
-        return "n/a", ""
-    v = cell["value"]
-    if divisor == 1 and isinstance(v, int):
-        return f"{v:,}", ""
-    return f"{v / divisor:,.1f}" if divisor in (0.01, 1e3) else f"{v / divisor:,.3f}", ""
+def _unit_of(rows: list[dict], column: str, time_name: str) -> str:
+    """The unit a column's header names: times share one unit per table (time_name)."""
+    unit = next((row[column]["unit"] for row in rows if is_figure(row.get(column))), "")
+    return {NS: time_name.replace("us", "µs"), FRACTION: "%", "count": ""}.get(unit, unit)
 
 
 def _table_html(spec: dict) -> str:
     rows = spec["rows"]
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    units = {c: _unit_of(rows, c) for c in columns}
-    head = "".join(f"<th>{escape(c)}{escape(f' ({units[c][0]})' if units[c][0] else '')}</th>" for c in columns)
+    time_name, ns_per_unit = time_unit(max((abs(c["value"]) for row in rows for c in row.values()
+                                            if is_figure(c) and c["unit"] == NS
+                                            and c["value"] is not None), default=0))
+    units = {c: _unit_of(rows, c, time_name) for c in columns}
+    head = "".join(f"<th>{escape(c)}{escape(f' ({units[c]})' if units[c] else '')}</th>" for c in columns)
     body, reasons = [], {}
     for row in rows[:MAX_ROWS]:
         cells = []
@@ -78,8 +60,8 @@ def _table_html(spec: dict) -> str:
             cell = row.get(c)
             if is_figure(cell) and cell["value"] is None:
                 reasons[cell["reason"]] = None
-            text, cls = _cell(cell, units[c][1])
-            cells.append(f'<td class="{cls}">{escape(text)}</td>' if cls else f"<td>{escape(text)}</td>")
+            text = escape(cell_text(cell, ns_per_unit))
+            cells.append(f"<td>{text}</td>" if is_figure(cell) else f'<td class="text">{text}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     notes = [f"{len(rows) - MAX_ROWS} more rows in `nsyswrap report --format json`"] if len(rows) > MAX_ROWS else []
     notes += [f"n/a: {r}" for r in reasons]

@@ -33,6 +33,33 @@ def is_figure(obj) -> bool:
     return isinstance(obj, dict) and "unit" in obj and "value" in obj
 
 
+def time_unit(longest_ns: float) -> tuple[str, float]:
+    """(name, ns per unit) that the times of a table are shown in, by its longest time."""
+    return ("ms", 1e6) if longest_ns >= 1e6 else ("us", 1e3) if longest_ns >= 1e3 else ("ns", 1)
+
+
+def cell_text(cell, ns_per_unit: float = 1) -> str:
+    """The text of one table cell, in the terminal and on the HTML page alike: times in
+    the table's time unit (`ns_per_unit`, see time_unit), fractions in percent, n/a for a
+    missing figure (its reason is noted below the table)."""
+    if cell is None:
+        return ""
+    if isinstance(cell, bool):
+        return "yes" if cell else "no"
+    if not is_figure(cell):
+        return str(cell)
+    v = cell["value"]
+    if v is None:
+        return "n/a"
+    if cell["unit"] == NS:
+        return f"{v:,}" if ns_per_unit == 1 else f"{v / ns_per_unit:,.3f}"
+    if cell["unit"] == FRACTION:
+        return f"{100 * v:,.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:,.3f}"
+
+
 def _isna(value) -> bool:
     """NaN, pandas NA or NaT (pandas is imported only when a value might be one)."""
     if isinstance(value, float):

@@ -15,7 +15,7 @@ from pathlib import Path
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.output import ReportFormat, check_writable
 from nsyswrap.report.diagnosis import quantile
-from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, is_figure
+from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.report.verdict import ms
 from nsyswrap.text_table import fit, wrap
 
@@ -212,7 +212,7 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
     columns = list(dict.fromkeys(k for row in rows for k in row))
     times = [c["value"] for row in rows for c in row.values()
              if is_figure(c) and c["unit"] == NS and c["value"] is not None]
-    time_unit = _time_unit(max(map(abs, times), default=0))
+    unit_name, ns_per_unit = time_unit(max(map(abs, times), default=0))
     headers, right, cells = [], [], [[] for _ in rows]
     reasons: dict[str, None] = {}
     for c in columns:
@@ -225,12 +225,12 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
         for i, x in enumerate(column):
             if is_figure(x) and x["value"] is None:
                 reasons[x["reason"]] = None
-            cells[i].append(_cell(x, unit, time_unit))
+            cells[i].append(cell_text(x, ns_per_unit))
     keep = sum(1 for c in columns[:3] if c in KEYS) or 1
     whole = frozenset(i for i, c in enumerate(columns) if c in ("verdict", "label"))
     drop_first = tuple(i for i, c in enumerate(columns) if c in SECONDARY)
     lines, dropped = fit(headers, cells, right, width, keep, whole, drop_first)
-    title = spec["title"] + (f" (times in {time_unit[0]})" if times else "")
+    title = spec["title"] + (f" (times in {unit_name})" if times else "")
     out = wrap(title, width)
     out += lines
     notes = note + ([f"not shown at this width: {', '.join(dropped)} (--format json, or a wider "
@@ -239,30 +239,6 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
     for n in notes:
         out += wrap(n, width)
     return out
-
-
-def _time_unit(longest_ns: float) -> tuple[str, float]:
-    return ("ms", 1e6) if longest_ns >= 1e6 else ("us", 1e3) if longest_ns >= 1e3 else ("ns", 1)
-
-
-def _cell(cell, unit: str | None, time_unit: tuple[str, float]) -> str:
-    if cell is None:
-        return ""
-    if isinstance(cell, bool):
-        return "yes" if cell else "no"
-    if not is_figure(cell):
-        return str(cell)
-    v = cell["value"]
-    if v is None:
-        return "n/a"
-    if unit == NS:
-        divisor = time_unit[1]
-        return f"{v:,}" if divisor == 1 else f"{v / divisor:,.3f}"
-    if unit == FRACTION:
-        return f"{100 * v:,.1f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:,.3f}"
 
 
 def _summary(spec: dict) -> tuple[list[dict], list[str]]:
