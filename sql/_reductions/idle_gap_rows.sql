@@ -182,13 +182,44 @@ untied AS (
         AND l.device = g.device
         AND l.kernel_start_ns = g.end_ns
 ),
-next_work AS (
-    SELECT rank, device, start_ns, end_ns, step, sync_ns, name_hash, next_launch_ns
+looked_up AS (
+    -- the work starting at the end of a gap where that takes a look: several rows start
+    -- there, or the one that does has no launches row of its own. Per gap end, the first
+    -- launch call of their correlation ids and the name of the first launched (else, and
+    -- among those launched together, the least name).
+    SELECT
+        k.rank,
+        k.device,
+        k.start_ns,
+        min(l.start_ns) AS launch_ns,
+        coalesce(
+            arg_min(k.name, (l.start_ns, k.name)) FILTER (WHERE l.start_ns IS NOT NULL),
+            min(k.name)
+        ) AS name
+    FROM kernels AS k
+    SEMI JOIN (
+        SELECT rank, device, end_ns FROM gaps WHERE tied
+        UNION ALL
+        SELECT rank, device, end_ns FROM untied WHERE next_launch_ns IS NULL
+    ) AS g
+        ON g.rank = k.rank
+        AND g.device = k.device
+        AND g.end_ns = k.start_ns
+    LEFT JOIN launches AS l
+        ON l.rank = k.rank
+        AND l.pid = k.pid
+        AND l.correlation_id = k.correlation_id
+    GROUP BY k.rank, k.device, k.start_ns
+),
+named AS (
+    SELECT rank, device, start_ns, end_ns, step, sync_ns, name_hash, next_launch_ns,
+        NULL AS next_name
     FROM untied
     WHERE next_launch_ns IS NOT NULL
         OR code = 4
     UNION ALL
-    -- no launches row of its own: the launch call of its correlation id, if any
+    -- no launches row of its own: the launch call of its correlation id, if any; several
+    -- rows start at the gap end: the first launch call and the name (see looked_up)
     SELECT
         g.rank,
         g.device,
@@ -196,66 +227,18 @@ next_work AS (
         g.end_ns,
         g.step,
         g.sync_ns,
-        g.name_hash,
-        c.launch_ns
-    FROM (SELECT * FROM untied WHERE next_launch_ns IS NULL AND code <> 4) AS g
-    LEFT JOIN (
-        SELECT k.rank, k.device, k.start_ns, min(l.start_ns) AS launch_ns
-        FROM kernels AS k
-        SEMI JOIN untied AS u
-            ON u.rank = k.rank
-            AND u.device = k.device
-            AND u.end_ns = k.start_ns
-            AND u.next_launch_ns IS NULL
-        JOIN launches AS l
-            ON l.rank = k.rank
-            AND l.pid = k.pid
-            AND l.correlation_id = k.correlation_id
-        GROUP BY k.rank, k.device, k.start_ns
-    ) AS c
-        ON c.rank = g.rank
-        AND c.device = g.device
-        AND c.start_ns = g.end_ns
-),
-named AS (
-    SELECT *, NULL AS next_name
-    FROM next_work
-    UNION ALL
-    -- several rows start at the gap end: every kernel starting there, the name of the
-    -- first launched (else the least name)
-    SELECT
-        g.rank,
-        g.device,
-        g.start_ns,
-        g.end_ns,
-        g.step,
-        g.sync_ns,
-        NULL,
-        n.launch_ns,
-        n.name
-    FROM (SELECT * FROM gaps WHERE tied) AS g
-    LEFT JOIN (
-        SELECT
-            k.rank,
-            k.device,
-            k.start_ns,
-            min(l.start_ns) AS launch_ns,
-            coalesce(arg_min(k.name, l.start_ns), min(k.name)) AS name
-        FROM kernels AS k
-        SEMI JOIN gaps AS t
-            ON t.rank = k.rank
-            AND t.device = k.device
-            AND t.end_ns = k.start_ns
-            AND t.tied
-        LEFT JOIN launches AS l
-            ON l.rank = k.rank
-            AND l.pid = k.pid
-            AND l.correlation_id = k.correlation_id
-        GROUP BY k.rank, k.device, k.start_ns
-    ) AS n
-        ON n.rank = g.rank
-        AND n.device = g.device
-        AND n.start_ns = g.end_ns
+        CASE WHEN NOT g.tied THEN g.name_hash END,
+        w.launch_ns,
+        CASE WHEN g.tied THEN w.name END
+    FROM (
+        SELECT * FROM untied WHERE next_launch_ns IS NULL AND code <> 4
+        UNION ALL BY NAME
+        SELECT * FROM gaps WHERE tied
+    ) AS g
+    LEFT JOIN looked_up AS w
+        ON w.rank = g.rank
+        AND w.device = g.device
+        AND w.start_ns = g.end_ns
 )
 SELECT
     rank,
