@@ -87,6 +87,7 @@ Params = Annotated[list[str], typer.Option("--param", "-p", metavar="NAME=VALUE"
 RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", help="Regex with one group that finds the rank in a file name.")]
 Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")]
 StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
+WindowNvtx = Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
@@ -232,7 +233,7 @@ def report(
     output: Output = None,
     force: Force = False,
     steps: Steps = None,
-    window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")] = None,
+    window_nvtx: WindowNvtx = None,
     step_pattern: StepPattern = "step:%",
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
@@ -304,6 +305,7 @@ def timeline(
     reports: Reports,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],
     steps: Steps = None,
+    window_nvtx: WindowNvtx = None,
     step_pattern: StepPattern = "step:%",
     max_events: Annotated[Optional[int], typer.Option("--max-events", min=1, metavar="N", help="Keep at most this many events, longest first [default: 100,000].")] = None,
     force: Force = False,
@@ -321,7 +323,7 @@ def timeline(
 
     limit = {} if max_events is None else {"max_events": max_events}
     opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
-    events = write_timeline(reports, output, ReportOptions.parse(steps, None, step_pattern),
+    events = write_timeline(reports, output, ReportOptions.parse(steps, window_nvtx, step_pattern),
                             opener=opener, force=force, **limit)
     print(f"wrote {output}: {events:,} events")
 

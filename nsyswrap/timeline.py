@@ -1,4 +1,4 @@
-"""An aligned multi-rank Chrome/Perfetto trace (JSON) of a window of steps.
+"""An aligned multi-rank Chrome/Perfetto trace (JSON) of a window: steps, NVTX ranges.
 
 One process per rank, one track per NVTX thread, per GPU stream and for the
 waits inside collectives; timestamps are run time (see crossrank.clock_offsets),
@@ -29,20 +29,17 @@ def chrome_trace(
     *,
     max_events: int = DEFAULT_MAX_EVENTS,
 ) -> dict:
-    """The trace of the steps `options` selects (steps found by its step pattern) as a
-    Chrome trace-event dict (`traceEvents`, times in µs)."""
+    """The trace of the window `options` selects (steps found by its step pattern, NVTX
+    ranges) as a Chrome trace-event dict (`traceEvents`, times in µs)."""
     if max_events < 1:
         raise NsysWrapError("--max-events", f"is {max_events}", "give a positive number of events")
-    if options.window_nvtx:
-        raise NsysWrapError("--window-nvtx", "does not apply to a timeline",
-                            "select steps with --steps FROM:TO")
-    events = run_module(run, "crossrank.trace_events", step_pattern=options.step_pattern,
-                        step_from=options.step_from, step_to=options.step_to,
+    events = run_module(run, "crossrank.trace_events", **options.window_params(),
                         max_events=max_events)
     if events.empty:
         where = "the run" if not options.limits_window else options.describe()
         raise NsysWrapError(where, "has no events",
-                            "check the step numbers with `nsyswrap query crossrank.step_phases`")
+                            "check the step numbers with `nsyswrap query crossrank.step_phases` "
+                            "and the NVTX texts with `nsyswrap query nvtx.gpu_time_by_text`")
     out = []
     for rank, group in events.groupby("rank", sort=True):
         rank = int(rank)

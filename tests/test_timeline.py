@@ -74,3 +74,28 @@ def test_cli_writes_the_trace_and_refuses_to_overwrite(cli, run_dir, tmp_path):
     code, _, err = cli("timeline", out, "-o", target)
     assert code == 1 and "already exists" in err
     assert cli("timeline", out, "-o", target, "--force")[0] == 0
+
+
+def test_nvtx_window_bounds_the_trace_as_in_the_report(run_dir):
+    """--window-nvtx reaches the timeline: the span of the matching ranges on any rank (with
+    --steps, the intersection); `step:2` spans exactly what steps 2:3 do."""
+    out, _ = run_dir
+    with open_run([out]) as run:
+        by_steps = chrome_trace(run, ReportOptions(step_from=2, step_to=3))
+        by_nvtx = chrome_trace(run, ReportOptions(window_nvtx="step:2"))
+        both = chrome_trace(run, ReportOptions(window_nvtx="step:%", step_from=2, step_to=3))
+        with pytest.raises(NsysWrapError, match="has no events"):
+            chrome_trace(run, ReportOptions(window_nvtx="no such range"))
+        with pytest.raises(NsysWrapError, match="has no events"):
+            chrome_trace(run, ReportOptions(window_nvtx="step:1", step_from=3, step_to=4))
+    assert by_nvtx == by_steps == both and _spans(by_nvtx)
+
+
+def test_cli_timeline_takes_the_nvtx_window(cli, run_dir, tmp_path):
+    out, _ = run_dir
+    by_nvtx, by_steps = tmp_path / "nvtx.json", tmp_path / "steps.json"
+    code, _, err = cli("timeline", out, "-o", by_nvtx, "--window-nvtx", "step:1")
+    assert code == 0, err
+    assert cli("timeline", out, "-o", by_steps, "--steps", "1:2")[0] == 0
+    assert by_nvtx.read_text() == by_steps.read_text()
+    assert '"step:1"' in by_nvtx.read_text()

@@ -3,10 +3,13 @@
 -- matched collective, in run time (each report's clock: offset and drift, see
 -- crossrank.clock_offsets and the macro run_ns). With
 -- step_from / step_to only events overlapping those steps (on any rank) are
--- kept; at most max_events, longest first.
+-- kept, with window_nvtx only those overlapping the NVTX ranges LIKE it (from the
+-- first start to the last end on any rank; both: the intersection); at most
+-- max_events, longest first.
 -- @scope run
 -- @include metrics
 -- @reads xr_alignment, xr_clock, xr_steps, xr_events
+-- @param window_nvtx VARCHAR = NULL  Only the span of NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL   Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL     Only steps < this (NULL: to the last).
@@ -26,14 +29,34 @@ offsets AS (
     SELECT DISTINCT report_rank AS rank, shift_ns, drift_ppb FROM xr_clock WHERE aligned
 ),
 bounds AS (
+    -- The window in run time: the selected steps' and the matching ranges' spans (a
+    -- limit without a match: no row); no limit: one row of NULLs.
     SELECT
-        min(run_ns(s.start_ns, o.shift_ns, o.drift_ppb)) AS start_ns,
-        max(run_ns(s.end_ns, o.shift_ns, o.drift_ppb)) AS end_ns
-    FROM xr_steps AS s
-    JOIN offsets AS o
-        USING (rank)
-    WHERE s.step >= coalesce($step_from, s.step)
-        AND s.step < coalesce($step_to, s.step + 1)
+        greatest(s.start_ns, n.start_ns) AS start_ns,
+        least(s.end_ns, n.end_ns) AS end_ns
+    FROM (
+        SELECT
+            min(run_ns(s.start_ns, o.shift_ns, o.drift_ppb)) AS start_ns,
+            max(run_ns(s.end_ns, o.shift_ns, o.drift_ppb)) AS end_ns
+        FROM xr_steps AS s
+        JOIN offsets AS o
+            USING (rank)
+        WHERE ($step_from IS NOT NULL OR $step_to IS NOT NULL)
+            AND s.step >= coalesce($step_from, s.step)
+            AND s.step < coalesce($step_to, s.step + 1)
+    ) AS s
+    CROSS JOIN (
+        SELECT
+            min(run_ns(e.start_ns, o.shift_ns, o.drift_ppb)) AS start_ns,
+            max(run_ns(e.end_ns, o.shift_ns, o.drift_ppb)) AS end_ns
+        FROM xr_events AS e
+        JOIN offsets AS o
+            USING (rank)
+        WHERE e.source = 'nvtx'
+            AND e.name LIKE $window_nvtx
+    ) AS n
+    WHERE (s.start_ns IS NOT NULL OR ($step_from IS NULL AND $step_to IS NULL))
+        AND (n.start_ns IS NOT NULL OR $window_nvtx IS NULL)
 ),
 windows AS (
     -- Per rank, the window in session time (run_ns inverted to the ns; no rows
@@ -46,7 +69,8 @@ windows AS (
         ceil((b.end_ns - o.shift_ns) / (1 + o.drift_ppb / 1e9))::BIGINT AS end_ns
     FROM offsets AS o
     CROSS JOIN bounds AS b
-    WHERE $step_from IS NOT NULL
+    WHERE $window_nvtx IS NOT NULL
+        OR $step_from IS NOT NULL
         OR $step_to IS NOT NULL
 ),
 events AS NOT MATERIALIZED (
@@ -65,7 +89,8 @@ events AS NOT MATERIALIZED (
     FROM xr_events AS e
     JOIN offsets AS o
         USING (rank)
-    WHERE $step_from IS NULL
+    WHERE $window_nvtx IS NULL
+        AND $step_from IS NULL
         AND $step_to IS NULL
         AND e.dur_rank <= $max_events
     UNION ALL
@@ -99,7 +124,7 @@ events AS NOT MATERIALIZED (
     CROSS JOIN bounds AS b
     WHERE a.wait_ns > 0
         AND (
-            ($step_from IS NULL AND $step_to IS NULL)
+            ($window_nvtx IS NULL AND $step_from IS NULL AND $step_to IS NULL)
             OR (a.start_ns + a.wait_ns > b.start_ns AND a.start_ns < b.end_ns)
         )
 ),
