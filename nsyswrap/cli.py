@@ -274,7 +274,7 @@ def diff(
     force: Annotated[bool, typer.Option("--force", help="Compare runs the comparability check refuses, and overwrite output files.")] = False,
     steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Compare only steps A to B-1, e.g. 2:5 (either side may be left out).")] = None,
     window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Compare only steps overlapping NVTX ranges LIKE this.")] = None,
-    step_pattern: Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")] = "step:%",
+    step_pattern: StepPattern = "step:%",
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
     html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page.")] = None,
