@@ -191,3 +191,15 @@ def test_the_graph_report_cannot_answer_only_what_one_process_lacks(graphs):
 
 def test_ranks_come_from_the_launch_manifest(run):
     assert [(r.rank, r.rank_source) for r in run.reports] == [(r, "manifest") for r in RANKS]
+
+
+def test_graph_report_is_identical_on_shuffled_rows(tmp_path):
+    """Real CUPTI rows in any order: a CUDA graph's kernels share their launch call (ties
+    everywhere launches are looked up), and the report stays byte-identical."""
+    import shutil
+
+    from test_row_order import _json, shuffled_copy
+
+    original = shutil.copytree(REAL / "h100_cuda_graphs", tmp_path / "original" / "run")
+    shuffled = shuffled_copy(REAL / "h100_cuda_graphs", tmp_path / "shuffled" / "run")
+    assert _json(original, ReportOptions()) == _json(shuffled, ReportOptions())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
 
 import duckdb
@@ -152,21 +153,48 @@ def test_object_reads_what_its_header_declares(tmp_path, schemas, name):
                             set(obj.includes) - {lib}), f"{name} includes {lib} but needs none of it"
 
 
+def _macro_names() -> set[str]:
+    return {m for lib in sql_objects.of_kind("library") for m in re.findall(r"MACRO\s+(\w+)", lib.sql)}
+
+
 def test_nothing_is_shadowed():
-    """No TEMP object anywhere in the engine: every object has one name, its own."""
+    """No TEMP object in nsyswrap takes the name of a real one (a view, an SQL object, a
+    raw or exported table): every object has one name, its own. (The synthetic report
+    writer's SQLite TEMP tables are scratch tables with names of their own.)"""
+    from nsyswrap.raw_tables import RAW_TABLES
+
+    real = {n.lower() for n in [*sql_objects.objects(), *_macro_names()]}
+    real |= {f"raw_{k}" for k in RAW_TABLES}
+    real |= {t.lower() for names, _ in RAW_TABLES.values() for t in names}
+    temp = re.compile(r"\bCREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+(?:TABLE|VIEW|MACRO|FUNCTION)"
+                      r"\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(\w+)", re.I)
     root = Path(__file__).resolve().parents[1] / "nsyswrap"
-    for path in [*root.glob("*.py"), *(root / "report").glob("*.py")]:
-        assert "TEMP " not in path.read_text(), path.name
+    for path in root.rglob("*.py"):
+        for name in temp.findall(path.read_text()):
+            assert name.lower() not in real, f"{path.name}: TEMP {name} shadows a real object"
+
+
+def test_nothing_is_inferred_from_sql_text(tmp_path, monkeypatch):
+    """What runs is what headers declare: an object named in ad-hoc SQL (even in a
+    comment) is neither built nor bound, and asking for a module builds only what its
+    header says it needs."""
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path))
+    with open_run([FIXTURES / "run2"], jobs=1) as run:
+        assert run.df("SELECT 1 AS x -- xr_events")["x"].tolist() == [1]
+        with pytest.raises(Exception, match="xr_events"):
+            run.df("SELECT * FROM xr_events")
+        assert not list(tmp_path.rglob("objects/*")) and not run.bound
+        run_module(run, "gaps.by_cause")
+        built = {p.name.rsplit("-", 1)[0] for p in tmp_path.rglob("objects/*")}
+    needed = {n for n in sql_objects.needs("gaps.by_cause") if sql_objects.get(n).kind == "report"}
+    assert needed == {"device_sweep", "idle_gap_rows"} and built == needed | {"gaps.by_cause"}
 
 
 def test_sections_hold_no_sql():
     """The report's sections and the HTML page ask the planner for named results: no SQL
     text, DDL, macro or object names, no ad-hoc queries on the connection."""
-    import re
-
     root = Path(__file__).resolve().parents[1] / "nsyswrap"
-    macros = {m for lib in sql_objects.of_kind("library")
-              for m in re.findall(r"MACRO\s+(\w+)", lib.sql)}
+    macros = _macro_names()
     objects = {o.name for o in sql_objects.objects().values() if o.kind in ("report", "run")}
     objects.discard("idle_gaps")  # also the id of the report's table of idle gaps
     words = re.compile(r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP|%s)\b|\.(df|execute|sql)\(|\.con\b"
