@@ -19,48 +19,52 @@ WITH signs(sign, framework, seen_in) AS (
         (6, 'ddp', 'NVTX ranges'),
         (7, 'fsdp', 'NVTX ranges')
 ),
-hits AS (
-    SELECT rank, 1 AS sign, count(*) AS n
+by_kernel AS (
+    SELECT
+        rank,
+        'kernel names' AS seen_in,
+        count(*) FILTER (
+            name LIKE '%at::native%'
+            OR demangled LIKE '%at::native%'
+            OR name LIKE '%at_cuda_detail%'
+            OR demangled LIKE '%c10::%'
+        ) AS pytorch,
+        count(*) FILTER (name LIKE 'nccl%') AS nccl
     FROM kernels
-    WHERE name LIKE '%at::native%'
-        OR demangled LIKE '%at::native%'
-        OR name LIKE '%at_cuda_detail%'
-        OR demangled LIKE '%c10::%'
     GROUP BY rank
-    UNION ALL
-    SELECT rank, 2, count(*)
+),
+by_nvtx AS (
+    SELECT
+        rank,
+        'NVTX ranges' AS seen_in,
+        count(*) FILTER (
+            regexp_matches(text, '^(fwd|bwd|coll):|^ProfilerStep#|^aten::|^autograd::')
+        ) AS pytorch,
+        count(*) FILTER (text LIKE 'nccl%') AS nccl,
+        count(*) FILTER (text LIKE '%DistributedDataParallel%') AS ddp,
+        count(*) FILTER (text LIKE '%FullyShardedDataParallel%' OR text LIKE '%FSDP%') AS fsdp
     FROM nvtx
-    WHERE regexp_matches(text, '^(fwd|bwd|coll):|^ProfilerStep#|^aten::|^autograd::')
     GROUP BY rank
-    UNION ALL
-    SELECT p.rank, 3, count(*)
+),
+by_process AS (
+    SELECT p.rank, 'names of processes with GPU work' AS seen_in, count(*) AS pytorch
     FROM processes AS p
     SEMI JOIN kernels AS k
         ON k.rank = p.rank
         AND k.pid = p.pid
     WHERE regexp_matches(p.name, '^(python[0-9.]*|torchrun|pt_main_thread)$')
     GROUP BY p.rank
-    UNION ALL
-    SELECT rank, 4, count(*)
-    FROM kernels
-    WHERE name LIKE 'nccl%'
-    GROUP BY rank
-    UNION ALL
-    SELECT rank, 5, count(*)
-    FROM nvtx
-    WHERE text LIKE 'nccl%'
-    GROUP BY rank
-    UNION ALL
-    SELECT rank, 6, count(*)
-    FROM nvtx
-    WHERE text LIKE '%DistributedDataParallel%'
-    GROUP BY rank
-    UNION ALL
-    SELECT rank, 7, count(*)
-    FROM nvtx
-    WHERE text LIKE '%FullyShardedDataParallel%'
-        OR text LIKE '%FSDP%'
-    GROUP BY rank
+),
+hits AS (
+    UNPIVOT (
+        SELECT * FROM by_kernel
+        UNION ALL BY NAME
+        SELECT * FROM by_nvtx
+        UNION ALL BY NAME
+        SELECT * FROM by_process
+    )
+    ON pytorch, nccl, ddp, fsdp
+    INTO NAME framework VALUE n
 )
 SELECT
     s.rank,
@@ -71,5 +75,6 @@ FROM session AS s
 CROSS JOIN signs AS g
 LEFT JOIN hits AS h
     ON h.rank = s.rank
-    AND h.sign = g.sign
+    AND h.framework = g.framework
+    AND h.seen_in = g.seen_in
 ORDER BY s.rank, g.sign
