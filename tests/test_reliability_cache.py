@@ -41,11 +41,13 @@ def _truncate(path: Path) -> None:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
     """(report, its complete cache entry: views, per-report objects, per-rank results)."""
+    from nsyswrap.precompute import precompute
+
     folder = tmp_path_factory.mktemp("built")
     report = Path(shutil.copy(REPORT, folder / "rank0.sqlite"))
     saved, os.environ["NSYSWRAP_CACHE_DIR"] = os.environ["NSYSWRAP_CACHE_DIR"], str(folder / "cache")
     try:
-        nsyswrap.report.report([report])  # per-report objects and results
+        precompute([report])  # per-report objects and the report's per-rank results
     finally:
         os.environ["NSYSWRAP_CACHE_DIR"] = saved
     (entry,) = [p for p in (folder / "cache").iterdir() if p.is_dir()]
@@ -56,8 +58,8 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
     lambda entry: _truncate(entry / "kernels.parquet"),
     lambda entry: (entry / "nvtx.parquet").unlink(),
     lambda entry: (entry / "session.parquet").write_bytes(b"PAR1 not really"),
-    lambda entry: _truncate(next(entry.glob("results/*/*.parquet"))),
-    lambda entry: _truncate(next(entry.glob("objects/*/rows.parquet"))),
+    lambda entry: _truncate(next(entry.glob("objects/ledger.devices-*/rows.parquet"))),
+    lambda entry: _truncate(next(entry.glob("objects/device_sweep-*/rows.parquet"))),
 ], ids=["truncated-view", "missing-view", "garbage-view", "truncated-result", "truncated-reduction"])
 def test_a_damaged_entry_is_rebuilt_and_said_so(cli, cache, built, damage):
     report, pristine = built
@@ -105,7 +107,7 @@ def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, m
 def test_an_entry_another_process_is_writing_is_not_damaged(cli, cache, built):
     report, pristine = built
     entry = shutil.copytree(pristine, cache / pristine.name)
-    partial = entry / "results" / ".build-other" / "ledger.parquet"
+    partial = entry / "objects" / ".build-other" / "rows.parquet"
     partial.parent.mkdir(parents=True)
     partial.write_bytes(b"PAR1 half written")
     assert _count(cli, report)[1] == "" and partial.exists()
