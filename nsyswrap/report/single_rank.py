@@ -265,7 +265,7 @@ def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
 
 def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
     steps = by_text.text.str.match(_like_regex(options.step_pattern))
-    if options.step_pattern == DEFAULT_STEP_PATTERN:  # else ProfilerStep#<i> (step_ranges)
+    if options.step_pattern == DEFAULT_STEP_PATTERN:  # else ProfilerStep#<i> (the step definition)
         steps |= by_text.text.str.fullmatch(r"ProfilerStep#\d+")
     ranges = by_text[(by_text.gpu_ns > 0) & ~steps]
     if ranges.empty:
