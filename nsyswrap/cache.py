@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -162,25 +163,45 @@ def _raw(path: Path, key: str, tables: dict[str, set[str]]):
 
 
 def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
+    """Every view of the report into `out`, each raw table read out of SQLite once: a large
+    one that several views read is held in a DuckDB table (which spills to disk past the
+    memory cap), and every raw table is dropped once its last reader is written."""
+    readers = Counter(r for view in VIEWS for r in sql_objects.get(view).reads if r.startswith("raw_"))
     # One thread per report: the build is paced by the single stream out of SQLite and
     # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.
     with tempfile.TemporaryDirectory(prefix="nsyswrap-spill-") as spill:
         con = session(memory_limit="1GB", spill_dir=Path(spill), threads=1)
         try:
             con.execute(sql_objects.get("_macros").sql)
-            small: dict[str, pa.Table] = {}
+            held: dict[str, bool] = {}  # raw table -> held in a DuckDB table (else registered)
             for view in VIEWS:
                 obj = sql_objects.get(view)
-                for key in (r.removeprefix("raw_") for r in obj.reads if r.startswith("raw_")):
-                    if key in STREAMED:
-                        con.register(f"raw_{key}", _raw(path, key, tables))
-                    else:
-                        if key not in small:
-                            small[key] = _raw(path, key, tables)
-                        con.register(f"raw_{key}", small[key])
+                raws = [r for r in obj.reads if r.startswith("raw_")]
+                for name in raws:
+                    if name not in held:
+                        held[name] = _load(con, name, _raw(path, name.removeprefix("raw_"), tables),
+                                           readers[name] > 1)
                 target = out / f"{view}.parquet"
                 con.execute(f"COPY ({obj.sql}) TO {quote(str(target))} (FORMAT parquet)")
                 con.execute(f"CREATE OR REPLACE VIEW {view} AS "
                             f"SELECT * FROM read_parquet({quote(str(target))})")
+                for name in raws:
+                    readers[name] -= 1
+                    if readers[name] == 0 and held[name]:
+                        con.execute(f"DROP TABLE {name}")
+                    elif readers[name] == 0:
+                        con.unregister(name)
         finally:
             con.close()
+
+
+def _load(con, name: str, source, shared: bool) -> bool:
+    """Make `source` (an Arrow table or a one-pass reader) readable as `name`: a reader
+    that several views read is copied into a DuckDB table first. Whether it was."""
+    if not (shared and isinstance(source, pa.RecordBatchReader)):
+        con.register(name, source)
+        return False
+    con.register(f"{name}_stream", source)
+    con.execute(f"CREATE TABLE {name} AS SELECT * FROM {name}_stream")
+    con.unregister(f"{name}_stream")
+    return True
