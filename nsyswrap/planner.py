@@ -10,7 +10,9 @@ What an object needs is what its header declares (see `nsyswrap.sql_objects`):
   directory that exists is complete). The run then reads it as a view of that name over
   every report's file, with `rank` and `report` first;
 * a run object is computed over the run's views and objects into a table, and read as a
-  view of its name;
+  view of its name; over cached reports it is also stored (beside the first rank's views,
+  keyed to every report's entry) and read back by later calls, so a warm report does not
+  solve the clocks again;
 * a module (public query) runs after what it needs is bound; one of scope report over
   several reports runs per report like an object, its rows concatenated in rank order and
   sorted by its declared `@order`.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shutil
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -106,17 +109,52 @@ def bind(run, name: str, params: dict) -> None:
     else:
         table = f"nsyswrap_{name}_{key}"
         if table not in run.tables or not run.cached:
-            prepare(run, name, params)
-            builder = python_built().get(name)
-            if builder is not None:
-                builder(run, name, params, table)
-            else:
-                with _ours(obj):
-                    run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}',
-                                           obj.bound(params))
+            stored = _run_stored(run, name, key)
+            if stored is None or not _read_stored(run, table, stored):
+                prepare(run, name, params)
+                builder = python_built().get(name)
+                if builder is not None:
+                    builder(run, name, params, table)
+                else:
+                    with _ours(obj):
+                        run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}',
+                                               obj.bound(params))
+                if stored is not None and run.unrelated is None:
+                    build_atomically(stored, lambda work: run.connection.execute(
+                        f'COPY "{table}" TO {quote(str(work / "rows.parquet"))} (FORMAT parquet)'))
             run.tables.add(table)
         run.connection.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM "{table}"')
     run.bound[name] = key
+
+
+def _run_stored(run, name: str, key: str) -> Path | None:
+    """Where run object `name` (parameters `key`) of a run of cached reports is stored,
+    beside the first rank's views; keyed to every report's cache entry, rank and rank
+    source, whether unrelated reports are allowed, and nsyswrap's code (None for a run of
+    hand-made tables). It is stored only while the reports are one run (`run.unrelated`
+    None), so a later call that reads it skips the cross-rank solve rightly."""
+    if not run.cached:
+        return None
+    from nsyswrap.run import _code_digest  # (the run module imports this one)
+
+    sources = sorted((r.rank, r.rank_source) for r in run.reports)
+    text = repr((sources, sorted((c.rank, str(c.views_dir)) for c in run.cached),
+                 run.allow_unrelated, _code_digest()))
+    entry = hashlib.sha256(text.encode()).hexdigest()[:24]
+    return _ranked(run)[0].views_dir / "runs" / entry / f"{name}-{key}"
+
+
+def _read_stored(run, table: str, stored: Path) -> bool:
+    """Table `table` from the stored rows of a run object, if they are there and sound."""
+    if not stored.exists():
+        return False
+    try:
+        run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
+                               f'SELECT * FROM read_parquet({quote(str(stored / "rows.parquet"))})')
+    except duckdb.Error:  # damaged: computed again (and stored again)
+        shutil.rmtree(stored, ignore_errors=True)
+        return False
+    return True
 
 
 @functools.cache

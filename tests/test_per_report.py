@@ -14,7 +14,8 @@ from nsyswrap import open_run, planner
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.pool import map_reports
 from nsyswrap.queries import bind, catalog, run_module, run_modules
-from nsyswrap.report import report
+from nsyswrap.report import ReportOptions, build_report, report
+from nsyswrap.synth import generate_run, preset
 
 from conftest import FIXTURES
 
@@ -96,6 +97,35 @@ def test_objects_are_built_when_first_read_and_only_what_is_declared(tmp_path, m
         assert all(built("xr_rank_keys")) and not any(built("xr_events"))
         assert len(run_module(run, "crossrank.trace_events", max_events=5)) == 5
         assert all(built("xr_events"))
+
+
+def test_run_objects_are_stored_and_read_back_without_the_solve(tmp_path, monkeypatch):
+    """The cross-rank solve's tables and the run objects over them are stored beside the
+    first rank's views: a later open of the run reads them (the solve does not run again)
+    and gives the same rows."""
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path))
+    with open_run([RUN], jobs=1) as run:
+        first = {name: run_module(run, name) for name in ("crossrank.stragglers", "crossrank.clock_offsets")}
+    assert len(list(tmp_path.glob("*/runs/*/xr_clock-*/rows.parquet"))) == 1
+    from nsyswrap.crossrank import solve
+
+    monkeypatch.setattr(solve, "solved", lambda run: pytest.fail("the solve ran again"))
+    with open_run([RUN], jobs=1) as run:
+        for name, rows in first.items():
+            pd.testing.assert_frame_equal(run_module(run, name), rows)
+
+
+def test_unrelated_reports_are_refused_on_every_call(tmp_path, monkeypatch):
+    """Run objects of reports that are not one run are never stored: a later call solves
+    again and refuses them again."""
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    generate_run(preset("run2"), a)
+    generate_run(preset("run2").replace(name="later", clock_error_ns=(86_400 * 10**9,) * 2), b)
+    for _ in range(2):
+        with open_run([a / "rank0.sqlite", b / "rank1.sqlite"], jobs=1) as run:
+            with pytest.raises(NsysWrapError, match="not one run"):
+                build_report(run, ReportOptions())
 
 
 def test_window_parameters_reach_every_module_that_reads_a_shared_object():
