@@ -109,6 +109,10 @@ def main_suite(session: Session, run: Path) -> None:
                     cache=cache)
     report = ["report", run, *j]
     computed = _cached_views(session, "report", "report", report, cache)
+    steps = f"{session.steps // 10}:{session.steps // 5}"  # new options: never computed before this row
+    session.measure("report_steps", f"nsyswrap report --steps {steps}, views + results cached for the "
+                    "default options (new options on a cached run)", [*report, "--steps", steps],
+                    cache=cache, timeout_s=REPORT_TIMEOUT_S)
     _cold(session, "report", "report", report, computed)
     trio = ["modules", run, *(arg for name in TRIO for arg in ("--name", name)), *j]
     computed = _cached_views(session, "trio", "ledger + idle gaps + collective skew", trio, cache)

@@ -43,7 +43,7 @@ def task_extract(args) -> dict:
 
 
 def task_report(args) -> dict:
-    """`nsyswrap report RUN -j N`, its terminal output captured; with `--engine dask`, on a
+    """`nsyswrap report RUN -j N [--steps A:B]`, its terminal output captured; with `--engine dask`, on a
     LocalCluster of `-j` worker processes this task starts (so they are measured with it),
     its start and stop timed apart from the report (`report_s`)."""
     from nsyswrap.cli import main
@@ -52,7 +52,8 @@ def task_report(args) -> dict:
         started = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()) as out:
             try:
-                main(["report", str(args.run), "-j", str(args.jobs), *engine_args])
+                main(["report", str(args.run), "-j", str(args.jobs), *engine_args,
+                      *(["--steps", args.steps] if args.steps else [])])
             except SystemExit as done:  # click ends every command with sys.exit
                 if done.code:
                     raise
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", action="append", default=[], help="module name (task modules, repeatable)")
     parser.add_argument("--jobs", "-j", type=int, default=2)
     parser.add_argument("--engine", choices=("local", "dask"), default="local", help="task report: the engine")
+    parser.add_argument("--steps", help="task report: its --steps A:B (new options on a cached run)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = TASKS[args.task](args)
