@@ -175,8 +175,12 @@ def _together_target(rows: list[dict]) -> str:
     peak = max(nsyswrap, key=lambda r: r["rss_together_mb"])
     measured = (f"{peak['rss_together_mb']:.0f} MB resident together in a 10 ms sample, the largest of every "
                 f"nsyswrap row ({peak['label']}; {peak['processes']} processes)")
+    over = [f"{r['label']} ({r['rss_together_mb']:.0f} MB together; the task process alone peaks at "
+            f"{r['peak_rss_main_mb']:.0f} MB" + (f", holding the {r['detail']['rows']:,} rows it asked for as one "
+                                                 "DataFrame" if "rows" in r.get("detail", {}) else "") + ")"
+            for r in nsyswrap if r["rss_together_mb"] > RSS_MB]
     return _line(f"whole-tree sampled peak RSS ≤ {RSS_MB / 1024:.0f} GB at -j 2 (issue 15)", measured,
-                 peak["rss_together_mb"] <= RSS_MB, peak["rss_together_mb"] / RSS_MB, "", "")
+                 not over, peak["rss_together_mb"] / RSS_MB, "", f"Over 2 GB: {'; '.join(over)}.")
 
 
 def _warm_target(rows: list[dict]) -> str:
