@@ -286,8 +286,10 @@ WINDOW w AS (PARTITION BY rank, device ORDER BY start_ns);
 -- C(t) = running totals of the thread's launches before t, range total = C(end) - C(start).
 -- The range edges ride in one sorted stream with the launches (thread by thread, edges
 -- before launches at the same time), so C at every edge is a running sum read off the
--- stream, minus the sum at the thread's first row. Two totals share one HUGEINT sum (high
--- and low 64 bits, each a signed sum below 2^63 in magnitude).
+-- stream, minus the sum at the thread's first row. Each edge starts a stretch of the
+-- stream: the launches are summed per stretch (a hash aggregate) and only the stretches'
+-- sums run (an edge's row count), not every launch row's. Two totals share one HUGEINT
+-- sum (high and low 64 bits, each a signed sum below 2^63 in magnitude).
 CREATE OR REPLACE MACRO nvtx_gpu_projection(text_like) AS TABLE
 WITH ranges AS (
     SELECT rank, pid, tid, start_ns, end_ns, dur_ns, text
@@ -330,30 +332,42 @@ stream AS (
         AND h.tid = l.tid
     WHERE l.start_ns IS NOT NULL
 ),
-running AS (
+stretched AS (
+    -- each range edge (and the thread's first row) starts a stretch of the thread's rows
+    SELECT
+        *,
+        sum(CASE WHEN code <= 1 THEN 1 ELSE 0 END) OVER (
+            PARTITION BY tno ORDER BY t, code ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+        ) AS stretch
+    FROM stream
+),
+stretches AS (
+    -- per stretch: its edge (first, smallest t and code), what its launches add up to
     SELECT
         tno,
-        t,
-        code,
-        sum(CASE WHEN code = 2 THEN 18446744073709551616::HUGEINT + gpu END) OVER w AS n_gpu,
+        stretch,
+        min(t) AS t,
+        min(code) AS code,
+        sum(CASE WHEN code = 2 THEN 18446744073709551616::HUGEINT + gpu END) AS n_gpu,
         sum(CASE
             WHEN kind = 0 THEN gpu::HUGEINT * 18446744073709551616
             WHEN kind = 1 THEN gpu::HUGEINT
-        END) OVER w AS compute_nccl,
-        sum(gpu) FILTER (WHERE kind = 2) OVER w AS copy
-    FROM stream
-    WINDOW w AS (PARTITION BY tno ORDER BY t, code ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+        END) AS compute_nccl,
+        sum(gpu) FILTER (WHERE kind = 2) AS copy
+    FROM stretched
+    GROUP BY tno, stretch
 ),
 marks AS (
+    -- at each edge: what the thread's launches before it add up to (the stretches before)
     SELECT
         tno,
         t,
         code,
-        coalesce(n_gpu, 0) AS n_gpu,
-        coalesce(compute_nccl, 0) AS compute_nccl,
-        coalesce(copy, 0) AS copy
-    FROM running
-    WHERE code <= 1
+        coalesce(sum(n_gpu) OVER w, 0) AS n_gpu,
+        coalesce(sum(compute_nccl) OVER w, 0) AS compute_nccl,
+        coalesce(sum(copy) OVER w, 0) AS copy
+    FROM stretches
+    WINDOW w AS (PARTITION BY tno ORDER BY stretch ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 at_edges AS (
     -- C(t) of the thread, unpacked: high = floor((v + 2^63) / 2^64), low = v - high * 2^64
