@@ -52,11 +52,28 @@ def bind(module: SqlObject, given: dict[str, object]) -> dict[str, object]:
 def run_module(run: Run, name: str, **params) -> pd.DataFrame:
     """Run prebuilt module `name` on an open run."""
     module = get(name)
-    return planner.result(run, name, bind(module, params))
+    return labelled(run, module, planner.result(run, name, bind(module, params)))
 
 
 def run_modules(run: Run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]:
     """Several prebuilt modules on an open run, `key: (name, params)` -> `key: rows`; the
     per-report ones are computed in one pass of the worker pool."""
-    return planner.results(run, {key: (name, bind(get(name), params))
+    rows = planner.results(run, {key: (name, bind(get(name), params))
                                  for key, (name, params) in wanted.items()})
+    return {key: labelled(run, get(wanted[key][0]), frame) for key, frame in rows.items()}
+
+
+def labelled(run: Run, module: SqlObject, rows: pd.DataFrame) -> pd.DataFrame:
+    """A module's rows with the run's rank identity: a per-report module's `rank` is its
+    report's (nsyswrap.crossrank.ranks.label_ranks relabels it, then the rows take the
+    module's order again); a run module's rows already carry it."""
+    from nsyswrap.crossrank.ranks import label_ranks  # (nsyswrap.crossrank imports this module)
+
+    if not module.per_report:
+        return rows
+    out = label_ranks(run, rows)
+    if out is rows or not module.order:
+        return out
+    keys = list(module.order)
+    return out.sort_values([k for k, _ in keys], ascending=[not d for _, d in keys],
+                           kind="stable", ignore_index=True)

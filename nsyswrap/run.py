@@ -50,6 +50,8 @@ class Run:
     """Why the reports are not one run (set by nsyswrap.crossrank.solve), if they are not."""
     solved: dict = field(default_factory=dict)
     """step_pattern -> the frames of the cross-rank solve (nsyswrap.crossrank.solve.build)."""
+    members: pd.DataFrame | None = None
+    """The run's ranks: which report and process each is (nsyswrap.crossrank.ranks.run_members)."""
     engine: DaskEngine | None = None  # None: per-report work in local worker processes
     store_per_report: bool = False
     """Store per-report module results even for one report (launch --precompute: the

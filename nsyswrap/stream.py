@@ -8,6 +8,7 @@ from pathlib import Path
 
 from nsyswrap.connection import quote
 from nsyswrap import planner
+from nsyswrap.crossrank.ranks import rank_sql
 from nsyswrap.queries import bind, get, run_module
 from nsyswrap.run import Run
 
@@ -19,17 +20,19 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
     the number of rows. A module of scope run (small: cross-rank) goes through a DataFrame."""
     module = get(name)
     values = bind(module, params)
+    labels: dict = {}
     if module.per_report and run.cached:
         files, = planner._stored(run, [(name, values)])
         keys = list(module.order)
-        if not keys or keys[0] == ("rank", False):
+        rank, labels = rank_sql(run, [c.name for c in module.columns])  # the run's rank identity
+        if not labels and (not keys or keys[0] == ("rank", False)):
             # Reports in rank order, each one's rows in order: DuckDB keeps the order of the
             # files and of their rows (preserve_insertion_order), nothing to sort or hold.
             listed = ", ".join(quote(str(f)) for f in files)
             sql = f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
         else:  # sorted as run_module does (stable: ties keep rank, then row order)
             parts = "\nUNION ALL BY NAME\n".join(
-                f"SELECT *, {i} AS _part FROM read_parquet({quote(str(f))}, file_row_number = true)"
+                f"SELECT * REPLACE ({rank} AS rank), {i} AS _part FROM read_parquet({quote(str(f))}, file_row_number = true)"
                 for i, f in enumerate(files))
             order = "".join(f'"{k}"{" DESC" if d else ""}, ' for k, d in keys)
             sql = (f"SELECT * EXCLUDE (_part, file_row_number) FROM ({parts}) "
@@ -41,6 +44,6 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
     threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
     con.execute("SET threads = 1")  # in order, one batch at a time: nothing buffered waiting for its turn
     try:
-        return con.execute(f"COPY ({sql}) TO {quote(str(output))} ({FORMATS[fmt]})").fetchone()[0]
+        return con.execute(f"COPY ({sql}) TO {quote(str(output))} ({FORMATS[fmt]})", labels).fetchone()[0]
     finally:
         con.execute(f"SET threads = {int(threads)}")

@@ -11,10 +11,18 @@ Order of trust: the launcher's manifest, the file name, the `MPI Rank N` nsys re
 (the world's) from its ncclCommInitRank payload (nsyswrap.crossrank.nccl_payload), then
 the process environment, then the order given / the device order. NCCL's ranks are used
 only when every rank not placed by a more trusted source has one and all ranks differ.
+
+This is the run's one rank identity: every result labels its rows with it
+(`label_ranks`). A per-device row (ledger, gaps, steps, ...) carries the rank of the
+process that ran the most GPU activities on that device (ties: the lowest rank); a row
+of one process, that process's rank; a row of neither, the lowest rank of its report.
 """
 from __future__ import annotations
 
 import pandas as pd
+
+from nsyswrap import planner
+from nsyswrap.crossrank.nccl_payload import payload_keys, world_ranks
 
 MEMBER_COLUMNS = ["report_rank", "pid", "rank", "rank_source"]
 TRUSTED = ("manifest", "file name", "MPI rank (nsys)")  # sources NCCL's rank does not override
@@ -72,3 +80,81 @@ def to_member_ranks(frame: pd.DataFrame, members: pd.DataFrame) -> pd.DataFrame:
     out = frame.merge(members[["report_rank", "pid", "rank"]].rename(columns={"rank": "member"}),
                       left_on=["rank", "pid"], right_on=["report_rank", "pid"])
     return out.drop(columns=["rank", "report_rank"]).rename(columns={"member": "rank"})
+
+
+def run_members(run) -> pd.DataFrame:
+    """`member_ranks` of an open run, with each rank's GPU activities per device
+    (report_rank, pid, rank, rank_source, device, activities; device NULL for a rank
+    without GPU work). Computed once per run of cached reports."""
+    if getattr(run, "members", None) is not None and run.cached:
+        return run.members
+    for name in ("xr_processes", "xr_rank_keys"):
+        planner.prepare(run, name, {})
+        planner.bind(run, name, {})
+    processes = run.df("SELECT rank, pid, device, activities FROM xr_processes")
+    keys = run.df("SELECT * FROM xr_rank_keys")
+    schemas = run.df("SELECT * FROM payload_schemas")
+    members = member_ranks(processes, payload_keys(keys, schemas)[0], run.reports, world_ranks(keys, schemas))
+    devices = processes.rename(columns={"rank": "report_rank"})
+    run.members = members.merge(devices, on=["report_rank", "pid"], how="left")
+    return run.members
+
+
+def rank_rows(run) -> list[dict]:
+    """The run's ranks as the report's JSON lists them: rank, report (its rank), pid
+    (null: a report without GPU work or collective calls) and where the rank came from."""
+    members = run_members(run).drop_duplicates(["report_rank", "pid", "rank"]).sort_values("rank")
+    return [{"rank": int(r.rank), "report_rank": int(r.report_rank),
+             "pid": None if pd.isna(r.pid) else int(r.pid), "rank_source": r.rank_source}
+            for r in members.itertuples(index=False)]
+
+
+def label_ranks(run, frame: pd.DataFrame) -> pd.DataFrame:
+    """A per-report result (`rank` = report rank) with each row's rank the run's rank
+    identity (see the module doc): by `pid` where the row has one of a rank, else by
+    `device`, else the report's lowest rank. Unchanged when every report is one rank."""
+    members = run_members(run)
+    if "rank" not in frame or _one_per_report(members):
+        return frame
+    by_pid, by_device, by_report = rank_maps(members)
+    keys = list(zip(frame["rank"], frame["pid"] if "pid" in frame else [None] * len(frame),
+                    frame["device"] if "device" in frame else [None] * len(frame)))
+    ranks = [by_pid.get((r, p), by_device.get((r, d), by_report.get(r, r))) for r, p, d in keys]
+    return frame.assign(rank=pd.Series(ranks, index=frame.index, dtype=frame["rank"].dtype))
+
+
+def rank_sql(run, columns: list[str]) -> tuple[str, dict]:
+    """`label_ranks` as a SQL expression over a per-report result of `columns` (and its
+    bound values): "rank" itself when every report is one rank."""
+    members = run_members(run)
+    if "rank" not in columns or _one_per_report(members):
+        return '"rank"', {}
+    by_pid, by_device, by_report = rank_maps(members)
+    cases, values = [], {}
+    for column, mapping in (("pid", by_pid), ("device", by_device)):
+        if column not in columns:
+            continue
+        for i, ((report, key), rank) in enumerate(mapping.items()):
+            cases.append(f'WHEN "rank" = $r_{column}{i} AND "{column}" = $k_{column}{i} THEN $to_{column}{i}')
+            values |= {f"r_{column}{i}": report, f"k_{column}{i}": key, f"to_{column}{i}": rank}
+    for i, (report, rank) in enumerate(by_report.items()):
+        cases.append(f'WHEN "rank" = $r_report{i} THEN $to_report{i}')
+        values |= {f"r_report{i}": report, f"to_report{i}": rank}
+    return f'CAST(CASE {" ".join(cases)} ELSE "rank" END AS INTEGER)', values
+
+
+def rank_maps(members: pd.DataFrame) -> tuple[dict, dict, dict]:
+    """(report_rank, pid) -> rank, (report_rank, device) -> rank of the process that ran
+    the most activities on the device (ties: lowest rank), report_rank -> lowest rank."""
+    by_pid = {(int(r.report_rank), int(r.pid)): int(r.rank)
+              for r in members.dropna(subset=["pid"]).itertuples(index=False)}
+    used = members.dropna(subset=["device"]).sort_values(["activities", "rank"], ascending=[False, True])
+    by_device = {(int(r.report_rank), int(r.device)): int(r.rank)
+                 for r in used.drop_duplicates(["report_rank", "device"]).itertuples(index=False)}
+    by_report = {int(r): int(k) for r, k in members.groupby("report_rank")["rank"].min().items()}
+    return by_pid, by_device, by_report
+
+
+def _one_per_report(members: pd.DataFrame) -> bool:
+    ranks = members.drop_duplicates(["report_rank", "rank"])
+    return bool((ranks["report_rank"] == ranks["rank"]).all() and ranks["report_rank"].is_unique)

@@ -22,8 +22,8 @@ import pandas as pd
 
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import GROUP_COLUMNS, KEY_COLUMNS, match
-from nsyswrap.crossrank.nccl_payload import payload_keys, world_ranks
-from nsyswrap.crossrank.ranks import member_ranks, to_member_ranks
+from nsyswrap.crossrank.nccl_payload import payload_keys
+from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, run_members, to_member_ranks
 from nsyswrap.errors import NsysWrapError
 
 RUN_SCOPE_TABLES = frozenset({"xr_keys", "xr_groups", "xr_clock", "xr_aligned", "xr_member_steps",
@@ -62,11 +62,8 @@ def build(run, name: str, params: dict, table: str) -> None:
 
 def solved(run) -> dict[str, pd.DataFrame]:
     """The run-scope frames, by table name, over the objects bound on `run` now."""
-    keys = run.df("SELECT * FROM xr_rank_keys")
-    schemas = run.df("SELECT * FROM payload_schemas")
-    nccl_ranks = world_ranks(keys, schemas)
-    keys, payload_note = payload_keys(keys, schemas)
-    members = member_ranks(run.df("SELECT rank, pid, device FROM xr_processes"), keys, run.reports, nccl_ranks)
+    keys, payload_note = payload_keys(run.df("SELECT * FROM xr_rank_keys"), run.df("SELECT * FROM payload_schemas"))
+    members = run_members(run)[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
     reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
     run.unrelated = None if run.allow_unrelated else unrelated(run, reports.rename(columns={"report_rank": "rank"}))
     if run.unrelated is not None:

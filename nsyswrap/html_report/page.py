@@ -14,6 +14,7 @@ from nsyswrap.output import check_writable
 from nsyswrap.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
+from nsyswrap.report.render import heading
 from nsyswrap.run import DEFAULT_OPENER, Opener, Run
 
 MAX_STEPS = 12
@@ -157,8 +158,8 @@ def _plots(run: Run, options: ReportOptions) -> str:
 
 def html_page(run: Run, report: dict, options: ReportOptions) -> str:
     """The page of an open run and its report dict (nsyswrap.report.build_report)."""
-    ranks = ", ".join(f"rank {r.rank}: {r.path.name}" for r in run.reports)
-    parts = [f"<h1>nsyswrap report: {len(run.reports)} rank(s)</h1>", f'<p class="note">{escape(ranks)}</p>',
+    ranks = ", ".join(f"report {r.rank}: {r.path.name}" for r in run.reports)
+    parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>", f'<p class="note">{escape(ranks)}</p>',
              _diagnosis_html(report), _plots(run, options)] + [_section_html(s) for s in report["sections"]]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
             f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")

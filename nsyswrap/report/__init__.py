@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nsyswrap.crossrank.ranks import rank_rows
 from nsyswrap.planner import nsyswrap_version
 from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.report.data_quality import data_quality_section
@@ -39,6 +40,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
         "version": nsyswrap_version(),
         "reports": [{"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source}
                     for r in run.reports],
+        "ranks": rank_rows(run),
         "options": options.window_params(),
         "sections": [section(run, options) for section in SECTIONS],
     }

@@ -77,13 +77,19 @@ def render_text(report: dict, width: int = 80, *, detail: bool = False,
     return lines
 
 
+def heading(report: dict) -> str:
+    """How many ranks, and in how many reports when that differs: "8 ranks in 2 reports"."""
+    ranks, reports = len(report.get("ranks") or report["reports"]), len(report["reports"])
+    said = f"{ranks} rank{'s' * (ranks != 1)}"
+    return said if ranks == reports else f"{said} in {reports} report{'s' * (reports != 1)}"
+
+
 def first_screen(report: dict, width: int) -> list[str]:
     """Diagnosis, key figures per rank and the worst steps, then what to do."""
     d = report.get("diagnosis") or {}
-    reports = report["reports"]
-    names = [Path(r["path"]).name for r in reports]
+    names = [Path(r["path"]).name for r in report["reports"]]
     files = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
-    lines = [_clip(f"nsyswrap report: {len(reports)} rank(s) ({files})", width)]
+    lines = [_clip(f"nsyswrap report: {heading(report)} ({files})", width)]
     lines.append(f"DIAGNOSIS: {d.get('headline', 'none')}")
     for i, f in enumerate(d.get("findings", []), 1):
         lines += wrap(f["text"], width, indent="   ", first=f"{i:>2} ")

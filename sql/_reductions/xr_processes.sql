@@ -1,13 +1,15 @@
--- One row per process of one report with GPU work (kernels, copies, sets): its lowest
--- device and how much it ran. nsyswrap.crossrank.ranks makes each such process (and
--- each with collective calls) a rank when a report holds several.
+-- One row per process of one report with GPU work (kernels, copies, sets) and device
+-- it ran on: how much it ran there. nsyswrap.crossrank.ranks makes each such process
+-- (and each with collective calls) a rank when a report holds several, and labels a
+-- device's rows with the rank of the process that ran the most there.
 -- @reads kernels
 -- @column pid BIGINT              Process id.
--- @column device BIGINT           Lowest device it ran work on.
--- @column activities BIGINT       GPU activities it ran.
+-- @column device BIGINT           Device it ran work on.
+-- @column activities BIGINT       GPU activities it ran on the device.
 SELECT
     pid,
-    min(device) AS device,
+    device,
     count(*) AS activities
 FROM kernels
-GROUP BY pid
+GROUP BY pid, device
+ORDER BY pid, device
