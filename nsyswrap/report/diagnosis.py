@@ -3,7 +3,9 @@ by that cost, each with its number and its evidence.
 
 It reads only the report dict's sections (their stable table ids and columns), never SQL:
 * cross-rank findings first (the straggler: who, in which phase, its lag per step, the
-  wait it imposes on the others per step and how much of their communication that is);
+  wait it imposes on the others per step and how much of their communication that is:
+  their NCCL time and exposed communication, or, when the collectives are MPI calls, their
+  time in MPI calls, which blocks the host, not the GPU);
 * then per-device findings, one per verdict (communication-, copy-, host-, compute-bound),
   ranked by the step time their cause takes;
 * a device whose exposed communication is mostly waiting for a slower rank is labelled
@@ -12,7 +14,8 @@ It reads only the report dict's sections (their stable table ids and columns), n
 * recommendations follow the findings and cite their figures; framework advice only for
   frameworks the trace section saw.
 
-Costs are per step when the report found steps, else over the analysed span. Step
+Costs are per step when the report found steps, else over the analysed span (the run,
+for the straggler), as each finding's `cost_basis` says. Step
 statistics need at least MIN_STEPS steps.
 """
 from __future__ import annotations
@@ -26,6 +29,8 @@ from nsyswrap.report.verdict import (NOT_ENOUGH, Evidence, Totals, ms, recommend
 WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers,
 WAIT_NOTABLE = 0.05    # when its exposed communication is at least this share of the span
 MIN_STEPS = 2
+MPI_WAIT = ("the collectives are MPI calls on the host: a wait in one blocks the host, not "
+            "the GPU's communication")
 WORST_STEPS = 3
 # The time behind each per-device verdict (the cost a finding ranks by).
 DRIVER = {
@@ -171,55 +176,72 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     if total is None:
         return []
     rank = total["rank"]
-    n = len({r["step"] for r in strag if r["step"] != "all"}) or 1
+    stepped = len({r["step"] for r in strag if r["step"] != "all"})
+    n, basis = (stepped, "per step") if stepped else (1, "over the run")
     lag = value(total["lag"], 0) / n
     others = {r: w for r, w in run.waited.items() if r != rank and w > 0}
     wait = statistics.fmean(others.values()) / n if others else 0.0
-    other_keys = [k for k in run.totals if k[0] in others]
+    on_host = _mpi_only(report)
+    other_keys = [] if on_host else [k for k in run.totals if k[0] in others]
     nccl = sum(run.totals[k].comm_busy_ns for k in other_keys) / max(len(other_keys), 1) / n
     exposed = sum(run.totals[k].exposed_comm_ns for k in other_keys) / max(len(other_keys), 1) / n
     phase = total.get("phase")
     excess = value(total.get("phase_excess"), 0) / n
     ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
-    where = " and ".join(ops) if ops else "collectives"
+    where = " and ".join(ops) if ops else "MPI collectives" if on_host else "collectives"
     text = (f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
-            f"{value(total['collectives'], 0)} collectives, {ms(lag)} per step after the "
-            "median rank" + (f"; its lag is in `{phase}` (+{ms(excess)} per step)" if phase
+            f"{value(total['collectives'], 0)} collectives, " + (
+                f"{ms(lag)} per step after the median rank" if stepped else
+                f"{ms(lag)} after the median rank in all over the run") + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase
                              else "") + ".")
     if others:
         who = _ranks(list(others), of=len(run.per_rank))
         verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
-        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} per step for it in "
+        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis} for it in "
                  f"{where}")
+        if on_host:
+            inside = [value(r["in_collectives"], 0) for r in rows(report, "crossrank", "comm_split")
+                      if r["step"] == "all" and r["rank"] in others]
+            mpi = statistics.fmean(inside) / n if inside else 0
+            text += (f": {min(wait / mpi, 1):.0%} of {their} MPI time" if mpi else "") + (
+                "; a wait inside an MPI call blocks the host, not the GPU, so it is not "
+                f"part of {their} GPU's exposed communication")
         if nccl:
             text += f": {min(wait / nccl, 1):.0%} of {their} NCCL time"
         if exposed:
             text += (f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
-                     f"({ms(exposed)} per step)" if wait < exposed else
-                     f", more than {their} exposed communication ({ms(exposed)} per step), so "
+                     f"({ms(exposed)} {basis})" if wait < exposed else
+                     f", more than {their} exposed communication ({ms(exposed)} {basis}), so "
                      "all of it is waiting")
         text += "."
     step_ns = _median_step(run)
     share = wait / step_ns if step_ns else None
-    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} per "
-              "step now); every other rank waits for it in the next collective." if phase else
+    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {basis} "
+              "now); every other rank waits for it in the next collective." if phase else
               f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
               "others wait for it in every collective.")
     return [{
         "id": "straggler", "scope": "cross-rank", "label": f"straggler: rank {rank}",
-        "ranks": [rank], "cost": figure(wait or lag, NS), "cost_basis": "per step",
+        "ranks": [rank], "cost": figure(wait or lag, NS), "cost_basis": basis,
         "share": figure(share, FRACTION, "no step ranges to compare with"),
         "text": text, "recommendation": advice,
         "evidence": {"rank": rank, "phase": phase, "lag_per_step": figure(lag, NS),
                      "phase_excess_per_step": figure(excess, NS),
                      "waiting_ranks": sorted(others), "wait_per_step": figure(wait, NS),
-                     "share_of_nccl_time": figure(min(wait / nccl, 1) if nccl else None,
-                                                  FRACTION, "no NCCL time"),
-                     "share_of_exposed_comm": figure(min(wait / exposed, 1) if exposed else None,
-                                                     FRACTION, "no exposed communication"),
+                     "share_of_nccl_time": figure(min(wait / nccl, 1) if nccl else None, FRACTION,
+                                                  MPI_WAIT if on_host else "no NCCL time"),
+                     "share_of_exposed_comm": figure(min(wait / exposed, 1) if exposed else None, FRACTION,
+                                                     MPI_WAIT if on_host else "no exposed communication"),
                      "exposed_comm_per_step": figure(exposed, NS),
                      "steps": figure(n, COUNT)},
     }]
+
+
+def _mpi_only(report: dict) -> bool:
+    """Whether every matched collective is an MPI call (found by MPI ranges, timed on the
+    host) rather than NCCL work on the GPU."""
+    found = {r["found_by"] for r in rows(report, "crossrank", "groups") if r.get("status") == "matched"}
+    return bool(found) and all(f.startswith("MPI") for f in found)
 
 
 def _median_step(run: _Run) -> float:
