@@ -5,6 +5,7 @@
 -- groups. Times are session ns.
 -- @reads nvtx, kernels
 -- @column source VARCHAR          nvtx (an NVTX range) or gpu (a GPU activity).
+-- @column pid BIGINT              Process of the range or activity.
 -- @column tid BIGINT              Thread of an NVTX range (NULL for gpu).
 -- @column device BIGINT           Device of a GPU activity (NULL for nvtx).
 -- @column stream BIGINT           Stream of a GPU activity (NULL for nvtx).
@@ -18,6 +19,7 @@
 WITH events AS (
     SELECT
         'nvtx' AS source,
+        pid,
         tid,
         CAST(NULL AS BIGINT) AS device,
         CAST(NULL AS BIGINT) AS stream,
@@ -28,12 +30,13 @@ WITH events AS (
     FROM nvtx
     WHERE event_type <> 'mark'
     UNION ALL
-    SELECT 'gpu', CAST(NULL AS BIGINT), device, stream, name, kind, start_ns, dur_ns
+    SELECT 'gpu', pid, CAST(NULL AS BIGINT), device, stream, name, kind, start_ns, dur_ns
     FROM kernels
 ),
 ranked AS (
     SELECT
         source,
+        pid,
         tid,
         device,
         stream,

@@ -5,7 +5,9 @@
 -- step_from / step_to only events overlapping those steps (on any rank) are
 -- kept, with window_nvtx only those overlapping the NVTX ranges LIKE it (from the
 -- first start to the last end on any rank; both: the intersection); at most
--- max_events, longest first.
+-- max_events, longest first. An event is its process's rank
+-- (crossrank.clock_offsets: a report may hold several); the event of a process that
+-- is no rank, the lowest rank of its report.
 -- @scope run
 -- @include metrics
 -- @reads xr_alignment, xr_clock, xr_steps, xr_events
@@ -14,7 +16,7 @@
 -- @param step_from BIGINT = NULL   Only steps >= this (NULL: from the first).
 -- @param step_to BIGINT = NULL     Only steps < this (NULL: to the last).
 -- @param max_events BIGINT = 100000  At most this many events, longest first.
--- @column rank INTEGER             Rank of the report.
+-- @column rank INTEGER             Rank of the event's process.
 -- @column track VARCHAR            `thread <tid>`, `GPU <device> stream
 --                                  <stream>` or `collective wait`.
 -- @column name VARCHAR             Range text, kernel name or `wait <op> ...`.
@@ -23,6 +25,10 @@
 -- @column dur_ns BIGINT            Duration (ns).
 WITH alignment AS MATERIALIZED (
     SELECT * FROM xr_alignment
+),
+members AS (
+    SELECT report_rank, pid, rank, min(rank) OVER (PARTITION BY report_rank) AS lowest
+    FROM xr_clock
 ),
 offsets AS (
     -- Per report (its processes share one clock): its shift and drift.
@@ -78,6 +84,7 @@ events AS NOT MATERIALIZED (
     -- with one, the join bounds are pushed into the scans of xr_events.
     SELECT
         e.rank,
+        e.pid,
         e.source,
         e.tid,
         e.device,
@@ -96,6 +103,7 @@ events AS NOT MATERIALIZED (
     UNION ALL
     SELECT
         e.rank,
+        e.pid,
         e.source,
         e.tid,
         e.device,
@@ -112,6 +120,7 @@ events AS NOT MATERIALIZED (
     UNION ALL
     SELECT
         a.rank,
+        NULL,
         'wait',
         NULL,
         NULL,
@@ -143,7 +152,9 @@ cut AS (
 chosen AS (
     -- The track is spelled out only for the events that make the list.
     SELECT
-        e.rank,
+        CASE WHEN e.source = 'wait' THEN e.rank
+            ELSE coalesce(m.rank, r.lowest, e.rank)
+        END AS rank,
         CASE e.source
             WHEN 'nvtx' THEN 'thread ' || e.tid
             WHEN 'gpu' THEN 'GPU ' || e.device || ' stream ' || e.stream
@@ -154,6 +165,13 @@ chosen AS (
         e.start_ns,
         e.dur_ns
     FROM events AS e
+    LEFT JOIN members AS m
+        ON e.source <> 'wait'
+        AND m.report_rank = e.rank
+        AND m.pid = e.pid
+    LEFT JOIN (SELECT DISTINCT report_rank, lowest FROM members) AS r
+        ON e.source <> 'wait'
+        AND r.report_rank = e.rank
     WHERE coalesce(e.dur_ns >= (SELECT dur_ns FROM cut), TRUE)
 )
 SELECT *
