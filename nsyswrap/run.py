@@ -50,8 +50,8 @@ class Run:
     """Why the reports are not one run (set by nsyswrap.crossrank.solve), if they are not."""
     solved: dict = field(default_factory=dict)
     """step_pattern -> the frames of the cross-rank solve (nsyswrap.crossrank.solve.build)."""
-    members: pd.DataFrame | None = None
-    """The run's ranks: which report and process each is (nsyswrap.crossrank.ranks.run_members)."""
+    ranks: dict = field(default_factory=dict)
+    """The run's ranks, once known (nsyswrap.crossrank.ranks: `members`, `one_each`)."""
     engine: DaskEngine | None = None  # None: per-report work in local worker processes
     store_per_report: bool = False
     """Store per-report module results even for one report (launch --precompute: the

@@ -36,7 +36,7 @@ def test_query_formats(cli, tmp_path):
     rows = json.loads(out)
     assert code == 0 and rows and {"rank", "name", "total_ns"} <= set(rows[0])
     code, out, _ = cli("query", "kernels.summary", report, "-f", "csv", "-p", "min_dur_ns=1000000000000")
-    assert code == 0 and out.strip() == "rank,kind,name,count,total_ns,avg_ns,min_ns,max_ns"
+    assert code == 0 and out.strip() == "rank,pid,kind,name,count,total_ns,avg_ns,min_ns,max_ns"
     target = tmp_path / "k.parquet"
     assert cli("query", "kernels.summary", report, "-f", "parquet", "-o", target)[0] == 0
     assert target.stat().st_size > 0

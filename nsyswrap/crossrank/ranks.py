@@ -86,8 +86,8 @@ def run_members(run) -> pd.DataFrame:
     """`member_ranks` of an open run, with each rank's GPU activities per device
     (report_rank, pid, rank, rank_source, device, activities; device NULL for a rank
     without GPU work). Computed once per run of cached reports."""
-    if getattr(run, "members", None) is not None and run.cached:
-        return run.members
+    if "members" in run.ranks and run.cached:
+        return run.ranks["members"]
     for name in ("xr_processes", "xr_rank_keys"):
         planner.prepare(run, name, {})
         planner.bind(run, name, {})
@@ -96,8 +96,8 @@ def run_members(run) -> pd.DataFrame:
     schemas = run.df("SELECT * FROM payload_schemas")
     members = member_ranks(processes, payload_keys(keys, schemas)[0], run.reports, world_ranks(keys, schemas))
     devices = processes.rename(columns={"rank": "report_rank"})
-    run.members = members.merge(devices, on=["report_rank", "pid"], how="left")
-    return run.members
+    run.ranks["members"] = members.merge(devices, on=["report_rank", "pid"], how="left")
+    return run.ranks["members"]
 
 
 def rank_rows(run) -> list[dict]:
@@ -113,10 +113,9 @@ def label_ranks(run, frame: pd.DataFrame) -> pd.DataFrame:
     """A per-report result (`rank` = report rank) with each row's rank the run's rank
     identity (see the module doc): by `pid` where the row has one of a rank, else by
     `device`, else the report's lowest rank. Unchanged when every report is one rank."""
-    members = run_members(run)
-    if "rank" not in frame or _one_per_report(members):
+    if "rank" not in frame or one_rank_each(run):
         return frame
-    by_pid, by_device, by_report = rank_maps(members)
+    by_pid, by_device, by_report = rank_maps(run_members(run))
     keys = list(zip(frame["rank"], frame["pid"] if "pid" in frame else [None] * len(frame),
                     frame["device"] if "device" in frame else [None] * len(frame)))
     ranks = [by_pid.get((r, p), by_device.get((r, d), by_report.get(r, r))) for r, p, d in keys]
@@ -126,10 +125,9 @@ def label_ranks(run, frame: pd.DataFrame) -> pd.DataFrame:
 def rank_sql(run, columns: list[str]) -> tuple[str, dict]:
     """`label_ranks` as a SQL expression over a per-report result of `columns` (and its
     bound values): "rank" itself when every report is one rank."""
-    members = run_members(run)
-    if "rank" not in columns or _one_per_report(members):
+    if "rank" not in columns or one_rank_each(run):
         return '"rank"', {}
-    by_pid, by_device, by_report = rank_maps(members)
+    by_pid, by_device, by_report = rank_maps(run_members(run))
     cases, values = [], {}
     for column, mapping in (("pid", by_pid), ("device", by_device)):
         if column not in columns:
@@ -155,6 +153,20 @@ def rank_maps(members: pd.DataFrame) -> tuple[dict, dict, dict]:
     return by_pid, by_device, by_report
 
 
-def _one_per_report(members: pd.DataFrame) -> bool:
-    ranks = members.drop_duplicates(["report_rank", "rank"])
-    return bool((ranks["report_rank"] == ranks["rank"]).all() and ranks["report_rank"].is_unique)
+def one_rank_each(run) -> bool:
+    """Whether every report is one rank, its own: told from the views when no report has
+    GPU work or NVTX ranges of two processes and NCCL cannot renumber the ranks (each
+    placed by a trusted source, or no ncclCommInitRank range), else from `run_members`."""
+    if "one_each" not in run.ranks or not run.cached:
+        seen = run.df("SELECT rank, count(DISTINCT pid) AS n, bool_or(nccl) AS nccl FROM ("
+                      " SELECT rank, pid, false AS nccl FROM kernels UNION ALL"
+                      " SELECT rank, pid, domain = 'NCCL' AND text LIKE 'ncclCommInit%' FROM nvtx"
+                      ") GROUP BY rank")
+        trusted = all(r.rank_source in TRUSTED for r in run.reports) or not seen["nccl"].any()
+        if trusted and (seen["n"] <= 1).all():
+            run.ranks["one_each"] = True
+        else:
+            ranks = run_members(run).drop_duplicates(["report_rank", "rank"])
+            run.ranks["one_each"] = bool((ranks["report_rank"] == ranks["rank"]).all()
+                                         and ranks["report_rank"].is_unique)
+    return run.ranks["one_each"]

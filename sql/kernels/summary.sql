@@ -1,8 +1,9 @@
--- One row per (rank, kind, kernel name): how often it ran and for how long.
+-- One row per (rank, process, kind, kernel name): how often it ran and for how long.
 -- Covers kernels, memcpy and memset on every device and stream, longest total first.
 -- @reads kernels
 -- @param min_dur_ns BIGINT = 0     Ignore activities shorter than this (ns).
--- @column rank INTEGER             Rank of the report.
+-- @column rank INTEGER             Rank of the process (a report may hold several).
+-- @column pid BIGINT               Process id.
 -- @column kind VARCHAR             compute, nccl, memcpy, memset or other.
 -- @column name VARCHAR             Kernel short name, or "memcpy <kind>" / "memset".
 -- @column count BIGINT             Number of runs.
@@ -11,9 +12,10 @@
 -- @column min_ns BIGINT            Shortest run (ns).
 -- @column max_ns BIGINT            Longest run (ns).
 -- @scope report
--- @order rank, total_ns DESC, name
+-- @order rank, total_ns DESC, name, pid
 SELECT
     rank,
+    pid,
     kind,
     name,
     count(*) AS count,
@@ -23,5 +25,5 @@ SELECT
     max(dur_ns) AS max_ns
 FROM kernels
 WHERE dur_ns >= $min_dur_ns
-GROUP BY rank, kind, name
-ORDER BY rank, total_ns DESC, name
+GROUP BY rank, pid, kind, name
+ORDER BY rank, total_ns DESC, name, pid

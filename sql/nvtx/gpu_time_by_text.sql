@@ -1,10 +1,11 @@
--- One row per (rank, NVTX range text LIKE text_like): how often the range ran and the
+-- One row per (rank, process, NVTX range text LIKE text_like): how often the range ran and the
 -- GPU work launched inside it (see nvtx.range_gpu_time), most GPU time first. Per-call
 -- counters (PyTorch's `seq = N`, `op_id = N`, nsyswrap's `seq=N`) are cut from the text
 -- so that the calls of one op or collective group together.
 -- @include metrics
 -- @param text_like VARCHAR = %         Only ranges whose text is LIKE this.
--- @column rank INTEGER                 Rank of the report.
+-- @column rank INTEGER                 Rank of the process (a report may hold several).
+-- @column pid BIGINT                   Process id.
 -- @column text VARCHAR                 Range text without per-call counters.
 -- @column ranges BIGINT                Number of ranges with this text.
 -- @column range_ns BIGINT              Their summed duration (ns).
@@ -14,7 +15,7 @@
 -- @column nccl_ns BIGINT               Of which NCCL kernels (ns).
 -- @column copy_ns BIGINT               Of which memcpy and memset (ns).
 -- @scope report
--- @order rank, gpu_ns DESC, text
+-- @order rank, gpu_ns DESC, text, pid
 WITH ranges AS (
     SELECT
         * EXCLUDE (text),
@@ -23,6 +24,7 @@ WITH ranges AS (
 )
 SELECT
     rank,
+    pid,
     text,
     count(*) AS ranges,
     sum(dur_ns)::BIGINT AS range_ns,
@@ -32,5 +34,5 @@ SELECT
     sum(nccl_ns)::BIGINT AS nccl_ns,
     sum(copy_ns)::BIGINT AS copy_ns
 FROM ranges
-GROUP BY rank, text
-ORDER BY rank, gpu_ns DESC, text
+GROUP BY rank, pid, text
+ORDER BY rank, gpu_ns DESC, text, pid
