@@ -106,7 +106,7 @@ def test_output_not_overwritten(cli, good, tmp_path):
     _assert_one_line_error(cli("query", "kernels.summary", good, "-f", "csv", "-o", out), "already exists")
     assert out.read_text() == "keep me"
     assert cli("query", "kernels.summary", good, "-f", "csv", "-o", out, "--force")[0] == 0
-    assert out.read_text().startswith("rank,kind,name")
+    assert out.read_text().startswith("rank,pid,kind,name")
 
 
 def test_report_is_opened_read_only(cli, good):

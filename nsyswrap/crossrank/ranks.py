@@ -75,7 +75,7 @@ def _found_ranks(processes: pd.DataFrame, callers: pd.DataFrame, reports: list) 
 def to_member_ranks(frame: pd.DataFrame, members: pd.DataFrame) -> pd.DataFrame:
     """`frame` (rank = report rank, pid) with rank replaced by the member rank; rows of
     processes that are no rank are dropped. With one process per report: unchanged."""
-    if (members["report_rank"] == members["rank"]).all() and members["report_rank"].is_unique:
+    if _each_report_its_rank(members):
         return frame
     out = frame.merge(members[["report_rank", "pid", "rank"]].rename(columns={"rank": "member"}),
                       left_on=["rank", "pid"], right_on=["report_rank", "pid"])
@@ -166,7 +166,10 @@ def one_rank_each(run) -> bool:
         if trusted and (seen["n"] <= 1).all():
             run.ranks["one_each"] = True
         else:
-            ranks = run_members(run).drop_duplicates(["report_rank", "rank"])
-            run.ranks["one_each"] = bool((ranks["report_rank"] == ranks["rank"]).all()
-                                         and ranks["report_rank"].is_unique)
+            run.ranks["one_each"] = _each_report_its_rank(run_members(run))
     return run.ranks["one_each"]
+
+
+def _each_report_its_rank(members: pd.DataFrame) -> bool:
+    ranks = members.drop_duplicates(["report_rank", "rank"])
+    return bool((ranks["report_rank"] == ranks["rank"]).all() and ranks["report_rank"].is_unique)

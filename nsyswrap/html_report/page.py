@@ -158,7 +158,10 @@ def _plots(run: Run, options: ReportOptions) -> str:
 
 def html_page(run: Run, report: dict, options: ReportOptions) -> str:
     """The page of an open run and its report dict (nsyswrap.report.build_report)."""
-    ranks = ", ".join(f"report {r.rank}: {r.path.name}" for r in run.reports)
+    held = {r.rank: [m["rank"] for m in report["ranks"] if m["report_rank"] == r.rank] or [r.rank]
+            for r in run.reports}
+    ranks = "; ".join(f"{r.path.name}: rank{'s' * (len(held[r.rank]) > 1)} {', '.join(map(str, held[r.rank]))}"
+                      for r in run.reports)
     parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>", f'<p class="note">{escape(ranks)}</p>',
              _diagnosis_html(report), _plots(run, options)] + [_section_html(s) for s in report["sections"]]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
