@@ -100,13 +100,16 @@ def run_members(run) -> pd.DataFrame:
     return run.ranks["members"]
 
 
-def rank_rows(run) -> list[dict]:
+def rank_rows(run, step_pattern: str) -> list[dict]:
     """The run's ranks as the report's JSON lists them: rank, report (its rank), pid
-    (null: a report without GPU work or collective calls) and where the rank came from."""
-    members = run_members(run).drop_duplicates(["report_rank", "pid", "rank"]).sort_values("rank")
+    (null: a report without GPU work or collective calls) and where the rank came from,
+    as crossrank.clock_offsets has them (computed once for the cross-rank section)."""
+    from nsyswrap.queries import run_module  # (nsyswrap.queries imports this module)
+
+    ranks = run_module(run, "crossrank.clock_offsets", step_pattern=step_pattern)
     return [{"rank": int(r.rank), "report_rank": int(r.report_rank),
              "pid": None if pd.isna(r.pid) else int(r.pid), "rank_source": r.rank_source}
-            for r in members.itertuples(index=False)]
+            for r in ranks.sort_values("rank").itertuples(index=False)]
 
 
 def label_ranks(run, frame: pd.DataFrame) -> pd.DataFrame:
@@ -115,7 +118,7 @@ def label_ranks(run, frame: pd.DataFrame) -> pd.DataFrame:
     `device`, else the report's lowest rank. Unchanged when every report is one rank."""
     if "rank" not in frame or one_rank_each(run):
         return frame
-    by_pid, by_device, by_report = rank_maps(run_members(run))
+    by_pid, by_device, by_report = _maps(run)
     keys = list(zip(frame["rank"], frame["pid"] if "pid" in frame else [None] * len(frame),
                     frame["device"] if "device" in frame else [None] * len(frame)))
     ranks = [by_pid.get((r, p), by_device.get((r, d), by_report.get(r, r))) for r, p, d in keys]
@@ -127,7 +130,7 @@ def rank_sql(run, columns: list[str]) -> tuple[str, dict]:
     bound values): "rank" itself when every report is one rank."""
     if "rank" not in columns or one_rank_each(run):
         return '"rank"', {}
-    by_pid, by_device, by_report = rank_maps(run_members(run))
+    by_pid, by_device, by_report = _maps(run)
     cases, values = [], {}
     for column, mapping in (("pid", by_pid), ("device", by_device)):
         if column not in columns:
@@ -151,6 +154,13 @@ def rank_maps(members: pd.DataFrame) -> tuple[dict, dict, dict]:
                  for r in used.drop_duplicates(["report_rank", "device"]).itertuples(index=False)}
     by_report = {int(r): int(k) for r, k in members.groupby("report_rank")["rank"].min().items()}
     return by_pid, by_device, by_report
+
+
+def _maps(run) -> tuple[dict, dict, dict]:
+    """`rank_maps` of the run, once per run of cached reports."""
+    if "maps" not in run.ranks or not run.cached:
+        run.ranks["maps"] = rank_maps(run_members(run))
+    return run.ranks["maps"]
 
 
 def one_rank_each(run) -> bool:

@@ -40,7 +40,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
         "version": nsyswrap_version(),
         "reports": [{"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source}
                     for r in run.reports],
-        "ranks": rank_rows(run),
+        "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),
         "sections": [section(run, options) for section in SECTIONS],
     }
