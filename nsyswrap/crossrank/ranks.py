@@ -156,6 +156,15 @@ def rank_maps(members: pd.DataFrame) -> tuple[dict, dict, dict]:
     return by_pid, by_device, by_report
 
 
+def ranks_by_report(run) -> dict[int, list[int]]:
+    """Report rank -> the ranks it holds (its own alone when each report is one rank)."""
+    if one_rank_each(run):
+        return {r.rank: [r.rank] for r in run.reports}
+    members = run_members(run)
+    return {r.rank: sorted(set(members.loc[members["report_rank"] == r.rank, "rank"].astype(int)))
+            for r in run.reports}
+
+
 def _maps(run) -> tuple[dict, dict, dict]:
     """`rank_maps` of the run, once per run of cached reports."""
     if "maps" not in run.ranks or not run.cached:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsyswrap.crossrank import matched_collectives
+from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.html_report.charts import COLORS, ledger_bars, skew_heatmap, step_timeline
 from nsyswrap.output import check_writable
 from nsyswrap.queries import catalog, run_module
@@ -158,8 +159,7 @@ def _plots(run: Run, options: ReportOptions) -> str:
 
 def html_page(run: Run, report: dict, options: ReportOptions) -> str:
     """The page of an open run and its report dict (nsyswrap.report.build_report)."""
-    held = {r.rank: [m["rank"] for m in report["ranks"] if m["report_rank"] == r.rank] or [r.rank]
-            for r in run.reports}
+    held = ranks_by_report(run)
     ranks = "; ".join(f"{r.path.name}: rank{'s' * (len(held[r.rank]) > 1)} {', '.join(map(str, held[r.rank]))}"
                       for r in run.reports)
     parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>", f'<p class="note">{escape(ranks)}</p>',

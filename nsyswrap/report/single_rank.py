@@ -6,6 +6,7 @@ import re
 
 import pandas as pd
 
+from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.queries import run_module, run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
@@ -328,15 +329,16 @@ def _cannot_answer(run: Run, options: ReportOptions, ledger: pd.DataFrame, activ
     out = []
     with_gpu = set(active["rank"])
     in_window = set(ledger["rank"])
+    held = ranks_by_report(run)  # a report may hold several ranks
     for report in run.reports:
-        if report.rank not in with_gpu:
+        if not with_gpu & set(held[report.rank]):
             out.append({
                 "what": f"the time ledger, collective exposure, idle gaps and launch latency of "
                         f"rank {report.rank} ({report.path.name})",
                 "reason": "the report has no GPU activity (no CUDA kernel, memcpy or memset "
                           "rows); capture with nsys profile --trace=cuda",
             })
-        elif report.rank not in in_window:
+        elif not in_window & set(held[report.rank]):
             out.append({
                 "what": f"the metrics of rank {report.rank} ({report.path.name})",
                 "reason": f"its window is empty: nothing matches {options.describe()}",
