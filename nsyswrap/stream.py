@@ -32,7 +32,8 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
             sql = f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
         else:  # sorted as run_module does (stable: ties keep rank, then row order)
             parts = "\nUNION ALL BY NAME\n".join(
-                f"SELECT * REPLACE ({rank} AS rank), {i} AS _part FROM read_parquet({quote(str(f))}, file_row_number = true)"
+                f"SELECT * REPLACE ({rank} AS rank), {i} AS _part "
+                f"FROM read_parquet({quote(str(f))}, file_row_number = true)"
                 for i, f in enumerate(files))
             order = "".join(f'"{k}"{" DESC" if d else ""}, ' for k, d in keys)
             sql = (f"SELECT * EXCLUDE (_part, file_row_number) FROM ({parts}) "
