@@ -13,6 +13,7 @@ import pytest
 from nsyswrap import open_run
 from nsyswrap.api import query_to_file
 from nsyswrap.crossrank import clock_offsets
+from nsyswrap.crossrank.ranks import rank_maps
 from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.render import heading
@@ -122,3 +123,16 @@ def test_real_mpi_straggler_is_worded_over_the_run_as_mpi_time():
     assert evidence["share_of_exposed_comm"]["value"] is None
     assert "MPI calls on the host" in evidence["share_of_nccl_time"]["reason"]
     assert heading(report) == "5 ranks"
+
+
+def test_a_device_shared_by_processes_is_labelled_by_the_busiest_then_lowest_rank():
+    """Report 0 holds ranks 0 and 1 on device 0 (rank 1 ran more there) and both on
+    device 1 equally; report 2 is one rank: its rows keep their report's rank."""
+    members = pd.DataFrame({
+        "report_rank": [0, 0, 0, 0, 2], "pid": [10, 10, 11, 11, 20], "rank": [0, 0, 1, 1, 2],
+        "rank_source": ["device order"] * 4 + ["file name"],
+        "device": [0, 1, 0, 1, 0], "activities": [5, 7, 9, 7, 3]})
+    by_pid, by_device, by_report = rank_maps(members)
+    assert by_pid == {(0, 10): 0, (0, 11): 1, (2, 20): 2}
+    assert by_device == {(0, 0): 1, (0, 1): 0, (2, 0): 2}
+    assert by_report == {0: 0, 2: 2}
