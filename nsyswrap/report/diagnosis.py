@@ -190,10 +190,8 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
     where = " and ".join(ops) if ops else "MPI collectives" if on_host else "collectives"
     text = (f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
-            f"{value(total['collectives'], 0)} collectives, " + (
-                f"{ms(lag)} per step after the median rank" if stepped else
-                f"{ms(lag)} after the median rank in all over the run") + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase
-                             else "") + ".")
+            f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
+            + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase else "") + ".")
     if others:
         who = _ranks(list(others), of=len(run.per_rank))
         verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
