@@ -42,8 +42,11 @@ def _workers(parent: int, timeout: float = 60) -> list[int]:
 
 def _start(seconds: float) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # SIGINT at its default, as in a terminal: a shell without job control starts background
+    # commands (`cmd &`) with SIGINT ignored, and the child would inherit that from pytest
     return subprocess.Popen([sys.executable, "-c", SCRIPT, str(seconds)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _gone(pids: list[int], timeout: float) -> bool:
