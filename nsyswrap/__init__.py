@@ -13,7 +13,7 @@ _LAZY = {
     "query": "nsyswrap.api",
     "query_to_file": "nsyswrap.api",
     "sql": "nsyswrap.api",
-    "Opener": "nsyswrap.run",
+    "Opener": "nsyswrap.opener",
     "Run": "nsyswrap.run",
     "open_run": "nsyswrap.run",
     "DaskEngine": "nsyswrap.dask_engine",

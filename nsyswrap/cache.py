@@ -11,8 +11,6 @@ per-report objects computed later live beside them (see `nsyswrap.planner`).
 """
 from __future__ import annotations
 
-import atexit
-import functools
 import hashlib
 import os
 import re
@@ -24,60 +22,18 @@ from pathlib import Path
 import pyarrow as pa
 
 from nsyswrap import sql_objects
+from nsyswrap.cache_keys import cache_root, report_key
 from nsyswrap.connection import VIEWS, quote, session
 from nsyswrap.errors import note
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
-from nsyswrap.sql_files import sql_root
 from nsyswrap.sqlite_source import read_batches, typed_select
 
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx"}
 
 
-MIN_FREE_BYTES = 64 << 20  # a cache directory with less room than this counts as full
-
-
-def cache_root() -> Path:
-    """Where normalized reports live: $NSYSWRAP_CACHE_DIR or ~/.cache/nsyswrap, else (when
-    that cannot be created or written, or is full) a private temporary directory."""
-    return _usable(Path(os.environ.get("NSYSWRAP_CACHE_DIR") or Path.home() / ".cache" / "nsyswrap"))
-
-
-@functools.cache
-def _usable(wanted: Path) -> Path:
-    try:
-        wanted.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=wanted) as probe:
-            probe.write(bytes(4096))
-            probe.flush()
-        free = shutil.disk_usage(wanted).free
-        if free < MIN_FREE_BYTES:
-            raise OSError(28, f"only {free >> 20} MB free")
-    except OSError as exc:
-        fallback = Path(tempfile.mkdtemp(prefix="nsyswrap-cache-"))
-        atexit.register(shutil.rmtree, fallback, ignore_errors=True)
-        note(f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for this run "
-             "(set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)")
-        return fallback
-    return wanted
-
-
-def _views_dir() -> Path:
-    return sql_root() / "_views"
-
-
-def _format_digest() -> str:
-    """Changes whenever the view SQL or the raw column lists or filters change."""
-    h = hashlib.sha256(repr((sorted(RAW_TABLES.items()), sorted(RAW_FILTERS.items()))).encode())
-    for f in sorted(_views_dir().glob("*.sql")):
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def cache_dir_for(path: Path) -> Path:
     """The cache directory of one report version; a damaged entry there is removed first."""
-    st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{content_key(path)}|{_format_digest()}"
-    target = cache_root() / hashlib.sha256(key.encode()).hexdigest()[:24]
+    target = cache_root() / hashlib.sha256(report_key(path).encode()).hexdigest()[:24]
     damaged = _damaged_file(target)
     if damaged is not None:
         note(f"{path}: cache entry {damaged} was damaged; building it again")
@@ -88,20 +44,6 @@ def cache_dir_for(path: Path) -> Path:
             pass
         shutil.rmtree(trash, ignore_errors=True)
     return target
-
-
-def content_key(path: Path) -> str:
-    """Changes with the report's content even when size and mtime do not: SQLite's file
-    change counter (header bytes 24-28) and a hash of the first and last pages."""
-    with path.open("rb") as fh:
-        head = fh.read(100)
-        page = int.from_bytes(head[16:18], "big") if len(head) >= 18 else 0
-        page = 65536 if page == 1 else (page or 4096)
-        fh.seek(0)
-        first = fh.read(page)
-        fh.seek(max(0, path.stat().st_size - page))
-        last = fh.read(page)
-    return head[24:28].hex() + hashlib.sha256(first + last).hexdigest()[:16]
 
 
 def _damaged_file(entry: Path) -> Path | None:

@@ -105,8 +105,8 @@ def _opener(rank_pattern: str, jobs: int, allow_unrelated: bool = False, engine:
             scheduler_file: Path | None = None, scheduler_address: str | None = None):
     """Reading options plus a progress bar on stderr (a terminal only) while reports are
     normalized."""
+    from nsyswrap.opener import Opener
     from nsyswrap.pool import find_engine
-    from nsyswrap.run import Opener
 
     return Opener(rank_pattern=rank_pattern, jobs=jobs, allow_unrelated=allow_unrelated,
                   progress=_progress_bar() if sys.stderr.isatty() else None,
@@ -115,14 +115,15 @@ def _opener(rank_pattern: str, jobs: int, allow_unrelated: bool = False, engine:
 
 def _progress_bar():
     """A progress callback that draws one bar per series of per-report work (reading the
-    reports, then computing their metrics)."""
-    from rich.console import Console
-    from rich.progress import Progress
-
+    reports, then computing their metrics); rich loads with the first bar (a stored
+    answer draws none)."""
     state: dict[str, object] = {}
 
     def advance(done: int, total: int) -> None:
         if "bar" not in state:
+            from rich.console import Console
+            from rich.progress import Progress
+
             bar = Progress(console=Console(stderr=True), transient=True)
             bar.start()
             state["bar"], state["task"] = bar, bar.add_task("reports", total=total)

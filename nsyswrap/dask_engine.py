@@ -124,10 +124,10 @@ def close_clients() -> None:
 
 def _check_code(client, name: str) -> None:
     """Every worker must run this nsyswrap: cache entries are keyed to its code."""
-    from nsyswrap.run import _code_digest
+    from nsyswrap.cache_keys import code_digest
 
-    mine = _code_digest()
-    other = sorted(w for w, digest in client.run(_code_digest).items() if digest != mine)
+    mine = code_digest()
+    other = sorted(w for w, digest in client.run(code_digest).items() if digest != mine)
     if other:
         raise NsysWrapError(other[0], f"(a worker of {name}) runs another nsyswrap version than this client",
                             "install the same nsyswrap on the client and every worker")

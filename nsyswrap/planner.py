@@ -28,7 +28,6 @@ import hashlib
 import os
 import shutil
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import duckdb
@@ -38,6 +37,7 @@ import pyarrow.parquet as pq
 
 from nsyswrap import sql_objects
 from nsyswrap.cache import build_atomically
+from nsyswrap.cache_keys import code_digest, nsyswrap_version
 from nsyswrap.connection import CachedReport, create_view, quote
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.pool import map_reports
@@ -135,11 +135,9 @@ def _run_stored(run, name: str, key: str) -> Path | None:
     None), so a later call that reads it skips the cross-rank solve rightly."""
     if not run.cached:
         return None
-    from nsyswrap.run import _code_digest  # (the run module imports this one)
-
     sources = sorted((r.rank, r.rank_source) for r in run.reports)
     text = repr((sources, sorted((c.rank, str(c.views_dir)) for c in run.cached),
-                 run.allow_unrelated, _code_digest()))
+                 run.allow_unrelated, code_digest()))
     entry = hashlib.sha256(text.encode()).hexdigest()[:24]
     return _ranked(run)[0].views_dir / "runs" / entry / f"{name}-{key}"
 
@@ -247,15 +245,6 @@ def _ours(obj: sql_objects.SqlObject):
 def _key(name: str, values: dict, rank: int | None = None) -> str:
     text = repr((name, rank, sql_objects.digest(name), sorted(values.items()), nsyswrap_version()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@functools.cache
-def nsyswrap_version() -> str | None:
-    """The installed nsyswrap's version (None in a source checkout)."""
-    try:
-        return version("nsyswrap")
-    except PackageNotFoundError:
-        return None
 
 
 def _sorted(frame: pd.DataFrame, module: sql_objects.SqlObject) -> pd.DataFrame:

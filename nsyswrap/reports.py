@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.sqlite_source import connect_readonly
 from nsyswrap.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES, check_readable
 
 DEFAULT_RANK_PATTERN = r"rank(\d+)"
@@ -93,6 +92,8 @@ def _recorded_rank(path: Path) -> tuple[int | None, str]:
     (`MPI Rank N`), else the process environment (capture metadata, then the target's
     DeviceEnvironment), variables in ENV_RANKS order. SLURM_PROCID is last: under
     mpirun inside one SLURM task it is 0 on every rank."""
+    from nsyswrap.sqlite_source import connect_readonly  # (it loads pyarrow: not for `expand`)
+
     con = connect_readonly(path)
     try:
         mpi = {m.group(1) for v in _rows(con, "SELECT text FROM NVTX_EVENTS WHERE eventType = 39")

@@ -6,8 +6,6 @@ pool of worker processes, its results cached per report.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +20,7 @@ from nsyswrap.cache import cache_dir_for, normalize
 from nsyswrap.connection import CachedReport, connect
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.dask_engine import DaskEngine
+from nsyswrap.opener import DEFAULT_OPENER, Opener  # (callers import them from here too)
 from nsyswrap.pool import map_reports
 from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
 from nsyswrap.validate import inspect_tables
@@ -88,17 +87,6 @@ class Run:
         self.close()
 
 
-@functools.cache
-def _code_digest() -> str:
-    """Changes whenever nsyswrap's SQL or Python changes (the Dask engine checks that its
-    workers run this code)."""
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for path in sorted(here.rglob("*.py")) + [o.path for o in sql_objects.objects().values()]:
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int | None = None,
                 jobs: int = 2, progress: Callable[[int, int], None] | None = None,
                 engine: DaskEngine | None = None) -> Run:
@@ -141,23 +129,3 @@ def open_run(
 def _normalize(item: tuple[Path, dict[str, set[str]], Path]) -> None:
     """In a worker: a report's normalized views."""
     normalize(*item)
-
-
-@dataclass(frozen=True)
-class Opener:
-    """How to open reports: the options every command that reads a run shares."""
-
-    rank_pattern: str = DEFAULT_RANK_PATTERN
-    jobs: int = 2
-    progress: Callable[[int, int], None] | None = None
-    allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
-    engine: DaskEngine | None = None  # None: local worker processes (see nsyswrap.pool)
-
-    def open(self, inputs: list[str | Path]) -> Run:
-        run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,
-                       engine=self.engine)
-        run.allow_unrelated = self.allow_unrelated
-        return run
-
-
-DEFAULT_OPENER = Opener()

@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.sqlite_source import connect_readonly, table_columns
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
@@ -74,6 +73,8 @@ def check_header(path: Path) -> None:
 
 def inspect_tables(path: Path) -> dict[str, set[str]]:
     """The tables and columns of a valid nsys export; raises for anything else."""
+    from nsyswrap.sqlite_source import connect_readonly, table_columns  # (pyarrow: not for `check_readable`)
+
     check_header(path)
     try:
         con = connect_readonly(path)

@@ -95,9 +95,9 @@ def test_an_unusable_cache_falls_back_to_a_private_directory(cli, report, tmp_pa
 
 
 def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch):
-    import nsyswrap.cache
+    import nsyswrap.cache_keys
 
-    monkeypatch.setattr(nsyswrap.cache, "MIN_FREE_BYTES", 1 << 62)  # more than any disk has free
+    monkeypatch.setattr(nsyswrap.cache_keys, "MIN_FREE_BYTES", 1 << 62)  # more than any disk has free
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "full"))
     count, err = _count(cli, report)
     assert count > 0 and "MB free); caching in" in err

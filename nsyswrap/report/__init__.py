@@ -1,7 +1,7 @@
 """`nsyswrap report`: a run summarized in sections, for the terminal or as JSON.
 
-A section is a function `(run, options) -> dict` listed in SECTIONS; more sections are
-appended there. A section dict has:
+A section is a function `(run, options) -> dict` listed in `sections()`; more sections
+are appended there. A section dict has:
 
 * `id`, `title`;
 * `verdict`: `{"label": ..., "reason": ...}` or null;
@@ -10,31 +10,42 @@ appended there. A section dict has:
   (rank, names) or figures `{"value", "unit"}`, where a null value carries a `reason`;
 * `cannot_answer`: list of `{"what", "reason"}`.
 
-`nsyswrap.report.render` draws any section following this layout.
+`nsyswrap.report.render` draws any section following this layout. A report asked before
+is read back (`nsyswrap.report.answers`) without loading pandas or DuckDB.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nsyswrap.crossrank.ranks import rank_rows
-from nsyswrap.planner import nsyswrap_version
-from nsyswrap.report.cross_rank import crossrank_section
-from nsyswrap.report.data_quality import data_quality_section
+from nsyswrap.cache_keys import nsyswrap_version
+from nsyswrap.opener import DEFAULT_OPENER, Opener
+from nsyswrap.report import answers
 from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import ReportFormat, write_report
-from nsyswrap.report.single_rank import single_rank_section
-from nsyswrap.report.trace_facts import trace_section
-from nsyswrap.run import DEFAULT_OPENER, Opener, Run
+from nsyswrap.reports import expand
 
-SECTIONS = [single_rank_section, crossrank_section, trace_section, data_quality_section]
+if TYPE_CHECKING:
+    from nsyswrap.run import Run
 
-__all__ = ["SECTIONS", "ReportFormat", "ReportOptions", "build_report", "report",
-           "write_report"]
+__all__ = ["ReportFormat", "ReportOptions", "build_report", "report", "sections", "write_report"]
+
+
+def sections() -> list:
+    """Every section, in order (imported when a report is built: they load pandas and DuckDB)."""
+    from nsyswrap.report.cross_rank import crossrank_section
+    from nsyswrap.report.data_quality import data_quality_section
+    from nsyswrap.report.single_rank import single_rank_section
+    from nsyswrap.report.trace_facts import trace_section
+
+    return [single_rank_section, crossrank_section, trace_section, data_quality_section]
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
-    """Every section of SECTIONS for an open run, and the diagnosis drawn from them."""
+    """Every section for an open run, and the diagnosis drawn from them."""
+    from nsyswrap.crossrank.ranks import rank_rows
+
     report = {
         "tool": "nsyswrap",
         "version": nsyswrap_version(),
@@ -42,14 +53,20 @@ def build_report(run: Run, options: ReportOptions) -> dict:
                     for r in run.reports],
         "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),
-        "sections": [section(run, options) for section in SECTIONS],
+        "sections": [section(run, options) for section in sections()],
     }
     return {**report, "diagnosis": diagnose(report)}
 
 
 def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *,
            opener: Opener = DEFAULT_OPENER) -> dict:
-    """Open the reports of a run and build the report dict."""
+    """The report dict of a run: the stored answer when this report was asked before
+    (`nsyswrap.report.answers`), else the reports opened, the report built and stored."""
+    key = answers.answer_key(expand(inputs), options, opener.rank_pattern, opener.allow_unrelated)
+    stored = answers.load(key)
+    if stored is not None:
+        return stored
     with opener.open(inputs) as run:
-        return build_report(run, options)
-
+        result = build_report(run, options)
+    answers.store(key, result)
+    return result

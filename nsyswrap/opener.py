@@ -1,0 +1,37 @@
+"""How to open reports: the options every command that reads a run shares.
+
+Light (the run, with DuckDB, loads in `Opener.open`), so a warm report can read these
+options without opening anything."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from nsyswrap.reports import DEFAULT_RANK_PATTERN
+
+if TYPE_CHECKING:
+    from nsyswrap.dask_engine import DaskEngine
+    from nsyswrap.run import Run
+
+
+@dataclass(frozen=True)
+class Opener:
+    """How to open reports: the options every command that reads a run shares."""
+
+    rank_pattern: str = DEFAULT_RANK_PATTERN
+    jobs: int = 2
+    progress: Callable[[int, int], None] | None = None
+    allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
+    engine: DaskEngine | None = None  # None: local worker processes (see nsyswrap.pool)
+
+    def open(self, inputs: list[str | Path]) -> Run:
+        from nsyswrap.run import open_run
+
+        run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,
+                       engine=self.engine)
+        run.allow_unrelated = self.allow_unrelated
+        return run
+
+
+DEFAULT_OPENER = Opener()
