@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 import typer.core
 
+from nsyswrap import cli_values
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.output import Format, ReportFormat, check_writable, write
 
@@ -422,6 +423,7 @@ def export(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one `Error: ...` line and exit code 1."""
+    cli_values.install()
     try:
         app(args=argv, prog_name="nsyswrap")
     except NsysWrapError as exc:

@@ -55,11 +55,11 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(sorted(m for m in ("duckdb", "pandas", "pyarrow", "numpy", "rich") if m in sys.modules), file=sys.stderr)
+print(sorted(m for m in ("duckdb", "pandas", "pyarrow", "numpy", "rich", "pydantic") if m in sys.modules), file=sys.stderr)
 """
 
 
-def test_asked_again_the_same_bytes_without_duckdb_or_pandas(cli, cache, run):
+def test_asked_again_the_same_bytes_without_heavy_imports(cli, cache, run):
     first = _report(cli, run, "-f", "json")
     again = subprocess.run([sys.executable, "-c", HEAVY_PROBE, "report", str(run), "-f", "json"],
                            capture_output=True, text=True, cwd=ROOT,
@@ -185,3 +185,36 @@ def test_the_library_reads_the_same_answer(cache):
     assert report([run], opener=Opener(jobs=1)) == first
     (answer,) = (cache / "answers").glob("*.json")
     assert json.loads(answer.read_text()) == first
+
+
+def _outcome(coerce) -> tuple:
+    try:
+        value = coerce()
+    except Exception as exc:
+        return "error", type(exc).__name__, str(exc)
+    return "value", type(value), repr(value)
+
+
+def test_values_coerced_without_pydantic_are_typers_own():
+    """`nsyswrap.cli_values`: every parameter of every command, valid and invalid values,
+    the same value or the same error as typer's own adapter."""
+    import typer.main
+    from typer._coercion import build_runtime_param
+
+    from nsyswrap import cli_values
+    from nsyswrap.cli import app
+
+    cli_values.install()
+    texts = ["rank0.sqlite", "a//b/", "~/x", "-", "", "x\0y", "1", "0", "-1", "01", "1.5", " 2", "7",
+             "json", "JSON", "csv", "bogus", "local", "dask", str(FIXTURES / "run2")]
+    samples = [*texts, None, 3, True, tuple(texts[:3]), ("1", "2"), ["json"], ()]
+    checked = 0
+    for command in typer.main.get_command(app).commands.values():
+        ctx = command.context_class(command)
+        for param in command.params:
+            for value in [param.default, *samples]:
+                quick = _outcome(lambda: param.get_runtime_param().coerce(value, param=param, ctx=ctx))
+                full = _outcome(lambda: build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=ctx))
+                assert quick == full, (command.name, param.name, value)
+                checked += 1
+    assert checked > 2000
