@@ -46,12 +46,14 @@ def install() -> None:
                                      ctx=ctx)
         if annotation is str and type(value) is str:
             return value
-        if annotation is int and not info.clamp and (type(value) is int or (type(value) is str and _WHOLE.fullmatch(value))):
+        whole = type(value) is int or (type(value) is str and _WHOLE.fullmatch(value))
+        if annotation is int and not info.clamp and whole:
             number = int(value)
             if (info.min is not None and number < info.min) or (info.max is not None and number > info.max):
                 raise _Unsure
             return number
-        if annotation is Path and routes_to_path(annotation, info) and type(value) is str and value and "\0" not in value:
+        path_text = type(value) is str and value and "\0" not in value
+        if annotation is Path and routes_to_path(annotation, info) and path_text:
             return coerce_cli_path(Path(value), info, path_type=Path, param=param, ctx=ctx)
         raise _Unsure
 
@@ -77,8 +79,9 @@ def install() -> None:
     def get_runtime_param(self):
         if self._runtime_param is None:
             d = self.type_descriptor
-            self._runtime_param = (build_runtime_param(d) if d.file_annotation is not None else
-                                   Quick(parameter_info=d.parameter_info, annotation=d.annotation, descriptor=d))
+            self._runtime_param = (
+                build_runtime_param(d) if d.file_annotation is not None
+                else Quick(parameter_info=d.parameter_info, annotation=d.annotation, descriptor=d))
         return self._runtime_param
 
     parameter.get_runtime_param = get_runtime_param

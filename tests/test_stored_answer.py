@@ -55,7 +55,8 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(sorted(m for m in ("duckdb", "pandas", "pyarrow", "numpy", "rich", "pydantic") if m in sys.modules), file=sys.stderr)
+heavy = ("duckdb", "pandas", "pyarrow", "numpy", "rich", "pydantic")
+print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)
 """
 
 
@@ -84,6 +85,11 @@ def test_the_engine_and_jobs_are_not_in_the_key(cli, cache, run, opens):
     assert _report(cli, run, "-f", "json", "-j", "1") == first and len(opens) == 1
 
 
+def _touch(run: Path) -> None:
+    report = run / "rank0.sqlite"
+    os.utime(report, ns=(0, report.stat().st_mtime_ns + 10**9))
+
+
 def _rewrite_same_size_and_mtime(run: Path) -> None:
     report = run / "rank1.sqlite"
     stat = report.stat()
@@ -96,7 +102,7 @@ def _rewrite_same_size_and_mtime(run: Path) -> None:
 
 
 @pytest.mark.parametrize("change, args", [
-    (lambda run: os.utime(run / "rank0.sqlite", ns=(0, (run / "rank0.sqlite").stat().st_mtime_ns + 10**9)), ()),
+    (_touch, ()),
     (_rewrite_same_size_and_mtime, ()),
     (lambda run: (run / "manifest.json").write_text('{"ranks": []}'), ()),
     (None, ("--steps", "1:3")),
@@ -213,8 +219,9 @@ def test_values_coerced_without_pydantic_are_typers_own():
         ctx = command.context_class(command)
         for param in command.params:
             for value in [param.default, *samples]:
+                typers = build_runtime_param(param.type_descriptor)
                 quick = _outcome(lambda: param.get_runtime_param().coerce(value, param=param, ctx=ctx))
-                full = _outcome(lambda: build_runtime_param(param.type_descriptor).coerce(value, param=param, ctx=ctx))
+                full = _outcome(lambda: typers.coerce(value, param=param, ctx=ctx))
                 assert quick == full, (command.name, param.name, value)
                 checked += 1
     assert checked > 2000
