@@ -149,7 +149,8 @@ def test_a_damaged_answer_is_computed_again_with_a_note(cli, cache, run, opens, 
 def test_a_cache_that_cannot_be_written_still_answers(cli, run, tmp_path, monkeypatch):
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "cache"))
     first = _report(cli, run, "-f", "json")
-    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", "/proc/nsyswrap-cache")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "file" / "cache"))  # under a file
     code, out, err = cli("report", run, "-f", "json")
     assert code == 0 and out == first and "cannot be used" in err and "Traceback" not in err
 
