@@ -74,15 +74,23 @@ def fresh_cache(name: str) -> Path:
 
 
 def drop_results(cache: Path) -> Callable[[], None]:
-    """What deletes the cached per-report results (`<cache>/<report>/results` and the stored
-    objects and module rows in `objects/`), keeping the normalized views and the cross-rank reductions
-    (`objects/xr_*`): the next call computes its metrics again."""
+    """What deletes the cached per-report results (the stored objects and module rows in
+    `<cache>/<report>/objects/`) and the stored report answers (`<cache>/answers`), keeping the
+    normalized views and the cross-rank reductions (`objects/xr_*`): the next call computes its
+    metrics again."""
     def drop() -> None:
-        for results in [*cache.glob("*/results"), *cache.glob("*/objects/*")]:
+        for results in cache.glob("*/objects/*"):
             if not results.name.startswith("xr_"):
                 shutil.rmtree(results)
+        drop_answers(cache)()
 
     return drop
+
+
+def drop_answers(cache: Path) -> Callable[[], None]:
+    """What deletes the stored report answers only: the next report assembles its answer
+    from the cached results."""
+    return lambda: shutil.rmtree(cache / "answers", ignore_errors=True)
 
 
 def warm_page_cache(run: Path) -> None:
@@ -109,6 +117,9 @@ def main_suite(session: Session, run: Path) -> None:
                     cache=cache)
     report = ["report", run, *j]
     computed = _cached_views(session, "report", "report", report, cache)
+    session.measure("report_assembled", "nsyswrap report, warm, its answer assembled from the cached results "
+                    "(the stored answer removed first)", report, cache=cache, before=drop_answers(cache), repeat=3,
+                    timeout_s=REPORT_TIMEOUT_S)
     steps = f"{session.steps // 10}:{session.steps // 5}"  # new options: never computed before this row
     session.measure("report_steps", f"nsyswrap report --steps {steps}, views + results cached for the "
                     "default options (new options on a cached run)", [*report, "--steps", steps],
@@ -121,11 +132,13 @@ def main_suite(session: Session, run: Path) -> None:
     _cold(session, "trio", "ledger + idle gaps + collective skew", trio, computed)
     session.measure("extract", "diagnostic: ADBC extraction of the kernel/runtime/NVTX columns only",
                     ["extract", run, *j])
+    rows_out = dataset.OUT / "module-rows"
     for name, module in catalog().items():  # each the first call of that module on the cached views
         scope, state = ("report", "results computed") if module.per_report else ("run", "computed on the run")
-        session.measure(f"module:{name}", f"module {name} (scope {scope}), views cached, {state}",
-                        ["modules", run, "--name", name, *j], cache=cache, before=drop_results(cache),
-                        timeout_s=MODULE_TIMEOUT_S, scope=scope)
+        session.measure(f"module:{name}", f"module {name} (scope {scope}), views cached, {state}, rows "
+                        "streamed to Parquet", ["modules", run, "--name", name, *j, "--stream", rows_out],
+                        cache=cache, before=drop_results(cache), timeout_s=MODULE_TIMEOUT_S, scope=scope)
+    shutil.rmtree(rows_out, ignore_errors=True)
     shutil.rmtree(CACHES, ignore_errors=True)
 
 
@@ -187,12 +200,15 @@ def ranks_suite(session: Session, steps: int) -> None:
                  "bytes": size["bytes"]}
         warm_page_cache(run)
         session.measure("floor", "floor", ["floor", run], repeat=3, **point)
-        report = ["report", run, "-j", session.jobs]
+        report = ["report", run, "-j", session.jobs, "--format", "json"]
         cache = fresh_cache("ranks")
-        session.measure("local_cold", "report, local engine, cold", report, cache=cache,
-                        timeout_s=RANKS_TIMEOUT_S, **point)
+        local = session.measure("local_cold", "report, local engine, cold", report, cache=cache,
+                                timeout_s=RANKS_TIMEOUT_S, **point)
         session.measure("local_warm", "report, local engine, warm", report, cache=cache, repeat=3,
                         timeout_s=RANKS_TIMEOUT_S, **point)
-        session.measure("dask_cold", "report, Dask LocalCluster, cold", [*report, "--engine", "dask"],
-                        cache=fresh_cache("ranks"), timeout_s=RANKS_TIMEOUT_S, **point)
+        dask = session.measure("dask_cold", "report, Dask LocalCluster, cold", [*report, "--engine", "dask"],
+                               cache=fresh_cache("ranks"), timeout_s=RANKS_TIMEOUT_S, **point)
+        if local and dask and not (local.error or dask.error):
+            session.rows[-1]["same_json_as_local"] = (
+                dask.detail["output_sha256"] == local.detail["output_sha256"])
     shutil.rmtree(CACHES, ignore_errors=True)

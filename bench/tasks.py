@@ -43,22 +43,27 @@ def task_extract(args) -> dict:
 
 
 def task_report(args) -> dict:
-    """`nsyswrap report RUN -j N [--steps A:B]`, its terminal output captured; with `--engine dask`, on a
-    LocalCluster of `-j` worker processes this task starts (so they are measured with it),
-    its start and stop timed apart from the report (`report_s`)."""
+    """`nsyswrap report RUN -j N [--steps A:B] [--format F]`, its output captured (its length and
+    SHA-256, to compare engines); with `--engine dask`, on a LocalCluster of `-j` worker processes
+    this task starts (so they are measured with it), its start and stop timed apart from the
+    report (`report_s`)."""
+    import hashlib
+
     from nsyswrap.cli import main
 
     with _engine(args.engine, args.jobs) as (engine_args, timing):
         started = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()) as out:
             try:
-                main(["report", str(args.run), "-j", str(args.jobs), *engine_args,
+                main(["report", str(args.run), "-j", str(args.jobs), "--format", args.format, *engine_args,
                       *(["--steps", args.steps] if args.steps else [])])
             except SystemExit as done:  # click ends every command with sys.exit
                 if done.code:
                     raise
         report_s = time.perf_counter() - started
-    return {"output_chars": len(out.getvalue()), "report_s": report_s, **timing}
+    text = out.getvalue()
+    return {"output_chars": len(text), "output_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "report_s": report_s, **timing}
 
 
 @contextlib.contextmanager
@@ -87,14 +92,23 @@ def task_open(args) -> dict:
 
 
 def task_modules(args) -> dict:
-    """Prebuilt modules (`--name`, repeatable) on one open run; the open and the queries are timed apart."""
+    """Prebuilt modules (`--name`, repeatable) on one open run; the open and the queries are timed apart.
+    With `--stream DIR`, each module's rows go to DIR/NAME.parquet as `nsyswrap query NAME RUN -o
+    FILE -f parquet` writes them (streamed: never one DataFrame in this process)."""
     from nsyswrap import open_run
     from nsyswrap.queries import run_module
+    from nsyswrap.stream import write_module
+
+    def rows_of(run, name: str) -> int:
+        if args.stream is None:
+            return len(run_module(run, name))
+        args.stream.mkdir(parents=True, exist_ok=True)
+        return write_module(run, name, args.stream / f"{name}.parquet", "parquet")
 
     started = time.perf_counter()
     with open_run([args.run], jobs=args.jobs) as run:
         opened = time.perf_counter()
-        rows = sum(len(run_module(run, name)) for name in args.name)
+        rows = sum(rows_of(run, name) for name in args.name)
         return {"open_s": opened - started, "query_s": time.perf_counter() - opened, "rows": rows}
 
 
@@ -116,6 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", "-j", type=int, default=2)
     parser.add_argument("--engine", choices=("local", "dask"), default="local", help="task report: the engine")
     parser.add_argument("--steps", help="task report: its --steps A:B (new options on a cached run)")
+    parser.add_argument("--format", default="table", help="task report: its --format")
+    parser.add_argument("--stream", type=Path, help="task modules: write each module's rows to DIR/NAME.parquet")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = TASKS[args.task](args)
