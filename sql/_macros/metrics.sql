@@ -189,19 +189,6 @@ FROM device_steps(step_pattern)
 WHERE start_ns IS NOT NULL;
 
 
--- The steps that overlap the window and lie in [step_from, step_to), with their regions.
-CREATE OR REPLACE MACRO window_steps(window_nvtx, step_pattern, step_from, step_to) AS TABLE
-SELECT r.*
-FROM step_regions(step_pattern) AS r
-JOIN analysis_window(window_nvtx, step_pattern, step_from, step_to) AS w
-    ON w.rank = r.rank
-    AND w.device = r.device
-WHERE r.start_ns < w.window_end_ns
-    AND r.end_ns > w.window_start_ns
-    AND r.step >= coalesce(step_from, r.step)
-    AND r.step < coalesce(step_to, r.step + 1);
-
-
 -- Every GPU activity (any kind) of a device that starts inside its analysis window.
 CREATE OR REPLACE MACRO window_kernels(window_nvtx, step_pattern, step_from, step_to)
 AS TABLE

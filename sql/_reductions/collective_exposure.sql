@@ -4,7 +4,7 @@
 -- (code 5) and, for a kernel without end, at the device's first activity (code 7): B(end)
 -- then counts as 0, so overlap = -B(start).
 -- @include metrics
--- @reads device_sweep
+-- @reads device_sweep, device_windows, kernels
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -29,9 +29,13 @@ probes AS (
     SELECT * FROM sweep WHERE code = 5
 ),
 comm AS (
-    SELECT rank, pid, device, stream, correlation_id, name, start_ns, end_ns, dur_ns
-    FROM window_kernels($window_nvtx, $step_pattern, $step_from, $step_to)
-    WHERE kind = 'nccl'
+    SELECT k.rank, k.pid, k.device, k.stream, k.correlation_id, k.name, k.start_ns, k.end_ns, k.dur_ns
+    FROM kernels AS k
+    JOIN device_windows AS w
+        ON w.rank = k.rank
+        AND w.device = k.device
+    WHERE k.kind = 'nccl'
+        AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
 ),
 measured AS (
     -- (a kernel without end: B(end) counts as 0, so overlap = -B(start))

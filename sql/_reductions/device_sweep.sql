@@ -27,8 +27,7 @@
 -- one axis, devices one after the other, so the ends of a device never reach the next
 -- one's times; running sums are only subtracted within a device. Every window orders
 -- its rows explicitly (s, e, code, name_hash: ties broken the same way every time).
--- @include metrics
--- @reads kernels
+-- @reads kernels, device_windows, device_step_regions
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -46,7 +45,7 @@
 -- @column covered_cm         BIGINT   Compute-or-communication time before t, ns.
 -- @column covered_a          BIGINT   Time any activity ran before t, ns.
 WITH windows AS (
-    SELECT * FROM analysis_window($window_nvtx, $step_pattern, $step_from, $step_to)
+    SELECT rank, device, window_start_ns, window_end_ns FROM device_windows
 ),
 nccl AS (
     SELECT k.rank, k.device, k.start_ns, k.end_ns
@@ -59,7 +58,7 @@ nccl AS (
 ),
 probes AS (
     SELECT r.rank, r.device, unnest([r.start_ns, r.region_end_ns]) AS t
-    FROM step_regions($step_pattern) AS r
+    FROM device_step_regions AS r
     JOIN windows AS w
         ON w.rank = r.rank
         AND w.device = r.device

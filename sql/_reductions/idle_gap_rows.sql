@@ -6,7 +6,7 @@
 -- step: the step region holding the gap start, else the first one starting inside the
 -- gap.
 -- @include metrics
--- @reads device_sweep, kernels, launches
+-- @reads device_sweep, device_step_regions, kernels, launches
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -51,7 +51,7 @@ regions AS (
                 OVER w AS next_start_ns,
             first_value(CASE WHEN region_end_ns > start_ns THEN step END IGNORE NULLS)
                 OVER w AS next_step
-        FROM step_regions($step_pattern)
+        FROM device_step_regions
         WINDOW w AS (
             PARTITION BY rank, device
             ORDER BY start_ns, step DESC
@@ -157,7 +157,7 @@ gaps AS (
             device,
             arg_min(start_ns, (start_ns, step)) AS first_start_ns,
             arg_min(step, (start_ns, step)) AS first_step
-        FROM step_regions($step_pattern)
+        FROM device_step_regions
         WHERE region_end_ns > start_ns
         GROUP BY rank, device
     ) AS f

@@ -1,8 +1,7 @@
 -- Union lengths per (rank, device, step) over the region of each step that overlaps the
 -- window and is in [step_from, step_to) (the whole region, not only its part in the
 -- window): covered_X(region end) - covered_X(region start).
--- @include metrics
--- @reads device_sweep
+-- @reads device_sweep, device_windows, device_step_regions
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -23,10 +22,18 @@ WITH probes AS (
     WHERE code = 5
 ),
 regions AS (
+    -- the steps that overlap the window and lie in [step_from, step_to)
     SELECT
-        *,
-        coalesce(region_end_ns > start_ns, FALSE) AS holds_time
-    FROM window_steps($window_nvtx, $step_pattern, $step_from, $step_to)
+        r.*,
+        coalesce(r.region_end_ns > r.start_ns, FALSE) AS holds_time
+    FROM device_step_regions AS r
+    JOIN device_windows AS w
+        ON w.rank = r.rank
+        AND w.device = r.device
+    WHERE r.start_ns < w.window_end_ns
+        AND r.end_ns > w.window_start_ns
+        AND r.step >= coalesce($step_from, r.step)
+        AND r.step < coalesce($step_to, r.step + 1)
 )
 SELECT
     r.rank,

@@ -3,7 +3,7 @@
 -- kernels and peer-to-peer copies, copy is any other memcpy/memset, compute is every
 -- other kernel; all streams of the device count, busy times are unions, not sums.
 -- @include metrics
--- @reads window_unions
+-- @reads window_unions, device_windows
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -37,7 +37,7 @@
 -- @scope report
 -- @order rank, device
 WITH win AS (
-    SELECT * FROM analysis_window($window_nvtx, $step_pattern, $step_from, $step_to)
+    SELECT * FROM device_windows
 ),
 unions AS (
     SELECT * FROM window_unions

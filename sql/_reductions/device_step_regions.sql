@@ -1,0 +1,12 @@
+-- One row per step of a device (step_regions): its range and the region it holds,
+-- computed once per report and step pattern (whatever the window) and read by every
+-- object that places times in steps.
+-- @include metrics
+-- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @column device             BIGINT   CUDA device id.
+-- @column step               BIGINT   Step number.
+-- @column start_ns           BIGINT   Step start (earliest of its ranges), ns on the report's session clock.
+-- @column end_ns             BIGINT   Step end (latest of its ranges), ns.
+-- @column region_end_ns      BIGINT   End of the time it holds: end_ns cut at the next step's start (NULL: none).
+SELECT *
+FROM step_regions($step_pattern)
