@@ -29,7 +29,9 @@ probes AS (
     SELECT * FROM sweep WHERE code = 5
 ),
 comm AS (
-    SELECT k.rank, k.pid, k.device, k.stream, k.correlation_id, k.name, k.start_ns, k.end_ns, k.dur_ns
+    SELECT
+        k.rank, k.pid, k.device, k.stream, k.correlation_id, k.name, k.start_ns, k.end_ns,
+        k.dur_ns
     FROM kernels AS k
     JOIN device_windows AS w
         ON w.rank = k.rank

@@ -5,8 +5,8 @@
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column device             BIGINT   CUDA device id.
 -- @column step               BIGINT   Step number.
--- @column start_ns           BIGINT   Step start (earliest of its ranges), ns on the report's session clock.
+-- @column start_ns           BIGINT   Step start (earliest of its ranges), session clock ns.
 -- @column end_ns             BIGINT   Step end (latest of its ranges), ns.
--- @column region_end_ns      BIGINT   End of the time it holds: end_ns cut at the next step's start (NULL: none).
+-- @column region_end_ns      BIGINT   End of the time it holds: end_ns cut at the next step (ns).
 SELECT *
 FROM step_regions($step_pattern)
