@@ -5,8 +5,7 @@
 -- gap), host_bound (launched after the GPU went idle) or unknown (no launch record).
 -- step: the step region holding the gap start, else the first one starting inside the
 -- gap.
--- @include metrics
--- @reads device_sweep, device_step_regions, kernels, launches
+-- @reads device_sweep, device_step_regions, device_sync_islands, kernels, launches
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -61,7 +60,7 @@ regions AS (
     GROUP BY rank, device, start_ns
 ),
 islands AS (
-    SELECT * FROM sync_islands()
+    SELECT * FROM device_sync_islands
 ),
 marks AS (
     -- per device, the start times of regions and sync islands, each with the latest
