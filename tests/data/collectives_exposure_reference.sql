@@ -1,0 +1,173 @@
+-- One row per NCCL kernel starting in the window: how much of it ran while compute ran
+-- on the same device (any stream), and its NVTX context: the step containing its launch
+-- call and the innermost range matching context_regex on the launching thread.
+-- exposure: hidden (no exposed time, also zero-length), exposed (no overlap) or
+-- partly_hidden. Longest exposed first.
+-- @include metrics
+-- @reads collective_exposure, launches, nvtx
+-- @param window_nvtx VARCHAR = NULL           Limit the window to NVTX ranges LIKE this.
+-- @param step_pattern VARCHAR = step:%         LIKE pattern of the step ranges.
+-- @param step_from BIGINT = NULL              Limit the window to steps >= this number.
+-- @param step_to BIGINT = NULL                Limit the window to steps < this number.
+-- @param context_regex VARCHAR = ^(fwd|bwd|coll):  Regex of the NVTX ranges that name
+--                                             the context (module or collective); NULL:
+--                                             that default where the report has such
+--                                             ranges, else any range.
+-- @column rank INTEGER              Rank of the report.
+-- @column pid BIGINT                Process that launched the kernel.
+-- @column device BIGINT             CUDA device id.
+-- @column stream BIGINT             CUDA stream id.
+-- @column correlation_id BIGINT     CUPTI correlation id.
+-- @column name VARCHAR              Kernel name.
+-- @column start_ns BIGINT           Kernel start, ns on the report's session clock.
+-- @column end_ns BIGINT             Kernel end, ns.
+-- @column dur_ns BIGINT             Kernel duration (ns).
+-- @column overlap_ns BIGINT         Time compute ran on the device meanwhile (ns).
+-- @column exposed_ns BIGINT         dur_ns - overlap_ns (ns).
+-- @column exposure VARCHAR          hidden, partly_hidden or exposed.
+-- @column tid BIGINT                Thread of the launch call (NULL without launch record).
+-- @column launch_ns BIGINT          Launch call start (ns).
+-- @column step BIGINT               Step whose range contains the launch call.
+-- @column context VARCHAR           Innermost context range containing the launch call.
+-- @column compute_stream BOOLEAN    Compute kernels also run on this kernel's stream.
+-- @scope report
+-- @order exposed_ns DESC, rank, device, start_ns, correlation_id
+WITH exposure AS (
+    SELECT * FROM collective_exposure
+),
+launched AS (
+    -- the launches row of this very kernel: one call can launch many (a CUDA graph)
+    SELECT e.*, l.tid, l.start_ns AS launch_ns
+    FROM exposure AS e
+    LEFT JOIN launches AS l
+        ON l.rank = e.rank
+        AND l.pid = e.pid
+        AND l.correlation_id = e.correlation_id
+        AND l.device = e.device
+        AND l.stream = e.stream
+        AND l.kernel_start_ns = e.start_ns
+),
+nsyswrap_ranges AS (
+    -- per rank: whether the report has nsyswrap's module or collective ranges
+    SELECT rank, bool_or(regexp_matches(text, '^(fwd|bwd|coll):')) AS present
+    FROM nvtx
+    WHERE event_type <> 'mark'
+    GROUP BY rank
+),
+ranges AS MATERIALIZED (
+    SELECT
+        row_number() OVER (ORDER BY n.rank, pid, tid, start_ns, end_ns DESC, text) AS range_id,
+        n.rank,
+        n.pid,
+        n.tid,
+        n.start_ns,
+        n.end_ns,
+        n.text
+    FROM nvtx AS n
+    JOIN nsyswrap_ranges AS o
+        ON o.rank = n.rank
+    WHERE n.event_type <> 'mark'
+        AND n.end_ns > n.start_ns
+        AND CASE
+            WHEN $context_regex IS NOT NULL THEN regexp_matches(n.text, $context_regex)
+            WHEN o.present THEN regexp_matches(n.text, '^(fwd|bwd|coll):')
+            ELSE regexp_matches(n.text, '.')
+        END
+),
+edges AS (
+    -- per thread in time order, ends before starts at equal times (outer first, equal
+    -- ranges by text), then the launch calls: the running sum of +1 (start) and -1 (end)
+    -- is the nesting depth.
+    SELECT
+        *,
+        sum(delta) OVER (
+            PARTITION BY rank, pid, tid
+            ORDER BY t, ord, end_ns DESC, range_id
+            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+        ) AS depth
+    FROM (
+        SELECT rank, pid, tid, start_ns AS t, 1 AS ord, 1 AS delta, end_ns, range_id
+        FROM ranges
+        UNION ALL
+        SELECT rank, pid, tid, end_ns, -1, -1, end_ns, range_id
+        FROM ranges
+        UNION ALL
+        SELECT DISTINCT rank, pid, tid, launch_ns, 2, 0, NULL, NULL
+        FROM launched
+        WHERE launch_ns IS NOT NULL
+    )
+),
+depths AS (
+    SELECT rank, pid, tid, t, ord, end_ns, range_id, depth
+    FROM edges
+    WHERE ord <> -1
+),
+starts AS (
+    -- a range and its nesting depth
+    SELECT rank, pid, tid, t AS start_ns, end_ns, range_id, depth
+    FROM depths
+    WHERE ord = 1
+),
+at_launch AS (
+    -- ranges open on the thread just after the launch call started (start <= t < end)
+    SELECT rank, pid, tid, t AS launch_ns, depth
+    FROM depths
+    WHERE ord = 2
+),
+compute_streams AS (
+    SELECT DISTINCT rank, pid, device, stream
+    FROM gpu_work()
+    WHERE activity = 'compute'
+),
+innermost AS (
+    -- the innermost open range is the last one started at the current depth
+    SELECT
+        a.rank,
+        a.pid,
+        a.tid,
+        a.launch_ns,
+        CASE WHEN r.end_ns > a.launch_ns THEN r.range_id END AS range_id
+    FROM at_launch AS a
+    ASOF LEFT JOIN starts AS r
+        ON r.rank = a.rank
+        AND r.pid = a.pid
+        AND r.tid = a.tid
+        AND r.depth = a.depth
+        AND a.launch_ns >= r.start_ns
+)
+SELECT
+    c.rank,
+    c.pid,
+    c.device,
+    c.stream,
+    c.correlation_id,
+    c.name,
+    c.start_ns,
+    c.end_ns,
+    c.dur_ns,
+    c.overlap_ns,
+    c.exposed_ns,
+    c.exposure,
+    c.tid,
+    c.launch_ns,
+    CASE WHEN c.launch_ns < s.end_ns THEN s.step END AS step,
+    x.text AS context,
+    cs.stream IS NOT NULL AS compute_stream
+FROM launched AS c
+LEFT JOIN innermost AS i
+    ON i.rank = c.rank
+    AND i.pid = c.pid
+    AND i.tid = c.tid
+    AND i.launch_ns = c.launch_ns
+LEFT JOIN ranges AS x
+    ON x.range_id = i.range_id
+LEFT JOIN compute_streams AS cs
+    ON cs.rank = c.rank
+    AND cs.pid = c.pid
+    AND cs.device = c.device
+    AND cs.stream = c.stream
+ASOF LEFT JOIN device_steps($step_pattern) AS s
+    ON s.rank = c.rank
+    AND s.device = c.device
+    AND c.launch_ns >= s.start_ns
+ORDER BY c.exposed_ns DESC, c.rank, c.device, c.start_ns, c.correlation_id
