@@ -24,12 +24,13 @@ class Opener:
     progress: Callable[[int, int], None] | None = None
     allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
     engine: DaskEngine | None = None  # None: local worker processes (see nsyswrap.pool)
+    plan: tuple[tuple[str, dict], ...] = ()  # what the caller will ask for (see open_run)
 
     def open(self, inputs: list[str | Path]) -> Run:
         from nsyswrap.run import open_run
 
         run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,
-                       engine=self.engine)
+                       engine=self.engine, plan=self.plan)
         run.allow_unrelated = self.allow_unrelated
         return run
 

@@ -176,8 +176,7 @@ def _stored(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
     are computed first, in one pass of the worker pool (each worker computes a report's
     missing ones in order)."""
     ranked = _ranked(run)
-    dirs = [[c.views_dir / "objects" / f"{n}-{_key(n, sql_objects.get(n).values(p), c.rank)}"
-             for c in ranked] for n, p in items]
+    dirs = [[_target(c, n, p) for c in ranked] for n, p in items]
     todo = [(c, [(n, p, dirs[j][i]) for j, (n, p) in enumerate(items) if not dirs[j][i].exists()])
             for i, c in enumerate(ranked)]
     todo = [item for item in todo if item[1]]
@@ -190,6 +189,26 @@ def _stored(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
                                  max(1, (os.cpu_count() or 1) // workers))
         map_reports(work, todo, run.jobs, run.progress, getattr(run, "engine", None))
     return [[d / "rows.parquet" for d in row] for row in dirs]
+
+
+def _target(cached: CachedReport, name: str, params: dict) -> Path:
+    """The directory of per-report object or module `name` with `params` of one report."""
+    return cached.views_dir / "objects" / f"{name}-{_key(name, sql_objects.get(name).values(params), cached.rank)}"
+
+
+def planned(cached: list[CachedReport], plan: list[tuple[str, dict]]) -> list[list[tuple[str, dict, Path]]]:
+    """Per report of `cached`, the per-report objects and modules that the modules or
+    objects `(name, params)` of `plan` will read, missing from its cache, each with its
+    directory, in dependency order: what `_compute` takes. A per-report module is stored
+    whole only in a run of several reports, as `results` reads it."""
+    items: dict[str, tuple[str, dict]] = {}
+    for name, params in plan:
+        for needed in sql_objects.needs(name):
+            obj = sql_objects.get(needed)
+            if obj.kind == "report" or (needed == name and obj.per_report and len(cached) > 1):
+                items.setdefault(_item_key((needed, params)), (needed, params))
+    return [[(n, p, target) for n, p in items.values() if not (target := _target(c, n, p)).exists()]
+            for c in cached]
 
 
 def _compute(memory_limit: str, threads: int,

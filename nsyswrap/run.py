@@ -6,6 +6,8 @@ pool of worker processes, its results cached per report.
 """
 from __future__ import annotations
 
+import functools
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -105,27 +107,38 @@ def open_run(
     jobs: int = 2,
     progress: Callable[[int, int], None] | None = None,
     engine: DaskEngine | None = None,
+    plan: tuple[tuple[str, dict], ...] = (),
 ) -> Run:
     """Validate the reports, normalize each (cached) and open the views over all of them.
 
     `jobs` reports are normalized at a time in worker processes (memory stays bounded
     by that, not by the number of ranks), or on `engine`'s workers;
-    `progress(done, total)` is called after each.
+    `progress(done, total)` is called after each. `plan` names the modules and objects
+    `(name, params)` the caller will ask for: the per-report objects and modules they read
+    are computed in the same task as the report's normalization (one pass per report,
+    instead of a pass of the pool per request that opens each report again).
     """
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)
-    dirs = {r.path: cache_dir_for(r.path) for r in reports}
-    todo = [(r.path, tables[r.path], dirs[r.path]) for r in reports
-            if not (dirs[r.path] / "session.parquet").exists()]
-    map_reports(_normalize, todo, jobs, progress, engine)
-    cached = [CachedReport(r.rank, r.path, dirs[r.path]) for r in reports]
+    cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
+    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planner.planned(cached, list(plan)))
+            if targets or not (c.views_dir / "session.parquet").exists()]
+    workers = max(1, min(jobs, len(todo)))
+    work = functools.partial(_normalize, f"{MEMORY_LIMIT_MB // workers}MB",
+                             max(1, (os.cpu_count() or 1) // workers))
+    map_reports(work, todo, jobs, progress, engine)
     run = open_cached(cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress,
                       engine=engine)
     run.reports = reports
     return run
 
 
-def _normalize(item: tuple[Path, dict[str, set[str]], Path]) -> None:
-    """In a worker: a report's normalized views."""
-    normalize(*item)
+def _normalize(memory_limit: str, threads: int,
+               item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]]) -> None:
+    """In a worker: a report's normalized views, then its planned per-report objects and
+    modules (see `nsyswrap.planner.planned`), under `memory_limit` with `threads` threads."""
+    cached, tables, targets = item
+    normalize(cached.path, tables, cached.views_dir)
+    if targets:
+        planner._compute(memory_limit, threads, (cached, targets))

@@ -13,7 +13,7 @@ from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.html_report.charts import COLORS, ledger_bars, skew_heatmap, step_timeline
 from nsyswrap.output import check_writable
 from nsyswrap.queries import catalog, run_module
-from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report import ReportOptions, build_report, planned
 from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.report.render import heading
 from nsyswrap.run import DEFAULT_OPENER, Opener, Run
@@ -178,7 +178,7 @@ def report_with_html(
 ) -> dict:
     """Build the report of the reports, write its HTML page to `html`, return the report dict."""
     check_writable(html, force)
-    with opener.open(inputs) as run:
+    with planned(opener, options).open(inputs) as run:
         report = build_report(run, options)
         html.write_text(html_page(run, report, options), encoding="utf-8")
     return report

@@ -15,6 +15,7 @@ is read back (`nsyswrap.report.answers`) without loading pandas or DuckDB.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ from nsyswrap.reports import expand
 if TYPE_CHECKING:
     from nsyswrap.run import Run
 
-__all__ = ["ReportFormat", "ReportOptions", "build_report", "report", "sections", "write_report"]
+__all__ = ["ReportFormat", "ReportOptions", "build_report", "planned", "report", "sections", "write_report"]
 
 
 def sections() -> list:
@@ -66,7 +67,21 @@ def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *
     stored = answers.load(key)
     if stored is not None:
         return stored
-    with opener.open(inputs) as run:
+    with planned(opener, options).open(inputs) as run:
         result = build_report(run, options)
     answers.store(key, result)
     return result
+
+
+def planned(opener: Opener, options: ReportOptions) -> Opener:
+    """`opener` that computes each report's share of the report in the pass that normalizes
+    it (see nsyswrap.run.open_run): the modules the sections ask for, with their
+    parameters (what they miss is computed when asked for, in a later pass)."""
+    from nsyswrap.queries import bind, get
+    from nsyswrap.report.single_rank import single_rank_modules
+    from nsyswrap.report.trace_facts import TABLES
+
+    pattern = {"step_pattern": options.step_pattern}
+    wanted = [*single_rank_modules(options).values(), *((f"trace.{t}", {}) for t in TABLES),
+              ("trace.data_quality", {}), ("crossrank.clock_offsets", pattern)]
+    return replace(opener, plan=tuple((name, bind(get(name), params)) for name, params in wanted))

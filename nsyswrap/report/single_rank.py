@@ -62,6 +62,11 @@ def single_rank_frames(run: Run, options: ReportOptions) -> dict[str, pd.DataFra
     summary, NVTX GPU time by text, collective exposure (context: nsyswrap's ranges where a
     report has them, else any range), launch summary and, when the window is limited, the
     ledger of the whole activity (active)."""
+    return run_modules(run, single_rank_modules(options))
+
+
+def single_rank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """The modules of `single_rank_frames`, `key: (module, params)`."""
     window = options.window_params()
     wanted = {
         "ledger": ("ledger.devices", window),
@@ -75,7 +80,7 @@ def single_rank_frames(run: Run, options: ReportOptions) -> dict[str, pd.DataFra
     }
     if options.limits_window:
         wanted["active"] = ("ledger.devices", {"step_pattern": options.step_pattern})
-    return run_modules(run, wanted)
+    return wanted
 
 
 def _recommendations(totals: dict, exposure: pd.DataFrame, launch: pd.DataFrame) -> list[str]:
