@@ -18,7 +18,7 @@ from conftest import FIXTURES
 REFERENCE = (Path(__file__).parent / "data" / "collectives_exposure_reference.sql").read_text()
 # steps, open ends, NVTX spans, both; step ranges of other patterns put the window's edges
 # inside kernels and inside idle gaps (the CPU ranges end before or while the GPU works);
-# no pattern whose step ranges start together (which of them holds a launch is not settled)
+# `bwd:%` has step ranges that start together (tests/test_step_ties.py)
 WINDOWS = [
     {},
     {"step_from": 1, "step_to": 3},
@@ -30,6 +30,8 @@ WINDOWS = [
     {"step_pattern": "fwd:layers.%", "step_to": 1},
     {"step_pattern": "bwd:embed", "step_from": 0},
     {"step_pattern": "fwd:head", "step_from": 1, "step_to": 3},
+    {"step_pattern": "bwd:%"},
+    {"step_pattern": "bwd:%", "step_from": 1, "step_to": 7},
 ]
 MACROS = {
     "device_windows": "analysis_window($window_nvtx, $step_pattern, $step_from, $step_to)",

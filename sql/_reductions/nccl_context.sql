@@ -1,11 +1,12 @@
 -- One row per NCCL kernel of the report (whatever the window) and launches row of its
--- own: its NVTX context, the step containing its launch call and the innermost range
--- matching context_regex on the launching thread, and whether compute kernels run on its
--- stream. Computed once per report, step pattern and context_regex; collectives.exposure
--- picks the kernels of its window. A kernel is named by (pid, device, stream,
--- correlation_id, start_ns): kernels alike share their rows.
+-- own: its NVTX context, the step whose region holds its launch call (step_regions: the
+-- one rule that places an instant in a step, as steps.ledger counts time) and the
+-- innermost range matching context_regex on the launching thread, and whether compute
+-- kernels run on its stream. Computed once per report, step pattern and context_regex;
+-- collectives.exposure picks the kernels of its window. A kernel is named by (pid,
+-- device, stream, correlation_id, start_ns): kernels alike share their rows.
 -- @include metrics
--- @reads kernels, launches, nvtx
+-- @reads kernels, launches, nvtx, device_step_regions
 -- @param step_pattern VARCHAR = step:%         LIKE pattern of the step ranges.
 -- @param context_regex VARCHAR = ^(fwd|bwd|coll):  Regex of the NVTX ranges that name
 --                                             the context (module or collective); NULL:
@@ -18,7 +19,7 @@
 -- @column start_ns           BIGINT   Kernel start, ns on the report's session clock.
 -- @column tid                BIGINT   Thread of the launch call (NULL without launch record).
 -- @column launch_ns          BIGINT   Launch call start (ns).
--- @column step               BIGINT   Step whose range contains the launch call.
+-- @column step               BIGINT   Step whose region holds the launch call (step_regions).
 -- @column context            VARCHAR  Innermost context range containing the launch call.
 -- @column compute_stream     BOOLEAN  Compute kernels also run on this kernel's stream.
 WITH nccl AS (
@@ -136,7 +137,7 @@ SELECT
     c.start_ns,
     c.tid,
     c.launch_ns,
-    CASE WHEN c.launch_ns < s.end_ns THEN s.step END AS step,
+    CASE WHEN c.launch_ns < s.region_end_ns THEN s.step END AS step,
     x.text AS context,
     cs.stream IS NOT NULL AS compute_stream
 FROM launched AS c
@@ -152,7 +153,14 @@ LEFT JOIN compute_streams AS cs
     AND cs.pid = c.pid
     AND cs.device = c.device
     AND cs.stream = c.stream
-ASOF LEFT JOIN device_steps($step_pattern) AS s
+ASOF LEFT JOIN (
+    -- the regions that hold time: at most one starts at any time, so the latest one
+    -- starting at or before the launch call is settled (of steps starting together,
+    -- step_regions gives the time to one)
+    SELECT rank, device, step, start_ns, region_end_ns
+    FROM device_step_regions
+    WHERE region_end_ns > start_ns
+) AS s
     ON s.rank = c.rank
     AND s.device = c.device
     AND c.launch_ns >= s.start_ns

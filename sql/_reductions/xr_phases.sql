@@ -67,7 +67,9 @@ depths AS (
     WHERE delta = 1
 ),
 steps AS (
-    -- The step ranges (step_ranges: numbered there) with their depth.
+    -- The step ranges (step_ranges: numbered there) with their depth. Ranges starting
+    -- together on a thread nest (one depth each), so (thread, depth, start) names one
+    -- step; of identical ranges the lowest number.
     SELECT d.thread, d.depth, s.step, d.start_ns, d.end_ns
     FROM depths AS d
     JOIN step_ranges($step_pattern) AS s
@@ -76,6 +78,7 @@ steps AS (
         AND s.start_ns = d.start_ns
         AND s.end_ns = d.end_ns
         AND s.text = d.text
+    QUALIFY row_number() OVER (PARTITION BY d.thread, d.depth, d.start_ns ORDER BY s.step) = 1
 ),
 candidates AS (
     -- Only ranges one level below some step of their thread can be phases.
@@ -89,11 +92,13 @@ candidates AS (
 phases AS (
     SELECT c.thread, c.pid, c.tid, s.step, c.text AS phase, c.start_ns, c.end_ns
     FROM candidates AS c
+    -- the latest step one level up started by then: the range around the candidate, if
+    -- that is a step
     ASOF JOIN steps AS s
         ON s.thread = c.thread
+        AND s.depth + 1 = c.depth
         AND s.start_ns <= c.start_ns
-    WHERE c.depth = s.depth + 1
-        AND c.end_ns <= s.end_ns
+    WHERE c.end_ns <= s.end_ns
 ),
 owned AS (
     -- The span whose launches a phase owns: a launch by any thread of the process

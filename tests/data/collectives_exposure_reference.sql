@@ -1,6 +1,6 @@
 -- One row per NCCL kernel starting in the window: how much of it ran while compute ran
--- on the same device (any stream), and its NVTX context: the step containing its launch
--- call and the innermost range matching context_regex on the launching thread.
+-- on the same device (any stream), and its NVTX context: the step whose region holds its
+-- launch call and the innermost range matching context_regex on the launching thread.
 -- exposure: hidden (no exposed time, also zero-length), exposed (no overlap) or
 -- partly_hidden. Longest exposed first.
 -- @include metrics
@@ -150,7 +150,7 @@ SELECT
     c.exposure,
     c.tid,
     c.launch_ns,
-    CASE WHEN c.launch_ns < s.end_ns THEN s.step END AS step,
+    s.step,
     x.text AS context,
     cs.stream IS NOT NULL AS compute_stream
 FROM launched AS c
@@ -166,8 +166,10 @@ LEFT JOIN compute_streams AS cs
     AND cs.pid = c.pid
     AND cs.device = c.device
     AND cs.stream = c.stream
-ASOF LEFT JOIN device_steps($step_pattern) AS s
+LEFT JOIN step_regions($step_pattern) AS s
+    -- the step whose region holds the launch call (regions are disjoint: at most one)
     ON s.rank = c.rank
     AND s.device = c.device
     AND c.launch_ns >= s.start_ns
+    AND c.launch_ns < s.region_end_ns
 ORDER BY c.exposed_ns DESC, c.rank, c.device, c.start_ns, c.correlation_id
