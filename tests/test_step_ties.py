@@ -66,3 +66,16 @@ def test_tied_lookups_repeat_exactly(name, tmp_path, monkeypatch):
                 for i in range(5)]
         for again in runs[1:]:
             pd.testing.assert_frame_equal(again, runs[0], obj=f"{name} {report.name}")
+
+
+def test_collective_step_of_tied_ranges_is_the_lowest_step():
+    """crossrank's lookup (pandas): whatever the order of the step ranges, of those
+    starting together the lowest step, if it still holds the call."""
+    from nsyswrap.crossrank.solve import _step_of
+
+    calls = pd.DataFrame({"rank": [0, 0, 0, 0], "cpu_start_ns": [5, 15, 35, 45]})
+    steps = pd.DataFrame({"rank": [0] * 4, "step": [3, 2, 1, 0],
+                          "start_ns": [30, 30, 0, 0], "end_ns": [50, 40, 100, 20]})
+    for order in ([0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]):
+        got = _step_of(calls, steps.iloc[order])
+        assert got.tolist()[:3] == [0, 0, 2] and pd.isna(got.iloc[3])  # step 2 ended at 40

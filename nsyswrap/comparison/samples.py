@@ -33,7 +33,8 @@ META = ["id", "section", "metric", "rank", "device", "item", "unit", "better"]
 
 # GPU time per (rank, step, kernel name): each kernel goes to the step whose range (the
 # one step definition: step_ranges in sql/_macros/metrics.sql) started last before it
-# began; the last step holds work up to its range's end.
+# began (of steps starting together the lowest, as step_regions); the last step holds
+# work up to its range's end.
 KERNELS_BY_STEP = r"""
 WITH steps AS (
     SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
@@ -41,13 +42,14 @@ WITH steps AS (
 ),
 regions AS (
     SELECT rank, step, start_ns,
-        coalesce(lead(start_ns) OVER (PARTITION BY rank ORDER BY start_ns, step), end_ns)
-            AS region_end_ns
+        coalesce(lead(start_ns) OVER (PARTITION BY rank ORDER BY start_ns, step DESC),
+            end_ns) AS region_end_ns
     FROM steps
 )
 SELECT k.rank, r.step, k.name, k.kind, sum(k.dur_ns)::BIGINT AS gpu_ns
 FROM kernels AS k
-ASOF JOIN regions AS r ON k.rank = r.rank AND k.start_ns >= r.start_ns
+ASOF JOIN (SELECT * FROM regions WHERE region_end_ns > start_ns) AS r
+    ON k.rank = r.rank AND k.start_ns >= r.start_ns
 WHERE k.start_ns < r.region_end_ns
 GROUP BY k.rank, r.step, k.name, k.kind
 ORDER BY k.rank, r.step, k.name
@@ -253,8 +255,9 @@ def _ranges(run: Run, options: ReportOptions, steps: pd.DataFrame) -> pd.DataFra
         options.step_pattern))]
     if ranges.empty:
         return pd.DataFrame()
+    # merge_asof takes the last of equal starts: there, the lowest step (as step_regions)
     starts = (steps.groupby(["rank", "step"], as_index=False)["start_ns"].min()
-              .sort_values("start_ns"))
+              .sort_values(["start_ns", "step"], ascending=[True, False], kind="stable"))
     ranges = pd.merge_asof(ranges.sort_values("start_ns"), starts, on="start_ns", by="rank")
     ranges = ranges.dropna(subset=["step"])
     ranges["text"] = ranges["text"].str.replace(COUNTER, "", regex=True)

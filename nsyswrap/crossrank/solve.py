@@ -173,12 +173,15 @@ def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame, steps: pd.DataF
 
 
 def _step_of(m: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
-    """The `step:<i>` range of the same rank that holds the call's CPU start, else NaN."""
+    """The `step:<i>` range of the same rank that holds the call's CPU start, else NaN: the
+    latest started by then, of ranges starting together the lowest step (as step_regions)."""
     out = pd.Series(np.nan, index=m.index)
     if steps.empty:
         return out
     left = m[["rank", "cpu_start_ns"]].dropna().astype("int64").reset_index()
-    right = steps.astype({"rank": "int64", "start_ns": "int64"}).sort_values("start_ns")
+    # merge_asof takes the last of equal starts: there, the lowest step
+    right = steps.astype({"rank": "int64", "start_ns": "int64"}).sort_values(
+        ["start_ns", "step"], ascending=[True, False], kind="stable")
     hit = pd.merge_asof(left.sort_values("cpu_start_ns"), right, left_on="cpu_start_ns",
                         right_on="start_ns", by="rank", direction="backward")
     hit = hit[hit["cpu_start_ns"] <= hit["end_ns"]]
