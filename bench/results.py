@@ -141,9 +141,10 @@ def _cold_targets(rows: list[dict]) -> list[str]:
             ("the extraction", f"cold report ≤ {COLD_VS_EXTRACT}× the extraction-only time (issue 15)",
              COLD_VS_EXTRACT, extract,
              lambda: f"Extraction reads three tables' columns into Arrow and stops; the cold report also "
-                     f"normalizes and caches every view (cold open_run {_s(cold_open)} s), then computes every "
-                     f"per-report object from the written views in a second pass of the pool ({analysis}), "
-                     f"and the cross-rank section.")):
+                     f"normalizes and caches every view (cold open_run {_s(cold_open)} s) and, in the same "
+                     f"task per report, computes every per-report object the report reads from the written "
+                     f"views ({analysis}), then the cross-rank section: see \"Issue #15, third pass\" "
+                     f"below.")):
         if not (reference and cold):
             lines.append(_failure(target, _any(rows, "report_cold")))
             continue
