@@ -349,7 +349,7 @@ RANKS_ABOUT = (
     "reports of a 64-rank run of the `bench` preset with N steps per rank (~1000 kernels per step), and on "
     "8-rank runs with 4× and 16× the steps (events per report). Local: cold (empty cache), then warm "
     "(median of 3). Dask: cold, on a `LocalCluster` of 2 worker processes (1 thread each) that the task "
-    "starts, so its processes are measured with it; *whole* includes the cluster's start and stop, "
+    "starts, found by its scheduler file (`--scheduler-file`), so its processes are measured with it; *whole* includes the cluster's start and stop, "
     "*report* is the report alone; *Dask JSON = local*: its output is byte for byte the local engine's "
     "cold output. RSS *together* is the largest sum of the resident sets of the "
     "live processes in one 10 ms sample (the real peak, seen from below); the sum of each process's own "

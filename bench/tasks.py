@@ -68,18 +68,27 @@ def task_report(args) -> dict:
 
 @contextlib.contextmanager
 def _engine(name: str, workers: int):
-    """(extra `nsyswrap report` arguments, timings) for the engine `name`."""
+    """(extra `nsyswrap report` arguments, timings) for the engine `name`: Dask's scheduler is
+    found by the file it wrote, as on SLURM (`--scheduler-file`)."""
     if name == "local":
         yield [], {}
         return
-    from distributed import LocalCluster
+    import tempfile
+
+    from distributed import Client, LocalCluster
 
     started = time.perf_counter()
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
     timing = {"cluster_start_s": time.perf_counter() - started}
     try:
-        yield ["--engine", "dask", "--scheduler-address", cluster.scheduler_address], timing
+        with tempfile.TemporaryDirectory() as folder, Client(cluster, set_as_default=False) as client:
+            scheduler_file = Path(folder) / "scheduler.json"
+            client.write_scheduler_file(str(scheduler_file))
+            yield ["--engine", "dask", "--scheduler-file", str(scheduler_file)], timing
     finally:
+        from nsyswrap.dask_engine import close_clients
+
+        close_clients()  # nsyswrap's own client, kept between runs, before its scheduler goes
         cluster.close()
 
 
