@@ -20,6 +20,14 @@ def _private_cache(tmp_path_factory):
 
 
 @pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A fresh, empty cache directory for this test (`NSYSWRAP_CACHE_DIR`)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(root))
+    return root
+
+
+@pytest.fixture
 def cli(capsys):
     """Run `nsyswrap ARGS...` in-process; returns (exit code, stdout, stderr)."""
 

@@ -17,13 +17,6 @@ COUNT = "SELECT count(*) AS n FROM kernels"
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(root))
-    return root
-
-
-@pytest.fixture
 def report(tmp_path) -> Path:
     return Path(shutil.copy(REPORT, tmp_path / "rank0.sqlite"))
 

@@ -19,13 +19,6 @@ from nsyswrap.opener import Opener
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(root))
-    return root
-
-
-@pytest.fixture
 def run(tmp_path) -> Path:
     return Path(shutil.copytree(FIXTURES / "run2", tmp_path / "run2"))
 
