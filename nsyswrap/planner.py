@@ -62,7 +62,7 @@ def results(run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]
     for key, (name, params) in wanted.items():
         module = sql_objects.get(name)
         if (name, params) in per_report:
-            out[key] = _sorted(_concat([pq.read_table(p) for p in stored[_item_key((name, params))]]),
+            out[key] = declared_order(_concat([pq.read_table(p) for p in stored[_item_key((name, params))]]),
                                module)
             continue
         prepare(run, name, params)
@@ -266,10 +266,12 @@ def _key(name: str, values: dict, rank: int | None = None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _sorted(frame: pd.DataFrame, module: sql_objects.SqlObject) -> pd.DataFrame:
-    """Per-report rows (in rank order) in the module's declared order."""
+def declared_order(frame: pd.DataFrame, module: sql_objects.SqlObject, *,
+                   ranks_in_order: bool = True) -> pd.DataFrame:
+    """Per-report rows in the module's declared order (a stable sort). With `ranks_in_order`
+    (the reports' rows one after the other in rank order), an order led by rank holds already."""
     keys = list(module.order)
-    if not keys or keys[0] == ("rank", False):
+    if not keys or (ranks_in_order and keys[0] == ("rank", False)):
         return frame  # the ranks are in order, each report's rows are in order
     return frame.sort_values([k for k, _ in keys], ascending=[not d for _, d in keys],
                              kind="stable", ignore_index=True)

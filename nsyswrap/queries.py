@@ -72,8 +72,4 @@ def labelled(run: Run, module: SqlObject, rows: pd.DataFrame) -> pd.DataFrame:
     if not module.per_report:
         return rows
     out = label_ranks(run, rows)
-    if out is rows or not module.order:
-        return out
-    keys = list(module.order)
-    return out.sort_values([k for k, _ in keys], ascending=[not d for _, d in keys],
-                           kind="stable", ignore_index=True)
+    return out if out is rows else planner.declared_order(out, module, ranks_in_order=False)
