@@ -26,16 +26,16 @@ class PipelineProgram(ShapeProgram):
     def __init__(self, *args):
         super().__init__(*args)
         sc = self.sc
-        self.stage, self.replica = divmod(self.rank, sc.replicas)
+        self.replica, self.stage = divmod(self.rank, sc.pipeline.stages)
         last = sc.pipeline.stages - 1
         self.up = sc.p2p_group(self.stage - 1, self.replica) if self.stage > 0 else None
         self.down = sc.p2p_group(self.stage, self.replica) if self.stage < last else None
-        self.peer = {self.up: self.rank - sc.replicas, self.down: self.rank + sc.replicas}
+        self.peer = {self.up: self.rank - 1, self.down: self.rank + 1}
 
     @staticmethod
     def extra_groups(sc, rank: int) -> list[int]:
         """The channels to the previous and next stage (one NCCL stream each)."""
-        stage, replica = divmod(rank, sc.replicas)
+        replica, stage = divmod(rank, sc.pipeline.stages)
         return [
             sc.p2p_group(s, replica) for s in (stage - 1, stage) if 0 <= s < sc.pipeline.stages - 1
         ]

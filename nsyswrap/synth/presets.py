@@ -81,7 +81,7 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
         MOE8.replace(name="moe8_kernels", coll_ranges=False),
     ),
     "pipeline8": (
-        "pipeline: 4 stages x 2 data-parallel replicas on 2 hosts (stages 0-1 on node0), 1F1B "
+        "pipeline: 4 stages x 2 data-parallel replicas, one per host (ranks 0-3 on node0), 1F1B "
         "over 8 microbatches, send/recv kernels on one stream per peer, stage 2 slow (+60 us per "
         "microbatch forward, +120 us backward), each stage's DP all_reduce once per step; node1's "
         "clock 21 ms off, drifting -30 ppm; NCCL kernels only",

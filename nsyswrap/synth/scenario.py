@@ -110,7 +110,9 @@ class HotExpert:
 @dataclass(frozen=True)
 class Pipeline:
     """Pipeline parallel: ``stages`` stages x (ranks // stages) data-parallel replicas;
-    rank = stage * replicas + replica. One 1F1B schedule of ``microbatches`` per step
+    rank = replica * stages + stage (a replica's stages on consecutive ranks, so with
+    ranks_per_node = stages each node holds one replica: the stages talk over NVLink, the
+    data-parallel groups, true barriers, span the nodes). One 1F1B schedule of ``microbatches`` per step
     (Megatron's: warm-up forwards, steady one-forward-one-backward with the send of one
     and the receive of the other in one NCCL group, cool-down backwards); activations and
     their gradients (``activation_bytes``) go between neighbouring stages of a replica as
@@ -285,14 +287,14 @@ class Scenario:
         return self.ranks // self.pipeline.stages
 
     def stage_of(self, rank: int) -> int:
-        return rank // self.replicas
+        return rank % self.pipeline.stages
 
     def pipe_rank(self, stage: int, replica: int) -> int:
-        return stage * self.replicas + replica
+        return replica * self.pipeline.stages + stage
 
     def p2p_group(self, stage: int, replica: int) -> int:
         """The channel between ``stage`` and ``stage + 1`` of ``replica``."""
-        return P2P_PG + stage * self.replicas + replica
+        return P2P_PG + self.pipe_rank(stage, replica)
 
     def tp_group(self, rank: int) -> int:
         return 1 + rank // self.tp
@@ -301,7 +303,7 @@ class Scenario:
         """Ranks of process group ``pg``."""
         if self.pipeline:
             if pg >= P2P_PG:
-                stage, replica = divmod(pg - P2P_PG, self.replicas)
+                replica, stage = divmod(pg - P2P_PG, self.pipeline.stages)
                 return [self.pipe_rank(stage, replica), self.pipe_rank(stage + 1, replica)]
             return [r for r in range(self.ranks) if self.stage_of(r) == pg - STAGE_DP_PG]
         if not self.tp:
