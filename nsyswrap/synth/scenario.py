@@ -113,12 +113,12 @@ class Pipeline:
     rank = replica * stages + stage (a replica's stages on consecutive ranks, so with
     ranks_per_node = stages each node holds one replica: the stages talk over NVLink, the
     data-parallel groups, true barriers, span the nodes). One 1F1B schedule of
-    ``microbatches`` per step (Megatron's: warm-up forwards, steady one-forward-one-backward with the send of one
-    and the receive of the other in one NCCL group, cool-down backwards); activations and
-    their gradients (``activation_bytes``) go between neighbouring stages of a replica as
-    ``ncclDevKernel_SendRecv`` kernels on one NCCL stream per peer; after the last
-    backward each stage's data-parallel group all-reduces ``grad_bytes`` once per step on
-    its own stream."""
+    ``microbatches`` per step (Megatron's: warm-up forwards, steady one-forward-one-backward
+    with the send of one and the receive of the other in one NCCL group, cool-down
+    backwards); activations and their gradients (``activation_bytes``) go between
+    neighbouring stages of a replica as ``ncclDevKernel_SendRecv`` kernels on one NCCL
+    stream per peer; after the last backward each stage's data-parallel group all-reduces
+    ``grad_bytes`` once per step on its own stream."""
 
     stages: int = 4
     microbatches: int = 8
