@@ -237,3 +237,19 @@ def test_lockstep_groups_that_cannot_be_told_apart_are_left_out():
         r["status"].startswith("ambiguous: host a and its streams and host b's pair up at several")
         for r in rows
     )
+
+
+def test_hosts_joined_only_by_send_recv_are_never_paired_up(tmp_path):
+    """pipeline8 on 4 hosts of 2 ranks: stages 1 and 2 of a replica talk across hosts that
+    no true barrier joins, so those hosts' clocks cannot be solved: their ranks are
+    unaligned and the send/recv halves left on aligned ranks (stage 1 of both replicas,
+    in lockstep, overlapping like a pair) are left out, not paired with each other."""
+    generate_run(preset("pipeline8", steps=8).replace(ranks_per_node=2), tmp_path)
+    with open_run([tmp_path]) as run:
+        groups = run_module(run, "crossrank.groups").set_index("pg")
+        offsets = clock_offsets(run).set_index("rank")
+    assert offsets["aligned"].tolist() == [True, True, False, False, True, True, False, False]
+    matched = groups[groups["status"] == "matched"]["members"]
+    assert sorted(matched) == ["0,1", "0,4", "1,5", "2,6", "3,7", "4,5"]  # no "1,5" of two halves
+    halves = groups[groups["status"].str.startswith("ambiguous: the same operations as a stream of rank")]
+    assert sorted(halves["members"]) == ["1", "5"]
