@@ -251,5 +251,7 @@ def test_hosts_joined_only_by_send_recv_are_never_paired_up(tmp_path):
     assert offsets["aligned"].tolist() == [True, True, False, False, True, True, False, False]
     matched = groups[groups["status"] == "matched"]["members"]
     assert sorted(matched) == ["0,1", "0,4", "1,5", "2,6", "3,7", "4,5"]  # no "1,5" of two halves
-    halves = groups[groups["status"].str.startswith("ambiguous: the same operations as a stream of rank")]
+    halves = groups[
+        groups["status"].str.startswith("ambiguous: the same operations as a stream of rank")
+    ]
     assert sorted(halves["members"]) == ["1", "5"]
