@@ -1,8 +1,9 @@
-"""Cross-rank answers on the shapes of large jobs (nsyswrap.synth presets moe8, moe8_kernels,
-pipeline8, clock_jump8): every clock offset and every matched collective's skew against the
-planted truth, all_to_all and send/recv matched by group and order (never by their ends),
-clocks from true barriers only and one per host, groups never merged, a clock jump fitted
-piecewise and reported; and the solve's rules on hand-made ends."""
+"""Cross-rank answers on the shapes of large jobs (nsyswrap.synth presets moe8,
+moe8_kernels, pipeline8, clock_jump8, stream_wait): every clock offset and every matched
+collective's skew against the planted truth, all_to_all and send/recv matched by group
+and order (never by their ends), clocks from true barriers only and one per host, groups
+never merged, a clock jump fitted piecewise and reported; and the solve's rules on
+hand-made ends."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from nsyswrap.report.data_quality import crossrank_notes
 from nsyswrap.synth import generate_run, preset
 
 # steps: a drift is fitted over 8 collectives or more spanning 200 ms
-SHAPES = {"moe8": 6, "moe8_kernels": 6, "pipeline8": 8, "clock_jump8": 12}
-EXACT = {"moe8", "moe8_kernels", "pipeline8"}  # the clocks follow the model exactly (no jump)
+SHAPES = {"moe8": 6, "moe8_kernels": 6, "pipeline8": 8, "clock_jump8": 12, "stream_wait": 3}
+EXACT = {"moe8", "moe8_kernels", "pipeline8", "stream_wait"}  # clocks follow the model (no jump)
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
