@@ -161,53 +161,58 @@ def _solve(
     3. Drifts rounded to whole ppb (1 ns per second of run; their standard error on real
        runs is far larger), jumps to whole ns, then the offsets refitted over the inliers
        with the drift applied exactly as the run clock applies it."""
-    of = {r: c for c in clocks for r in c.reports}
-    free = [c for c in clocks if c is not ref]
-    drifting = [c for c in free if c.drifting]
-    jumping = [c for c in clocks if c.jump]
-    col = {id(c): i for i, c in enumerate(free)}
-    dcol = {id(c): len(free) + i for i, c in enumerate(drifting)}
-    jcol = {id(c): len(free) + len(drifting) + i for i, c in enumerate(jumping)}
-    rank = ends["rank"].to_numpy()
+    index = {r: k for k, c in enumerate(clocks) for r in c.reports}
+    free = [k for k, c in enumerate(clocks) if c is not ref]
+    drifting = [k for k in free if clocks[k].drifting]
+    jumping = [k for k, c in enumerate(clocks) if c.jump]
+    n_par = len(free) + len(drifting) + len(jumping)
+
+    def columns(chosen: list[int], first: int) -> np.ndarray:
+        """Per clock: its parameter's column, or -1."""
+        out = np.full(len(clocks), -1)
+        out[chosen] = np.arange(first, first + len(chosen))
+        return out
+
+    ranks = ends["rank"]
+    ci = ranks.map(index).to_numpy()  # each end's clock
+    col, dcol = columns(free, 0)[ci], columns(drifting, len(free))[ci]
+    jcol = columns(jumping, len(free) + len(drifting))[ci]
     x = ends["end_ns"].to_numpy(np.float64)
-    base = np.array([utc[r] - utc[ref.origin] for r in rank], np.float64)
-    origin = np.array([utc[r] - utc[of[r].origin] for r in rank], np.float64)
+    base = (ranks.map(utc) - utc[ref.origin]).to_numpy(np.float64)
+    origin = (ranks.map(utc) - ranks.map(lambda r: utc[clocks[index[r]].origin])).to_numpy(
+        np.float64
+    )
     post = ends["post"].to_numpy(bool)
     y = base + x
     _, inv = np.unique(ends["cid"].to_numpy(), return_inverse=True)
-    offsets = np.zeros((len(y), len(free)))
-    design = np.zeros((len(y), len(col) + len(dcol) + len(jcol)))
-    for i, r in enumerate(rank):
-        c = of[r]
-        if id(c) in col:
-            offsets[i, col[id(c)]] = design[i, col[id(c)]] = 1.0
-        if id(c) in jcol and post[i]:
-            design[i, jcol[id(c)]] = -1.0
-    drifts = [i for i, r in enumerate(rank) if id(of[r]) in dcol]
+    rows = np.arange(len(y))
+    design = np.zeros((len(y), n_par))
+    design[rows[col >= 0], col[col >= 0]] = 1.0
+    design[rows[(jcol >= 0) & post], jcol[(jcol >= 0) & post]] = -1.0
+    offsets = design[:, : len(free)].copy()
     jump = np.zeros(len(y))
-    for _ in range(2 if jcol and dcol else 1):  # the drift runs on the clock less its jump
-        for i in drifts:
-            design[i, dcol[id(of[rank[i]])]] = (x[i] - jump[i] * post[i] + origin[i]) / 1e9  # ppb
+    for _ in range(2 if jumping and drifting else 1):  # the drift runs on the clock less its jump
+        d = dcol >= 0
+        design[rows[d], dcol[d]] = ((x - jump * post + origin) / 1e9)[d]  # ppb
         params, cov, inliers = _robust_fit(design, y, inv)
-        jump = np.array([params[jcol[id(of[r])]] if id(of[r]) in jcol else 0.0 for r in rank])
-    for c in clocks:
+        jump = np.where(jcol >= 0, params[np.maximum(jcol, 0)] if n_par else 0.0, 0.0)
+    for k, c in enumerate(clocks):
+        dk, jk = columns(drifting, len(free))[k], columns(jumping, len(free) + len(drifting))[k]
+        ok = columns(free, 0)[k]
         c.fit = {
-            "drift": float(np.round(params[dcol[id(c)]])) + 0.0
-            if id(c) in dcol
-            else 0.0,  # no -0.0
-            "drift_float": float(params[dcol[id(c)]]) if id(c) in dcol else 0.0,
-            "jump": float(np.round(params[jcol[id(c)]])) if id(c) in jcol else 0.0,
-            "stderr": float(np.sqrt(max(cov[col[id(c)], col[id(c)]], 0.0)))
-            if id(c) in col
-            else 0.0,
+            "drift": float(np.round(params[dk])) + 0.0 if dk >= 0 else 0.0,  # + 0.0: no -0.0
+            "drift_float": float(params[dk]) if dk >= 0 else 0.0,
+            "jump": float(np.round(params[jk])) if jk >= 0 else 0.0,
+            "stderr": float(np.sqrt(max(cov[ok, ok], 0.0))) if ok >= 0 else 0.0,
         }
-    drift = np.array([of[r].fit["drift"] for r in rank])
-    corrected = x - np.array([of[r].fit["jump"] for r in rank]) * post
+    drift = np.array([c.fit["drift"] for c in clocks])[ci]
+    corrected = x - np.array([c.fit["jump"] for c in clocks])[ci] * post
     y_fixed = base + corrected + np.round(corrected * drift / 1e9) + np.round(origin * drift / 1e9)
     off, _, _ = _fit(offsets, y_fixed, inv, inliers)
-    for c in clocks:
-        c.fit["offset"] = float(off[col[id(c)]]) if id(c) in col else 0.0
-    aligned = y_fixed + np.array([of[r].fit["offset"] for r in rank])
+    for k, c in enumerate(clocks):
+        ok = columns(free, 0)[k]
+        c.fit["offset"] = float(off[ok]) if ok >= 0 else 0.0
+    aligned = y_fixed + np.array([c.fit["offset"] for c in clocks])[ci]
     resid = _against_fit(aligned, inv, inliers)
     return pd.Series(resid, index=ends.index), pd.Series(inliers.astype(bool), index=ends.index)
 
