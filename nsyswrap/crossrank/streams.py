@@ -32,9 +32,8 @@ replicas running in lockstep: each channel's streams overlap the other replica's
 split into such groups when exactly one split exists (each stream in one group of two or
 more streams of different ranks), else left out as ambiguous. A stream with the same
 operations as one left out for an unaligned clock is left out too: its group may be
-that one. Groups in perfect lockstep
-whose streams all overlap all cannot be told from one group: nothing in the kernels
-tells them apart.
+that one. Groups in perfect lockstep whose streams all overlap all cannot be told from
+one group: nothing in the kernels tells them apart.
 """
 
 from __future__ import annotations
@@ -76,7 +75,6 @@ class Stream:
         self.ops = self.calls["op"].astype(str).to_numpy()
         # host clock time, since the run's earliest UTC start (small: exact in float64)
         self.ends = (utc + self.calls["kernel_end_ns"].astype("int64")).to_numpy(np.float64)
-        self.barrier = bool(self.calls["barrier"].all())
 
     def comparable(self, other: Stream) -> int:
         """The common length when the two streams run the same operations (lengths within
