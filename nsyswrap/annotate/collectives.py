@@ -32,6 +32,7 @@ import torch.distributed.distributed_c10d as c10d
 from torch.nn.modules.module import register_module_forward_pre_hook
 
 from nsyswrap.annotate.handle import Annotation
+from nsyswrap.annotate.observers import OBSERVERS
 from nsyswrap.annotate.ranges import nvtx_calls
 
 # op: (parameter whose tensor(s) give bytes and dtype, multiply its bytes by the group size)
@@ -92,6 +93,7 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
     position = {name: i for i, name in enumerate(inspect.signature(original).parameters)}
     payload_name, scaled = PAYLOAD[op]
     peer_name = PEER.get(op)
+    async_op = op in ("isend", "irecv")  # their Work is waited on later; the others' when async_op=True
     calls = nvtx_calls()
 
     def arg(args, kwargs, name):
@@ -109,13 +111,18 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
         if peer_name:
             group = arg(args, kwargs, "group") or c10d._get_default_group()
             pg, size = _pair(group, pg, arg(args, kwargs, peer_name), arg(args, kwargs, "group_" + peer_name)), 2
-        calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} "
-                                    f"seq={next(counters[pg])}"))
+        seq = next(counters[pg])
+        calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}"))
+        tokens = [(o, o.collective_begin(op, pg, size, nbytes, seq)) for o in OBSERVERS]
         _issuing.active = True
+        work = None
         try:
-            return original(*args, **kwargs)
+            work = original(*args, **kwargs)
+            return work
         finally:
             _issuing.active = False
+            for observer, token in tokens:
+                observer.collective_end(token, work, async_op or bool(arg(args, kwargs, "async_op")))
             calls.pop()
 
     return annotated

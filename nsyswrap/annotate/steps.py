@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Union
 
+from nsyswrap.annotate.observers import OBSERVERS
 from nsyswrap.annotate.ranges import nvtx_calls
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.ranks import env_rank, parse_ranks
@@ -102,6 +103,8 @@ def begin(i: int) -> None:
     calls = nvtx_calls()
     calls.push(calls.attributes(f"step:{i}"))
     _state.open_step = i
+    for observer in OBSERVERS:
+        observer.step_begin(i)
     if not _state.exit_hook:
         atexit.register(_close_all)
         _state.exit_hook = True
@@ -110,6 +113,8 @@ def begin(i: int) -> None:
 def end() -> None:
     """Close the open step, if any."""
     if _state.open_step is not None:
+        for observer in OBSERVERS:
+            observer.step_end()
         nvtx_calls().pop()
         _state.open_step = None
 
