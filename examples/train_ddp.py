@@ -4,12 +4,14 @@
         torchrun --nproc-per-node 2 examples/train_ddp.py --steps 4
 
 It knows nothing about nsyswrap unless --mark-steps is given; then it marks its steps and
-phases itself with nsyswrap.step and NVTX ranges.
+phases itself with nsyswrap.step and nsyswrap.phase. `--slow 2:20:40:30` makes rank 2's data
+loading 30 ms slower in steps 20 to 39 (a straggler to find, e.g. with `launch --sample`).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 
 import torch
 import torch.distributed as dist
@@ -43,7 +45,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--mark-steps", action="store_true", help="mark steps and phases with nsyswrap")
+    parser.add_argument("--slow", metavar="RANK:FROM:TO:MS", default="",
+                        help="make RANK's data loading MS ms slower in steps FROM to TO-1")
     args = parser.parse_args()
+    slow_rank, slow_from, slow_to, slow_ms = map(int, args.slow.split(":")) if args.slow else (-1, 0, 0, 0)
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)
@@ -56,6 +61,8 @@ def main() -> None:
             with phase("data_loading"):
                 x = torch.randn(args.batch, 32, generator=generator)
                 y = x.sum(dim=1, keepdim=True)
+                if dist.get_rank() == slow_rank and slow_from <= i < slow_to:
+                    time.sleep(slow_ms / 1000)
             with phase("forward"):
                 loss = nn.functional.mse_loss(model(x), y)
             with phase("backward"):
@@ -75,11 +82,9 @@ def main() -> None:
 def _markers(enabled: bool):
     if not enabled:
         return (lambda i: contextlib.nullcontext()), (lambda name: contextlib.nullcontext())
-    import nvtx
-
     import nsyswrap
 
-    return nsyswrap.step, (lambda name: nvtx.annotate(name, domain="nsyswrap"))
+    return nsyswrap.step, nsyswrap.phase
 
 
 if __name__ == "__main__":
