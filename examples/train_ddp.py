@@ -4,7 +4,8 @@
         torchrun --nproc-per-node 2 examples/train_ddp.py --steps 4
 
 It knows nothing about nsyswrap unless --mark-steps is given; then it marks its steps and
-phases itself with nsyswrap.step and NVTX ranges.
+phases itself with nsyswrap.step and NVTX ranges. --mark-phases marks only the phases
+(data_loading, forward, backward, optimizer), leaving the steps to `--annotate steps`.
 """
 from __future__ import annotations
 
@@ -43,19 +44,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--mark-steps", action="store_true", help="mark steps and phases with nsyswrap")
+    parser.add_argument("--mark-phases", action="store_true", help="mark only the phases (NVTX)")
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(TinyNet())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    step, phase = _markers(args.mark_steps)
+    step, phase = _markers(args.mark_steps, args.mark_phases)
     generator = torch.Generator().manual_seed(dist.get_rank())
+    x = torch.randn(args.steps * args.batch, 32, generator=generator)
+    data = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
+    batches = iter(torch.utils.data.DataLoader(data, batch_size=args.batch))
     for i in range(args.steps):
         with step(i):
             with phase("data_loading"):
-                x = torch.randn(args.batch, 32, generator=generator)
-                y = x.sum(dim=1, keepdim=True)
+                x, y = next(batches)
             with phase("forward"):
                 loss = nn.functional.mse_loss(model(x), y)
             with phase("backward"):
@@ -72,14 +76,18 @@ def main() -> None:
     dist.destroy_process_group()
 
 
-def _markers(enabled: bool):
-    if not enabled:
-        return (lambda i: contextlib.nullcontext()), (lambda name: contextlib.nullcontext())
+def _markers(steps: bool, phases: bool):
+    nothing = lambda _: contextlib.nullcontext()  # noqa: E731
+    if not (steps or phases):
+        return nothing, nothing
     import nvtx
 
+    phase = lambda name: nvtx.annotate(name, domain="nsyswrap")  # noqa: E731
+    if not steps:
+        return nothing, phase
     import nsyswrap
 
-    return nsyswrap.step, (lambda name: nvtx.annotate(name, domain="nsyswrap"))
+    return nsyswrap.step, phase
 
 
 if __name__ == "__main__":
