@@ -2,8 +2,12 @@
 
 The launcher puts `startup/` (a sitecustomize.py) on PYTHONPATH and sets
 NSYSWRAP_ANNOTATE=modules,collectives,steps; as soon as the program imports torch, the chosen
-helpers are installed. Automatic steps: step i opens at the first forward with autograd on
-after step i-1 and closes when the first optimizer that ever stepped finishes its step; a
+helpers are installed. Automatic steps cover whole iterations: step 0 opens at the first
+data fetch (a `DataLoader` iterated) or the first forward with autograd on, whichever comes
+first; step i closes when the first optimizer that ever stepped finishes its step, and step
+i+1 opens right then, so it holds the data loading before its forward. A step that sees no
+forward with autograd on before it closes (what runs after the last optimizer step, up to
+the program's exit) is marked unfinished and is no step (nsyswrap.annotate.steps). A
 program that calls `nsyswrap.step` itself keeps its own steps.
 
 `sample` (`nsyswrap launch --sample`) starts the sampler `$NSYSWRAP_SAMPLE` describes and
@@ -14,6 +18,7 @@ and the gradient all-reduce) and `optimizer`.
 """
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import os
@@ -93,17 +98,24 @@ def install(kinds: tuple[str, ...]) -> Annotation:
 
 
 def automatic_steps() -> Annotation:
-    """Step ranges from the training loop's own rhythm: first forward to end of optimizer step."""
+    """Step ranges from the training loop's own rhythm, each a whole iteration: from the end
+    of the previous optimizer step (the first: the first data fetch or forward) to the end
+    of its own (module doc)."""
     import torch
     from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.utils.data import DataLoader
 
     from nsyswrap.annotate import steps
 
     state = {"next": 0, "clock": None}
 
     def open_step(module, args) -> None:
-        if not steps.is_manual() and not steps.is_open() and torch.is_grad_enabled():
+        if steps.is_manual() or not torch.is_grad_enabled():
+            return
+        if steps.is_open():
+            steps.confirm()
+        else:
             steps.begin(state["next"])
 
     def close_step(optimizer, args, kwargs) -> None:
@@ -114,9 +126,28 @@ def automatic_steps() -> Annotation:
         if state["clock"]() is optimizer and steps.is_open():
             steps.end()
             state["next"] += 1
+            steps.begin(state["next"], confirmed=False)
 
+    iterate = DataLoader.__iter__
+
+    @functools.wraps(iterate)
+    def first_fetch(loader):
+        if not steps.is_manual() and not steps.is_open():
+            steps.begin(state["next"], confirmed=False)
+        return iterate(loader)
+
+    DataLoader.__iter__ = first_fetch
     handles = [register_module_forward_pre_hook(open_step), register_optimizer_step_post_hook(close_step)]
-    return Annotation(h.remove for h in handles)
+    return Annotation([*(h.remove for h in handles),
+                       functools.partial(setattr, DataLoader, "__iter__", iterate), _end_unconfirmed])
+
+
+def _end_unconfirmed() -> None:
+    """Taking the annotation off closes a step opened ahead of work that never came."""
+    from nsyswrap.annotate import steps
+
+    if steps.is_open() and not steps.is_confirmed() and not steps.is_manual():
+        steps.end()
 
 
 class AutomaticPhases(Observer):
@@ -136,8 +167,8 @@ class AutomaticPhases(Observer):
 
         if self.stage is not None:
             phases.end(self.stage)
-        self.stage = stage
-        if stage is not None:
+        self.stage = None if phases.is_manual() else stage  # the program's own phases win
+        if self.stage is not None:
             phases.begin(stage)
 
     def step_begin(self, i: int) -> None:

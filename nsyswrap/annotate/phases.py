@@ -11,6 +11,7 @@ from nsyswrap.annotate.observers import OBSERVERS
 from nsyswrap.annotate.ranges import nvtx_calls
 
 _attributes: dict[str, object] = {}  # phase name -> NVTX event attributes (names repeat every step)
+_marked = [False]  # the program marks phases itself: the automatic phases stand aside
 
 
 class phase:
@@ -20,6 +21,7 @@ class phase:
 
     def __init__(self, name: str):
         self.name = str(name)
+        _marked[0] = True
 
     def __enter__(self) -> phase:
         begin(self.name)
@@ -38,6 +40,11 @@ def begin(name: str) -> None:
     calls.push(attributes)
     for observer in OBSERVERS:
         observer.phase_begin(name)
+
+
+def is_manual() -> bool:
+    """Whether the program marks phases itself (with `phase`)."""
+    return _marked[0]
 
 
 def end(name: str) -> None:

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
-from nsyswrap.annotate import observers
+from nsyswrap.annotate import observers, steps
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.manifest import short_host
 from nsyswrap.launch.ranks import env_rank, parse_ranks
@@ -56,14 +56,15 @@ class _Call:
 
 
 class _Step:
-    __slots__ = ("index", "cuda", "utc_ns", "start", "end", "phases", "open", "calls", "call_host",
-                 "dropped", "emitted")
+    __slots__ = ("index", "cuda", "utc_ns", "start", "end", "phases", "open", "nested", "calls",
+                 "call_host", "dropped", "emitted")
 
     def __init__(self, index: int, cuda: bool, start: _Mark):
         self.index, self.cuda, self.utc_ns = index, cuda, time.time_ns()
         self.start, self.end = start, None
         self.phases: list = []  # [name, begin mark, end mark, host ns in calls at begin, at end]
-        self.open: list = []
+        self.open: list = []  # the phase open now (at most one: nested ones are not phases)
+        self.nested = 0
         self.calls: list[_Call] = []
         self.call_host = 0  # host ns spent inside collective calls so far
         self.dropped = 0
@@ -140,6 +141,9 @@ class Sampler(observers.Observer):
         if step is None:
             return
         self.step = None
+        if not steps.is_confirmed():  # opened ahead of an iteration that never came
+            self.pool.give(step.events())
+            return
         while step.open:
             self._close_phase(step, len(step.open) - 1)
         step.end = self._mark(step.cuda)
@@ -148,17 +152,21 @@ class Sampler(observers.Observer):
 
     def phase_begin(self, name: str) -> None:
         step = self.step
-        if step is not None:
+        if step is None:
+            return
+        if step.open:  # a phase inside a phase is not a phase of the step (as in the reports)
+            step.nested += 1
+        else:
             step.open.append([name, self._mark(step.cuda), None, step.call_host, 0])
 
     def phase_end(self, name: str) -> None:
         step = self.step
         if step is None:
             return
-        for at in range(len(step.open) - 1, -1, -1):
-            if step.open[at][0] == name:
-                self._close_phase(step, at)
-                return
+        if step.nested:
+            step.nested -= 1
+        elif step.open:
+            self._close_phase(step, 0)
 
     def collective_begin(self, op, pg, size, nbytes, seq) -> _Call | None:
         step = self.step
