@@ -20,7 +20,7 @@ TRANSFER_NS = 50_000
 UTC0 = 1_800_000_000_000_000_000
 MONO0 = 5_000_000_000_000
 HOST_OFFSET_NS = 3_000_123  # host k's clocks read k times this much ahead of the truth
-JITTER_NS = (0, 1_000, 3_000, 2_000, 4_000, 1_500, 500, 2_500)  # per rank, so ranks differ a little
+JITTER_NS = (0, 1_000, 2_000, 3_000, 500, 1_500, 2_500, 3_500)  # per rank, so ranks differ a little
 
 
 @dataclass
@@ -74,10 +74,12 @@ def planted_samples(out: Path, ranks: int = 4, steps: int = 60, every: int = 2,
                                  "collectives": [coll], "dropped": 0})
         t = end + OPTIMIZER_NS
     for r in range(ranks):
-        lines[r].append({"v": 1, "kind": "end", "sampled": len(truth.sampled), "skipped": 0,
-                         "unresolved": 0})
+        killed = cut_last and r == ranks - 1  # killed while writing its last step: no end record
+        if not killed:
+            lines[r].append({"v": 1, "kind": "end", "sampled": len(truth.sampled), "skipped": 0,
+                             "unresolved": 0})
         text = "".join(json.dumps(x) + "\n" for x in lines[r])
-        if cut_last and r == ranks - 1:
-            text = text[: -len(json.dumps(lines[r][-1])) // 2]  # killed while writing
+        if killed:
+            text = text[: -len(json.dumps(lines[r][-1])) // 2]
         (out / f"samples.rank{r}.jsonl").write_text(text)
     return truth

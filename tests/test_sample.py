@@ -10,7 +10,7 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.sample import schema
 from nsyswrap.sample.capture import CaptureRule, Watch, parse_rule
 
-nvtx = pytest.importorskip("nvtx", reason="marking steps needs the nvtx package (pip install nvtx==0.2.10)")
+nvtx = pytest.importorskip("nvtx", reason="marking steps needs nvtx (pip install nvtx==0.2.10)")
 
 from nsyswrap.annotate import phases, steps  # noqa: E402
 from nsyswrap.sample import sampler as sampler_module  # noqa: E402
@@ -54,10 +54,12 @@ def test_every_nth_step_between_start_and_end_with_its_phases(tmp_path, fresh):
     assert all(schema.problem(r) is None for r in written)
     assert [r["step"] for r in written[1:-1]] == [2, 5, 8]
     step = written[1]
-    assert step["timer"] == "host" and [p["name"] for p in step["phases"]] == ["data_loading", "forward"]
-    assert step["start_ns"] <= step["phases"][0]["start_ns"] <= step["phases"][1]["end_ns"] <= step["end_ns"]
-    assert [(c["op"], c["seq"], c["async"]) for c in step["collectives"]] == [("all_reduce", 0, False),
-                                                                            ("all_reduce", 1, False)]
+    assert step["timer"] == "host"
+    assert [p["name"] for p in step["phases"]] == ["data_loading", "forward"]
+    first, last = step["phases"][0], step["phases"][1]
+    assert step["start_ns"] <= first["start_ns"] <= last["end_ns"] <= step["end_ns"]
+    calls = [(c["op"], c["seq"], c["async"]) for c in step["collectives"]]
+    assert calls == [("all_reduce", 0, False), ("all_reduce", 1, False)]
     forward = step["phases"][1]
     in_calls = sum(c["end_ns"] - c["start_ns"] for c in step["collectives"])
     assert forward["host_ns"] <= forward["end_ns"] - forward["start_ns"] - in_calls + 2_000
@@ -199,10 +201,11 @@ def test_schema_names_what_is_wrong():
     assert "no field 'skipped'" in schema.problem({k: v for k, v in good.items() if k != "skipped"})
     assert "expected int" in schema.problem({**good, "sampled": "1"})
     assert "expected int" in schema.problem({**good, "sampled": True})
-    step = {"v": 1, "kind": "step", "step": 0, "timer": "gpu", "utc_ns": 0, "start_ns": 0, "end_ns": 1,
-            "phases": [], "collectives": [], "dropped": 0}
+    step = {"v": 1, "kind": "step", "step": 0, "timer": "gpu", "utc_ns": 0, "start_ns": 0,
+            "end_ns": 1, "phases": [], "collectives": [], "dropped": 0}
     assert "timer" in schema.problem(step)
-    assert "phase has no field" in schema.problem({**step, "timer": "host", "phases": [{"name": "x"}]})
+    bad_phase = {**step, "timer": "host", "phases": [{"name": "x"}]}
+    assert "phase has no field" in schema.problem(bad_phase)
 
 
 # --- the capture rule ---------------------------------------------------------------------------
@@ -235,28 +238,26 @@ def test_the_rule_fires_once_on_a_slow_step_and_every_rank_opens_the_window(tmp_
 
 
 def test_the_sampler_opens_an_nsys_capture_window_when_the_rule_fires(tmp_path, fresh, monkeypatch):
-    pushed = []
+    events = []
     calls = steps.nvtx_calls()
-    monkeypatch.setattr(calls, "push", lambda a: pushed.append(a))
-    monkeypatch.setattr(calls, "pop", lambda: pushed.append("pop"))
+    monkeypatch.setattr(calls, "push", lambda a: events.append(("push", a)))
+    monkeypatch.setattr(calls, "pop", lambda: events.append(("pop",)))
+    monkeypatch.setattr(calls, "start", lambda a: events.append(("start", a)) or len(events))
+    monkeypatch.setattr(calls, "end", lambda i: events.append(("end", i)))
     monkeypatch.setattr(calls, "attributes", lambda text: text)
     monkeypatch.setattr(phases, "_attributes", {})
     s = sampler_module.sampler(tmp_path, every=1, capture_when=CaptureRule(3.0, steps=2, after=3))
     clock = {"now": 0}
-    monkeypatch.setattr(s.clock, "now", lambda: clock["now"])
+    monkeypatch.setattr(sampler_module, "perf_counter_ns", lambda: clock["now"])
     for i in range(12):
         steps.begin(i)
         clock["now"] += 50_000_000 if i == 5 else 1_000_000
     steps.end()
     s.close()
-    opened = [i for i, a in enumerate(pushed) if a == "capture"]
+    opened = [i for i, e in enumerate(events) if e == ("push", "capture")]
     assert len(opened) == 1
-    inside, depth = [], 0
-    for a in pushed[opened[0] + 1:]:  # the steps inside the capture range
-        if a == "pop" and depth == 0:
-            break
-        depth += 1 if a != "pop" else -1
-        inside += [a] if isinstance(a, str) and a.startswith("step:") else []
+    closed = next(i for i, e in enumerate(events) if i > opened[0] and e == ("pop",))
+    inside = [e[1] for e in events[opened[0]:closed] if e[0] == "start"]
     assert inside == ["step:7", "step:8"]  # step 5 is read as step 6 begins: lead 2 from step 5
     assert json.loads((tmp_path / "capture.1.json").read_text())["start"] == 7
     captures = [r for r in records(tmp_path / "samples.rank0.jsonl") if r["kind"] == "capture"]

@@ -27,6 +27,7 @@ import threading
 import weakref
 from typing import Callable
 
+from nsyswrap.annotate import phases
 from nsyswrap.annotate.handle import Annotation
 from nsyswrap.annotate.observers import Observer, observe
 from nsyswrap.errors import NsysWrapError
@@ -163,8 +164,6 @@ class AutomaticPhases(Observer):
         self.thread = threading.get_ident()
 
     def _to(self, stage: str | None) -> None:
-        from nsyswrap.annotate import phases
-
         if self.stage is not None:
             phases.end(self.stage)
         self.stage = None if phases.is_manual() else stage  # the program's own phases win

@@ -14,7 +14,8 @@ Each call becomes a push/pop range on the calling thread with the text
 The range covers issuing the call; with `async_op=True` that is all it covers, and nothing
 waits on the returned work. DDP's gradient all-reduce runs in C++; a DDP model without its
 own communication hook gets torch's Python `allreduce_hook` (the same all-reduce and
-averaging, issued through `dist.all_reduce`) at its first forward, so it is annotated too.
+averaging, issued through `dist.all_reduce`) at its first forward, so it is annotated too,
+if that forward comes before the end of the first optimizer step (then the search stops).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch.nn.modules.module import register_module_forward_pre_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from nsyswrap.annotate.handle import Annotation
 from nsyswrap.annotate.observers import OBSERVERS
@@ -79,7 +81,11 @@ def annotate_collectives() -> Annotation:
             if getattr(module, op, None) is original:
                 setattr(module, op, wrapped)
                 undo.append(functools.partial(setattr, module, op, original))
-    undo.append(register_module_forward_pre_hook(_ddp_python_allreduce).remove)
+    # DDP models are looked for until the first optimizer step ends: a global module hook
+    # takes every module call off PyTorch's fast path (about a microsecond each).
+    looking = register_module_forward_pre_hook(_ddp_python_allreduce)
+    found = register_optimizer_step_post_hook(lambda *_: (looking.remove(), found.remove()))
+    undo += [looking.remove, found.remove]
 
     def deactivate():
         global _active

@@ -7,7 +7,17 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from nsyswrap.html_report.charts import COLORS, LABEL_W, PALETTE, WIDTH, _legend, _nice_step, _rect, _svg, _text
+from nsyswrap.html_report.charts import (
+    COLORS,
+    LABEL_W,
+    PALETTE,
+    WIDTH,
+    _legend,
+    _nice_step,
+    _rect,
+    _svg,
+    _text,
+)
 from nsyswrap.html_report.page import CSS, _diagnosis_html, _figure, _section_html
 from nsyswrap.report.diagnosis import rows
 from nsyswrap.report.render import heading
@@ -26,23 +36,26 @@ def samples_page(report: dict) -> str:
     chart = step_time_chart([(r["step"], r["rank"], r["duration"]["value"]) for r in times],
                             [(w["first"], w["last"], w["before"], w["after"]) for w in windows],
                             straggler)
-    where = (f"rank {straggler} slow" + (f" in `{windows[0]['phase']}`" if windows[0]["phase"] else "")
-             if windows else "")
-    parts = [f"<h1>nsyswrap report: {escape(heading(report))}, sampled steps</h1>",
+    where = ""
+    if windows:
+        where = f"rank {straggler} slow" + (f" in `{windows[0]['phase']}`" if windows[0]["phase"]
+                                            else "")
+    parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>",
              _diagnosis_html(report),
              "<h2>Plots</h2>",
              _figure("Step time per rank over the sampled steps", chart,
-                     "One line per rank; shaded: the sampled steps where " + where + " (the window's "
-                     "true edges lie within half a sampling interval of the shading)." if where else
-                     "One line per rank.", "the sample files hold no complete step.")]
+                     "One line per rank; shaded: the sampled steps where " + where + " (the "
+                     "window's true edges lie within half a sampling interval of the shading)."
+                     if where else "One line per rank.", "the sample files hold no complete step.")]
     capture = report.get("capture")
     if capture:
         parts.append(f'<h3>Capture it with nsys</h3><p class="note">{escape(capture["why"])}</p>'
                      f"<pre>{escape(capture['command'])}</pre>"
                      + (f"<pre>{escape(capture['when'])}</pre>" if capture.get("when") else ""))
     parts += [_section_html(s) for s in report["sections"]]
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
-            f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>nsyswrap report</title><style>{CSS}</style></head><body>"
+            + "\n".join(parts) + "</body></html>\n")
 
 
 def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], straggler) -> str:
@@ -81,13 +94,15 @@ def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], st
             body.append(_text(x(s), top + plot_h + 16, str(s), "middle", 'fill="#555"'))
     body.append(_text(LABEL_W + plot_w / 2, top + plot_h + 32, "step", "middle", 'fill="#555"'))
     ranks = sorted({r for _, r, _ in points})
-    colors = {r: COLORS["wait"] if r == straggler else PALETTE[i % len(PALETTE)] for i, r in enumerate(ranks)}
+    colors = {r: COLORS["wait"] if r == straggler else PALETTE[i % len(PALETTE)]
+              for i, r in enumerate(ranks)}
     for rank in ranks:
         line = sorted((s, d) for s, r, d in points if r == rank)
         path = " ".join(f"{x(s):.1f},{y(d / 1e6):.1f}" for s, d in line)
         width = 2.2 if rank == straggler else 1.2
-        body.append(f'<polyline points="{path}" fill="none" stroke="{colors[rank]}" stroke-width="{width}">'
-                    f"<title>rank {rank}</title></polyline>")
-    legend = [(f"rank {r}", colors[r]) for r in ranks] + ([("slow window", SLOW_FILL)] if windows else [])
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colors[rank]}" '
+                    f'stroke-width="{width}"><title>rank {rank}</title></polyline>')
+    legend = [(f"rank {r}", colors[r]) for r in ranks]
+    legend += [("slow window", SLOW_FILL)] if windows else []
     body += _legend(legend, height - 8)
     return _svg(WIDTH, height, body, "step time per rank over the sampled steps")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import statistics
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,23 +26,29 @@ import duckdb
 import pandas as pd
 
 from nsyswrap.cache_keys import nsyswrap_version
+from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
+from nsyswrap.crossrank.matching import KEY_COLUMNS, match
+from nsyswrap.crossrank.solve import (
+    ALIGNED_COLUMNS,
+    MEMBER_EXTRA,
+    PHASE_COLUMNS,
+    RUN_SCOPE_TABLES,
+    _table,
+    time_collectives,
+)
 from nsyswrap.errors import note
 from nsyswrap.output import check_writable
-from nsyswrap.crossrank.alignment import solve_clocks
-from nsyswrap.crossrank.matching import KEY_COLUMNS, match
-from nsyswrap.crossrank.solve import (ALIGNED_COLUMNS, MEMBER_EXTRA, PHASE_COLUMNS, RUN_SCOPE_TABLES,
-                                      _table, time_collectives)
-from nsyswrap.crossrank.alignment import CLOCK_COLUMNS
 from nsyswrap.planner import result_over
 from nsyswrap.queries import bind, get
 from nsyswrap.report.cross_rank import crossrank_answer
-from nsyswrap.report.diagnosis import diagnose, quantile, rows
-from nsyswrap.report.figures import COUNT, NS, figure
+from nsyswrap.report.diagnosis import _ranks, diagnose, rows
+from nsyswrap.report.figures import NS, figure
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.persistence import describe, episodes
 from nsyswrap.sample.read import Samples, read_samples
 
 SOURCE = "sample file"
+TIMERS = {"host": "host timers", "cuda": "CUDA events"}
 CAPTURE_STEPS = 5  # steps the suggested capture window holds
 MANIFEST = "manifest.json"
 NO_KERNELS = ("they time steps, phases and collectives with CUDA events or host timers, not "
@@ -54,19 +59,21 @@ CANNOT_ANSWER = [
     {"what": "from samples", "reason": f"what the GPU waited for in idle gaps: {NO_KERNELS}"}]
 
 
-def sample_report(paths: list[Path], options: ReportOptions = ReportOptions()) -> dict:
+def sample_report(paths: list[Path], options: ReportOptions | None = None) -> dict:
     """The report dict of a run's sample files alone (layout: nsyswrap.report, plus
     `source` and `capture`)."""
+    options = options or ReportOptions()
     samples = read_samples(paths)
     for said in samples.notes:
         note(said)
     crossrank, answer = _answer(samples, options)
+    ranks = samples.runs.drop_duplicates("rank")
     report = {
         "tool": "nsyswrap", "version": nsyswrap_version(), "source": "samples",
         "reports": [{"rank": int(r.rank), "path": r.path, "rank_source": SOURCE}
-                    for r in samples.runs.drop_duplicates("rank").itertuples()],
-        "ranks": [{"rank": int(r.rank), "report_rank": int(r.rank), "pid": int(r.pid), "rank_source": SOURCE}
-                  for r in samples.runs.drop_duplicates("rank").itertuples()],
+                    for r in ranks.itertuples()],
+        "ranks": [{"rank": int(r.rank), "report_rank": int(r.rank), "pid": int(r.pid),
+                   "rank_source": SOURCE} for r in ranks.itertuples()],
         "options": options.window_params(),
         "sections": [answer["section"], crossrank],
     }
@@ -164,7 +171,8 @@ def run_objects(samples: Samples) -> dict[str, pd.DataFrame]:
         "rank": calls["rank"], "pg": calls["pg"], "seq": calls["seq"], "op": calls["op"],
         "bytes": calls["bytes"], "group_size": calls["group_size"],
         "cpu_start_ns": calls["start_ns"], "cpu_end_ns": calls["end_ns"],
-        "kernel_start_ns": calls["start_ns"].where(cuda), "kernel_end_ns": calls["end_ns"].where(cuda),
+        "kernel_start_ns": calls["start_ns"].where(cuda),
+        "kernel_end_ns": calls["end_ns"].where(cuda),
         "keyed": "range", "pid": calls["rank"].map(first["pid"])})
     keyed, groups = match(keys)
     hosts = first["host"].to_dict()
@@ -173,14 +181,15 @@ def run_objects(samples: Samples) -> dict[str, pd.DataFrame]:
     matched = keyed[keyed["matches"].eq(True)].merge(
         calls[["rank", "pg", "seq", "segment", "step", "timer"]], on=["rank", "pg", "seq"])
     aligned, clocks = _timed(matched, samples)
-    members = first.reset_index()[["rank", "pid"]].assign(report_rank=first.index, rank_source=SOURCE)
-    phases = _phases(samples)
+    members = first.reset_index()[["rank", "pid"]].assign(report_rank=first.index,
+                                                          rank_source=SOURCE)
+    clock = _clock_table(clocks, runs).merge(members, on="rank")
     return {
         "xr_keys": keyed[KEY_COLUMNS], "xr_groups": groups,
-        "xr_clock": _clock_table(clocks, runs).merge(members, on="rank")[[*CLOCK_COLUMNS, *MEMBER_EXTRA]],
+        "xr_clock": clock[[*CLOCK_COLUMNS, *MEMBER_EXTRA]],
         "xr_aligned": aligned[ALIGNED_COLUMNS],
         "xr_member_steps": samples.steps[["rank", "step", "start_ns", "end_ns"]].dropna(),
-        "xr_member_phases": phases[PHASE_COLUMNS],
+        "xr_member_phases": _phases(samples)[PHASE_COLUMNS],
     }
 
 
@@ -202,16 +211,18 @@ def _timed(matched: pd.DataFrame, samples: Samples) -> tuple[pd.DataFrame, list[
     base = host_clocks(samples.runs)
     shift = base.set_index(["rank", "segment"])["delta_ns"]
     matched = matched.copy()
-    delta = pd.Series(shift.reindex(pd.MultiIndex.from_frame(matched[["rank", "segment"]])).to_numpy(),
-                      index=matched.index)
+    at = pd.MultiIndex.from_frame(matched[["rank", "segment"]])
+    delta = pd.Series(shift.reindex(at).to_numpy(), index=matched.index)
     for c in ("cpu_start_ns", "cpu_end_ns", "kernel_start_ns", "kernel_end_ns"):
         matched[c] = matched[c] + delta
     matched["on_gpu"] = matched["kernel_end_ns"].notna().groupby(
         [matched["pg"], matched["seq"]]).transform("all").astype(bool)
-    matched["start_ns"] = matched["kernel_start_ns"].where(matched["on_gpu"], matched["cpu_start_ns"])
-    matched["end_ns"] = matched["kernel_end_ns"].where(matched["on_gpu"], matched["cpu_end_ns"])
+    gpu = matched["on_gpu"]
+    matched["start_ns"] = matched["kernel_start_ns"].where(gpu, matched["cpu_start_ns"])
+    matched["end_ns"] = matched["kernel_end_ns"].where(gpu, matched["cpu_end_ns"])
     steps = samples.steps.dropna(subset=["start_ns", "end_ns"]).merge(base, on=["rank", "segment"])
-    steps = steps.assign(start_ns=steps["start_ns"] + steps["delta_ns"], end_ns=steps["end_ns"] + steps["delta_ns"])
+    steps = steps.assign(start_ns=steps["start_ns"] + steps["delta_ns"],
+                         end_ns=steps["end_ns"] + steps["delta_ns"])
     owner = base.drop_duplicates("rank").set_index("rank")
     utc = owner["clock"].map(owner["utc_epoch_ns"])  # the host clock's UTC zero, per rank
     aligned, clocks = [pd.DataFrame(columns=ALIGNED_COLUMNS)], []
@@ -226,7 +237,8 @@ def _timed(matched: pd.DataFrame, samples: Samples) -> tuple[pd.DataFrame, list[
             clock = _solve(part, sessions)
         else:  # one clock per host: its lowest rank's
             hosts = sorted(set(owner["clock"][ranks]))
-            sessions = pd.DataFrame({"rank": hosts, "utc_epoch_ns": owner["utc_epoch_ns"][hosts].to_numpy(),
+            sessions = pd.DataFrame({"rank": hosts,
+                                     "utc_epoch_ns": owner["utc_epoch_ns"][hosts].to_numpy(),
                                      "host": owner["host"][hosts].to_numpy()})
             per_host = _solve(part.assign(rank=part["rank"].map(owner["clock"])), sessions)
             clock = per_host.set_index("rank").loc[owner["clock"][ranks]].reset_index(drop=True)
@@ -250,7 +262,8 @@ def _solve(part: pd.DataFrame, sessions: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([{
         "rank": r["rank"], "utc_epoch_ns": r["utc_epoch_ns"], "offset_ns": 0, "drift_ppb": 0.0,
         "shift_ns": 0, "uncertainty_ns": 0, "spread_ns": 0, "max_residual_ns": 0,
-        "collectives": int((part["rank"] == r["rank"]).sum()), "source": "kernel" if gpu else "nvtx",
+        "collectives": int((part["rank"] == r["rank"]).sum()),
+        "source": "kernel" if gpu else "nvtx",
         "method": "reference", "aligned": True, "host": r["host"]}], columns=CLOCK_COLUMNS)
 
 
@@ -262,7 +275,8 @@ def _clock_table(clocks: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame
     if len(clocks) == 1:
         out = clocks[0].copy()
     else:
-        every = pd.concat(clocks, ignore_index=True) if clocks else pd.DataFrame(columns=CLOCK_COLUMNS)
+        every = (pd.concat(clocks, ignore_index=True) if clocks
+                 else pd.DataFrame(columns=CLOCK_COLUMNS))
         ok = every[every["aligned"].astype(bool)]
         out = ok.groupby("rank", as_index=False).agg(
             utc_epoch_ns=("utc_epoch_ns", "first"), offset_ns=("offset_ns", "median"),
@@ -299,7 +313,8 @@ def _phases(samples: Samples) -> pd.DataFrame:
     phases = phases.reset_index(drop=True)
     calls = samples.collectives.dropna(subset=["start_ns", "end_ns"])
     inside = phases.reset_index().merge(calls, on=["rank", "segment", "step"], suffixes=("", "_c"))
-    inside = inside[(inside["start_ns_c"] >= inside["start_ns"]) & (inside["end_ns_c"] <= inside["end_ns"])]
+    inside = inside[(inside["start_ns_c"] >= inside["start_ns"])
+                    & (inside["end_ns_c"] <= inside["end_ns"])]
     in_calls = (inside["end_ns_c"] - inside["start_ns_c"]).groupby(inside["index"]).sum()
     span = phases["end_ns"] - phases["start_ns"]
     gpu = (span - in_calls.reindex(phases.index, fill_value=0)).clip(lower=0)
@@ -310,34 +325,24 @@ def _phases(samples: Samples) -> pd.DataFrame:
 def _own_answer(samples: Samples, steps: pd.DataFrame, strag: list[dict]) -> dict:
     """The samples section (step times per rank, windows, captures), the worst steps and
     the straggler's window."""
-    per_rank = []
-    for rank, mine in steps.groupby("rank"):
-        d = sorted(mine["duration"].astype("int64"))
-        timers = sorted(set(mine["timer"]))
-        per_rank.append({
-            "rank": int(rank), "timer": timers[0] if len(timers) == 1 else "mixed",
-            "sampled": figure(len(d), COUNT), "step_mean": figure(statistics.fmean(d), NS),
-            "step_p50": figure(quantile(d, 0.5), NS), "step_p90": figure(quantile(d, 0.9), NS),
-            "step_max": figure(d[-1], NS),
-            "slowest_step": int(mine.loc[mine["duration"].idxmax(), "step"])})
     times = [{"step": int(r.step), "rank": int(r.rank), "duration": figure(int(r.duration), NS)}
              for r in steps.sort_values(["step", "rank"]).itertuples()]
+    timers = " and ".join(f"{TIMERS[t]} on {_ranks(sorted(set(g['rank'])))}"
+                          for t, g in steps.groupby("timer"))
     worst = steps.sort_values(["duration", "rank", "step"], ascending=[False, True, True]).head(3)
     total = next((r for r in strag if r["step"] == "all"), None)
     window = _window(total, strag, sorted(set(steps["step"]))) if total else None
-    tables = [
-        {"id": "rank_steps", "title": "Per rank: sampled steps and their step times (first to last "
-         "edge of the step, on the rank's clock)", "rows": per_rank},
-        {"id": "step_times", "title": "Step time per sampled step and rank", "rows": times},
-    ]
+    tables = [{"id": "step_times", "title": f"Step time per sampled step and rank ({timers})",
+               "rows": times}]
     if window is not None:
-        tables.append({"id": "slow_windows", "title": "Where the straggler is slow: runs of sampled "
-                       "steps, with the sampled steps just before and after (not slow)",
+        tables.append({"id": "slow_windows", "title": "Where the straggler is slow: runs of "
+                       "sampled steps, with the sampled steps just before and after (not slow)",
                        "rows": [{"rank": window["rank"], "phase": window["phase"],
                                  "kind": window["kind"], **w} for w in window["windows"]]})
     if len(samples.captures):
-        tables.append({"id": "captures", "title": "Capture windows opened by launch --capture-when",
-                       "rows": samples.captures.drop_duplicates("n").astype(object).to_dict("records")})
+        taken = samples.captures.drop_duplicates("n").astype(object).to_dict("records")
+        tables.append({"id": "captures", "title": "Capture windows opened by launch "
+                       "--capture-when", "rows": taken})
     section = {"id": "samples", "title": "Sampled steps: step time per rank over the run",
                "verdict": None, "recommendations": [], "tables": tables, "cannot_answer": [],
                "notes": list(samples.notes)}
@@ -388,7 +393,8 @@ def _capture(answer: dict, findings: list[dict], paths: list[Path]) -> dict | No
     capture = {"ranks": ranks, "steps": steps,
                "command": shlex.join(head + (["--out", f"{out}-capture"] if out else [])) + " "
                + shlex.join(rest),
-               "why": f"rank {window['rank']} is slow" + (f" in `{window['phase']}`" if window["phase"] else "")
+               "why": f"rank {window['rank']} is slow"
+               + (f" in `{window['phase']}`" if window["phase"] else "")
                + f" from sampled step {start}"
                + (f"; rank {partner} waits for it the longest" if partner is not None else ""),
                "when": None}
@@ -396,7 +402,8 @@ def _capture(answer: dict, findings: list[dict], paths: list[Path]) -> dict | No
         rule = f"slower={_slower(answer, window):g},steps={CAPTURE_STEPS}"
         when = ["nsyswrap", "launch", "--ranks", ",".join(map(str, ranks)), "--capture-when", rule,
                 *annotate]
-        capture["when"] = shlex.join(when + (["--out", f"{out}-when"] if out else [])) + " " + shlex.join(rest)
+        capture["when"] = (shlex.join(when + (["--out", f"{out}-when"] if out else [])) + " "
+                           + shlex.join(rest))
     return capture
 
 

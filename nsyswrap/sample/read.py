@@ -82,9 +82,9 @@ def read_samples(paths: list[Path]) -> Samples:
                      f"{int(twice['rank'].iloc[0])} step {int(twice['step'].iloc[0])} first); "
                      "the later samples are kept")
     kept = keep[["rank", "segment", "step"]]
-    phases = pd.DataFrame(rows["phase"], columns=PHASE_COLUMNS).merge(kept, on=["rank", "segment", "step"])
-    collectives = pd.DataFrame(rows["collective"], columns=COLLECTIVE_COLUMNS).merge(
-        kept, on=["rank", "segment", "step"])
+    key = ["rank", "segment", "step"]
+    phases = pd.DataFrame(rows["phase"], columns=PHASE_COLUMNS).merge(kept, on=key)
+    collectives = pd.DataFrame(rows["collective"], columns=COLLECTIVE_COLUMNS).merge(kept, on=key)
     return Samples([Path(p) for p in paths], pd.DataFrame(rows["run"], columns=RUN_COLUMNS),
                    keep.reset_index(drop=True), phases, collectives,
                    pd.DataFrame(rows["capture"], columns=CAPTURE_COLUMNS), ends, notes)
@@ -95,7 +95,8 @@ def _read_file(path: Path, rows: dict, ends: list, notes: list) -> int:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise NsysWrapError(path, f"cannot be read ({exc.strerror})", "check the path and its permissions") from None
+        raise NsysWrapError(path, f"cannot be read ({exc.strerror})",
+                            "check the path and its permissions") from None
     lines = data.split(b"\n")
     cut = lines.pop() if lines else b""  # after the last newline: empty, or a line cut short
     if cut:
@@ -109,12 +110,11 @@ def _read_file(path: Path, rows: dict, ends: list, notes: list) -> int:
         kind = record["kind"]
         if kind == "run":
             if rank is not None and record["rank"] != rank:
-                raise NsysWrapError(f"{path}:{number}", f"starts a segment of rank {record['rank']} in "
-                                    f"a file of rank {rank}", "keep one file per rank")
+                raise NsysWrapError(f"{path}:{number}", f"starts a segment of rank "
+                                    f"{record['rank']} in a file of rank {rank}",
+                                    "keep one file per rank")
             rank, segment = record["rank"], segment + 1
-            rows["run"].append([rank, segment, record["host"], record["pid"], record["utc_epoch_ns"],
-                                record["monotonic_ns"], record["every"], record["start"],
-                                record["end"], str(path)])
+            rows["run"].append([rank, segment, *(record[c] for c in RUN_COLUMNS[2:-1]), str(path)])
         elif rank is None:
             raise NsysWrapError(f"{path}:{number}", "comes before the file's first `run` record",
                                 "give the sample file as the sampler wrote it")
@@ -123,7 +123,8 @@ def _read_file(path: Path, rows: dict, ends: list, notes: list) -> int:
         elif kind == "capture":
             rows["capture"].append([rank, *(record[c] for c in CAPTURE_COLUMNS[1:])])
         else:
-            ends.append({"rank": rank, "segment": segment, **{k: record[k] for k in schema.FIELDS["end"]}})
+            ends.append({"rank": rank, "segment": segment,
+                         **{k: record[k] for k in schema.FIELDS["end"]}})
     if rank is None:
         raise NsysWrapError(path, "holds no `run` record", "give a sample file the sampler wrote "
                             "(samples.rank<R>.jsonl)")
@@ -146,8 +147,7 @@ def _decode(path: Path, number: int, line: bytes) -> dict:
 
 def _step_rows(rows: dict, rank: int, segment: int, record: dict) -> None:
     step = record["step"]
-    rows["step"].append([rank, segment, step, record["timer"], record["utc_ns"], record["start_ns"],
-                         record["end_ns"]])
+    rows["step"].append([rank, segment, *(record[c] for c in STEP_COLUMNS[2:])])
     rows["phase"] += ([rank, segment, step, p["name"], p["start_ns"], p["end_ns"], p["host_ns"]]
                       for p in record["phases"])
     rows["collective"] += ([rank, segment, step, c["pg"], c["seq"], c["op"], c["bytes"], c["size"],

@@ -30,7 +30,7 @@ from nsyswrap.launch.manifest import short_host
 from nsyswrap.launch.ranks import env_rank, parse_ranks
 from nsyswrap.sample import schema
 from nsyswrap.sample.capture import CaptureRule, Watch
-from nsyswrap.sample.timers import Clock, EventPool, cuda_in_use, elapsed_ns
+from nsyswrap.sample.timers import Clock, EventPool, cuda_in_use, elapsed_ns, perf_counter_ns
 
 VARIABLE = "NSYSWRAP_SAMPLE"  # JSON of sampler()'s arguments, set by `nsyswrap launch --sample`
 MAX_COLLECTIVES = 512  # per sampled step; more are counted in `dropped`
@@ -38,13 +38,8 @@ MAX_PENDING = 8  # finished steps waiting for their CUDA events
 _active: Sampler | None = None
 
 
-class _Mark:
-    """One edge: host time, and its CUDA event on a CUDA step (None if none was free)."""
-
-    __slots__ = ("host", "event")
-
-    def __init__(self, host: int, event):
-        self.host, self.event = host, event
+# A mark is one edge: (host perf_counter_ns, its CUDA event or None). On a CUDA step every
+# mark has an event unless none was free; on a host step none has.
 
 
 class _Call:
@@ -57,11 +52,11 @@ class _Call:
 
 class _Step:
     __slots__ = ("index", "cuda", "utc_ns", "start", "end", "phases", "open", "nested", "calls",
-                 "call_host", "dropped", "emitted")
+                 "call_host", "dropped", "emitted", "mark")
 
-    def __init__(self, index: int, cuda: bool, start: _Mark):
+    def __init__(self, index: int, cuda: bool, start: tuple, mark):
         self.index, self.cuda, self.utc_ns = index, cuda, time.time_ns()
-        self.start, self.end = start, None
+        self.start, self.end, self.mark = start, None, mark  # mark(): a new edge of this step
         self.phases: list = []  # [name, begin mark, end mark, host ns in calls at begin, at end]
         self.open: list = []  # the phase open now (at most one: nested ones are not phases)
         self.nested = 0
@@ -73,14 +68,14 @@ class _Step:
     def events(self) -> list:
         marks = [self.start, self.end, *(m for p in self.phases for m in p[1:3]),
                  *(m for c in self.calls for m in (c.begin, c.end))]
-        return [m.event for m in marks if m is not None and m.event is not None]
+        return [m[1] for m in marks if m is not None and m[1] is not None]
 
     def ready(self) -> bool:
         if any(c.end is None for c in self.calls if c.is_async):
             return False
         if not self.cuda:
             return True
-        if self.end.event is not None and not self.end.event.query():
+        if self.end[1] is not None and not self.end[1].query():
             return False  # the step's last event on its stream: one query while it runs
         return all(e.query() for e in self.events())
 
@@ -130,11 +125,12 @@ class Sampler(observers.Observer):
                 self.end is not None and i >= self.end):
             return
         cuda = cuda_in_use()
-        mark = self._mark(cuda)
-        if cuda and mark.event is None:
+        mark = self._cuda_mark if cuda else _host_mark
+        first = mark()
+        if cuda and first[1] is None:
             self.counts["skipped"] += 1  # every event is lent: no step is waited for
             return
-        self.step = _Step(i, cuda, mark)
+        self.step = _Step(i, cuda, first, mark)
 
     def step_end(self) -> None:
         step = self.step
@@ -144,9 +140,10 @@ class Sampler(observers.Observer):
         if not steps.is_confirmed():  # opened ahead of an iteration that never came
             self.pool.give(step.events())
             return
-        while step.open:
-            self._close_phase(step, len(step.open) - 1)
-        step.end = self._mark(step.cuda)
+        if step.open:  # a phase still open ends with its step
+            step.nested = 0
+            self.phase_end(step.open[0][0])
+        step.end = step.mark()
         self.pending.append(step)
         self._drain()
 
@@ -157,7 +154,7 @@ class Sampler(observers.Observer):
         if step.open:  # a phase inside a phase is not a phase of the step (as in the reports)
             step.nested += 1
         else:
-            step.open.append([name, self._mark(step.cuda), None, step.call_host, 0])
+            step.open.append([name, step.mark(), None, step.call_host, 0])
 
     def phase_end(self, name: str) -> None:
         step = self.step
@@ -166,7 +163,9 @@ class Sampler(observers.Observer):
         if step.nested:
             step.nested -= 1
         elif step.open:
-            self._close_phase(step, 0)
+            phase = step.open.pop()
+            phase[2], phase[4] = step.mark(), step.call_host
+            step.phases.append(phase)
 
     def collective_begin(self, op, pg, size, nbytes, seq) -> _Call | None:
         step = self.step
@@ -175,48 +174,41 @@ class Sampler(observers.Observer):
         if len(step.calls) >= MAX_COLLECTIVES:
             step.dropped += 1
             return None
-        call = _Call(op, pg, size, nbytes, seq, self._mark(step.cuda), step)
+        call = _Call(op, pg, size, nbytes, seq, step.mark(), step)
         step.calls.append(call)
         return call
 
     def collective_end(self, call: _Call | None, work, async_op: bool) -> None:
         if call is None:
             return
-        now = self.clock.now()
-        call.step.call_host += now - call.begin.host
+        step = call.step
+        end = step.mark()
+        step.call_host += end[0] - call.begin[0]
         future = getattr(work, "get_future", None) if async_op else None
         if future is None:
-            call.end = self._mark(call.step.cuda, now)
+            call.end = end
             return
         call.is_async = True
 
         def done(_) -> None:  # on the thread that completes the work
-            if call.step.emitted:
+            if step.emitted:
                 return
             try:
-                call.end = self._mark(call.step.cuda)
+                call.end = step.mark()
             except Exception:  # a timing must never break the training's communication
-                call.end = _Mark(self.clock.now(), None)
+                call.end = _host_mark()
 
         try:
             future().then(done)
         except Exception:  # a work without a future (some backends): timed at its issue
-            call.is_async, call.end = False, self._mark(call.step.cuda, now)
+            call.is_async, call.end = False, end
 
     # --- recording ------------------------------------------------------------------------
-    def _mark(self, cuda: bool, host: int | None = None) -> _Mark:
-        host = self.clock.now() if host is None else host
-        if not cuda:
-            return _Mark(host, None)
-        event = self.pool.take()
+    def _cuda_mark(self) -> tuple:
+        host, event = perf_counter_ns(), self.pool.take()
         if event is not None:
             event.record()
-        return _Mark(host, event)
-
-    def _close_phase(self, step: _Step, at: int) -> None:
-        phase = step.open.pop(at)
-        phase[2], phase[4] = self._mark(step.cuda), step.call_host
-        step.phases.append(phase)
+        return host, event
 
     def _drain(self, force: bool = False) -> None:
         pending = self.pending
@@ -228,28 +220,15 @@ class Sampler(observers.Observer):
         step.emitted = True
         self.counts["sampled"] += 1
         self.counts["unresolved"] += not complete
-        time_of = _times(step)
-        record = {
-            "v": schema.VERSION, "kind": "step", "step": step.index,
-            "timer": "cuda" if step.cuda else "host",
-            "utc_ns": step.utc_ns, "start_ns": time_of(step.start), "end_ns": time_of(step.end),
-            "phases": [{"name": name, "start_ns": time_of(b), "end_ns": time_of(e),
-                        "host_ns": e.host - b.host - (calls_end - calls_begin)}
-                       for name, b, e, calls_begin, calls_end in step.phases],
-            "collectives": [{"op": c.op, "pg": c.pg, "size": c.size, "bytes": c.nbytes,
-                             "seq": c.seq, "start_ns": time_of(c.begin), "end_ns": time_of(c.end),
-                             "async": c.is_async} for c in step.calls],
-            "dropped": step.dropped,
-        }
+        time_of = _times(step, self.clock.zero)
+        begun, ended = time_of(step.start), time_of(step.end)
+        self.lines.append(_step_line(step, time_of, begun, ended))
         if step.cuda:
             self.pool.give(step.events())
-        records = [record]
-        begun, ended = record["start_ns"], record["end_ns"]
+        trigger = None
         if self.watch is not None and begun is not None and ended is not None:
             trigger = self.watch.fired(self.current, step.index, ended - begun)
-            if trigger is not None:
-                records.append({"v": schema.VERSION, "kind": "capture", **trigger})
-        self._write(records)
+        self._write([{"v": schema.VERSION, "kind": "capture", **trigger}] if trigger else [])
 
     def _follow_rule(self, i: int) -> None:
         window = self.watch.window(i)
@@ -259,7 +238,7 @@ class Sampler(observers.Observer):
             capture_window(f"{window['start']}:{window['stop']}")
 
     def _write(self, records: list[dict], flush: bool = False) -> None:
-        self.lines += (json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+        self.lines += (json.dumps(r, separators=(",", ":")) + "\n" for r in records)  # rare ones
         if self.file is not None and (flush or len(self.lines) >= self.flush_every):
             try:
                 self.file.write("".join(self.lines))
@@ -300,19 +279,63 @@ class Sampler(observers.Observer):
         self.close()
 
 
-def _times(step: _Step):
+def _host_mark() -> tuple:
+    return perf_counter_ns(), None
+
+
+def _times(step: _Step, zero: int):
     """mark -> ns on the rank's clock (None when unknown): the host time on a host step; on a
     CUDA step the step's first event at its host time plus the GPU time since that event."""
     if not step.cuda:
-        return lambda mark: None if mark is None else mark.host
-    first = step.start.event
+        return lambda mark: mark and mark[0] - zero
+    first = step.start[1]
 
     def time_of(mark) -> int | None:
-        if mark is None or mark.event is None or not mark.event.query():
+        if mark is None or mark[1] is None or not mark[1].query():
             return None
-        return step.start.host + elapsed_ns(first, mark.event)
+        return step.start[0] - zero + elapsed_ns(first, mark[1])
 
     return time_of
+
+
+_heads: dict = {}  # the constant start of a phase's or a collective's JSON object, by its names
+
+
+def _phase_head(name: str) -> str:
+    head = _heads.get(name)
+    if head is None:
+        head = _heads[name] = f'{{"name":{json.dumps(name)},"start_ns":'
+    return head
+
+
+def _call_head(c: _Call) -> str:
+    key = (c.op, c.pg, c.size, c.nbytes)
+    head = _heads.get(key)
+    if head is None:
+        head = _heads[key] = (f'{{"op":{json.dumps(c.op)},"pg":{json.dumps(c.pg)},"size":{c.size},'
+                              f'"bytes":{c.nbytes},"seq":')
+    return head
+
+
+def _n(value) -> str:
+    return "null" if value is None else str(value)
+
+
+def _step_line(step: _Step, time_of, begun, ended) -> str:
+    """The `step` record (schema.FIELDS["step"]) as one JSON line, written out by hand from
+    cached heads: a sampled step's cost is mostly this (json.dumps of the same dict takes
+    three times as long); tests check every line against the schema."""
+    phases = ",".join(
+        f'{_phase_head(name)}{_n(time_of(b))},"end_ns":{_n(time_of(e))},'
+        f'"host_ns":{e[0] - b[0] - (calls_end - calls_begin)}}}'
+        for name, b, e, calls_begin, calls_end in step.phases)
+    calls = ",".join(
+        f'{_call_head(c)}{c.seq},"start_ns":{_n(time_of(c.begin))},"end_ns":{_n(time_of(c.end))},'
+        f'"async":{"true" if c.is_async else "false"}}}' for c in step.calls)
+    timer = "cuda" if step.cuda else "host"
+    return (f'{{"v":{schema.VERSION},"kind":"step","step":{step.index},"timer":"{timer}",'
+            f'"utc_ns":{step.utc_ns},"start_ns":{_n(begun)},"end_ns":{_n(ended)},'
+            f'"phases":[{phases}],"collectives":[{calls}],"dropped":{step.dropped}}}\n')
 
 
 def sampler(out_dir: str | Path, every: int = 10, start: int = 0, end: int | None = None,

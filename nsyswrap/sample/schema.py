@@ -36,7 +36,8 @@ NULL_INT = (int, type(None))
 # kind -> {field: accepted types}; every field is required.
 FIELDS = {
     "run": {"rank": INT, "host": STR, "pid": INT, "utc_epoch_ns": INT, "monotonic_ns": INT,
-            "every": INT, "start": INT, "end": NULL_INT, "ranks": (list, type(None)), "flush_every": INT, "nsyswrap": STR},
+            "every": INT, "start": INT, "end": NULL_INT, "ranks": (list, type(None)),
+            "flush_every": INT, "nsyswrap": STR},
     "step": {"step": INT, "timer": STR, "utc_ns": INT, "start_ns": NULL_INT, "end_ns": NULL_INT,
              "phases": LIST, "collectives": LIST, "dropped": INT},
     "capture": {"n": INT, "start": INT, "stop": INT, "fired_by": INT, "at_step": INT,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from time import perf_counter_ns
 
 NS_PER_MS = 1_000_000
 POOL_SIZE = 4096
@@ -52,11 +53,11 @@ class Clock:
     host on Linux)."""
 
     def __init__(self):
-        self.zero = time.perf_counter_ns()
+        self.zero = perf_counter_ns()
         self.utc_epoch_ns = time.time_ns()
 
     def now(self) -> int:
-        return time.perf_counter_ns() - self.zero
+        return perf_counter_ns() - self.zero
 
 
 def elapsed_ns(first, later) -> int:
