@@ -11,7 +11,7 @@ marked by hand (`nsyswrap.step(i)`, four `nsyswrap.phase`s) without and with the
 `--annotate sample` at every 10). Each figure is the median over rounds of the CPU time per
 step (process time: the machine is shared, and waiting for a core is not a cost of ours);
 each cost is the median over rounds of the difference between two set-ups in the same
-round. Per-event costs come from timeit loops (best of several repeats) on one open step.
+round. Per-event costs come from timeit loops (best of several repeats, CPU time) on one open step.
 """
 from __future__ import annotations
 
@@ -127,10 +127,9 @@ def step_costs(folder: str) -> dict:
 
 
 def sampler_costs(folder: str) -> dict:
-    """ns of the sampler's own work per unsampled and per sampled step: the observer calls
-    of one step (its begin and end, four phases, an asynchronous all_reduce whose work has
-    completed) made directly, best of several timeit repeats (the machine's load cannot add
-    to a best time)."""
+    """CPU ns of the sampler's own work per unsampled and per sampled step: the observer
+    calls of one step (its begin and end, four phases, an asynchronous all_reduce whose work
+    has completed) made directly, best of several timeit repeats."""
     os.environ["RANK"] = "0"
     out = {}
     for what, every in (("unsampled", 10**9), ("sampled", 1)):
@@ -190,15 +189,18 @@ def event_costs(folder: str) -> dict:
         if s.step is not None:
             s.step.phases.clear()
             s.step.calls.clear()
-    out["host timer read (one edge)"] = best_ns(sampler_module._host_mark, 200_000)
+    out["host timer read (one edge)"] = best_ns(sampler_module.perf_counter_ns, 200_000)
     s.step = None
     steps.end()
     s.close()
     return out
 
 
-def best_ns(fn, number: int, repeat: int = 5) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e9
+def best_ns(fn, number: int, repeat: int = 7) -> float:
+    """CPU ns per call of fn, best of `repeat` timings of `number` calls (CPU time: on a
+    shared machine the wall clock also counts the time others held the core)."""
+    best = min(timeit.repeat(fn, number=number, repeat=repeat, timer=time.process_time))
+    return best / number * 1e9
 
 
 def section(times: dict, own: dict, events: dict) -> str:

@@ -84,7 +84,7 @@ def test_a_rank_not_chosen_writes_nothing_and_pays_nothing(tmp_path, fresh, monk
     train(4)
     s.close()
     assert not (tmp_path / "samples.rank3.jsonl").exists()
-    assert s not in sampler_module.observers.OBSERVERS
+    assert s not in sampler_module.observers.STEPS
 
 
 def test_bad_arguments_are_clear_errors(tmp_path, fresh):
@@ -97,6 +97,23 @@ def test_a_second_sampler_is_the_first(tmp_path, fresh, capsys):
     first = sampler_module.sampler(tmp_path)
     assert sampler_module.sampler(tmp_path / "other") is first
     assert "already writes" in capsys.readouterr().err
+
+
+def test_a_full_disk_stops_the_sampler_not_the_training(tmp_path, fresh, capsys):
+    s = sampler_module.sampler(tmp_path, every=1, flush_every=2)
+
+    class Full:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def close(self):
+            pass
+
+    s.file = Full()
+    train(6)
+    s.close()
+    assert "cannot write" in capsys.readouterr().err and s.file is None
+    assert s not in sampler_module.observers.STEPS
 
 
 # --- asynchronous collectives and CUDA events ------------------------------------------------
@@ -262,3 +279,54 @@ def test_the_sampler_opens_an_nsys_capture_window_when_the_rule_fires(tmp_path, 
     assert json.loads((tmp_path / "capture.1.json").read_text())["start"] == 7
     captures = [r for r in records(tmp_path / "samples.rank0.jsonl") if r["kind"] == "capture"]
     assert [(c["start"], c["stop"], c["at_step"]) for c in captures] == [(7, 9, 5)]
+
+
+# --- nsyswrap launch --sample / --capture-when -------------------------------------------------
+
+def test_launch_sample_alone_runs_no_nsys_and_tells_every_rank_the_sampler():
+    from nsyswrap.launch.config import LaunchConfig
+    from nsyswrap.launch.rank import rank_command
+
+    cfg = LaunchConfig.build(["python", "train.py"], out="/runs/s", sample=True, sample_every=5,
+                             sample_steps="100:")
+    assert not cfg.profiles and cfg.annotate == ("steps", "sample")
+    argv, env = rank_command(3, cfg, "node1", environ={})
+    assert argv == ["python", "train.py"]
+    assert env["NSYSWRAP_ANNOTATE"] == "steps,sample"
+    assert json.loads(env["NSYSWRAP_SAMPLE"]) == {"out_dir": "/runs/s", "every": 5, "start": 100,
+                                                  "end": None}
+    assert LaunchConfig.from_wrapper_args(cfg.wrapper_args() + ["--", "python", "train.py"]) == cfg
+    assert LaunchConfig.build(["python", "t.py"], out="/r", annotate="steps,sample",
+                              ranks="1").profiles  # --ranks: those ranks under nsys too
+
+
+def test_launch_capture_when_runs_the_ranks_under_nsys_waiting_for_the_window():
+    from nsyswrap.launch.config import LaunchConfig
+    from nsyswrap.launch.nsys import nsys_argv
+    from nsyswrap.launch.rank import rank_command
+
+    cfg = LaunchConfig.build(["python", "train.py"], out="/runs/w", ranks="0,2",
+                             capture_when="slower=2,steps=4")
+    assert cfg.profiles and "sample" in cfg.annotate
+    argv = nsys_argv(2, cfg, "node1")
+    assert {"--capture-range=nvtx", "--nvtx-capture=capture@nsyswrap",
+            "--capture-range-end=stop"} <= set(argv)
+    again = LaunchConfig.build(["python", "train.py"], out="/runs/w",
+                               capture_when="slower=2,captures=3")
+    assert "--capture-range-end=repeat" in nsys_argv(0, again, "node1")
+    _, env = rank_command(1, cfg, "node1", environ={})
+    assert env["NSYSWRAP_CAPTURE_WHEN"] == "slower=2,steps=4"
+    assert rank_command(1, cfg, "node1", environ={})[0] == ["python", "train.py"]  # not chosen
+
+
+@pytest.mark.parametrize("options, complaint", [
+    ({"capture_when": "slower=2", "steps": "5:9"}, "both set the capture window"),
+    ({"capture_when": "faster=2"}, "unknown key"),
+    ({"sample_every": "0"}, "--sample-every 0"),
+    ({"sample_steps": "9:3"}, "--sample-steps 9:3"),
+])
+def test_bad_sampling_options_are_clear_errors(options, complaint):
+    from nsyswrap.launch.config import LaunchConfig
+
+    with pytest.raises(NsysWrapError, match=complaint):
+        LaunchConfig.build(["python", "train.py"], out="/runs/x", **options)

@@ -34,7 +34,7 @@ from torch.nn.modules.module import register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from nsyswrap.annotate.handle import Annotation
-from nsyswrap.annotate.observers import OBSERVERS
+from nsyswrap.annotate.observers import INSIDE
 from nsyswrap.annotate.ranges import nvtx_calls
 
 # op: (parameter whose tensor(s) give bytes and dtype, multiply its bytes by the group size)
@@ -119,7 +119,7 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
             pg, size = _pair(group, pg, arg(args, kwargs, peer_name), arg(args, kwargs, "group_" + peer_name)), 2
         seq = next(counters[pg])
         calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}"))
-        tokens = [(o, o.collective_begin(op, pg, size, nbytes, seq)) for o in OBSERVERS]
+        tokens = [(o, o.collective_begin(op, pg, size, nbytes, seq)) for o in INSIDE]
         _issuing.active = True
         work = None
         try:

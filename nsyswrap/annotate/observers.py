@@ -1,7 +1,9 @@
 """Who else is told when a step, a phase or a collective starts and ends: the always-on
-sampler (`nsyswrap.sample`). The annotation helpers call every observer in `OBSERVERS`
-after opening and before closing their NVTX range; with none installed that costs one
-test of an empty list.
+sampler (`nsyswrap.sample`) and the zero-code phases. The annotation helpers call the
+observers after opening and before closing their NVTX range: those in `STEPS` of every
+step, those in `INSIDE` of every phase and collective. With none there, that costs one test
+of an empty list; an observer that needs the inside of some steps only (the sampler, of
+its sampled steps) joins `INSIDE` for those steps alone.
 
 An observer is an `Observer`: it overrides the calls it wants to hear.
 """
@@ -9,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-OBSERVERS: list[Observer] = []
+STEPS: list[Observer] = []
+INSIDE: list[Observer] = []
 
 
 class Observer:
-    """Told of every step, phase and collective; each call does nothing unless overridden."""
+    """Told of steps (and, while in INSIDE, of phases and collectives); each call does
+    nothing unless overridden."""
 
     def step_begin(self, i: int) -> None:
         """Step i has opened."""
@@ -36,12 +40,14 @@ class Observer:
 
 
 def observe(observer: Observer, first: bool = False) -> Callable[[], None]:
-    """Tell `observer` from now on (before the others when `first`: a step is then open
-    for it before another observer opens a phase in it); returns the call that stops it."""
-    OBSERVERS.insert(0 if first else len(OBSERVERS), observer)
+    """Tell `observer` of every step from now on (before the others when `first`: a step is
+    then open for it before another observer opens a phase in it); returns the call that
+    stops it (of INSIDE too)."""
+    STEPS.insert(0 if first else len(STEPS), observer)
 
     def stop() -> None:
-        if observer in OBSERVERS:
-            OBSERVERS.remove(observer)
+        for observers in (STEPS, INSIDE):
+            if observer in observers:
+                observers.remove(observer)
 
     return stop

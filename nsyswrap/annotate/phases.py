@@ -7,7 +7,7 @@ runs the training loop, inside a step.
 """
 from __future__ import annotations
 
-from nsyswrap.annotate.observers import OBSERVERS
+from nsyswrap.annotate.observers import INSIDE
 from nsyswrap.annotate.ranges import nvtx_calls
 
 _attributes: dict[str, object] = {}  # phase name -> NVTX event attributes (names repeat every step)
@@ -38,7 +38,7 @@ def begin(name: str) -> None:
     if attributes is None:
         attributes = _attributes[name] = calls.attributes(name)
     calls.push(attributes)
-    for observer in OBSERVERS:
+    for observer in INSIDE:
         observer.phase_begin(name)
 
 
@@ -49,6 +49,6 @@ def is_manual() -> bool:
 
 def end(name: str) -> None:
     """Close phase `name`, the innermost range open on this thread."""
-    for observer in OBSERVERS:
+    for observer in INSIDE:
         observer.phase_end(name)
     nvtx_calls().pop()

@@ -51,12 +51,10 @@ SOURCE = "sample file"
 TIMERS = {"host": "host timers", "cuda": "CUDA events"}
 CAPTURE_STEPS = 5  # steps the suggested capture window holds
 MANIFEST = "manifest.json"
-NO_KERNELS = ("they time steps, phases and collectives with CUDA events or host timers, not "
-              "kernels; capture the window with nsys (the command at the end)")
-CANNOT_ANSWER = [
-    {"what": "from samples", "reason": "where the GPU time goes (compute, exposed communication, "
-     f"copies, idle): {NO_KERNELS}"},
-    {"what": "from samples", "reason": f"what the GPU waited for in idle gaps: {NO_KERNELS}"}]
+CANNOT_ANSWER = [{"what": "from samples", "reason": "where the GPU time goes (compute, exposed "
+                  "communication, copies, idle) and what idle gaps waited for: samples time "
+                  "steps, phases and collectives, not kernels; capture with nsys (the command "
+                  "at the end)"}]
 
 
 def sample_report(paths: list[Path], options: ReportOptions | None = None) -> dict:

@@ -16,6 +16,7 @@ future.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nsyswrap.annotate import observers, steps
+from nsyswrap.annotate.observers import INSIDE
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.manifest import short_host
 from nsyswrap.launch.ranks import env_rank, parse_ranks
@@ -38,8 +40,8 @@ MAX_PENDING = 8  # finished steps waiting for their CUDA events
 _active: Sampler | None = None
 
 
-# A mark is one edge: (host perf_counter_ns, its CUDA event or None). On a CUDA step every
-# mark has an event unless none was free; on a host step none has.
+# A mark is one edge: on a host step the host clock (perf_counter_ns); on a CUDA step
+# (host clock, its CUDA event or None when none was free).
 
 
 class _Call:
@@ -66,6 +68,7 @@ class _Step:
         self.emitted = False
 
     def events(self) -> list:
+        """The CUDA events of a CUDA step."""
         marks = [self.start, self.end, *(m for p in self.phases for m in p[1:3]),
                  *(m for c in self.calls for m in (c.begin, c.end))]
         return [m[1] for m in marks if m is not None and m[1] is not None]
@@ -124,21 +127,25 @@ class Sampler(observers.Observer):
         if not self.enabled or i < self.start or (i - self.start) % self.every or (
                 self.end is not None and i >= self.end):
             return
-        cuda = cuda_in_use()
-        mark = self._cuda_mark if cuda else _host_mark
-        first = mark()
-        if cuda and first[1] is None:
-            self.counts["skipped"] += 1  # every event is lent: no step is waited for
-            return
-        self.step = _Step(i, cuda, first, mark)
+        if cuda_in_use():
+            first = self._cuda_mark()
+            if first[1] is None:
+                self.counts["skipped"] += 1  # every event is lent: no step is waited for
+                return
+            self.step = _Step(i, True, first, self._cuda_mark)
+        else:
+            self.step = _Step(i, False, perf_counter_ns(), perf_counter_ns)
+        INSIDE.append(self)  # its phases and collectives: this step only
 
     def step_end(self) -> None:
         step = self.step
         if step is None:
             return
         self.step = None
+        INSIDE.remove(self)
         if not steps.is_confirmed():  # opened ahead of an iteration that never came
-            self.pool.give(step.events())
+            if step.cuda:
+                self.pool.give(step.events())
             return
         if step.open:  # a phase still open ends with its step
             step.nested = 0
@@ -183,7 +190,7 @@ class Sampler(observers.Observer):
             return
         step = call.step
         end = step.mark()
-        step.call_host += end[0] - call.begin[0]
+        step.call_host += (end[0] - call.begin[0]) if step.cuda else (end - call.begin)
         future = getattr(work, "get_future", None) if async_op else None
         if future is None:
             call.end = end
@@ -196,7 +203,7 @@ class Sampler(observers.Observer):
             try:
                 call.end = step.mark()
             except Exception:  # a timing must never break the training's communication
-                call.end = _host_mark()
+                call.end = (perf_counter_ns(), None) if step.cuda else perf_counter_ns()
 
         try:
             future().then(done)
@@ -246,6 +253,9 @@ class Sampler(observers.Observer):
             except OSError as exc:  # a full disk stops the sampler, never the training
                 print(f"nsyswrap: sampler: cannot write {self.path} ({exc}); sampling stops",
                       file=sys.stderr)
+                file, self.file = self.file, None
+                with contextlib.suppress(OSError):
+                    file.close()
                 self.close()
             self.lines = []
 
@@ -269,8 +279,9 @@ class Sampler(observers.Observer):
                 pass  # written as far as known
         self._drain(force=True)
         self._write([{"v": schema.VERSION, "kind": "end", **self.counts}], flush=True)
-        self.file.close()
-        self.file = None
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
     def __enter__(self) -> Sampler:
         return self
@@ -279,15 +290,11 @@ class Sampler(observers.Observer):
         self.close()
 
 
-def _host_mark() -> tuple:
-    return perf_counter_ns(), None
-
-
 def _times(step: _Step, zero: int):
     """mark -> ns on the rank's clock (None when unknown): the host time on a host step; on a
     CUDA step the step's first event at its host time plus the GPU time since that event."""
     if not step.cuda:
-        return lambda mark: mark and mark[0] - zero
+        return lambda mark: None if mark is None else mark - zero
     first = step.start[1]
 
     def time_of(mark) -> int | None:
@@ -325,9 +332,10 @@ def _step_line(step: _Step, time_of, begun, ended) -> str:
     """The `step` record (schema.FIELDS["step"]) as one JSON line, written out by hand from
     cached heads: a sampled step's cost is mostly this (json.dumps of the same dict takes
     three times as long); tests check every line against the schema."""
+    host = (lambda m: m) if not step.cuda else (lambda m: m[0])
     phases = ",".join(
         f'{_phase_head(name)}{_n(time_of(b))},"end_ns":{_n(time_of(e))},'
-        f'"host_ns":{e[0] - b[0] - (calls_end - calls_begin)}}}'
+        f'"host_ns":{host(e) - host(b) - (calls_end - calls_begin)}}}'
         for name, b, e, calls_begin, calls_end in step.phases)
     calls = ",".join(
         f'{_call_head(c)}{c.seq},"start_ns":{_n(time_of(c.begin))},"end_ns":{_n(time_of(c.end))},'
