@@ -51,7 +51,8 @@ def main() -> None:
     parser.add_argument("--slow", metavar="RANK:FROM:TO:MS", default="",
                         help="make RANK's data loading MS ms slower in steps FROM to TO-1")
     args = parser.parse_args()
-    slow_rank, slow_from, slow_to, slow_ms = map(int, args.slow.split(":")) if args.slow else (-1, 0, 0, 0)
+    slow_rank, slow_from, slow_to, slow_ms = (map(int, args.slow.split(":")) if args.slow
+                                              else (-1, 0, 0, 0))
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)

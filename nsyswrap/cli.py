@@ -261,7 +261,8 @@ def report(
     if samples:  # sample files of the always-on sampler, alone or beside exports
         from nsyswrap.sample.analysis import report_with_samples
 
-        result = report_with_samples(exports, samples, options, opener=opener, html=html, force=force)
+        result = report_with_samples(exports, samples, options, opener=opener, html=html,
+                                     force=force)
     elif html is None:
         result = build_report(reports, options, opener=opener)
     else:
@@ -389,7 +390,9 @@ def launch(
     ranks: Annotated[Optional[str], typer.Option("--ranks", metavar="LIST", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.")] = None,
     steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).")] = None,
     every: Annotated[Optional[int], typer.Option("--every", metavar="N", help="Capture the --steps window again every N steps.")] = None,
-    annotate: Annotated[str, typer.Option("--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps, sample (comma list) or all (the first three).")] = "",
+    annotate: Annotated[str, typer.Option(
+        "--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps, "
+        "sample (comma list) or all (the first three).")] = "",
     trace: Annotated[str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")] = "cuda,nvtx,osrt",
     nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", metavar="OPTION", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
     nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",

@@ -11,14 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from sample_runs import planted_samples
 
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.persistence import describe, episodes
 from nsyswrap.report.render import render_text
 from nsyswrap.sample.analysis import report_with_samples, sample_report
 from nsyswrap.sample.read import read_samples, split_inputs
-
-from sample_runs import planted_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 CROSSRANK_TABLES = ["clock_offsets", "clock_uncertainty", "stragglers", "rank_waits", "comm_split",
@@ -129,8 +128,9 @@ def test_a_slowdown_in_most_steps_is_persistent_and_no_straggler_means_nothing_t
 def test_persistent_or_intermittent():
     found = episodes([4, 6, 8, 20], range(0, 30, 2))
     assert found["kind"] == "intermittent" and found["affected"] == 4
-    assert [(w["first"], w["last"], w["steps"], w["before"], w["after"]) for w in found["windows"]] == [
-        (4, 8, 3, 2, 10), (20, 20, 1, 18, 22)]
+    windows = [(w["first"], w["last"], w["steps"], w["before"], w["after"])
+               for w in found["windows"]]
+    assert windows == [(4, 8, 3, 2, 10), (20, 20, 1, 18, 22)]
     assert describe(found, "sampled steps") == (
         "intermittent: in sampled steps 4-8, 20 (4 of 15 sampled steps)")
     assert episodes(range(0, 30, 2), range(0, 30, 2))["kind"] == "persistent"
@@ -178,7 +178,8 @@ def test_a_restarted_job_appends_a_segment_and_the_later_samples_win(tmp_path):
         (tmp_path / f"samples.rank{r}.jsonl").write_text(first + again)
     samples = read_samples(files(tmp_path))
     assert sorted(set(samples.steps["segment"])) == [0, 1]
-    assert len(samples.steps) == 2 * 5 and (samples.steps[samples.steps["step"] < 6]["segment"] == 1).all()
+    assert len(samples.steps) == 2 * 5
+    assert (samples.steps[samples.steps["step"] < 6]["segment"] == 1).all()
     assert "6 step(s) were sampled twice" in samples.notes[0]
     report = sample_report(files(tmp_path))
     assert len(table(report, "crossrank", "rank_waits")) == 2
@@ -221,7 +222,8 @@ def sampled_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sampled")
     fake = Standin(folder)
     env = {**os.environ, "NSYS_STANDIN_LOG": str(fake.log),
-           "PATH": os.pathsep.join([str(fake.bin), str(Path(sys.executable).parent), os.environ["PATH"]])}
+           "PATH": os.pathsep.join([str(fake.bin), str(Path(sys.executable).parent),
+                                    os.environ["PATH"]])}
     out = folder / "run"
     command = ["torchrun", "--nproc-per-node", "4", str(ROOT / "examples" / "train_ddp.py"),
                "--steps", "30", "--slow", "2:12:22:80"]
@@ -247,8 +249,9 @@ def test_a_4_rank_torchrun_job_with_a_rank_slow_in_data_loading(sampled_run, cli
     assert set(slow) >= {14, 16, 18} and set(slow) <= set(range(12, 22))
     capture = report["capture"]
     first = finding["windows"][0]["first"]
-    assert capture["command"].startswith(f"nsyswrap launch --ranks {','.join(map(str, capture['ranks']))} "
-                                         f"--steps {first}:{first + 5} --annotate steps,sample "
+    ranks = ",".join(map(str, capture["ranks"]))
+    assert capture["command"].startswith(f"nsyswrap launch --ranks {ranks} --steps "
+                                         f"{first}:{first + 5} --annotate steps,sample "
                                          f"--out {out}-capture -- torchrun --nproc-per-node 4")
     assert 2 in capture["ranks"] and capture["command"].endswith(" ".join(command[4:]))
 
@@ -263,7 +266,8 @@ def test_the_capture_rule_opened_a_window_on_the_ranks_under_nsys(sampled_run):
         assert {"--capture-range=nvtx", "--nvtx-capture=capture@nsyswrap",
                 "--capture-range-end=stop"} <= set(call)
     trigger = json.loads((out / "capture.1.json").read_text())
-    assert trigger["stop"] - trigger["start"] == 3 and trigger["step_ns"] > 2.5 * trigger["median_ns"]
+    assert trigger["stop"] - trigger["start"] == 3
+    assert trigger["step_ns"] > 2.5 * trigger["median_ns"]
     said = [json.loads(line) for line in (out / f"samples.rank{trigger['fired_by']}.jsonl").open()]
     assert [r for r in said if r["kind"] == "capture"] == [{"v": 1, "kind": "capture", **trigger}]
     assert json.loads((out / "manifest.json").read_text())["captures"] == ["capture.1.json"]

@@ -99,7 +99,7 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
     position = {name: i for i, name in enumerate(inspect.signature(original).parameters)}
     payload_name, scaled = PAYLOAD[op]
     peer_name = PEER.get(op)
-    async_op = op in ("isend", "irecv")  # their Work is waited on later; the others' when async_op=True
+    async_op = op in ("isend", "irecv")  # waited on later (the others: with async_op=True)
     calls = nvtx_calls()
 
     def arg(args, kwargs, name):
@@ -118,7 +118,8 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
             group = arg(args, kwargs, "group") or c10d._get_default_group()
             pg, size = _pair(group, pg, arg(args, kwargs, peer_name), arg(args, kwargs, "group_" + peer_name)), 2
         seq = next(counters[pg])
-        calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}"))
+        calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} "
+                                    f"seq={seq}"))
         tokens = [(o, o.collective_begin(op, pg, size, nbytes, seq)) for o in INSIDE]
         _issuing.active = True
         work = None
@@ -127,8 +128,9 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
             return work
         finally:
             _issuing.active = False
+            waited_later = async_op or bool(arg(args, kwargs, "async_op")) if tokens else False
             for observer, token in tokens:
-                observer.collective_end(token, work, async_op or bool(arg(args, kwargs, "async_op")))
+                observer.collective_end(token, work, waited_later)
             calls.pop()
 
     return annotated

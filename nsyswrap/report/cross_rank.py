@@ -230,7 +230,8 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -
     """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
     `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step);
     the sample files' report (nsyswrap.sample.analysis) answers through it too."""
-    section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
+    section = {"id": "crossrank",
+               "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
     if ranks < 2:
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "

@@ -87,9 +87,11 @@ def capture_lines(report: dict, width: int) -> list[str]:
     if capture is None:
         return ["", *wrap("Nothing to capture: no rank is significantly slower than the others in "
                           "the sampled steps.", width)]
-    lines = ["", *wrap(f"Capture it with nsys ({capture['why']}):", width), *_shell(capture["command"], width)]
+    lines = ["", *wrap(f"Capture it with nsys ({capture['why']}):", width),
+             *_shell(capture["command"], width)]
     if capture.get("when"):
-        lines += wrap("It comes and goes: or catch it in the act, when a step is slower than usual:", width)
+        lines += wrap("It comes and goes: or catch it in the act, when a step is slower than "
+                      "usual:", width)
         lines += _shell(capture["when"], width)
     return lines
 
