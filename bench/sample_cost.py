@@ -39,7 +39,7 @@ from nsyswrap.sample import sampler as sampler_module
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
 HEADING = "## Always-on sampler overhead"
-STEPS, ROUNDS, EVERY = 200, 25, 10
+STEPS, ROUNDS, EVERY = 200, 40, 10
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 GPU_NOTE = ("GPU (CUDA events): not measured. No GPU machine was lent to this session, so the "
             "cost of recording and reading CUDA events is not in this table; "
@@ -209,9 +209,10 @@ def section(times: dict, own: dict, events: dict) -> str:
     step_ms = {n: statistics.median(t) * 1e3 for n, t in times.items()}
 
     def plus(name: str, base: str) -> str:
-        cost = statistics.median(a - b for a, b in zip(times[name], times[base]))
-        share = 100 * cost / (step_ms[plain] / 1e3)
-        return f"{cost * 1e6:+,.1f} µs ({share:+.2f} % of a plain step)"
+        costs = [(a - b) * 1e6 for a, b in zip(times[name], times[base])]
+        low, cost, high = statistics.quantiles(costs, n=4)
+        share = 100 * cost / (step_ms[plain] * 1e3)
+        return f"{cost:+,.1f} µs ({share:+.2f} %; rounds' IQR {low:+,.1f} to {high:+,.1f})"
 
     extras = ["", f"{plus(marked, plain)} over plain", f"{plus(coll, marked)} over marked",
               f"{plus(none, coll)} over collectives annotated: an unsampled step",
@@ -225,15 +226,19 @@ def section(times: dict, own: dict, events: dict) -> str:
              f"`python bench/sample_cost.py` ({machine}). CPU, host timers: "
              f"examples/train_ddp.py's TinyNet under DDP (one-rank gloo group), {STEPS} steps a "
              f"round, {ROUNDS} rounds, set-ups interleaved; median of the rounds' CPU time per "
-             "step. Target: the sampler at every 10 costs at most 1 % of the step.",
+             "step; a cost is the median over rounds of the difference to the set-up it is "
+             "measured against in the same round (% of a plain step), with the rounds' "
+             "interquartile range. Target: the sampler at every 10 costs at most 1 % of the "
+             "step.",
              "", "| set-up | CPU ms per step | cost |", "|---|--:|---|"]
     lines += [f"| {name} | {step_ms[name]:.3f} | {extra} |"
               for name, extra in zip(names, extras)]
     at_every = ((EVERY - 1) * own["unsampled"] + own["sampled"]) / EVERY
     share = at_every / 1e9 / statistics.median(times[plain])
     lines += ["", "The sampler's own work (its observer calls for one step: begin, end, four "
-              "phases, an asynchronous all_reduce; best of timeit repeats, so the load adds "
-              "nothing), against the plain step above:", "",
+              "phases, an asynchronous all_reduce, made directly; CPU time, best of timeit "
+              "repeats: what it costs with its code and data in the caches), against the plain "
+              "step above:", "",
               "| the sampler's own work | µs per step | of a plain step |", "|---|--:|--:|",
               f"| unsampled step | {own['unsampled'] / 1e3:.2f} | "
               f"{100 * own['unsampled'] / 1e9 / statistics.median(times[plain]):.2f} % |",

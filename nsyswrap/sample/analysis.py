@@ -4,9 +4,10 @@ The sampled collectives become the six cross-rank run objects the nsys path comp
 (nsyswrap.crossrank.solve: keys, groups, clocks, aligned collectives, steps, phases):
 matched by (process group, sequence number) as the `coll:` ranges are, the clocks solved
 by the same robust solve over the collectives' ends (nsyswrap.crossrank.alignment) and
-every collective timed by the same code. Host-timed steps share one clock per rank (per
-segment of a restarted job); a CUDA-timed step's times rest on its first event, so each
-such step is solved on its own. Then the same `sql/crossrank` modules (stragglers,
+every collective timed by the same code. Host-timed ranks of one host read its monotonic
+clock (`monotonic_ns` of their `run` records puts them on one time line), so the solve is
+over the hosts' clocks; a CUDA-timed step's times rest on its first event (the GPU may run
+behind the host), so each such step is solved on its own. Then the same `sql/crossrank` modules (stragglers,
 waits, comm split, bandwidth) run over those objects (planner.result_over) and the same
 section and diagnosis code words the answer: its figures are the nsys path's figures over
 the sampled steps. What samples cannot say (kernels, idle-gap causes) is said as such.

@@ -229,9 +229,11 @@ class Sampler(observers.Observer):
         self.counts["unresolved"] += not complete
         time_of = _times(step, self.clock.zero)
         begun, ended = time_of(step.start), time_of(step.end)
-        self.lines.append(_step_line(step, time_of, begun, ended))
-        if step.cuda:
+        if step.cuda:  # read its events now: they go back to the pool
+            self.lines.append(_step_line(step, time_of, begun, ended))
             self.pool.give(step.events())
+        else:  # written with the others at the next flush (cheaper all at once)
+            self.lines.append((step, time_of, begun, ended))
         trigger = None
         if self.watch is not None and begun is not None and ended is not None:
             trigger = self.watch.fired(self.current, step.index, ended - begun)
@@ -248,7 +250,8 @@ class Sampler(observers.Observer):
         self.lines += (json.dumps(r, separators=(",", ":")) + "\n" for r in records)  # rare ones
         if self.file is not None and (flush or len(self.lines) >= self.flush_every):
             try:
-                self.file.write("".join(self.lines))
+                self.file.write("".join(x if isinstance(x, str) else _step_line(*x)
+                                        for x in self.lines))
                 self.file.flush()
             except OSError as exc:  # a full disk stops the sampler, never the training
                 print(f"nsyswrap: sampler: cannot write {self.path} ({exc}); sampling stops",
@@ -300,7 +303,10 @@ def _times(step: _Step, zero: int):
     def time_of(mark) -> int | None:
         if mark is None or mark[1] is None or not mark[1].query():
             return None
-        return step.start[0] - zero + elapsed_ns(first, mark[1])
+        try:
+            return step.start[0] - zero + elapsed_ns(first, mark[1])
+        except RuntimeError:  # e.g. an event recorded on another device: unknown, never fatal
+            return None
 
     return time_of
 
