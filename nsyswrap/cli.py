@@ -252,7 +252,7 @@ def report(
     The diagnosis and key figures per rank come first, then the time ledger, collective
     exposure, idle gaps, steps and stragglers."""
     from nsyswrap.report import ReportOptions, report as build_report, write_report
-    from nsyswrap.sample.read import split_inputs
+    from nsyswrap.sample.inputs import split_inputs
 
     check_writable(output, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)

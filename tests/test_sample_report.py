@@ -17,7 +17,8 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.persistence import describe, episodes
 from nsyswrap.report.render import render_text
 from nsyswrap.sample.analysis import report_with_samples, sample_report
-from nsyswrap.sample.read import read_samples, split_inputs
+from nsyswrap.sample.inputs import split_inputs
+from nsyswrap.sample.read import read_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 CROSSRANK_TABLES = ["clock_offsets", "clock_uncertainty", "stragglers", "rank_waits", "comm_split",

@@ -7,10 +7,11 @@ by the same robust solve over the collectives' ends (nsyswrap.crossrank.alignmen
 every collective timed by the same code. Host-timed ranks of one host read its monotonic
 clock (`monotonic_ns` of their `run` records puts them on one time line), so the solve is
 over the hosts' clocks; a CUDA-timed step's times rest on its first event (the GPU may run
-behind the host), so each such step is solved on its own. Then the same `sql/crossrank` modules (stragglers,
-waits, comm split, bandwidth) run over those objects (planner.result_over) and the same
-section and diagnosis code words the answer: its figures are the nsys path's figures over
-the sampled steps. What samples cannot say (kernels, idle-gap causes) is said as such.
+behind the host), so each such step is solved on its own. Then the same `sql/crossrank`
+modules (stragglers, waits, comm split, bandwidth) run over those objects
+(planner.result_over) and the same section and diagnosis code words the answer: its figures
+are the nsys path's figures over the sampled steps. What samples cannot say (kernels,
+idle-gap causes) is said as such.
 
 On top: step times per rank over the sampled steps, whether the straggler's slowness is
 persistent or intermittent (nsyswrap.report.persistence) and in which window of steps,

@@ -8,7 +8,6 @@ taken from the later one, with a note.
 """
 from __future__ import annotations
 
-import glob
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,28 +39,6 @@ class Samples:
     captures: pd.DataFrame
     ends: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def split_inputs(inputs) -> tuple[list, list[Path]]:
-    """(report inputs, sample files) of what `nsyswrap report` was given: `.jsonl` files
-    and the sample files of each directory are samples; a directory is also a report input
-    when it holds `.sqlite` exports or no sample file."""
-    reports, samples = [], []
-    for item in [inputs] if isinstance(inputs, (str, Path)) else inputs:
-        text = str(item)
-        paths = ([Path(p) for p in sorted(glob.glob(text))]
-                 if glob.has_magic(text) and not Path(text).exists() else [Path(text)])
-        for path in paths or [Path(text)]:
-            if path.is_dir():
-                found = sorted(path.glob(schema.FILE_PATTERN))
-                samples += found
-                if not found or any(path.glob("*.sqlite")):
-                    reports.append(path)
-            elif path.suffix == ".jsonl":
-                samples.append(path)
-            else:
-                reports.append(item if path == Path(text) else path)
-    return reports, samples
 
 
 def read_samples(paths: list[Path]) -> Samples:
