@@ -273,11 +273,9 @@ class Sampler(observers.Observer):
             _active = None
         if self.file is None:
             return
-        if any(s.cuda for s in self.pending):
+        if any(s.cuda for s in self.pending) and cuda_in_use():
             try:
-                import torch
-
-                torch.cuda.synchronize()
+                sys.modules["torch"].cuda.synchronize()
             except Exception:
                 pass  # written as far as known
         self._drain(force=True)
