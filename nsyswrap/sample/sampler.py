@@ -98,7 +98,7 @@ class Sampler(observers.Observer):
         self.step: _Step | None = None
         self.current: int | None = None  # the step begun last, sampled or not
         self.pending: deque[_Step] = deque()
-        self.lines: list[str] = []
+        self.lines: list = []  # lines to write, or host steps to format then (_step_line)
         self.counts = {"sampled": 0, "skipped": 0, "unresolved": 0}
         self.watch = Watch(rule, Path(out_dir), self.rank) if rule is not None else None
         self.file = None
