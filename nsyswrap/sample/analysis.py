@@ -174,7 +174,7 @@ def run_objects(samples: Samples) -> dict[str, pd.DataFrame]:
         "kernel_start_ns": calls["start_ns"].where(cuda),
         "kernel_end_ns": calls["end_ns"].where(cuda),
         "keyed": "range", "pid": calls["rank"].map(first["pid"])})
-    keyed, groups = match(keys)
+    keyed, groups, _ = match(keys)  # keyed calls: no exchange stream is left to group
     hosts = first["host"].to_dict()
     groups["spans_hosts"] = [len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1
                              for ms in groups["members"]]
@@ -231,10 +231,10 @@ def _timed(matched: pd.DataFrame, samples: Samples) -> tuple[pd.DataFrame, list[
     groups += [(part, steps[steps["step"] == step]) for step, part in matched[cuda].groupby("step")]
     for part, mine in groups:
         ranks = sorted(set(part["rank"]))
-        if part["timer"].iloc[0] == "cuda":
+        if part["timer"].iloc[0] == "cuda":  # each GPU's queue a clock of its own
             sessions = pd.DataFrame({"rank": ranks, "utc_epoch_ns": utc[ranks].to_numpy(),
                                      "host": owner["host"][ranks].to_numpy()})
-            clock = _solve(part, sessions)
+            clock = _solve(part, sessions, tie_hosts=False)
         else:  # one clock per host: its lowest rank's
             hosts = sorted(set(owner["clock"][ranks]))
             sessions = pd.DataFrame({"rank": hosts,
@@ -252,11 +252,12 @@ def _timed(matched: pd.DataFrame, samples: Samples) -> tuple[pd.DataFrame, list[
     return pd.concat([a for a in aligned if len(a)] or aligned[:1], ignore_index=True), clocks
 
 
-def _solve(part: pd.DataFrame, sessions: pd.DataFrame) -> pd.DataFrame:
-    """solve_clocks over the collectives `part` of the clocks `sessions`; one clock (one
-    host) is the reference by itself."""
+def _solve(part: pd.DataFrame, sessions: pd.DataFrame, tie_hosts: bool = True) -> pd.DataFrame:
+    """solve_clocks over the true barriers of the collectives `part` (an all_to_all's
+    members end apart) of the clocks `sessions`; one clock (one host) is the reference by
+    itself."""
     if len(sessions) > 1:
-        return solve_clocks(part, sessions)[0]
+        return solve_clocks(part[part["barrier"].astype(bool)], sessions, tie_hosts)[0]
     r = sessions.iloc[0]
     gpu = bool(part["on_gpu"].all())
     return pd.DataFrame([{
@@ -302,6 +303,9 @@ def _clock_table(clocks: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame
         "host": missing["host"]})
     out = pd.concat([out, unaligned] if len(unaligned) else [out], ignore_index=True)
     out["source"] = out["source"].replace(source)
+    for column, default in (("clock", None), ("jump_at_ns", None), ("jump_ns", 0)):
+        if column not in out:  # solved per step: no one clock, no jump
+            out[column] = default
     return out.sort_values("rank").reset_index(drop=True)[CLOCK_COLUMNS]
 
 
