@@ -89,6 +89,11 @@ RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", hel
 Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")]
 StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
 WindowNvtx = Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")]
+FlopsPerStep = Annotated[Optional[float], typer.Option("--flops-per-step", metavar="N", help="Model FLOPs one GPU computes per step: MFU and achieved TFLOP/s per step and rank.")]
+ModelParams = Annotated[Optional[float], typer.Option("--model-params", metavar="P", help="Model parameters: FLOPs per step = 6 x P x T (with --tokens-per-step).")]
+TokensPerStep = Annotated[Optional[float], typer.Option("--tokens-per-step", metavar="T", help="Tokens one GPU processes per step (with --model-params).")]
+PeakTflops = Annotated[Optional[float], typer.Option("--peak-tflops", metavar="X", help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].")]
+Dtype = Annotated[str, typer.Option("--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
@@ -246,15 +251,23 @@ def report(
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
     allow_unrelated: Annotated[bool, typer.Option("--allow-unrelated", help="Analyse reports across ranks even when their captures are far apart in time (different runs).")] = False,
+    flops_per_step: FlopsPerStep = None,
+    model_params: ModelParams = None,
+    tokens_per_step: TokensPerStep = None,
+    peak_tflops: PeakTflops = None,
+    dtype: Dtype = "bf16",
 ) -> None:
     """Diagnose REPORTS: where the step time goes, what to do.
 
     The diagnosis and key figures per rank come first, then the time ledger, collective
-    exposure, idle gaps, steps and stragglers."""
+    exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
+    memory and the host's CUDA and OS calls."""
     from nsyswrap.report import ReportOptions, report as build_report, write_report
 
     check_writable(output, force)
-    options = ReportOptions.parse(steps, window_nvtx, step_pattern)
+    options = ReportOptions.parse(steps, window_nvtx, step_pattern, flops_per_step=flops_per_step,
+                                  model_params=model_params, tokens_per_step=tokens_per_step,
+                                  peak_tflops=peak_tflops, dtype=dtype)
     opener = _opener(rank_pattern, jobs, allow_unrelated, engine, scheduler_file, scheduler_address)
     if html is None:
         result = build_report(reports, options, opener=opener)
