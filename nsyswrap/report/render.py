@@ -235,7 +235,10 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
     keep = sum(1 for c in columns[:3] if c in KEYS) or 1
     whole = frozenset(i for i, c in enumerate(columns) if c in ("verdict", "label"))
     drop_first = tuple(i for i, c in enumerate(columns) if c in SECONDARY)
-    lines, dropped = fit(headers, cells, right, width, keep, whole, drop_first)
+    declared = spec.get("droppable")
+    droppable = None if declared is None else tuple(columns.index(c) for c in declared
+                                                    if c in columns)
+    lines, dropped = fit(headers, cells, right, width, keep, whole, drop_first, droppable)
     title = spec["title"] + (f" (times in {unit_name})" if times else "")
     out = wrap(title, width)
     out += lines
@@ -248,8 +251,8 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
 
 
 def _summary(spec: dict) -> tuple[list[dict], list[str]]:
-    """A long table as statistics of its first time column per (rank, device), the rows
-    that are not per step (e.g. `all`), and the worst rows."""
+    """A long table as its rows over all steps (`all`) where it has them, else as
+    statistics of its first time column per (rank, device); and its worst rows."""
     rows = spec["rows"]
     columns = list(dict.fromkeys(k for row in rows for k in row))
     time_col = next((c for c in columns if any(is_figure(r.get(c)) and r[c]["unit"] == NS
@@ -260,6 +263,13 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
     keys = [c for c in ("rank", "device") if c in columns]
     per_step = [r for r in rows if isinstance(r.get("step"), int)]
     other = [r for r in rows if not isinstance(r.get("step"), int)]
+    worst = sorted(per_step, key=lambda r: -(r[time_col]["value"] or 0))[:3]
+    worst_text = ", ".join(
+        " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: "
+        f"{ms(r[time_col]['value'])}" for r in worst)
+    if other:  # the table's own rows over all steps (`all`) summarize it
+        return other, [f"rows over all steps; the most {time_col.replace('_', ' ')} in one "
+                       f"step: {worst_text}; {more}"]
     groups: dict[tuple, list[int]] = {}
     for r in per_step:
         if is_figure(r.get(time_col)) and r[time_col]["value"] is not None:
@@ -272,9 +282,5 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
                          for name, fn in (("mean", statistics.fmean),
                                           ("p50", lambda v: quantile(v, .5)),
                                           ("p90", lambda v: quantile(v, .9)), ("max", max))}})
-    worst = sorted(per_step, key=lambda r: -(r[time_col]["value"] or 0))[:3]
-    worst_text = ", ".join(
-        " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: "
-        f"{ms(r[time_col]['value'])}" for r in worst)
-    return stats + other, [f"statistics of {time_col} per step; longest: {worst_text}; {more}"]
+    return stats, [f"statistics of {time_col} per step; longest: {worst_text}; {more}"]
 
