@@ -89,11 +89,20 @@ RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", hel
 Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")]
 StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
 WindowNvtx = Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")]
-FlopsPerStep = Annotated[Optional[float], typer.Option("--flops-per-step", metavar="N", help="Model FLOPs one GPU computes per step: MFU and achieved TFLOP/s per step and rank.")]
-ModelParams = Annotated[Optional[float], typer.Option("--model-params", metavar="P", help="Model parameters: FLOPs per step = 6 x P x T (with --tokens-per-step).")]
-TokensPerStep = Annotated[Optional[float], typer.Option("--tokens-per-step", metavar="T", help="Tokens one GPU processes per step (with --model-params).")]
-PeakTflops = Annotated[Optional[float], typer.Option("--peak-tflops", metavar="X", help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].")]
-Dtype = Annotated[str, typer.Option("--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32.")]
+FlopsPerStep = Annotated[Optional[float], typer.Option(
+    "--flops-per-step", metavar="N",
+    help="Model FLOPs one GPU computes per step: MFU and achieved TFLOP/s per step and rank.")]
+ModelParams = Annotated[Optional[float], typer.Option(
+    "--model-params", metavar="P",
+    help="Model parameters: FLOPs per step = 6 x P x T (with --tokens-per-step).")]
+TokensPerStep = Annotated[Optional[float], typer.Option(
+    "--tokens-per-step", metavar="T",
+    help="Tokens one GPU processes per step (with --model-params).")]
+PeakTflops = Annotated[Optional[float], typer.Option(
+    "--peak-tflops", metavar="X",
+    help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].")]
+Dtype = Annotated[str, typer.Option(
+    "--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
@@ -405,6 +414,9 @@ def launch(
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
     precompute: Annotated[bool, typer.Option("--precompute", help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).")] = False,
+    memory: Annotated[bool, typer.Option(
+        "--memory", help="Record GPU memory allocations (nsys --cuda-memory-usage=true) for the "
+                         "report's GPU memory table.")] = False,
 ) -> None:
     from datetime import datetime
 
@@ -414,7 +426,7 @@ def launch(
     cfg = LaunchConfig.build(ctx.args, out=out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"),
                              ranks=ranks, steps=steps, every=every, trace=trace, nsys_args=nsys_arg,
                              annotate=annotate, nsys=nsys, force=force, export=export, jobs=jobs, dry_run=dry_run,
-                             precompute=precompute)
+                             precompute=precompute, memory=memory)
     raise typer.Exit(run_launch(cfg))
 
 

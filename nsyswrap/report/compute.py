@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.queries import run_modules
-from nsyswrap.report.figures import COUNT, FRACTION, NS, figure
+from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
 
@@ -44,7 +44,7 @@ def compute_section(run: Run, options: ReportOptions) -> dict:
                                  f"{options.step_pattern!r} lies in the window; pass "
                                  "--step-pattern, e.g. 'ProfilerStep#%'"})
     else:
-        tables.append(mfu_table(frames["mfu"], options, shapes))
+        tables += [mfu_table(frames["mfu"], options, shapes), _mfu_steps_table(frames["mfu"])]
     if frames["tensor_cores"].empty:
         cannot.append({"what": "the tensor-core share and the top kernels",
                        "reason": "no compute kernel runs in the window"})
@@ -54,9 +54,10 @@ def compute_section(run: Run, options: ReportOptions) -> dict:
         tables.append(_top_kernels_table(top))
         slow = slow_kernels(top)
         if slow:
-            tables.append({"id": "slow_kernels", "title": "Kernels one rank runs consistently "
-                           f"slower than the others (median at least {SLOW_MARGIN:.0%} above "
-                           "theirs, and its 10th percentile above it too)", "rows": slow})
+            tables.append(table("slow_kernels", "Kernels one rank runs consistently slower than "
+                                f"the others (median at least {SLOW_MARGIN:.0%} above theirs, its "
+                                "10th percentile above theirs too); extra = the time it costs",
+                                slow, ("count", "others")))
     return {"id": "compute", "title": "How well the compute runs: MFU, tensor cores, the "
             "kernels that matter", "verdict": None, "recommendations": [], "tables": tables,
             "cannot_answer": cannot}
@@ -73,31 +74,42 @@ def _shapes_note(shapes: pd.DataFrame) -> str:
 
 
 def mfu_table(mfu: pd.DataFrame, options: ReportOptions, shapes: str = "") -> dict:
-    """One row per (rank, device): the peak used, the steps, achieved TFLOP/s over them
-    (FLOPs x steps / summed step time) and MFU, with its lowest and highest step."""
+    """One row per (rank, device): the GPU and the peak used, the steps, the achieved
+    TFLOP/s and MFU of the median step, and the lowest and highest MFU of a step."""
     rows = []
     for (rank, device), steps in mfu.groupby(["rank", "device"], sort=True):
         first = steps.iloc[0]
-        flops, peak = first.flops, first.peak_tflops
-        achieved = flops * len(steps) / steps.duration_ns.sum() / 1e3
+        peak, median_ns = first["peak_tflops"], steps.duration_ns.median()
+        achieved = first["flops"] / median_ns / 1e3 if median_ns else None
         no_peak = _why_no_peak(first, options.dtype)
         rows.append({
             "rank": int(rank), "device": int(device),
-            "gpu": first.peak_gpu if isinstance(first.peak_gpu, str) else first.gpu_name
-            if isinstance(first.gpu_name, str) else None,
+            "gpu": next((g for g in (first["peak_gpu"], first["gpu_name"]) if isinstance(g, str)),
+                        None),
             "dtype": first["dtype"], "peak": figure(peak, TFLOPS, no_peak),
-            "steps": figure(len(steps), COUNT), "step_p50": figure(steps.duration_ns.median(), NS),
-            "achieved": figure(achieved, TFLOPS),
-            "mfu": figure(achieved / peak if pd.notna(peak) else None, FRACTION, no_peak),
+            "steps": figure(len(steps), COUNT), "step_p50": figure(median_ns, NS),
+            "achieved": figure(achieved, TFLOPS, "the median step lasts 0 ns"),
+            "mfu": figure(achieved / peak if achieved and pd.notna(peak) else None, FRACTION,
+                          no_peak),
             "mfu_min": figure(steps.mfu.min(), FRACTION, no_peak),
             "mfu_max": figure(steps.mfu.max(), FRACTION, no_peak),
-            "peak_source": first.peak_source if isinstance(first.peak_source, str) else None,
+            "peak_source": first["peak_source"] if isinstance(first["peak_source"], str) else None,
         })
     flops = mfu.flops.iloc[0]
     how = ("6 x params x tokens = " if options.flops_per_step is None else "") + f"{flops:.4g}"
-    return {"id": "mfu", "title": f"MFU = achieved / peak; achieved = {how} model FLOPs per step "
-            f"and GPU / step time (all steps of the window); peak: dense {options.dtype} "
-            "(compute.peaks, or --peak-tflops)" + shapes, "rows": rows}
+    return table("mfu", f"MFU = achieved / peak, at the median step; achieved = {how} model "
+                 f"FLOPs per step and GPU / step time; peak: dense {options.dtype} "
+                 "(compute.peaks, or --peak-tflops)" + shapes, rows,
+                 ("peak_source", "mfu_max", "mfu_min", "steps", "dtype", "step_p50"))
+
+
+def _mfu_steps_table(mfu: pd.DataFrame) -> dict:
+    rows = [{"rank": int(r.rank), "device": int(r.device), "step": int(r.step),
+             "duration": figure(r.duration_ns, NS),
+             "achieved": figure(r.achieved_tflops, TFLOPS, "the step lasts 0 ns"),
+             "mfu": figure(r.mfu, FRACTION, "no peak (see the mfu table)")}
+            for r in mfu.itertuples(index=False)]
+    return table("mfu_steps", "MFU and achieved TFLOP/s per step", rows)
 
 
 def _why_no_peak(row, dtype: str) -> str:
@@ -116,9 +128,9 @@ def _tensor_core_table(tc: pd.DataFrame) -> dict:
              "attention": figure(r.attention_ns, NS), "other": figure(r.other_ns, NS),
              "tensor_core": figure(r.tensor_core_share, FRACTION, "no compute kernel time")}
             for r in tc.itertuples(index=False)]
-    return {"id": "tensor_cores", "title": "Tensor-core share: matrix-multiply and attention "
-            "kernels' share of summed compute kernel time (classes by kernel name, README "
-            "\"Compute\")", "rows": rows}
+    return table("tensor_cores", "Tensor-core share: matrix-multiply and attention kernels' "
+                 "share of summed compute kernel time (classes by kernel name, README "
+                 "\"Compute\")", rows, ("kernels", "other", "attention", "matmul"))
 
 
 def kernel_spread(top: pd.DataFrame) -> pd.DataFrame:
@@ -140,9 +152,9 @@ def _top_kernels_table(top: pd.DataFrame) -> dict:
              "p90": figure(r.p90_ns, NS), "spread": figure(r.spread, FRACTION, one)}
             for r in top[top.position <= TOP_KERNELS].rename(columns={"class": "kind"})
             .itertuples(index=False)]
-    return {"id": "top_kernels", "title": f"The kernels that matter: top {TOP_KERNELS} compute "
-            "kernels per rank by total time; spread = slowest / fastest rank's median - 1",
-            "rows": rows}
+    return table("top_kernels", f"The kernels that matter: top {TOP_KERNELS} compute kernels "
+                 "per rank by total time; spread = slowest / fastest rank's median - 1", rows,
+                 ("p90", "count", "class", "median"))
 
 
 def slow_kernels(top: pd.DataFrame) -> list[dict]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.queries import run_modules
-from nsyswrap.report.figures import COUNT, FRACTION, NS, figure
+from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
 
@@ -56,9 +56,9 @@ def _api_table(api: pd.DataFrame) -> dict:
              "total": figure(r.total_ns, NS), "share": figure(r.share, FRACTION),
              "median": figure(r.median_ns, NS), "p90": figure(r.p90_ns, NS),
              "max": figure(r.max_ns, NS)} for r in api.itertuples(index=False)]
-    return {"id": "cuda_api", "title": f"CUDA API calls per rank (top {TOP_CALLS} by total time; "
-            "share of the process's CUDA call time): long synchronize calls wait for the GPU, "
-            "long launch calls are launch overhead", "rows": rows}
+    return table("cuda_api", f"CUDA API calls per rank (top {TOP_CALLS} by total time; share of "
+                 "the process's CUDA call time): long synchronize calls wait for the GPU, long "
+                 "launch calls are launch overhead", rows, ("max", "p90"))
 
 
 def _osrt_table(osrt: pd.DataFrame) -> dict:
@@ -67,6 +67,6 @@ def _osrt_table(osrt: pd.DataFrame) -> dict:
              "threads": figure(r.threads, COUNT), "total": figure(r.total_ns, NS),
              "cuda_threads": figure(r.cuda_thread_ns, NS), "median": figure(r.median_ns, NS),
              "max": figure(r.max_ns, NS)} for r in osrt.itertuples(index=False)]
-    return {"id": "osrt", "title": f"OS runtime calls per rank (top {TOP_CALLS} by total time; "
-            "cuda threads = the part on threads that launch GPU work, where a wait holds back "
-            "the next launch)", "rows": rows}
+    return table("osrt", f"OS runtime calls per rank (top {TOP_CALLS} by total time; cuda "
+                 "threads = the part on threads that launch GPU work, where a wait holds back "
+                 "the next launch)", rows, ("max", "threads", "median"))

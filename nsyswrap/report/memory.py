@@ -9,7 +9,7 @@ import pandas as pd
 
 from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.queries import run_modules
-from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, figure
+from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
 
@@ -49,19 +49,19 @@ def memory_section(run: Run, options: ReportOptions) -> dict:
 def _bandwidth_table(copies: pd.DataFrame) -> dict:
     no_large = "no copy of at least 1 MiB (small copies measure their fixed cost, not the link)"
     rows = [{"rank": int(r.rank), "device": int(r.device), "kind": r.copy_kind, "src": r.src_kind,
-             "dst": r.dst_kind, "copies": figure(r.copies, COUNT), "bytes": figure(r.bytes, BYTES),
-             "time": figure(r.dur_ns, NS), "bandwidth": figure(r.gb_per_s, GB_PER_S, "no copy time"),
-             "large": figure(r.large_copies, COUNT),
-             "large_bandwidth": figure(r.large_gb_per_s, GB_PER_S, no_large),
+             "dst": r.dst_kind, "large_bandwidth": figure(r.large_gb_per_s, GB_PER_S, no_large),
              "expected": (f"{r.expected_low_gb_per_s:g}-{r.expected_high_gb_per_s:g}"
                           if pd.notna(r.expected_low_gb_per_s) else None),
              "vs_expected": r.vs_expected if isinstance(r.vs_expected, str) else None,
-             "pageable": bool(r.pageable), "link": r.link}
+             "pageable": bool(r.pageable),
+             "bandwidth": figure(r.gb_per_s, GB_PER_S, "no copy time"),
+             "copies": figure(r.copies, COUNT), "bytes": figure(r.bytes, BYTES),
+             "time": figure(r.dur_ns, NS), "large": figure(r.large_copies, COUNT), "link": r.link}
             for r in copies.itertuples(index=False)]
-    return {"id": "copy_bandwidth", "title": "Copy bandwidth per direction and memory kind (GB/s "
-            "of copy time; large = copies of at least 1 MiB, held against the link's expected "
-            "GB/s; pageable host memory is staged by the driver and cannot overlap)",
-            "rows": rows}
+    return table("copy_bandwidth", "Copy bandwidth per direction and memory kind: large = copies "
+                 "of at least 1 MiB, their GB/s of copy time held against the link's expected "
+                 "GB/s; pageable host memory is staged by the driver and cannot overlap", rows,
+                 ("link", "large", "time", "bytes", "copies", "bandwidth"))
 
 
 def _memory_table(memory: pd.DataFrame) -> dict:
@@ -74,7 +74,8 @@ def _memory_table(memory: pd.DataFrame) -> dict:
             "rank": int(r.rank), "device": int(r.device), "peak": figure(r.peak_bytes, BYTES),
             "of_device": figure(r.peak_share, FRACTION, "the report records no device memory size"),
             "vs_others": figure(r.peak_bytes / others - 1 if others else None, FRACTION,
-                                "one GPU only" if others is None else "the others allocate nothing"),
+                                "one GPU only" if others is None else
+                                "the others allocate nothing"),
             "allocations": figure(r.allocations, COUNT), "frees": figure(r.frees, COUNT),
             "allocs_per_step": figure(r.allocations_per_step, COUNT, no_steps),
             "bytes_per_step": figure(r.allocated_bytes_per_step, BYTES, no_steps),
@@ -82,7 +83,8 @@ def _memory_table(memory: pd.DataFrame) -> dict:
             "device_memory": figure(r.total_memory_bytes, BYTES, "not recorded"),
             "unseen_freed": figure(r.freed_unseen_bytes, BYTES),
         })
-    return {"id": "gpu_memory", "title": "GPU memory allocated from CUDA (device memory; with "
-            "PyTorch: the caching allocator's reserved segments): peak in the window, against "
-            "the device and the other ranks (vs others = peak / their median peak - 1), "
-            "allocations per step", "rows": rows}
+    return table("gpu_memory", "GPU memory allocated from CUDA (device memory; with PyTorch: "
+                 "the caching allocator's reserved segments): peak in the window, against the "
+                 "device and the other ranks (vs others = peak / their median peak - 1), "
+                 "allocations per step", rows,
+                 ("unseen_freed", "device_memory", "frees", "allocations", "frees_per_step"))

@@ -6,9 +6,9 @@
 -- began is left out (freed_unseen_bytes says how much). With PyTorch's caching allocator
 -- this is its reserved memory (segments), not the tensors in them; in a steady training
 -- loop it allocates nothing per step, so churn there means cudaMalloc / cudaFree calls
--- (slow, and a free synchronizes the device) inside the loop. Churn counts allocations in
--- the step regions of the steps in the window (as steps.ledger: the steps overlapping it,
--- in [step_from, step_to)); NULL without steps.
+-- (slow, and a free synchronizes the device) inside the loop. Churn is that of the median
+-- step: allocations in each step's region (as steps.ledger: the steps overlapping the
+-- window, in [step_from, step_to)), so warm-up steps do not set it; NULL without steps.
 -- @scope report
 -- @reads gpu_memory, device_windows, device_step_regions, devices
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
@@ -28,9 +28,9 @@
 -- @column freed_unseen_bytes BIGINT    Bytes released whose allocation the capture did not
 --                                      record (allocated before it began), whole capture.
 -- @column steps BIGINT                 Steps in the window.
--- @column allocations_per_step DOUBLE  Allocations in step regions / steps.
--- @column allocated_bytes_per_step DOUBLE  Their bytes / steps.
--- @column frees_per_step DOUBLE        Releases in step regions / steps.
+-- @column allocations_per_step DOUBLE  Allocations in the median step.
+-- @column allocated_bytes_per_step DOUBLE  Bytes allocated in the median step.
+-- @column frees_per_step DOUBLE        Releases in the median step.
 -- @order rank, device
 WITH events AS (
     SELECT
@@ -122,6 +122,7 @@ in_steps AS (
     SELECT
         e.rank,
         e.device,
+        s.step,
         count(*) FILTER (WHERE e.operation = 'alloc') AS allocations,
         coalesce(sum(e.bytes) FILTER (WHERE e.operation = 'alloc'), 0) AS allocated_bytes,
         count(*) FILTER (WHERE e.operation = 'free') AS frees
@@ -131,10 +132,23 @@ in_steps AS (
         AND s.device = e.device
         AND e.start_ns >= s.start_ns
     WHERE e.start_ns < s.region_end_ns
-    GROUP BY e.rank, e.device
+    GROUP BY e.rank, e.device, s.step
 ),
-step_counts AS (
-    SELECT rank, device, count(*) AS steps FROM steps GROUP BY rank, device
+churn AS (
+    -- per device, the median step (steps without events count 0)
+    SELECT
+        s.rank,
+        s.device,
+        count(*) AS steps,
+        median(coalesce(i.allocations, 0)) AS allocations,
+        median(coalesce(i.allocated_bytes, 0)) AS allocated_bytes,
+        median(coalesce(i.frees, 0)) AS frees
+    FROM steps AS s
+    LEFT JOIN in_steps AS i
+        ON i.rank = s.rank
+        AND i.device = s.device
+        AND i.step = s.step
+    GROUP BY s.rank, s.device
 )
 SELECT
     p.rank,
@@ -148,9 +162,9 @@ SELECT
     p.frees,
     p.freed_unseen_bytes,
     coalesce(c.steps, 0) AS steps,
-    coalesce(i.allocations, 0) / nullif(c.steps, 0) AS allocations_per_step,
-    coalesce(i.allocated_bytes, 0) / nullif(c.steps, 0) AS allocated_bytes_per_step,
-    coalesce(i.frees, 0) / nullif(c.steps, 0) AS frees_per_step
+    c.allocations::DOUBLE AS allocations_per_step,
+    c.allocated_bytes::DOUBLE AS allocated_bytes_per_step,
+    c.frees::DOUBLE AS frees_per_step
 FROM per_device AS p
 LEFT JOIN reached AS r
     ON r.rank = p.rank
@@ -158,10 +172,7 @@ LEFT JOIN reached AS r
 LEFT JOIN devices AS d
     ON d.rank = p.rank
     AND d.device = p.device
-LEFT JOIN step_counts AS c
+LEFT JOIN churn AS c
     ON c.rank = p.rank
     AND c.device = p.device
-LEFT JOIN in_steps AS i
-    ON i.rank = p.rank
-    AND i.device = p.device
 ORDER BY p.rank, p.device
