@@ -15,8 +15,8 @@ from nsyswrap.run import Run
 
 TFLOPS = "TFLOP/s"
 TOP_KERNELS = 10    # kernels per (rank, device) in the top-kernels table
-SLOW_MARGIN = 0.10  # a GPU's copy of a kernel is slower when its median is this much above
-MIN_RUNS = 5        # the others' median, its 10th percentile above it too, each with MIN_RUNS
+SLOW_MARGIN = 0.10  # a GPU's copy of a kernel is slower when its p10, median and p90 are each
+MIN_RUNS = 5        # this much above every other GPU's (slow_kernels), each with MIN_RUNS runs
 NO_FLOPS = ("no FLOPs per step were given: give --flops-per-step N (the model FLOPs one GPU "
             "computes per step), or --model-params P --tokens-per-step T (FLOPs = 6 x P x T)")
 
@@ -55,8 +55,9 @@ def compute_section(run: Run, options: ReportOptions) -> dict:
         slow = slow_kernels(top)
         if slow:
             tables.append(table("slow_kernels", "Kernels one rank runs consistently slower than "
-                                f"the others (median at least {SLOW_MARGIN:.0%} above theirs, its "
-                                "10th percentile above theirs too); extra = the time it costs",
+                                f"the others (its 10th percentile, median and 90th percentile "
+                                f"each at least {SLOW_MARGIN:.0%} above every other rank's); "
+                                "extra = the time it costs against their median",
                                 slow, ("count", "others")))
     return {"id": "compute", "title": "How well the compute runs: MFU, tensor cores, the "
             "kernels that matter", "verdict": None, "recommendations": [], "tables": tables,
@@ -159,9 +160,11 @@ def _top_kernels_table(top: pd.DataFrame) -> dict:
 
 def slow_kernels(top: pd.DataFrame) -> list[dict]:
     """Rows naming each GPU whose copy of a kernel that matters (in some GPU's top
-    TOP_KERNELS) is consistently slower than the other GPUs' copies: its median at least
-    SLOW_MARGIN above the median of theirs and its 10th percentile above theirs too, with
-    MIN_RUNS runs each; extra = (its median - theirs) x its runs. Longest extra first."""
+    TOP_KERNELS) is consistently slower than the other GPUs' copies: its 10th percentile,
+    median and 90th percentile each at least SLOW_MARGIN above those of every other GPU
+    (the whole distribution shifted, not a few slow runs; a kernel name that covers
+    several shapes keeps their mix), with MIN_RUNS runs each. others = the other GPUs'
+    median median; extra = (its median - others) x its runs. Longest extra first."""
     wanted = top[top.position <= TOP_KERNELS][["name", "class"]].drop_duplicates()
     kernels = top.merge(wanted, on=["name", "class"])
     kernels = kernels[kernels.kernels >= MIN_RUNS]
@@ -170,12 +173,13 @@ def slow_kernels(top: pd.DataFrame) -> list[dict]:
         if len(runs) < 2:
             continue
         for r in runs.itertuples(index=False):
-            others = runs[(runs["rank"] != r.rank) | (runs.device != r.device)].median_ns.median()
-            if r.median_ns >= (1 + SLOW_MARGIN) * others and r.p10_ns >= others:
+            others = runs[(runs["rank"] != r.rank) | (runs.device != r.device)]
+            if all(getattr(r, q) >= (1 + SLOW_MARGIN) * others[q].max()
+                   for q in ("p10_ns", "median_ns", "p90_ns")):
+                typical = others.median_ns.median()
                 rows.append({"rank": int(r.rank), "device": int(r.device), "kernel": name,
-                             "median": figure(r.median_ns, NS), "others": figure(others, NS),
-                             "slower": figure(r.median_ns / others - 1, FRACTION),
+                             "median": figure(r.median_ns, NS), "others": figure(typical, NS),
+                             "slower": figure(r.median_ns / typical - 1, FRACTION),
                              "count": figure(r.kernels, COUNT),
-                             "extra": figure(round((r.median_ns - others) * r.kernels), NS)})
+                             "extra": figure(round((r.median_ns - typical) * r.kernels), NS)})
     return sorted(rows, key=lambda x: (-x["extra"]["value"], x["rank"], x["device"], x["kernel"]))
-
