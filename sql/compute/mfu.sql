@@ -6,10 +6,10 @@
 -- achieved / peak. The peak is peak_tflops when given, else the peak table's figure
 -- for dtype (compute.peaks) of the GPU's exported name (devices.name; when the report
 -- lists one GPU model only, that one). NULL figures: no FLOPs given, or no peak known.
--- Steps: the step ranges overlapping the window, in [step_from, step_to) (as steps.ledger).
+-- Steps: those of the window (window_steps, as steps.ledger counts them).
 -- @scope report
 -- @include gpu_peaks
--- @reads device_step_regions, device_windows, devices
+-- @reads window_steps, devices
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -34,15 +34,8 @@
 -- @column mfu DOUBLE                   achieved_tflops / peak_tflops (fraction).
 -- @order rank, device, step
 WITH steps AS (
-    SELECT r.rank, r.device, r.step, r.end_ns - r.start_ns AS duration_ns
-    FROM device_step_regions AS r
-    JOIN device_windows AS w
-        ON w.rank = r.rank
-        AND w.device = r.device
-    WHERE r.start_ns < w.window_end_ns
-        AND r.end_ns > w.window_start_ns
-        AND r.step >= coalesce($step_from, r.step)
-        AND r.step < coalesce($step_to, r.step + 1)
+    SELECT rank, device, step, end_ns - start_ns AS duration_ns
+    FROM window_steps
 ),
 only_model AS (
     -- the one GPU model a report lists, for devices its GPU table does not name

@@ -7,10 +7,10 @@
 -- this is its reserved memory (segments), not the tensors in them; in a steady training
 -- loop it allocates nothing per step, so churn there means cudaMalloc / cudaFree calls
 -- (slow, and a free synchronizes the device) inside the loop. Churn is that of the median
--- step: allocations in each step's region (as steps.ledger: the steps overlapping the
--- window, in [step_from, step_to)), so warm-up steps do not set it; NULL without steps.
+-- step: allocations in each step's region (the steps of the window, window_steps), so
+-- warm-up steps do not set it; NULL without steps.
 -- @scope report
--- @reads gpu_memory, device_windows, device_step_regions, devices
+-- @reads gpu_memory, device_windows, window_steps, devices
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -108,15 +108,7 @@ reached AS (
     GROUP BY x.rank, x.device
 ),
 steps AS (
-    SELECT r.rank, r.device, r.step, r.start_ns, r.region_end_ns
-    FROM device_step_regions AS r
-    JOIN device_windows AS w
-        ON w.rank = r.rank
-        AND w.device = r.device
-    WHERE r.start_ns < w.window_end_ns
-        AND r.end_ns > w.window_start_ns
-        AND r.step >= coalesce($step_from, r.step)
-        AND r.step < coalesce($step_to, r.step + 1)
+    SELECT rank, device, step, start_ns, region_end_ns FROM window_steps
 ),
 in_steps AS (
     SELECT
