@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES, ROOT, SHARED
 
 import nsyswrap
 from nsyswrap import sql_objects
@@ -21,8 +22,7 @@ from nsyswrap.launch.nsys import nsys_argv
 from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.compute import kernel_spread, slow_kernels
-
-from conftest import FIXTURES, ROOT, SHARED
+from nsyswrap.report.diagnosis import diagnose
 
 RUN2 = FIXTURES / "run2"
 RUN4 = FIXTURES / "run4_straggler"
@@ -37,7 +37,8 @@ def _section(report: dict, section_id: str) -> dict:
 
 
 def _table(report: dict, section_id: str, table_id: str) -> list[dict]:
-    return next((t["rows"] for t in _section(report, section_id)["tables"] if t["id"] == table_id), [])
+    tables = _section(report, section_id)["tables"]
+    return next((t["rows"] for t in tables if t["id"] == table_id), [])
 
 
 def _planted(folder: Path, source: Path, *statements: str, params: tuple = ()) -> Path:
@@ -57,15 +58,18 @@ def _planted(folder: Path, source: Path, *statements: str, params: tuple = ()) -
     ("nvjet_sm90_tst_64x48_64x15_2x4_h_bz_NNT", None, "matmul"),
     ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", None, "matmul"),
     ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", None, "matmul"),
-    ("Kernel2", "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>(T1::Params)", "matmul"),
+    ("Kernel2", "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4"
+                "_tn_align8>(T1::Params)", "matmul"),
     ("triton_tem_fused_addmm_0", None, "matmul"),
     ("matmul_kernel", None, "matmul"),
     ("splitKreduce_kernel", None, "matmul"),
     ("flash_fwd_kernel", None, "attention"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0", None, "attention"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1"
+     "_cga1x1x1_kernel0_0", None, "attention"),
     ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", None, "attention"),
     ("triton_tem_fused_flex_attention_0", None, "attention"),
-    ("vectorized_elementwise_kernel", "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, T2, T3)", "other"),
+    ("vectorized_elementwise_kernel", "void at::native::vectorized_elementwise_kernel<4, "
+     "at::native::CUDAFunctor_add<float>>(int, T2, T3)", "other"),
     ("multi_tensor_apply_kernel", None, "other"),
     ("vectorized_layer_norm_kernel", None, "other"),
     ("gemv2T_kernel_val", None, "other"),  # a matrix-vector product runs on CUDA cores
@@ -82,7 +86,8 @@ def test_kernel_classes(tmp_path, name, demangled, expected):
     ("NVIDIA GH200 480GB", "GH200"), ("NVIDIA B200", "B200"), ("NVIDIA GB200", "GB200"),
     ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100 80GB PCIe", "A100"), ("NVIDIA L40S", "L40S"),
     ("NVIDIA L40", "L40"), ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"),
-    ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-PCIE-32GB", "V100 PCIe"), ("Tesla T4", "T4"),
+    ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-PCIE-32GB", "V100 PCIe"),
+    ("Tesla T4", "T4"),
     ("NVIDIA GeForce RTX 3080", None),
 ])
 def test_the_peak_table_is_keyed_by_the_exported_name(tmp_path, exported, gpu):
@@ -131,6 +136,7 @@ def test_mfu_is_the_flops_over_the_step_time_and_the_peak():
     (["--model-params", "1e9"], "needs --tokens-per-step"),
     (["--tokens-per-step", "4096"], "needs --model-params"),
     (["--flops-per-step", "-5"], "not a positive number"),
+    (["--peak-tflops", "inf", "--flops-per-step", "1e12"], "not a positive number"),
     (["--flops-per-step", "1e12", "--dtype", "int4"], "not a data type of the peak table"),
 ])
 def test_mfu_inputs_that_cannot_be_right_are_one_line_errors(cli, args, needle):
@@ -172,7 +178,8 @@ def planted(tmp_path_factory) -> Path:
     events = _memory_events(gpid)
     insert = "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (" + ", ".join("?" * 12) + ")"
     return _planted(folder, source, GPU_TABLE,
-                    "INSERT INTO TARGET_INFO_GPU VALUES (0, 0, 'NVIDIA H100 80GB HBM3', 10000, 132)",
+                    "INSERT INTO TARGET_INFO_GPU VALUES "
+                    "(0, 0, 'NVIDIA H100 80GB HBM3', 10000, 132)",
                     MEMORY_TABLE, *[insert] * len(events),
                     params=((), (), (), *events))
 
@@ -181,9 +188,11 @@ def test_gpu_memory_peak_and_churn_per_step(planted):
     (row,) = nsyswrap.query("memory.usage", [planted]).itertuples(index=False)
     assert (row.peak_bytes, row.peak_ns) == (1800, STEP_STARTS[2] + 300_000)
     assert (row.total_memory_bytes, row.peak_share) == (10_000, 0.18)
-    assert (row.allocations, row.allocated_bytes, row.frees, row.freed_unseen_bytes) == (4, 1800, 4, 700)
+    assert (row.allocations, row.allocated_bytes, row.frees) == (4, 1800, 4)
+    assert row.freed_unseen_bytes == 700
     assert row.steps == 3  # per step: 2, 2, 1 allocations; 1,500, 800, 500 bytes; 1, 1, 2 frees
-    assert (row.allocations_per_step, row.allocated_bytes_per_step, row.frees_per_step) == (2, 800, 1)
+    assert (row.allocations_per_step, row.allocated_bytes_per_step) == (2, 800)
+    assert row.frees_per_step == 1
 
 
 def test_a_named_gpu_gets_its_peak_and_the_report_its_memory_table(planted):
@@ -201,10 +210,12 @@ def test_a_named_gpu_gets_its_peak_and_the_report_its_memory_table(planted):
 
 def test_tensor_shapes_in_the_trace_are_said(tmp_path):
     report = _planted(tmp_path, RUN2 / "rank0.sqlite",
-                      "UPDATE NVTX_EVENTS SET text = 'aten::mm, seq = 3, op_id = 7, sizes = [[8, 128], "
-                      "[128, 256]]' WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text LIKE 'fwd:%')")
+                      "UPDATE NVTX_EVENTS SET text = 'aten::mm, seq = 3, op_id = 7, "
+                      "sizes = [[8, 128], [128, 256]]' WHERE rowid = "
+                      "(SELECT min(rowid) FROM NVTX_EVENTS WHERE text LIKE 'fwd:%')")
     assert nsyswrap.query("compute.tensor_shapes", [report]).ranges_with_shapes.tolist() == [1]
-    reasons = [c["reason"] for c in _section(nsyswrap.report.report([report]), "compute")["cannot_answer"]]
+    compute = _section(nsyswrap.report.report([report]), "compute")
+    reasons = [c["reason"] for c in compute["cannot_answer"]]
     assert any("give --flops-per-step" in r and "records tensor shapes" in r for r in reasons)
 
 
@@ -258,7 +269,8 @@ def test_the_real_report_prints_mfu_per_rank_with_its_peak(cli):
     start = next(i for i, line in enumerate(lines) if line.startswith("MFU = achieved / peak"))
     table = lines[start:start + 12]
     for rank in (0, 1):
-        row = next(line for line in table if re.match(rf"{rank}\s+0\s+H100 SXM\s+bf16\s+989\.500", line))
+        row = next(line for line in table
+                   if re.match(rf"{rank}\s+0\s+H100 SXM\s+bf16\s+989\.500", line))
         assert re.search(r"\s\d+\.\d\s", row), row  # the MFU in percent
     assert "Compute reaches" in out and "MFU at the median step" in out
 
@@ -281,7 +293,8 @@ def test_the_real_report_has_the_new_tables_in_json(cli):
     pageable = [r for r in _table(report, "memory", "copy_bandwidth") if r["pageable"]]
     assert pageable and all("Pageable" in (r["src"], r["dst"]) for r in pageable)
     reasons = {c["what"]: c["reason"] for c in _section(report, "memory")["cannot_answer"]}
-    assert "--cuda-memory-usage=true" in reasons["GPU memory (peak allocated per rank, churn per step)"]
+    what = "GPU memory (peak allocated per rank, churn per step)"
+    assert "--cuda-memory-usage=true" in reasons[what]
 
 
 def test_without_flops_mfu_cannot_be_answered(gloo_run):
@@ -334,5 +347,60 @@ def test_launch_memory_adds_the_nsys_option_once():
     assert nsys_argv(0, cfg, "h").count("--cuda-memory-usage=true") == 1
     again = LaunchConfig.from_wrapper_args(cfg.wrapper_args() + ["--", "python", "train.py"])
     assert nsys_argv(0, again, "h").count("--cuda-memory-usage=true") == 1
-    own = LaunchConfig.build(["python"], out="/o", memory=True, nsys_args=["--cuda-memory-usage=false"])
-    assert [a for a in nsys_argv(0, own, "h") if "memory-usage" in a] == ["--cuda-memory-usage=false"]
+    own = LaunchConfig.build(["python"], out="/o", memory=True,
+                             nsys_args=["--cuda-memory-usage=false"])
+    given = [a for a in nsys_argv(0, own, "h") if "memory-usage" in a]
+    assert given == ["--cuda-memory-usage=false"]
+
+
+# --- findings from hand-made report dicts (the diagnosis reads only the tables) -------------
+
+def _ns(v):
+    return {"value": v, "unit": "ns"}
+
+
+def _device(compute_ns: int, copy_only_ns: int, span: int = 10**7) -> dict:
+    """A report dict of one GPU (rank 0) with `compute_ns` of compute and `copy_only_ns` of
+    copies alone in a span of `span` ns, over 2 steps."""
+    ledger = {"rank": 0, "device": 0, "span": _ns(span), "compute_only": _ns(compute_ns),
+              "both": _ns(0), "comm_only": _ns(0), "copy_only": _ns(copy_only_ns),
+              "idle": _ns(span - compute_ns - copy_only_ns), "compute_busy": _ns(compute_ns),
+              "comm_busy": _ns(0), "copy_busy": _ns(copy_only_ns)}
+    steps = [{"rank": 0, "device": 0, "step": s, "duration": _ns(span // 2)} for s in (0, 1)]
+    return {"sections": [
+        {"id": "single_rank", "verdict": {"label": "balanced", "reason": ""},
+         "tables": [{"id": "ledger", "rows": [ledger]}, {"id": "steps", "rows": steps},
+                    {"id": "shares", "rows": [{"rank": 0, "device": 0, "verdict": None}]}]},
+        {"id": "trace", "tables": [{"id": "activity", "rows": [
+            {"rank": 0, "device": 0, "activities": {"value": 100, "unit": "count"}}]}]}]}
+
+
+def test_compute_outside_tensor_cores_is_a_ranked_finding():
+    report = _device(compute_ns=9 * 10**6, copy_only_ns=0)
+    frac = lambda v: {"value": v, "unit": "fraction"}  # noqa: E731
+    report["sections"].append({"id": "compute", "tables": [
+        {"id": "tensor_cores", "rows": [{"rank": 0, "device": 0, "compute": _ns(9 * 10**6),
+                                         "other": _ns(6 * 10**6), "tensor_core": frac(1 / 3)}]},
+        {"id": "top_kernels", "rows": [{"rank": 0, "device": 0, "kernel": "layer_norm",
+                                        "class": "other", "of_compute": frac(0.4)}]}]})
+    d = diagnose(report)
+    (finding,) = [f for f in d["findings"] if f["id"] == "tensor_cores"]
+    assert finding["cost"] == _ns(3 * 10**6) and finding["cost_basis"] == "per step"
+    assert finding["share"]["value"] == pytest.approx(0.6)
+    assert "67% of compute kernel time is outside" in finding["text"]
+    assert "layer_norm" in finding["text"]
+    assert d["findings"][0]["id"] == "compute-bound"  # 90 % of the span: costs more
+
+
+def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
+    report = _device(compute_ns=10**6, copy_only_ns=6 * 10**6)
+    report["sections"].append({"id": "memory", "tables": [{"id": "copy_bandwidth", "rows": [
+        {"rank": 0, "device": 0, "kind": "HtoD", "src": "Pinned", "dst": "Device",
+         "large_bandwidth": {"value": 3.2, "unit": "GB/s"}, "expected": "10-64",
+         "vs_expected": "below", "pageable": False, "time": _ns(5 * 10**6),
+         "link": "host link"}]}]})
+    d = diagnose(report)
+    (finding,) = [f for f in d["findings"] if f["id"] == "copy_bandwidth"]
+    assert finding["cost"] == _ns(2_500_000) and finding["share"]["value"] == pytest.approx(0.5)
+    assert "reach 3.2 GB/s, below the 10-64 GB/s the host link gives" in finding["text"]
+    assert "PCIE" in finding["recommendation"]

@@ -1,6 +1,7 @@
 """What part of a run the report analyses: the window and how steps are found."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 
@@ -93,7 +94,7 @@ def _check_mfu_inputs(o: ReportOptions) -> None:
              "tokens_per_step": "--tokens-per-step", "peak_tflops": "--peak-tflops"}
     for name, flag in flags.items():
         value = getattr(o, name)
-        if value is not None and not value > 0:
+        if value is not None and not (value > 0 and math.isfinite(value)):
             raise NsysWrapError(f"{flag} {value}", "is not a positive number",
                                 f"give {flag} as a number above 0, e.g. 1.5e15")
     if o.flops_per_step is not None and (o.model_params, o.tokens_per_step) != (None, None):
