@@ -78,7 +78,8 @@ def _memory_table(memory: pd.DataFrame) -> dict:
                                 "the others allocate nothing"),
             "allocations": figure(r.allocations, COUNT), "frees": figure(r.frees, COUNT),
             "allocs_per_step": figure(r.allocations_per_step, COUNT, no_steps),
-            "bytes_per_step": figure(r.allocated_bytes_per_step, BYTES, no_steps),
+            "bytes_per_step": figure(None if pd.isna(r.allocated_bytes_per_step) else
+                                     round(r.allocated_bytes_per_step), BYTES, no_steps),
             "frees_per_step": figure(r.frees_per_step, COUNT, no_steps),
             "device_memory": figure(r.total_memory_bytes, BYTES, "not recorded"),
             "unseen_freed": figure(r.freed_unseen_bytes, BYTES),
