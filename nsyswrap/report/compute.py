@@ -44,7 +44,7 @@ def compute_section(run: Run, options: ReportOptions) -> dict:
                                  f"{options.step_pattern!r} lies in the window; pass "
                                  "--step-pattern, e.g. 'ProfilerStep#%'"})
     else:
-        tables += [mfu_table(frames["mfu"], options, shapes), _mfu_steps_table(frames["mfu"])]
+        tables += [_mfu_table(frames["mfu"], options, shapes), _mfu_steps_table(frames["mfu"])]
     if frames["tensor_cores"].empty:
         cannot.append({"what": "the tensor-core share and the top kernels",
                        "reason": "no compute kernel runs in the window"})
@@ -74,7 +74,7 @@ def _shapes_note(shapes: pd.DataFrame) -> str:
             "them, so the FLOPs per step you give remain the documented way)")
 
 
-def mfu_table(mfu: pd.DataFrame, options: ReportOptions, shapes: str = "") -> dict:
+def _mfu_table(mfu: pd.DataFrame, options: ReportOptions, shapes: str = "") -> dict:
     """One row per (rank, device): the GPU and the peak used, the steps, the achieved
     TFLOP/s and MFU of the median step, and the lowest and highest MFU of a step."""
     rows = []
