@@ -287,7 +287,8 @@ def test_the_real_report_has_the_new_tables_in_json(cli):
     for row in _table(report, "compute", "mfu"):
         assert row["peak"] == {"value": H100_BF16, "unit": "TFLOP/s"}
         assert row["mfu"]["value"] == pytest.approx(row["achieved"]["value"] / H100_BF16)
-    assert report["options"]["flops_per_step"] == 2e11
+    assert report["mfu_inputs"]["flops_per_step"] == 2e11
+    assert set(report["options"]) == {"window_nvtx", "step_pattern", "step_from", "step_to"}
     tc = _table(report, "compute", "tensor_cores")
     assert all(0 < r["tensor_core"]["value"] < 1 for r in tc)  # nvjet and cuDNN flash kernels
     pageable = [r for r in _table(report, "memory", "copy_bandwidth") if r["pageable"]]

@@ -57,7 +57,8 @@ def build_report(run: Run, options: ReportOptions) -> dict:
         "reports": [{"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source}
                     for r in run.reports],
         "ranks": rank_rows(run, options.step_pattern),
-        "options": options.all_params(),
+        "options": options.window_params(),
+        "mfu_inputs": options.mfu_params(),
         "sections": [section(run, options) for section in sections()],
     }
     return {**report, "diagnosis": diagnose(report)}

@@ -72,7 +72,7 @@ class ReportOptions:
                 "dtype": self.dtype}
 
     def all_params(self) -> dict:
-        """Every option (the report's JSON `options`, and the key of its stored answer)."""
+        """Every option (the key of the report's stored answer)."""
         return asdict(self)
 
     def describe(self) -> str:
