@@ -35,7 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsyswrap import sql_objects
+from nsyswrap import builders, sql_objects
 from nsyswrap.cache import build_atomically
 from nsyswrap.cache_keys import code_digest, nsyswrap_version
 from nsyswrap.connection import CachedReport, create_view, quote
@@ -107,24 +107,43 @@ def bind(run, name: str, params: dict) -> None:
         files, = _stored(run, [(name, params)])
         create_view(run.connection, name, [(c.rank, c.path, f) for c, f in zip(_ranked(run), files)])
     else:
-        table = f"nsyswrap_{name}_{key}"
+        table = _table_name(name, key)
         if table not in run.tables or not run.cached:
             stored = _run_stored(run, name, key)
             if stored is None or not _read_stored(run, table, stored):
                 prepare(run, name, params)
-                builder = python_built().get(name)
-                if builder is not None:
-                    builder(run, name, params, table)
+                if obj.builder:
+                    for built, rows in builders.build(run, obj, params).items():
+                        made = sql_objects.get(built)
+                        made_key = _key(built, made.values(params))
+                        create = f'CREATE OR REPLACE TABLE "{_table_name(built, made_key)}" AS '
+                        with _ours(made):
+                            builders.typed(run.connection, made, rows, create + "FROM {rows}")
+                        _keep(run, built, made_key)
                 else:
                     with _ours(obj):
                         run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}',
                                                obj.bound(params))
-                if stored is not None and run.unrelated is None:
-                    build_atomically(stored, lambda work: run.connection.execute(
-                        f'COPY "{table}" TO {quote(str(work / "rows.parquet"))} (FORMAT parquet)'))
+                    _keep(run, name, key)
             run.tables.add(table)
         run.connection.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM "{table}"')
     run.bound[name] = key
+
+
+def _table_name(name: str, key: str) -> str:
+    """The table of run object `name` computed with the parameters of `key`."""
+    return f"nsyswrap_{name}_{key}"
+
+
+def _keep(run, name: str, key: str) -> None:
+    """Table `name` (parameters `key`) is computed: note it, and store it when the run's
+    reports are cached and one run."""
+    table = _table_name(name, key)
+    run.tables.add(table)
+    stored = _run_stored(run, name, key)
+    if stored is not None and run.unrelated is None:
+        build_atomically(stored, lambda work: run.connection.execute(
+            f'COPY "{table}" TO {quote(str(work / "rows.parquet"))} (FORMAT parquet)'))
 
 
 def _run_stored(run, name: str, key: str) -> Path | None:
@@ -153,17 +172,6 @@ def _read_stored(run, table: str, stored: Path) -> bool:
         shutil.rmtree(stored, ignore_errors=True)
         return False
     return True
-
-
-@functools.cache
-def python_built() -> dict:
-    """Run objects computed in Python instead of by their SQL body (which only types
-    them): name -> builder(run, name, params, table), which creates table `table`.
-    The cross-rank solve (nsyswrap.crossrank.solve: matching, the global clock solve,
-    per-collective timing) makes its six tables once per run and parameter values."""
-    from nsyswrap.crossrank import solve  # (it imports nsyswrap.run, which imports this)
-
-    return {name: solve.build for name in solve.RUN_SCOPE_TABLES}
 
 
 def _ranked(run) -> list[CachedReport]:
@@ -229,10 +237,25 @@ def _store(run, name: str, params: dict, target: Path) -> None:
 
     def build(work: Path) -> None:
         prepare(run, name, params)
-        with _ours(obj):
-            _copy(run, obj, values, work / "rows.parquet")
+        if not obj.builder:
+            with _ours(obj):
+                _copy(run, obj, values, work / "rows.parquet")
+            return
+        for built, rows in builders.build(run, obj, params).items():
+            if built == name:
+                _write(run, obj, rows, work / "rows.parquet")
+            elif not (other := _target(run.cached[0], built, params)).exists():
+                build_atomically(other, lambda w, b=built, r=rows: _write(
+                    run, sql_objects.get(b), r, w / "rows.parquet"))
 
     build_atomically(target, build)
+
+
+def _write(run, obj: sql_objects.SqlObject, rows, target: Path) -> None:
+    """Rows a builder made for per-report object `obj`, typed, to Parquet file `target`."""
+    with _ours(obj):
+        builders.typed(run.connection, obj, rows, f"COPY {{rows}} TO {quote(str(target))} "
+                       f"(FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP})")
 
 
 def _copy(run, obj: sql_objects.SqlObject, values: dict, target: Path) -> None:

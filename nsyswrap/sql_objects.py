@@ -7,6 +7,7 @@
     -- @param step_from BIGINT = NULL What the parameter does.
     -- @column dur_ns BIGINT          What the column holds, with its unit.
     -- @order rank, device, start_ns  Order of its rows (columns, DESC allowed).
+    -- @builder nsyswrap.crossrank.solve:build   (objects) built in Python by this function.
 
 Kinds, by folder: `_views` (normalized views, built once per report), `_macros` (libraries
 of table macros: they read views only), `_reductions` (per-report objects: computed per
@@ -14,6 +15,10 @@ report, take parameters, cached), `_run` (run objects: computed over the whole r
 per-report results) and every other folder (public modules `<area>.<name>`). Nothing is
 inferred from the SQL text: what an object needs is what its header says, and a test
 checks each header against what the object really reads and returns.
+
+An object built in Python names its builder (`@builder module:function`, see
+`nsyswrap.builders`) and has no SQL body: its `@column` types are the single source of its
+table's types, and the builder reads only what `@reads` declares.
 
 Values reach the SQL only as bound `$name` parameters; parameters flow by name from an
 object to the objects it reads, so every object declares the parameters of what it reads.
@@ -26,6 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsyswrap.cache_keys import code_digest
 from nsyswrap.raw_tables import RAW_TABLES
 from nsyswrap.sql_files import sql_root
 
@@ -77,6 +83,8 @@ class SqlObject:
     sql: str
     uses: frozenset[str]
     """The parameters its SQL binds (the others pass to what it reads)."""
+    builder: str | None = None
+    """`module:function` that builds it in Python (see nsyswrap.builders), else None."""
 
     @property
     def per_report(self) -> bool:
@@ -108,7 +116,7 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
     header = lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("--")), len(lines))]
     if not header or header[0].startswith("-- @"):
         raise HeaderError(f"{path}: has no summary line; start it with '-- what one row is'")
-    params, columns, includes, reads, order = [], [], [], [], []
+    params, columns, includes, reads, order, builder = [], [], [], [], [], None
     scope = {"view": "report", "report": "report", "run": "run"}.get(kind, "")
     for lineno, line in enumerate(header, 1):
         m = _DIRECTIVE.match(line)
@@ -138,11 +146,19 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
             scope = rest.split()[0]
         elif key == "order":
             order += [(k.split()[0], k.upper().endswith(" DESC")) for k in rest.split(",")]
+        elif key == "builder":
+            if kind not in ("report", "run") or not re.fullmatch(r"[\w.]+:\w+", rest.strip()):
+                raise HeaderError(f"{where}: write '-- @builder package.module:function' in a "
+                                  "per-report (_reductions) or run (_run) object")
+            builder = rest.strip()
         else:
             raise HeaderError(f"{where}: unknown directive @{key}")
     if kind == "module" and not scope:
         raise HeaderError(f"{path}: a module declares '-- @scope report' or '-- @scope run'")
     body = "\n".join(lines[len(header):])
+    if builder is not None and (body.strip() or not columns):
+        raise HeaderError(f"{path}: an object built in Python ({builder}) declares its "
+                          "@column lines and has no SQL body")
     used = set(_USE.findall(re.sub(r"--[^\n]*", "", body)))
     declared = {p.name for p in params}
     if kind != "library" and used - declared:
@@ -150,7 +166,7 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
     intro = [ln.lstrip("- ").strip() for ln in header]
     summary = " ".join(intro[: next((i for i, ln in enumerate(intro) if ln.startswith("@")), len(intro))])
     return SqlObject(name, kind, path, summary, scope, tuple(includes), tuple(reads),
-                     tuple(params), tuple(columns), tuple(order), body, frozenset(used))
+                     tuple(params), tuple(columns), tuple(order), body, frozenset(used), builder)
 
 
 @functools.cache
@@ -178,10 +194,10 @@ def objects() -> dict[str, SqlObject]:
 
 
 def check_params(name: str) -> None:
-    """Every parameter of `name` is used by its SQL or by an object it needs, and it
-    declares every parameter of the objects it needs (none is left at its default)."""
+    """Every parameter of `name` is used by its SQL (or builder) or by an object it needs,
+    and it declares every parameter of the objects it needs (none is left at its default)."""
     obj = get(name)
-    used = obj.uses
+    used = obj.uses | ({p.name for p in obj.params} if obj.builder else set())
     below = {p.name for n in needs(name)[:-1] for p in get(n).params}
     declared = {p.name for p in obj.params}
     if declared - used - below:
@@ -218,8 +234,11 @@ def needs(name: str) -> tuple[str, ...]:
 
 @functools.cache
 def digest(name: str) -> str:
-    """Changes whenever the SQL of `name` or of anything it needs changes."""
+    """Changes whenever the SQL of `name` or of anything it needs changes, or nsyswrap's
+    Python code where one of them is built in Python."""
     h = hashlib.sha256()
     for n in needs(name):
         h.update(get(n).path.read_bytes())
+    if any(get(n).builder for n in needs(name)):
+        h.update(code_digest().encode())
     return h.hexdigest()[:16]

@@ -1,8 +1,7 @@
 -- One row per aligned rank and matched collective, in run time (nsyswrap.crossrank.solve).
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @builder nsyswrap.crossrank.solve:build
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
 -- @column seq                BIGINT   See nsyswrap.crossrank.solve.
 -- @column op                 VARCHAR  See nsyswrap.crossrank.solve.
@@ -20,22 +19,3 @@
 -- @column transfer_ns        BIGINT   See nsyswrap.crossrank.solve.
 -- @column threshold_ns       BIGINT   See nsyswrap.crossrank.solve.
 -- @column significant        BOOLEAN  See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS VARCHAR) AS pg,
-    CAST(NULL AS BIGINT) AS seq,
-    CAST(NULL AS VARCHAR) AS op,
-    CAST(NULL AS BIGINT) AS bytes,
-    CAST(NULL AS BIGINT) AS group_size,
-    CAST(NULL AS BOOLEAN) AS on_gpu,
-    CAST(NULL AS INTEGER) AS rank,
-    CAST(NULL AS BIGINT) AS step,
-    CAST(NULL AS BIGINT) AS start_ns,
-    CAST(NULL AS BIGINT) AS end_ns,
-    CAST(NULL AS BIGINT) AS wait_ns,
-    CAST(NULL AS BIGINT) AS lag_ns,
-    CAST(NULL AS INTEGER) AS last_rank,
-    CAST(NULL AS BIGINT) AS skew_ns,
-    CAST(NULL AS BIGINT) AS transfer_ns,
-    CAST(NULL AS BIGINT) AS threshold_ns,
-    CAST(NULL AS BOOLEAN) AS significant
-WHERE false

@@ -1,8 +1,7 @@
 -- One row per rank: its clock from the global solve (nsyswrap.crossrank.solve).
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @builder nsyswrap.crossrank.solve:build
 -- @column rank               INTEGER  See nsyswrap.crossrank.solve.
 -- @column utc_epoch_ns       BIGINT   See nsyswrap.crossrank.solve.
 -- @column offset_ns          BIGINT   See nsyswrap.crossrank.solve.
@@ -19,21 +18,3 @@
 -- @column report_rank        INTEGER  See nsyswrap.crossrank.solve.
 -- @column pid                BIGINT   See nsyswrap.crossrank.solve.
 -- @column rank_source        VARCHAR  See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS INTEGER) AS rank,
-    CAST(NULL AS BIGINT) AS utc_epoch_ns,
-    CAST(NULL AS BIGINT) AS offset_ns,
-    CAST(NULL AS DOUBLE) AS drift_ppb,
-    CAST(NULL AS BIGINT) AS shift_ns,
-    CAST(NULL AS BIGINT) AS uncertainty_ns,
-    CAST(NULL AS BIGINT) AS spread_ns,
-    CAST(NULL AS BIGINT) AS max_residual_ns,
-    CAST(NULL AS BIGINT) AS collectives,
-    CAST(NULL AS VARCHAR) AS source,
-    CAST(NULL AS VARCHAR) AS method,
-    CAST(NULL AS BOOLEAN) AS aligned,
-    CAST(NULL AS VARCHAR) AS host,
-    CAST(NULL AS INTEGER) AS report_rank,
-    CAST(NULL AS BIGINT) AS pid,
-    CAST(NULL AS VARCHAR) AS rank_source
-WHERE false

@@ -1,9 +1,8 @@
 -- One row per process group found (nsyswrap.crossrank.solve): members, how found,
 -- captured vs group size, whether it spans hosts.
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @builder nsyswrap.crossrank.solve:build
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
 -- @column found_by           VARCHAR  See nsyswrap.crossrank.solve.
 -- @column members            VARCHAR  See nsyswrap.crossrank.solve.
@@ -11,12 +10,3 @@
 -- @column group_size         BIGINT   See nsyswrap.crossrank.solve.
 -- @column status             VARCHAR  See nsyswrap.crossrank.solve.
 -- @column spans_hosts        BOOLEAN  See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS VARCHAR) AS pg,
-    CAST(NULL AS VARCHAR) AS found_by,
-    CAST(NULL AS VARCHAR) AS members,
-    CAST(NULL AS BIGINT) AS captured,
-    CAST(NULL AS BIGINT) AS group_size,
-    CAST(NULL AS VARCHAR) AS status,
-    CAST(NULL AS BOOLEAN) AS spans_hosts
-WHERE false

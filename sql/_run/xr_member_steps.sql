@@ -1,15 +1,8 @@
 -- One row per rank (process) and step range (xr_steps by rank; nsyswrap.crossrank.solve).
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
+-- @builder nsyswrap.crossrank.solve:build
 -- @column rank               INTEGER  See nsyswrap.crossrank.solve.
 -- @column step               BIGINT   See nsyswrap.crossrank.solve.
 -- @column start_ns           BIGINT   See nsyswrap.crossrank.solve.
 -- @column end_ns             BIGINT   See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS INTEGER) AS rank,
-    CAST(NULL AS BIGINT) AS step,
-    CAST(NULL AS BIGINT) AS start_ns,
-    CAST(NULL AS BIGINT) AS end_ns
-WHERE false
