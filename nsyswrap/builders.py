@@ -24,7 +24,6 @@ the view, never returned).
 """
 from __future__ import annotations
 
-import functools
 import importlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,9 +77,8 @@ class Inputs:
         return self._run.connection.sql(f'SELECT {listed} FROM "{name}"')
 
 
-@functools.cache
 def function(spec: str):
-    """The builder `package.module:function`, imported the first time it is called."""
+    """The builder `package.module:function` (its module imported the first time)."""
     module, _, name = spec.partition(":")
     return getattr(importlib.import_module(module), name)
 

@@ -141,20 +141,19 @@ def _keep(run, name: str, key: str) -> None:
     table = _table_name(name, key)
     run.tables.add(table)
     stored = _run_stored(run, name, key)
-    if stored is not None and run.unrelated is None:
+    if stored is not None:
         build_atomically(stored, lambda work: run.connection.execute(
             f'COPY "{table}" TO {quote(str(work / "rows.parquet"))} (FORMAT parquet)'))
 
 
 def _run_stored(run, name: str, key: str) -> Path | None:
     """Where run object `name` (parameters `key`) of a run of cached reports is stored,
-    beside the first rank's views; keyed to every report's cache entry, rank and rank
-    source, whether unrelated reports are allowed, and nsyswrap's code (None for a run of
-    hand-made tables). It is stored only while the reports are one run (`run.unrelated`
-    None), so a later call that reads it skips the cross-rank solve rightly."""
+    beside the first rank's views; keyed to every report's cache entry, path as given, rank
+    and rank source, whether unrelated reports are allowed, and nsyswrap's code (None for a
+    run of hand-made tables)."""
     if not run.cached:
         return None
-    sources = sorted((r.rank, r.rank_source) for r in run.reports)
+    sources = sorted((r.rank, str(r.path), r.rank_source) for r in run.reports)
     text = repr((sources, sorted((c.rank, str(c.views_dir)) for c in run.cached),
                  run.allow_unrelated, code_digest()))
     entry = hashlib.sha256(text.encode()).hexdigest()[:24]

@@ -47,12 +47,6 @@ class Run:
     """Run objects computed so far (a table per object and parameter values)."""
     allow_unrelated: bool = False
     """Analyse reports across runs even when their capture spans are far apart."""
-    unrelated: NsysWrapError | None = None
-    """Why the reports are not one run (set by nsyswrap.crossrank.solve), if they are not."""
-    solved: dict = field(default_factory=dict)
-    """step_pattern -> the frames of the cross-rank solve (nsyswrap.crossrank.solve.build)."""
-    ranks: dict = field(default_factory=dict)
-    """The run's ranks, once known (nsyswrap.crossrank.ranks: `members`, `one_each`)."""
     engine: DaskEngine | None = None  # None: per-report work in local worker processes
     store_per_report: bool = False
     """Store per-report module results even for one report (launch --precompute: the

@@ -109,15 +109,15 @@ def test_run_objects_are_stored_and_read_back_without_the_solve(tmp_path, monkey
     assert len(list(tmp_path.glob("*/runs/*/xr_clock-*/rows.parquet"))) == 1
     from nsyswrap.crossrank import solve
 
-    monkeypatch.setattr(solve, "solved", lambda run: pytest.fail("the solve ran again"))
+    monkeypatch.setattr(solve, "build", lambda inputs: pytest.fail("the solve ran again"))
     with open_run([RUN], jobs=1) as run:
         for name, rows in first.items():
             pd.testing.assert_frame_equal(run_module(run, name), rows)
 
 
 def test_unrelated_reports_are_refused_on_every_call(tmp_path, monkeypatch):
-    """Run objects of reports that are not one run are never stored: a later call solves
-    again and refuses them again."""
+    """Reports that are not one run are refused on every call: the solve's verdict
+    (xr_unrelated) is stored with its other run objects and read back."""
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "cache"))
     a, b = tmp_path / "a", tmp_path / "b"
     generate_run(preset("run2"), a)

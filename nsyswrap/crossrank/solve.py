@@ -23,7 +23,7 @@ import pandas as pd
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import GROUP_COLUMNS, KEY_COLUMNS, match
 from nsyswrap.crossrank.nccl_payload import payload_keys
-from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, run_members, to_member_ranks
+from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, to_member_ranks
 from nsyswrap.errors import NsysWrapError
 
 MEMBER_EXTRA = ["report_rank", "pid", "rank_source"]
@@ -35,17 +35,17 @@ ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "
 
 def build(inputs) -> dict[str, pd.DataFrame]:
     """Builder of the run objects of the solve (their headers name it, see
-    nsyswrap.builders): the six frames, by object name, from what `inputs` declares."""
-    run = inputs._run  # (the rank map becomes a declared run object next)
+    nsyswrap.builders): the six frames, and xr_unrelated (why the reports are not one run,
+    if they are not), by object name, from what `inputs` declares."""
     keys, payload_note = payload_keys(inputs.frame("xr_rank_keys"), inputs.frame("payload_schemas"))
-    members = run_members(run)[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
+    members = inputs.frame("xr_members", MEMBER_COLUMNS).drop_duplicates(ignore_index=True)
     reports = inputs.frame("session", ["rank", "utc_epoch_ns", "host"]).sort_values(
         "rank", ignore_index=True).rename(columns={"rank": "report_rank"})
     ends = inputs.frame("xr_processes", ["rank", "last_end_ns"]).groupby(
         "rank", as_index=False)["last_end_ns"].max().rename(columns={"last_end_ns": "end_ns"})
-    run.unrelated = None if inputs.allow_unrelated else unrelated(
+    refused = None if inputs.allow_unrelated else unrelated(
         inputs.reports, reports.rename(columns={"report_rank": "rank"}), ends)
-    if run.unrelated is not None:
+    if refused is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
     keys = to_member_ranks(keys, members)
     calls, groups = match(keys, payload_note)
@@ -54,7 +54,7 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     matched["on_gpu"] = ended.groupby([matched["pg"], matched["seq"]]).transform("all").astype(bool)
     matched["start_ns"] = matched["kernel_start_ns"].where(matched["on_gpu"], matched["cpu_start_ns"])
     matched["end_ns"] = matched["kernel_end_ns"].where(matched["on_gpu"], matched["cpu_end_ns"])
-    clock = member_clocks(matched, members, reports, tie_hosts=run.unrelated is None)
+    clock = member_clocks(matched, members, reports, tie_hosts=refused is None)
     steps = to_member_ranks(inputs.frame("xr_steps", ["rank", "pid", "step", "start_ns", "end_ns"]),
                             members)
     phases = to_member_ranks(inputs.frame("xr_phases").drop(columns="report"), members)
@@ -70,6 +70,9 @@ def build(inputs) -> dict[str, pd.DataFrame]:
         "xr_aligned": aligned[ALIGNED_COLUMNS],
         "xr_member_steps": steps[["rank", "step", "start_ns", "end_ns"]],
         "xr_member_phases": phases[PHASE_COLUMNS],
+        "xr_unrelated": pd.DataFrame([] if refused is None else [
+            {"report": str(refused.where), "problem": refused.problem, "fix": refused.fix}],
+            columns=["report", "problem", "fix"]),
     }
 
 

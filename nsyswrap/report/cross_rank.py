@@ -10,7 +10,7 @@ import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import (bandwidth, clock_offsets, comm_split, matched_collectives,
-                                        mismatches, stragglers)
+                                        mismatches, stragglers, unrelated)
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.options import ReportOptions
@@ -222,8 +222,9 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
     offsets = clock_offsets(run)
-    if run.unrelated is not None:
-        raise run.unrelated
+    refused = unrelated(run)
+    if refused is not None:
+        raise refused
     if len(offsets) < 2:
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
                                          "ranks (reports, or processes with GPU work in one report)"})
