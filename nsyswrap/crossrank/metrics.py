@@ -16,7 +16,9 @@ def unrelated(run: Run, **params) -> NsysWrapError | None:
     """Why the reports cannot be one run (their captures are far apart), if they cannot
     (the solve's verdict, run object xr_unrelated); None with --allow-unrelated."""
     rows = object_rows(run, "xr_unrelated", **params)
-    return None if rows.empty else NsysWrapError(rows["report"][0], rows["problem"][0], rows["fix"][0])
+    if rows.empty:
+        return None
+    return NsysWrapError(rows["report"][0], rows["problem"][0], rows["fix"][0])
 
 
 def clock_offsets(run: Run, **params) -> pd.DataFrame:

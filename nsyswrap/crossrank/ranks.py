@@ -13,9 +13,10 @@ the process environment, then the order given / the device order. NCCL's ranks a
 only when every rank not placed by a more trusted source has one and all ranks differ.
 
 This is the run's one rank identity: the run objects `xr_members` and `rank_map` (built
-here, `build`), with which the engine labels every per-report result (nsyswrap.rank_labels). A per-device row (ledger, gaps, steps, ...) carries the rank of the
-process that ran the most GPU activities on that device (ties: the lowest rank); a row
-of one process, that process's rank; a row of neither, the lowest rank of its report.
+here, `build`), with which the engine labels every per-report result
+(nsyswrap.rank_labels). A per-device row (ledger, gaps, steps, ...) carries the rank of
+the process that ran the most GPU activities on that device (ties: the lowest rank); a
+row of one process, that process's rank; a row of neither, the lowest rank of its report.
 """
 from __future__ import annotations
 
@@ -107,11 +108,13 @@ def rank_map(members: pd.DataFrame) -> pd.DataFrame:
     if _each_report_its_rank(members):
         return pd.DataFrame(columns=MAP_COLUMNS)
     by_pid = members.dropna(subset=["pid"]).drop_duplicates(["report_rank", "pid"])
-    used = members.dropna(subset=["device"]).sort_values(["activities", "rank"], ascending=[False, True])
+    used = members.dropna(subset=["device"]).sort_values(["activities", "rank"],
+                                                         ascending=[False, True])
     by_device = used.drop_duplicates(["report_rank", "device"])
     by_report = members.groupby("report_rank", as_index=False)["rank"].min()
-    return pd.concat([by_pid[["report_rank", "pid", "rank"]], by_device[["report_rank", "device", "rank"]],
-                      by_report], ignore_index=True)[MAP_COLUMNS]
+    parts = [by_pid[["report_rank", "pid", "rank"]], by_device[["report_rank", "device", "rank"]],
+             by_report]
+    return pd.concat(parts, ignore_index=True)[MAP_COLUMNS]
 
 
 def rank_rows(run, step_pattern: str) -> list[dict]:
