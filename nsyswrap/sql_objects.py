@@ -190,6 +190,8 @@ def objects() -> dict[str, SqlObject]:
                 raise HeaderError(f"{obj.path}: needs {needed}, which no file of sql/ defines")
             if needed in found and (found[needed].kind == "library") != (needed in obj.includes):
                 raise HeaderError(f"{obj.path}: @include names macro libraries, @reads the rest")
+    for name in found:
+        _in_order(name, found)  # no cycle
     return found
 
 
@@ -218,13 +220,25 @@ def of_kind(kind: str) -> list[SqlObject]:
 @functools.cache
 def needs(name: str) -> tuple[str, ...]:
     """Every object `name` needs, itself last, each after what it needs (no views)."""
+    return _in_order(name, objects())
+
+
+def _in_order(name: str, found: dict[str, SqlObject]) -> tuple[str, ...]:
+    """`needs` over the objects `found`. A cycle of headers (an object that needs itself
+    through what it reads or includes) is a HeaderError naming the files of the cycle."""
     out: list[str] = []
+    path: list[str] = []
 
     def visit(n: str) -> None:
-        obj = get(n)
-        for dep in obj.includes + obj.reads:
-            if dep not in out and dep in objects() and get(dep).kind != "view":
+        if n in path:
+            cycle = path[path.index(n):] + [n]
+            raise HeaderError("a cycle of @reads/@include: " + " -> ".join(
+                f"{c} ({found[c].path})" for c in cycle))
+        path.append(n)
+        for dep in found[n].includes + found[n].reads:
+            if dep not in out and dep in found and found[dep].kind != "view":
                 visit(dep)
+        path.pop()
         if n not in out:
             out.append(n)
 

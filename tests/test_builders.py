@@ -99,3 +99,23 @@ def test_a_built_object_has_no_sql_body(tmp_path):
     path.write_text("-- One row.\n-- @builder a.b:c\n-- @column n BIGINT  N.\nSELECT 1 AS n\n")
     with pytest.raises(sql_objects.HeaderError, match="no SQL body"):
         sql_objects.parse(path, "x", "run")
+
+
+def test_a_cycle_of_headers_names_its_files(tmp_path, monkeypatch):
+    """An object that needs itself through what it reads is refused before anything runs,
+    naming each file of the cycle (never a bare RecursionError)."""
+    texts = {"a": "-- A.\n-- @reads b\n-- @column x BIGINT  X.\nSELECT x FROM b\n",
+             "b": "-- B.\n-- @reads a\n-- @column x BIGINT  X.\nSELECT x FROM a\n"}
+    for name, text in texts.items():
+        (tmp_path / "_reductions").mkdir(exist_ok=True)
+        (tmp_path / "_reductions" / f"{name}.sql").write_text(text)
+    monkeypatch.setattr(sql_objects, "sql_root", lambda: tmp_path)
+    sql_objects.objects.cache_clear()
+    try:
+        with pytest.raises(sql_objects.HeaderError) as found:
+            sql_objects.objects()
+    finally:
+        monkeypatch.undo()
+        sql_objects.objects.cache_clear()
+    a, b = tmp_path / "_reductions" / "a.sql", tmp_path / "_reductions" / "b.sql"
+    assert str(found.value) == f"a cycle of @reads/@include: a ({a}) -> b ({b}) -> a ({a})"
