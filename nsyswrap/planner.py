@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,8 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsyswrap import builders, sql_objects
-from nsyswrap.cache import build_atomically
+from nsyswrap import builders, sql_objects, store
 from nsyswrap.cache_keys import code_digest, nsyswrap_version
 from nsyswrap.connection import CachedReport, create_view, quote
 from nsyswrap.errors import NsysWrapError
@@ -109,7 +107,7 @@ def bind(run, name: str, params: dict) -> None:
     else:
         table = _table_name(name, key)
         if table not in run.tables or not run.cached:
-            stored = _run_stored(run, name, key)
+            stored = _run_stored(run, name, values)
             if stored is None or not _read_stored(run, table, stored):
                 prepare(run, name, params)
                 if obj.builder:
@@ -119,12 +117,12 @@ def bind(run, name: str, params: dict) -> None:
                         create = f'CREATE OR REPLACE TABLE "{_table_name(built, made_key)}" AS '
                         with _ours(made):
                             builders.typed(run.connection, made, rows, create + "FROM {rows}")
-                        _keep(run, built, made_key)
+                        _keep(run, built, made_key, made.values(params))
                 else:
                     with _ours(obj):
                         run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}',
                                                obj.bound(params))
-                    _keep(run, name, key)
+                    _keep(run, name, key, values)
             run.tables.add(table)
         run.connection.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM "{table}"')
     run.bound[name] = key
@@ -135,29 +133,29 @@ def _table_name(name: str, key: str) -> str:
     return f"nsyswrap_{name}_{key}"
 
 
-def _keep(run, name: str, key: str) -> None:
-    """Table `name` (parameters `key`) is computed: note it, and store it when the run's
-    reports are cached and one run."""
+def _keep(run, name: str, key: str, values: dict) -> None:
+    """Table `name` (parameters `values`, `key`) is computed: note it, and store it when
+    the run's reports are cached."""
     table = _table_name(name, key)
     run.tables.add(table)
-    stored = _run_stored(run, name, key)
+    stored = _run_stored(run, name, values)
     if stored is not None:
-        build_atomically(stored, lambda work: run.connection.execute(
-            f'COPY "{table}" TO {quote(str(work / "rows.parquet"))} (FORMAT parquet)'))
+        store.write(stored, lambda work: run.connection.execute(
+            f'COPY "{table}" TO {quote(str(work / "rows.parquet"))} (FORMAT parquet)'),
+            about=", ".join(str(r.path) for r in run.reports))
 
 
-def _run_stored(run, name: str, key: str) -> Path | None:
-    """Where run object `name` (parameters `key`) of a run of cached reports is stored,
-    beside the first rank's views; keyed to every report's cache entry, path as given, rank
-    and rank source, whether unrelated reports are allowed, and nsyswrap's code (None for a
-    run of hand-made tables)."""
+def _run_stored(run, name: str, values: dict) -> Path | None:
+    """The store entry of run object `name` with `values` over a run of cached reports
+    (None for a run of hand-made tables): keyed to every report's views entry, path as
+    given, rank and rank source, whether unrelated reports are allowed, nsyswrap's code,
+    the object's SQL and its parameter values."""
     if not run.cached:
         return None
     sources = sorted((r.rank, str(r.path), r.rank_source) for r in run.reports)
-    text = repr((sources, sorted((c.rank, str(c.views_dir)) for c in run.cached),
-                 run.allow_unrelated, code_digest()))
-    entry = hashlib.sha256(text.encode()).hexdigest()[:24]
-    return _ranked(run)[0].views_dir / "runs" / entry / f"{name}-{key}"
+    return store.entry("runs", name, sources, sorted((c.rank, c.views_dir.name) for c in run.cached),
+                       run.allow_unrelated, code_digest(), sql_objects.digest(name),
+                       sorted(values.items()))
 
 
 def _read_stored(run, table: str, stored: Path) -> bool:
@@ -168,8 +166,10 @@ def _read_stored(run, table: str, stored: Path) -> bool:
         run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
                                f'SELECT * FROM read_parquet({quote(str(stored / "rows.parquet"))})')
     except duckdb.Error:  # damaged: computed again (and stored again)
-        shutil.rmtree(stored, ignore_errors=True)
+        store.discard(stored, f"cache entry {stored} was damaged; building it again")
         return False
+    run.lease.hold(stored)
+    store.use(stored)
     return True
 
 
@@ -184,6 +184,10 @@ def _stored(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
     missing ones in order)."""
     ranked = _ranked(run)
     dirs = [[_target(c, n, p) for c in ranked] for n, p in items]
+    for row in dirs:
+        run.lease.hold(*row)
+        for entry in row:
+            _check(entry)
     todo = [(c, [(n, p, dirs[j][i]) for j, (n, p) in enumerate(items) if not dirs[j][i].exists()])
             for i, c in enumerate(ranked)]
     todo = [item for item in todo if item[1]]
@@ -199,8 +203,24 @@ def _stored(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
 
 
 def _target(cached: CachedReport, name: str, params: dict) -> Path:
-    """The directory of per-report object or module `name` with `params` of one report."""
-    return cached.views_dir / "objects" / f"{name}-{_key(name, sql_objects.get(name).values(params), cached.rank)}"
+    """The store entry of per-report object or module `name` with `params` of one report:
+    keyed to the report's views entry and rank, the SQL of the object and of everything it
+    needs, its parameter values and nsyswrap's version."""
+    values = sorted(sql_objects.get(name).values(params).items())
+    return store.entry("objects", name, cached.views_dir.name, cached.rank, sql_objects.digest(name),
+                       values, nsyswrap_version())
+
+
+def _check(entry: Path) -> None:
+    """A stored entry that is damaged is removed (and computed again); a sound one is used."""
+    if not entry.exists():
+        return
+    damaged = store.damaged(entry)
+    if damaged is None and (entry / "rows.parquet").exists():
+        store.use(entry)
+    else:
+        store.discard(entry, f"cache entry {damaged or entry / 'rows.parquet'} was damaged; "
+                             "building it again")
 
 
 def planned(cached: list[CachedReport], plan: list[tuple[str, dict]]) -> list[list[tuple[str, dict, Path]]]:
@@ -244,10 +264,10 @@ def _store(run, name: str, params: dict, target: Path) -> None:
             if built == name:
                 _write(run, obj, rows, work / "rows.parquet")
             elif not (other := _target(run.cached[0], built, params)).exists():
-                build_atomically(other, lambda w, b=built, r=rows: _write(
-                    run, sql_objects.get(b), r, w / "rows.parquet"))
+                store.write(other, lambda w, b=built, r=rows: _write(
+                    run, sql_objects.get(b), r, w / "rows.parquet"), about=str(run.cached[0].path))
 
-    build_atomically(target, build)
+    store.write(target, build, about=str(run.cached[0].path))
 
 
 def _write(run, obj: sql_objects.SqlObject, rows, target: Path) -> None:
@@ -283,9 +303,9 @@ def _ours(obj: sql_objects.SqlObject):
                            "please report it with this traceback") from exc
 
 
-def _key(name: str, values: dict, rank: int | None = None) -> str:
-    text = repr((name, rank, sql_objects.digest(name), sorted(values.items()), nsyswrap_version()))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def _key(name: str, values: dict) -> str:
+    """Names the table or view binding of `name` with `values` on one connection."""
+    return hashlib.sha256(repr((name, sorted(values.items()))).encode()).hexdigest()[:16]
 
 
 def declared_order(frame: pd.DataFrame, module: sql_objects.SqlObject, *,

@@ -17,7 +17,7 @@ from typing import Callable
 import duckdb
 import pandas as pd
 
-from nsyswrap import planner, sql_objects
+from nsyswrap import planner, sql_objects, store
 from nsyswrap.cache import cache_dir_for, normalize
 from nsyswrap.connection import CachedReport, connect
 from nsyswrap.errors import NsysWrapError
@@ -51,6 +51,11 @@ class Run:
     store_per_report: bool = False
     """Store per-report module results even for one report (launch --precompute: the
     run of all reports then finds them)."""
+    lease: store.Lease = field(default_factory=store.Lease)
+    """The store entries this run uses: kept from eviction until it closes."""
+    cache_max: str | None = None
+    """The store's cap (`--cache-max`), applied when the run closes; None: no eviction
+    (a worker's run over one report)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -75,6 +80,9 @@ class Run:
     def close(self) -> None:
         self.connection.close()
         shutil.rmtree(self.spill_dir, ignore_errors=True)
+        self.lease.release()
+        if self.cache_max is not None:
+            store.evict(store.cap_bytes(self.cache_max))
 
     def __enter__(self) -> "Run":
         return self
@@ -90,8 +98,10 @@ def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int |
     spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
     reports = [Report(c.rank, c.path, "cache") for c in cached]
-    return Run(con, reports, spill, cached, jobs, progress, int(memory_limit.removesuffix("MB")),
-               engine=engine)
+    run = Run(con, reports, spill, cached, jobs, progress, int(memory_limit.removesuffix("MB")),
+              engine=engine)
+    run.lease.hold(*(c.views_dir for c in cached))
+    return run
 
 
 def open_run(
@@ -102,6 +112,7 @@ def open_run(
     progress: Callable[[int, int], None] | None = None,
     engine: DaskEngine | None = None,
     plan: tuple[tuple[str, dict], ...] = (),
+    cache_max: str = "",
 ) -> Run:
     """Validate the reports, normalize each (cached) and open the views over all of them.
 
@@ -110,7 +121,9 @@ def open_run(
     `progress(done, total)` is called after each. `plan` names the modules and objects
     `(name, params)` the caller will ask for: the per-report objects and modules they read
     are computed in the same task as the report's normalization (one pass per report,
-    instead of a pass of the pool per request that opens each report again).
+    instead of a pass of the pool per request that opens each report again). When the run
+    closes, the store is held within `cache_max` (`nsyswrap.store.cap_bytes`: "" the
+    default cap).
     """
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
@@ -125,6 +138,7 @@ def open_run(
     run = open_cached(cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress,
                       engine=engine)
     run.reports = reports
+    run.cache_max = cache_max
     return run
 
 

@@ -48,6 +48,6 @@ def test_launch_precompute_fills_the_cache(tmp_path):
                           env={**os.environ, "NSYSWRAP_CACHE_DIR": str(env_cache)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(list(out.glob("*.sqlite"))) == 1
-    entries = list(env_cache.iterdir())
+    entries = list((env_cache / "views").iterdir())
     assert len(entries) == 1 and (entries[0] / "session.parquet").exists()
-    assert any(entries[0].glob("objects/*/rows.parquet"))  # the planner's per-report objects and results
+    assert any(env_cache.glob("objects/*/rows.parquet"))  # the planner's per-report objects and results

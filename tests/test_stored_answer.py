@@ -70,7 +70,7 @@ def test_every_view_of_the_answer_is_drawn_from_it(cli, cache, run, opens, tmp_p
     _report(cli, run, "--steps", "1:3", "-o", tmp_path / "out.json", "-f", "json")
     assert (tmp_path / "out.json").read_text() == computed[("-f", "json")]
     assert len(opens) == 1
-    assert len(list((cache / "answers").glob("*.json"))) == 1
+    assert len(list((cache / "answers").glob("*/answer.json"))) == 1
 
 
 def test_the_engine_and_jobs_are_not_in_the_key(cli, cache, run, opens):
@@ -131,7 +131,7 @@ def test_other_code_computes_it_again(cli, cache, run, opens, monkeypatch):
 ], ids=["truncated", "garbage", "not-a-report"])
 def test_a_damaged_answer_is_computed_again_with_a_note(cli, cache, run, opens, damage):
     first = _report(cli, run, "-f", "json")
-    (answer,) = (cache / "answers").glob("*.json")
+    (answer,) = (cache / "answers").glob("*/answer.json")
     damage(answer)
     code, out, err = cli("report", run, "-f", "json")
     assert code == 0 and out == first and len(opens) == 2
@@ -168,7 +168,7 @@ def test_a_failed_report_is_not_stored(cli, cache, run, monkeypatch):
     for _ in range(2):
         code, out, err = cli("report", run)
         assert code == 1 and err.startswith("Error: ") and err.count("\n") == 1 and "is broken" in err
-    assert not list((cache / "answers").glob("*.json"))
+    assert not list((cache / "answers").glob("*/answer.json"))
 
 
 def test_html_opens_the_run(cli, cache, run, opens, tmp_path):
@@ -183,7 +183,7 @@ def test_the_library_reads_the_same_answer(cache):
     run = FIXTURES / "run4_straggler"
     first = report([run])
     assert report([run], opener=Opener(jobs=1)) == first
-    (answer,) = (cache / "answers").glob("*.json")
+    (answer,) = (cache / "answers").glob("*/answer.json")
     assert json.loads(answer.read_text()) == first
 
 

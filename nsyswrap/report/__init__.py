@@ -63,13 +63,13 @@ def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *
            opener: Opener = DEFAULT_OPENER) -> dict:
     """The report dict of a run: the stored answer when this report was asked before
     (`nsyswrap.report.answers`), else the reports opened, the report built and stored."""
-    key = answers.answer_key(expand(inputs), options, opener.rank_pattern, opener.allow_unrelated)
-    stored = answers.load(key)
+    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern, opener.allow_unrelated)
+    stored = answers.load(entry)
     if stored is not None:
         return stored
     with planned(opener, options).open(inputs) as run:
         result = build_report(run, options)
-    answers.store(key, result)
+        answers.save(entry, result)  # before the run closes and the store is held to its cap
     return result
 
 
