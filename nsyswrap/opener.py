@@ -33,8 +33,8 @@ class Opener:
 
         store.cap_bytes(self.cache_max)  # a bad --cache-max is refused before any work
         run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,
-                       engine=self.engine, plan=self.plan, cache_max=self.cache_max)
-        run.allow_unrelated = self.allow_unrelated
+                       engine=self.engine, plan=self.plan, cache_max=self.cache_max,
+                       allow_unrelated=self.allow_unrelated)
         return run
 
 

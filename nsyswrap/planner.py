@@ -23,6 +23,7 @@ parameter values, just before what reads it runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -34,12 +35,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsyswrap import builders, sql_objects, store
-from nsyswrap.cache_keys import code_digest, nsyswrap_version
+from nsyswrap import builders, plan, sql_objects, store
 from nsyswrap.connection import CachedReport, create_view, quote
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.pool import map_reports
 
+ROWS = "rows.parquet"
 ROW_GROUP = 16384
 """Rows per Parquet row group of a stored object: a read of part of it (a time window, the
 longest N events) skips the other groups by their min/max statistics."""
@@ -50,40 +51,95 @@ def result(run, name: str, params: dict) -> pd.DataFrame:
     return results(run, {name: (name, params)})[name]
 
 
+def scope(run) -> plan.Scope:
+    """What a plan of `run` is compiled for."""
+    return plan.Scope(tuple(run.cached), tuple(run.reports), run.allow_unrelated,
+                      run.store_per_report)
+
+
 def results(run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]:
-    """Several modules, each `key: (module, params)`, on an open run; the per-report
-    modules of a run of several reports are computed in one pass of the worker pool."""
-    several = len(run.cached) > 1 or (bool(run.cached) and getattr(run, "store_per_report", False))
-    per_report = [item for item in wanted.values() if several and sql_objects.get(item[0]).per_report]
-    stored = dict(zip(map(_item_key, per_report), _stored(run, per_report)))
+    """Several modules, each `key: (module, params)`, on an open run: their plan is
+    compiled, then executed in order (the per-report steps of every report first, in one
+    pass of the worker pool)."""
+    compiled = plan.compile(scope(run), list(wanted.values()))
+    _fill(run, compiled)
     out = {}
     for key, (name, params) in wanted.items():
         module = sql_objects.get(name)
-        if (name, params) in per_report:
-            out[key] = declared_order(_concat([pq.read_table(p) for p in stored[_item_key((name, params))]]),
-                               module)
+        step = compiled.step(name, params)
+        if step.kind == "report":  # a per-report module of several reports: stored per report
+            tables = [pq.read_table(e / ROWS) for e in step.entries]
+            out[key] = declared_order(_concat(tables), module)
             continue
-        prepare(run, name, params)
+        _bind_needs(run, compiled, name, params)
         with _ours(module):
             out[key] = run.connection.execute(module.sql, module.bound(params)).df()
     return out
 
 
-def _item_key(item: tuple[str, dict]) -> str:
-    return _key(item[0], sql_objects.get(item[0]).values(item[1]))
-
-
 def prepare(run, name: str, params: dict) -> None:
-    """Load the libraries and bind the objects that `name` needs, for `params` (the
-    per-report objects missing for some report first, in one pass of the worker pool)."""
-    needed_here = sql_objects.needs(name)[:-1]
-    if run.cached:
-        _stored(run, [(n, params) for n in needed_here if sql_objects.get(n).kind == "report"])
-    for needed in needed_here:
-        if sql_objects.get(needed).kind == "library":
+    """Load the libraries and bind the objects that `name` needs, for `params`."""
+    compiled = plan.compile(scope(run), [(name, params)], inputs=True)
+    _fill(run, compiled, but=plan.step_id(name, params))
+    _bind_needs(run, compiled, name, params)
+
+
+def bind(run, name: str, params: dict) -> None:
+    """Make view `name` hold object `name` computed with (its part of) `params`, with what
+    it needs."""
+    compiled = plan.compile(scope(run), [(name, params)])
+    _fill(run, compiled)
+    _bind_needs(run, compiled, name, params)
+    _bind(run, compiled.step(name, params))
+
+
+def stored_rows(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
+    """The stored rows of each per-report object or module `(name, params)` of `items` of
+    a run of cached reports: per item, one file per report in rank order (the missing ones
+    computed first, in one pass of the worker pool)."""
+    compiled = plan.compile(dataclasses.replace(scope(run), store_per_report=True), items)
+    _fill(run, compiled)
+    return [[e / ROWS for e in compiled.step(n, p).entries] for n, p in items]
+
+
+def planned(scope: plan.Scope, wanted: list[tuple[str, dict]]) -> list[list[tuple[str, dict, Path]]]:
+    """Per report of `scope` (in the order of `scope.cached`), the per-report steps of the
+    plan of `wanted` not stored yet, in dependency order: what `_compute` takes."""
+    work = dict((c.views_dir, todo) for c, todo in plan.compile(scope, wanted).per_report_work())
+    return [work.get(c.views_dir, []) for c in scope.cached]
+
+
+def _fill(run, compiled: plan.Plan, but: tuple | None = None) -> None:
+    """Compute the per-report steps of `compiled` not stored yet, each report's in order:
+    on this connection for a run of one report (as in a worker), else in one pass of the
+    worker pool. A stored entry that is damaged is removed first (and computed again)."""
+    for step in compiled.steps:
+        if step.kind == "report":
+            run.lease.hold(*step.entries)
+            for entry in step.entries:
+                _check(entry)
+    todo = compiled.per_report_work(but)
+    if len(run.cached) == 1:
+        for name, params, target in todo[0][1] if todo else []:
+            _store(run, name, params, target)
+    elif todo:
+        workers = min(run.jobs, len(todo))
+        work = functools.partial(_compute, f"{run.memory_limit_mb // workers}MB",
+                                 max(1, (os.cpu_count() or 1) // workers))
+        map_reports(work, todo, run.jobs, run.progress, run.engine)
+
+
+def _bind_needs(run, compiled: plan.Plan, name: str, params: dict) -> None:
+    """Load the libraries and bind the objects of `compiled` that `name` needs, each after
+    what it needs, with `params` (what only a stored step reads is not in the plan)."""
+    for needed in sql_objects.needs(name)[:-1]:
+        step = compiled.step(needed, params)
+        if step is None:
+            continue
+        if step.kind == "library":
             load_library(run, needed)
         else:
-            bind(run, needed, params)
+            _bind(run, step)
 
 
 def load_library(run, name: str) -> None:
@@ -94,22 +150,24 @@ def load_library(run, name: str) -> None:
         run.libraries.add(name)
 
 
-def bind(run, name: str, params: dict) -> None:
-    """Make view `name` hold object `name` computed with (its part of) `params`."""
+def _bind(run, step: plan.Step) -> None:
+    """Make view `step.name` hold the step's rows: a view over its per-report entries, or a
+    table computed (or read from the store) once per run and parameter values."""
+    name, params = step.name, step.params
     obj = sql_objects.get(name)
-    values = obj.values(params)
+    values = step.values
     key = _key(name, values)
     if run.bound.get(name) == key and run.cached:
         return  # a run of hand-made tables may change: only cached reports are bound once
-    if obj.kind == "report" and run.cached:
-        files, = _stored(run, [(name, params)])
-        create_view(run.connection, name, [(c.rank, c.path, f) for c, f in zip(_ranked(run), files)])
+    if step.kind == "report":
+        parts = [(c.rank, c.path, e / ROWS) for c, e in zip(plan.Scope(tuple(run.cached)).ranked,
+                                                              step.entries)]
+        create_view(run.connection, name, parts)
     else:
         table = _table_name(name, key)
         if table not in run.tables or not run.cached:
-            stored = _run_stored(run, name, values)
+            stored = step.entries[0] if step.entries else None
             if stored is None or not _read_stored(run, table, stored):
-                prepare(run, name, params)
                 if obj.builder:
                     for built, rows in builders.build(run, obj, params).items():
                         made = sql_objects.get(built)
@@ -117,12 +175,12 @@ def bind(run, name: str, params: dict) -> None:
                         create = f'CREATE OR REPLACE TABLE "{_table_name(built, made_key)}" AS '
                         with _ours(made):
                             builders.typed(run.connection, made, rows, create + "FROM {rows}")
-                        _keep(run, built, made_key, made.values(params))
+                        _keep(run, built, params)
                 else:
                     with _ours(obj):
                         run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}',
                                                obj.bound(params))
-                    _keep(run, name, key, values)
+                    _keep(run, name, params)
             run.tables.add(table)
         run.connection.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM "{table}"')
     run.bound[name] = key
@@ -133,29 +191,17 @@ def _table_name(name: str, key: str) -> str:
     return f"nsyswrap_{name}_{key}"
 
 
-def _keep(run, name: str, key: str, values: dict) -> None:
-    """Table `name` (parameters `values`, `key`) is computed: note it, and store it when
-    the run's reports are cached."""
-    table = _table_name(name, key)
+def _keep(run, name: str, params: dict) -> None:
+    """Table `name` (with `params`) is computed: note it, and store it when the run's
+    reports are cached."""
+    table = _table_name(name, _key(name, sql_objects.get(name).values(params)))
     run.tables.add(table)
-    stored = _run_stored(run, name, values)
-    if stored is not None:
+    if run.cached:
+        stored = plan.run_entry(scope(run), name, params)
         store.write(stored, lambda work: run.connection.execute(
-            f'COPY "{table}" TO {quote(str(work / "rows.parquet"))} (FORMAT parquet)'),
+            f'COPY "{table}" TO {quote(str(work / ROWS))} (FORMAT parquet)'),
             about=", ".join(str(r.path) for r in run.reports))
-
-
-def _run_stored(run, name: str, values: dict) -> Path | None:
-    """The store entry of run object `name` with `values` over a run of cached reports
-    (None for a run of hand-made tables): keyed to every report's views entry, path as
-    given, rank and rank source, whether unrelated reports are allowed, nsyswrap's code,
-    the object's SQL and its parameter values."""
-    if not run.cached:
-        return None
-    sources = sorted((r.rank, str(r.path), r.rank_source) for r in run.reports)
-    return store.entry("runs", name, sources, sorted((c.rank, c.views_dir.name) for c in run.cached),
-                       run.allow_unrelated, code_digest(), sql_objects.digest(name),
-                       sorted(values.items()))
+        run.lease.hold(stored)
 
 
 def _read_stored(run, table: str, stored: Path) -> bool:
@@ -164,7 +210,7 @@ def _read_stored(run, table: str, stored: Path) -> bool:
         return False
     try:
         run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
-                               f'SELECT * FROM read_parquet({quote(str(stored / "rows.parquet"))})')
+                               f'SELECT * FROM read_parquet({quote(str(stored / ROWS))})')
     except duckdb.Error:  # damaged: computed again (and stored again)
         store.discard(stored, f"cache entry {stored} was damaged; building it again")
         return False
@@ -173,69 +219,16 @@ def _read_stored(run, table: str, stored: Path) -> bool:
     return True
 
 
-def _ranked(run) -> list[CachedReport]:
-    return sorted(run.cached, key=lambda c: c.rank)
-
-
-def _stored(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
-    """The stored rows of each per-report object or module `(name, params)` of `items`
-    (in dependency order): per item, one file per report in rank order. The missing ones
-    are computed first, in one pass of the worker pool (each worker computes a report's
-    missing ones in order)."""
-    ranked = _ranked(run)
-    dirs = [[_target(c, n, p) for c in ranked] for n, p in items]
-    for row in dirs:
-        run.lease.hold(*row)
-        for entry in row:
-            _check(entry)
-    todo = [(c, [(n, p, dirs[j][i]) for j, (n, p) in enumerate(items) if not dirs[j][i].exists()])
-            for i, c in enumerate(ranked)]
-    todo = [item for item in todo if item[1]]
-    if len(run.cached) == 1:  # one report (as in a worker): on this connection
-        for name, params, target in todo[0][1] if todo else []:
-            _store(run, name, params, target)
-    elif todo:
-        workers = min(run.jobs, len(todo))
-        work = functools.partial(_compute, f"{run.memory_limit_mb // workers}MB",
-                                 max(1, (os.cpu_count() or 1) // workers))
-        map_reports(work, todo, run.jobs, run.progress, getattr(run, "engine", None))
-    return [[d / "rows.parquet" for d in row] for row in dirs]
-
-
-def _target(cached: CachedReport, name: str, params: dict) -> Path:
-    """The store entry of per-report object or module `name` with `params` of one report:
-    keyed to the report's views entry and rank, the SQL of the object and of everything it
-    needs, its parameter values and nsyswrap's version."""
-    values = sorted(sql_objects.get(name).values(params).items())
-    return store.entry("objects", name, cached.views_dir.name, cached.rank, sql_objects.digest(name),
-                       values, nsyswrap_version())
-
-
 def _check(entry: Path) -> None:
     """A stored entry that is damaged is removed (and computed again); a sound one is used."""
     if not entry.exists():
         return
     damaged = store.damaged(entry)
-    if damaged is None and (entry / "rows.parquet").exists():
+    if damaged is None and (entry / ROWS).exists():
         store.use(entry)
     else:
-        store.discard(entry, f"cache entry {damaged or entry / 'rows.parquet'} was damaged; "
+        store.discard(entry, f"cache entry {damaged or entry / ROWS} was damaged; "
                              "building it again")
-
-
-def planned(cached: list[CachedReport], plan: list[tuple[str, dict]]) -> list[list[tuple[str, dict, Path]]]:
-    """Per report of `cached`, the per-report objects and modules that the modules or
-    objects `(name, params)` of `plan` will read, missing from its cache, each with its
-    directory, in dependency order: what `_compute` takes. A per-report module is stored
-    whole only in a run of several reports, as `results` reads it."""
-    items: dict[str, tuple[str, dict]] = {}
-    for name, params in plan:
-        for needed in sql_objects.needs(name):
-            obj = sql_objects.get(needed)
-            if obj.kind == "report" or (needed == name and obj.per_report and len(cached) > 1):
-                items.setdefault(_item_key((needed, params)), (needed, params))
-    return [[(n, p, target) for n, p in items.values() if not (target := _target(c, n, p)).exists()]
-            for c in cached]
 
 
 def _compute(memory_limit: str, threads: int,
@@ -258,14 +251,14 @@ def _store(run, name: str, params: dict, target: Path) -> None:
         prepare(run, name, params)
         if not obj.builder:
             with _ours(obj):
-                _copy(run, obj, values, work / "rows.parquet")
+                _copy(run, obj, values, work / ROWS)
             return
         for built, rows in builders.build(run, obj, params).items():
             if built == name:
-                _write(run, obj, rows, work / "rows.parquet")
-            elif not (other := _target(run.cached[0], built, params)).exists():
+                _write(run, obj, rows, work / ROWS)
+            elif not (other := plan.object_entry(run.cached[0], built, params)).exists():
                 store.write(other, lambda w, b=built, r=rows: _write(
-                    run, sql_objects.get(b), r, w / "rows.parquet"), about=str(run.cached[0].path))
+                    run, sql_objects.get(b), r, w / ROWS), about=str(run.cached[0].path))
 
     store.write(target, build, about=str(run.cached[0].path))
 

@@ -28,7 +28,7 @@ def precompute(reports: list[Path]) -> None:
         # every per-report object (the cross-rank section's, the timeline's), default parameters
         wanted = [n for o in sql_objects.objects().values() for n in sql_objects.needs(o.name)
                   if sql_objects.get(n).kind == "report"]
-        planner._stored(run, [(n, {}) for n in dict.fromkeys(wanted)])
+        planner.stored_rows(run, [(n, {}) for n in dict.fromkeys(wanted)])
 
 
 def export_and_precompute(reports: list[Path], nsys: str) -> str | None:

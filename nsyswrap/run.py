@@ -23,6 +23,8 @@ from nsyswrap.connection import CachedReport, connect
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.dask_engine import DaskEngine
 from nsyswrap.opener import DEFAULT_OPENER, Opener  # (callers import them from here too)
+from nsyswrap.plan import Plan, Scope
+from nsyswrap.plan import compile as compile_plan
 from nsyswrap.pool import map_reports
 from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
 from nsyswrap.validate import inspect_tables
@@ -113,6 +115,7 @@ def open_run(
     engine: DaskEngine | None = None,
     plan: tuple[tuple[str, dict], ...] = (),
     cache_max: str = "",
+    allow_unrelated: bool = False,
 ) -> Run:
     """Validate the reports, normalize each (cached) and open the views over all of them.
 
@@ -129,7 +132,8 @@ def open_run(
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)
     cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
-    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planner.planned(cached, list(plan)))
+    scope = Scope(tuple(cached), tuple(reports), allow_unrelated)
+    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planner.planned(scope, list(plan)))
             if targets or not (c.views_dir / "session.parquet").exists()]
     workers = max(1, min(jobs, len(todo)))
     work = functools.partial(_normalize, f"{MEMORY_LIMIT_MB // workers}MB",
@@ -139,7 +143,21 @@ def open_run(
                       engine=engine)
     run.reports = reports
     run.cache_max = cache_max
+    run.allow_unrelated = allow_unrelated
     return run
+
+
+def plan_of(inputs: list[str | Path], wanted: list[tuple[str, dict]], *,
+            rank_pattern: str = DEFAULT_RANK_PATTERN, allow_unrelated: bool = False
+            ) -> tuple[Plan, list[CachedReport]]:
+    """The plan of `wanted` over the reports of `inputs` (validated and given their ranks,
+    not read): the compiled plan, and each report's views entry (stored or not)."""
+    paths = expand(inputs)
+    for p in paths:
+        inspect_tables(p)
+    reports = assign_ranks(paths, rank_pattern)
+    cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
+    return compile_plan(Scope(tuple(cached), tuple(reports), allow_unrelated), wanted), cached
 
 
 def _normalize(memory_limit: str, threads: int,

@@ -72,8 +72,10 @@ def write(target: Path, build, about: str = "") -> None:
         build(work)
         size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file())
         name, _, _ = target.name.rpartition("-")
-        (work / INDEX).write_text(json.dumps({"kind": target.parent.name, "name": name,
-                                              "about": about, "bytes": size}))
+        index = {"kind": target.parent.name, "name": name, "about": about, "bytes": size}
+        for _ in range(2):  # its size counts the index too
+            index["bytes"] = size + len(json.dumps(index).encode())
+        (work / INDEX).write_text(json.dumps(index))
         try:
             os.replace(work, target)
         except OSError:  # another process finished first
@@ -256,3 +258,33 @@ def clear() -> tuple[int, int, int]:
         shutil.rmtree(e["path"], ignore_errors=True)
         removed, freed = removed + 1, freed + e["bytes"]
     return removed, freed, kept
+
+
+def human(size: float) -> str:
+    """Bytes in words: 1.5 GB, 320 MB, 12 kB."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{int(size)} B"
+
+
+def info(spec: str = "") -> dict:
+    """What the store holds: `summary` lines (where, how much against its cap) and `kinds`,
+    one row per kind: entries, bytes, last use (UTC)."""
+    import pandas as pd  # (a command, not the warm path)
+
+    found = entries()
+    cap = cap_bytes(spec)
+    held = in_use()
+    rows = []
+    for kind in KINDS:
+        mine = [e for e in found if e["kind"] == kind]
+        last = max((e["used"] for e in mine), default=None)
+        rows.append({"kind": kind, "entries": len(mine), "bytes": _total(mine),
+                     "in_use": sum(str(e["path"]) in held for e in mine),
+                     "last_used": time.strftime("%Y-%m-%d %H:%M", time.gmtime(last)) if last else ""
+                     })
+    total = _total(found)
+    summary = [f"cache {cache_root()}:", f"{len(found):,} entries, {human(total)} of a cap of "
+               f"{human(cap)} (--cache-max {spec or os.environ.get(CAP_VARIABLE) or DEFAULT_CAP})"]
+    return {"summary": summary, "kinds": pd.DataFrame(rows)}

@@ -22,7 +22,7 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
     values = bind(module, params)
     labels: dict = {}
     if module.per_report and run.cached:
-        files, = planner._stored(run, [(name, values)])
+        files, = planner.stored_rows(run, [(name, values)])
         keys = list(module.order)
         rank, labels = label_sql(run, [c.name for c in module.columns])  # the run's rank identity
         if not labels and (not keys or keys[0] == ("rank", False)):

@@ -217,6 +217,17 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
     return out
 
 
+def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """The modules the section asks for (with two ranks or more), `key: (module, params)`."""
+    pattern = {"step_pattern": options.step_pattern}
+    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
+    return {"offsets": ("crossrank.clock_offsets", pattern),
+            "collectives": ("crossrank.collectives", steps),
+            "stragglers": ("crossrank.stragglers", steps), "mismatches": ("crossrank.mismatches", {}),
+            "bandwidth": ("crossrank.bandwidth", steps), "split": ("crossrank.comm_split", steps),
+            "groups": ("crossrank.groups", pattern), "step_phases": ("crossrank.step_phases", pattern)}
+
+
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
     section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
@@ -229,14 +240,13 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
                                          "ranks (reports, or processes with GPU work in one report)"})
         return section
-    pattern = {"step_pattern": options.step_pattern}
-    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
-    offsets = clock_offsets(run, **pattern)
-    coll = matched_collectives(run, **steps)
-    strag = stragglers(run, **steps)
+    wanted = {key: params for key, (_, params) in crossrank_modules(options).items()}
+    offsets = clock_offsets(run, **wanted["offsets"])
+    coll = matched_collectives(run, **wanted["collectives"])
+    strag = stragglers(run, **wanted["stragglers"])
     miss = mismatches(run)
-    bw = bandwidth(run, **steps)
-    split = comm_split(run, **steps)
+    bw = bandwidth(run, **wanted["bandwidth"])
+    split = comm_split(run, **wanted["split"])
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, _step_time_ns(run, options))
@@ -250,7 +260,7 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
             _waits_table(coll),
             _comm_split_table(split),
         ]
-    groups = run_module(run, "crossrank.groups", **pattern)
+    groups = run_module(run, "crossrank.groups", **wanted["groups"])
     if not groups.empty:
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",
