@@ -22,9 +22,13 @@ table's types, and the builder reads only what `@reads` declares.
 
 Values reach the SQL only as bound `$name` parameters; parameters flow by name from an
 object to the objects it reads, so every object declares the parameters of what it reads.
+Request variables (`sql/_request.sql`: the window, the step pattern) are declared there
+once: an object binds one without declaring it, and takes it as a parameter wherever it
+or something it reads binds it.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -44,6 +48,8 @@ CONVERT = {
     "BOOLEAN": lambda v: str(v).lower() in ("1", "true", "yes"),
 }
 KINDS = {"_views": "view", "_macros": "library", "_reductions": "report", "_run": "run"}
+REQUEST = "_request.sql"
+"""The request variables' file, at the top of sql/."""
 
 
 class HeaderError(ValueError):
@@ -123,7 +129,7 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
         if not m:
             continue
         key, rest, where = m[1], m[2], f"{path}:{lineno}"
-        if key == "param":
+        if key == "param" or (key == "var" and kind == "request"):
             p = _PARAM.match(rest)
             if not p or p[2] not in CONVERT:
                 raise HeaderError(f"{where}: write '-- @param NAME TYPE = DEFAULT doc' with TYPE "
@@ -160,13 +166,22 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
         raise HeaderError(f"{path}: an object built in Python ({builder}) declares its "
                           "@column lines and has no SQL body")
     used = set(_USE.findall(re.sub(r"--[^\n]*", "", body)))
-    declared = {p.name for p in params}
+    declared = {p.name for p in params} | (set(request_variables()) if kind != "request" else set())
     if kind != "library" and used - declared:
         raise HeaderError(f"{path}: uses undeclared parameters {sorted(used - declared)}")
     intro = [ln.lstrip("- ").strip() for ln in header]
     summary = " ".join(intro[: next((i for i, ln in enumerate(intro) if ln.startswith("@")), len(intro))])
     return SqlObject(name, kind, path, summary, scope, tuple(includes), tuple(reads),
                      tuple(params), tuple(columns), tuple(order), body, frozenset(used), builder)
+
+
+@functools.cache
+def request_variables() -> dict[str, Param]:
+    """The request variables by name (`sql/_request.sql`), in their order."""
+    path = sql_root() / REQUEST
+    if not path.exists():
+        return {}
+    return {p.name: p for p in parse(path, "request", "request").params}
 
 
 @functools.cache
@@ -177,6 +192,8 @@ def objects() -> dict[str, SqlObject]:
     found = {}
     for path in sorted(root.rglob("*.sql")):
         rel = path.relative_to(root)
+        if rel == Path(REQUEST):
+            continue
         kind = KINDS.get(rel.parts[0], "module")
         if kind == "view" and path.stem == "_macros":
             kind = "library"
@@ -192,7 +209,20 @@ def objects() -> dict[str, SqlObject]:
                 raise HeaderError(f"{obj.path}: @include names macro libraries, @reads the rest")
     for name in found:
         _in_order(name, found)  # no cycle
-    return found
+    return _with_variables(found)
+
+
+def _with_variables(found: dict[str, SqlObject]) -> dict[str, SqlObject]:
+    """Each object with, before its own parameters, the request variables that it or
+    anything it needs binds (in their declared order)."""
+    variables = request_variables()
+    out = {}
+    for name, obj in found.items():
+        bound = {v for n in _in_order(name, found) for v in found[n].uses if v in variables}
+        own = {p.name for p in obj.params}
+        inherited = tuple(p for v, p in variables.items() if v in bound and v not in own)
+        out[name] = dataclasses.replace(obj, params=inherited + obj.params) if inherited else obj
+    return out
 
 
 def check_params(name: str) -> None:

@@ -38,7 +38,7 @@ def test_help_imports_no_heavy_module_and_lists_the_workflow_order():
     assert out.strip().endswith("[]")
     listed = re.findall(r"^  (\w+) ", out.split("Commands:")[1], re.M)
     order = ["launch", "export", "report", "diff", "timeline", "query", "sql", "list", "views",
-             "generate"]
+             "plan", "cache", "generate"]
     assert listed == [c for c in order if c in listed] and len(listed) >= 9
     assert "list[" not in out and "<str>" not in out
 

@@ -1,6 +1,5 @@
 -- One row per aligned rank and matched collective, in run time (nsyswrap.crossrank.solve).
 -- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases, payload_schemas
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @builder nsyswrap.crossrank.solve:build
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
 -- @column seq                BIGINT   See nsyswrap.crossrank.solve.

@@ -6,7 +6,6 @@
 -- duration across ranks); threshold_ns (twice the largest alignment uncertainty of
 -- the members) and significant (skew above it). Unaligned ranks have no collectives.
 -- @reads xr_clock, xr_aligned
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank               INTEGER  See the summary.
 -- @column utc_epoch_ns       BIGINT   See the summary.
 -- @column offset_ns          BIGINT   See the summary.

@@ -1,7 +1,6 @@
 -- One row per rank: its clock (see nsyswrap.crossrank.alignment): offset, drift, shift,
 -- uncertainty, residual spread, collectives it rests on, source and method, aligned.
 -- @reads xr_clock
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank               INTEGER  See the summary.
 -- @column utc_epoch_ns       BIGINT   See the summary.
 -- @column offset_ns          BIGINT   See the summary.

@@ -4,7 +4,6 @@
 -- this key), duplicate, op_differs, bytes_differ, size_differs, matches (NULL for groups seen on one
 -- rank only).
 -- @reads xr_keys
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank               INTEGER  See the summary.
 -- @column pg                 VARCHAR  See the summary.
 -- @column seq                BIGINT   See the summary.

@@ -1,9 +1,6 @@
 -- One row per rank and matched collective of steps [step_from, step_to), in run
 -- time (see xr_alignment).
 -- @reads xr_alignment
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL       Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL         Only steps < this (NULL: to the last).
 -- @column pg                 VARCHAR  See the summary.
 -- @column seq                BIGINT   See the summary.
 -- @column op                 VARCHAR  See the summary.

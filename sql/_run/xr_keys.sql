@@ -1,7 +1,6 @@
 -- One row per rank and collective call of the kind chosen for the run (made by
 -- nsyswrap.crossrank.solve: matching), with its key and verdict.
 -- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases, payload_schemas
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @builder nsyswrap.crossrank.solve:build
 -- @column rank               INTEGER  See nsyswrap.crossrank.solve.
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.

@@ -2,9 +2,6 @@
 -- host and GPU time: see sql/_reductions/xr_phases.sql; by rank: xr_member_phases): summed duration, host time
 -- and GPU time, and the medians of both over the ranks that have the phase in the step.
 -- @reads xr_member_phases
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL       Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL         Only steps < this (NULL: to the last).
 -- @column step               BIGINT   See the summary.
 -- @column rank               INTEGER  See the summary.
 -- @column phase              VARCHAR  See the summary.

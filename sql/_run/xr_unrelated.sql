@@ -3,7 +3,6 @@
 -- --allow-unrelated. The cross-rank section refuses such reports with this line; queries
 -- see every rank unaligned (nothing is matched across runs).
 -- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases, payload_schemas
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @builder nsyswrap.crossrank.solve:build
 -- @column report VARCHAR          The report that starts long after the others ended.
 -- @column problem VARCHAR         What is wrong, in words.
