@@ -58,7 +58,9 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     steps = to_member_ranks(inputs.frame("xr_steps", ["rank", "pid", "step", "start_ns", "end_ns"]),
                             members)
     phases = to_member_ranks(inputs.frame("xr_phases").drop(columns="report"), members)
-    aligned = time_collectives(matched, clock, steps)
+    lookup = to_member_ranks(inputs.frame("step_lookup", ["rank", "pid", "step", "start_ns",
+                                                          "region_end_ns"]), members)
+    aligned = time_collectives(matched, clock, lookup)
     hosts = dict(zip(clock["rank"], clock["host"]))
     groups = groups.copy()
     groups["spans_hosts"] = [len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1
@@ -120,13 +122,15 @@ def to_run_time(frame: pd.DataFrame, clock: pd.DataFrame, columns: list[str]) ->
     return out.drop(columns=["shift_ns", "drift_ppb"])
 
 
-def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per aligned rank and matched collective, in run time: see the module doc."""
+def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame,
+                     lookup: pd.DataFrame) -> pd.DataFrame:
+    """Per aligned rank and matched collective, in run time: see the module doc; `lookup`:
+    the step regions (step_lookup) by rank."""
     if matched.empty:
         return pd.DataFrame(columns=ALIGNED_COLUMNS)
     m = matched.copy()
     m["rank"] = m["rank"].astype(int)
-    m["step"] = _step_of(m, steps)
+    m["step"] = step_at(m, "cpu_start_ns", lookup)
     m["step"] = m.groupby(["pg", "seq"])["step"].transform("min")
     m = to_run_time(m, clock, ["start_ns", "end_ns"])
     thr = m["rank"].map(dict(zip(clock["rank"], clock["uncertainty_ns"]))).fillna(0)
@@ -146,18 +150,18 @@ def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame, steps: pd.DataF
     return m[ALIGNED_COLUMNS]
 
 
-def _step_of(m: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
-    """The `step:<i>` range of the same rank that holds the call's CPU start, else NaN: the
-    latest started by then, of ranges starting together the lowest step (as step_regions)."""
-    out = pd.Series(np.nan, index=m.index)
-    if steps.empty:
+def step_at(frame: pd.DataFrame, column: str, lookup: pd.DataFrame) -> pd.Series:
+    """The step whose region (`lookup`: step_lookup's rows, by `rank`) holds the instant
+    `column` of each row of `frame` (by `rank`), else NaN: the rule is step_lookup's,
+    this only finds the region."""
+    out = pd.Series(np.nan, index=frame.index)
+    regions = lookup[lookup["region_end_ns"] > lookup["start_ns"]]  # those that hold time
+    if regions.empty or frame.empty:
         return out
-    left = m[["rank", "cpu_start_ns"]].dropna().astype("int64").reset_index()
-    # merge_asof takes the last of equal starts: there, the lowest step
-    right = steps.astype({"rank": "int64", "start_ns": "int64"}).sort_values(
-        ["start_ns", "step"], ascending=[True, False], kind="stable")
-    hit = pd.merge_asof(left.sort_values("cpu_start_ns"), right, left_on="cpu_start_ns",
-                        right_on="start_ns", by="rank", direction="backward")
-    hit = hit[hit["cpu_start_ns"] <= hit["end_ns"]]
+    left = frame[["rank", column]].dropna().astype("int64").reset_index()
+    right = regions.astype({"rank": "int64", "start_ns": "int64"}).sort_values("start_ns")
+    hit = pd.merge_asof(left.sort_values(column), right, left_on=column, right_on="start_ns",
+                        by="rank", direction="backward")
+    hit = hit[hit[column] < hit["region_end_ns"]]
     out.loc[hit["index"].to_numpy()] = hit["step"].to_numpy()
     return out

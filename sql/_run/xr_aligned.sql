@@ -1,5 +1,6 @@
 -- One row per aligned rank and matched collective, in run time (nsyswrap.crossrank.solve).
--- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
 -- @builder nsyswrap.crossrank.solve:build
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
 -- @column seq                BIGINT   See nsyswrap.crossrank.solve.

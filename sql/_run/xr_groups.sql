@@ -1,6 +1,7 @@
 -- One row per process group found (nsyswrap.crossrank.solve): members, how found,
 -- captured vs group size, whether it spans hosts.
--- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
 -- @builder nsyswrap.crossrank.solve:build
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
 -- @column found_by           VARCHAR  See nsyswrap.crossrank.solve.

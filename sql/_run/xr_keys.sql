@@ -1,6 +1,7 @@
 -- One row per rank and collective call of the kind chosen for the run (made by
 -- nsyswrap.crossrank.solve: matching), with its key and verdict.
--- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
 -- @builder nsyswrap.crossrank.solve:build
 -- @column rank               INTEGER  See nsyswrap.crossrank.solve.
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.

@@ -1,5 +1,6 @@
 -- One row per rank (process) and step range (xr_steps by rank; nsyswrap.crossrank.solve).
--- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
 -- @builder nsyswrap.crossrank.solve:build
 -- @column rank               INTEGER  See nsyswrap.crossrank.solve.
 -- @column step               BIGINT   See nsyswrap.crossrank.solve.
