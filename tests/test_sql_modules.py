@@ -16,6 +16,7 @@ from nsyswrap.connection import VIEWS, session
 from nsyswrap.queries import bind, catalog, run_module
 
 from conftest import FIXTURES
+from test_import_graph import ENGINE
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_RUN = FIXTURES / "run4_straggler"
@@ -206,3 +207,26 @@ def test_sections_hold_no_sql():
     for path in [*(root / "report").glob("*.py"), *(root / "html_report").glob("*.py")]:
         found = words.search(path.read_text())
         assert found is None, f"{path.name}: {found[0]!r}"
+
+
+# The engine's modules run SQL (tests/test_import_graph.py lists them); so do the synthetic
+# report writer's, which write nsys's own SQLite export format, not analysis.
+SQL_RUNNERS = {f"{name}.py" for name in ENGINE} | {"synth/writer.py", "synth/schema.py",
+                                                   "synth/extract_schema.py"}
+
+
+def test_no_sql_in_python_outside_the_engine():
+    """Every package and module outside the engine (domain, sections, CLI) holds no SQL
+    text and runs no query: what it needs is a declared object or module in sql/."""
+    root = Path(__file__).resolve().parents[1] / "nsyswrap"
+    words = re.compile(r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP)\b|\b(run|con|connection|self)"
+                       r"\.(df|execute|sql)\(|\.con\b")
+    checked = 0
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel in SQL_RUNNERS:
+            continue
+        found = words.search(path.read_text())
+        assert found is None, f"nsyswrap/{rel}: {found[0]!r}"
+        checked += 1
+    assert checked > 60
