@@ -5,7 +5,8 @@
     -- @include metrics               Macro libraries it calls (`sql/_macros/<name>.sql`).
     -- @reads kernels, device_sweep   Views and objects it reads by name.
     -- @param step_from BIGINT = NULL What the parameter does.
-    -- @column dur_ns BIGINT          What the column holds, with its unit.
+    -- @column dur_ns BIGINT          What the column holds, with its unit (none: as in the
+                                      first object it reads that has the column).
     -- @order rank, device, start_ns  Order of its rows (columns, DESC allowed).
     -- @builder nsyswrap.crossrank.solve:build   (objects) built in Python by this function.
 
@@ -209,7 +210,34 @@ def objects() -> dict[str, SqlObject]:
                 raise HeaderError(f"{obj.path}: @include names macro libraries, @reads the rest")
     for name in found:
         _in_order(name, found)  # no cycle
-    return _with_variables(found)
+    return _with_column_docs(_with_variables(found))
+
+
+def _with_column_docs(found: dict[str, SqlObject]) -> dict[str, SqlObject]:
+    """Each `@column` line without a description takes that of the same column in the
+    first object it reads that has one (a column passed on is described where it is made);
+    none there is a HeaderError naming the file."""
+    out: dict[str, SqlObject] = {}
+
+    def resolved(name: str) -> SqlObject:
+        if name not in out:
+            obj = found[name]
+            columns = []
+            for c in obj.columns:
+                if not c.doc:
+                    docs = [d.doc for r in obj.reads if r in found
+                            for d in resolved(r).columns if d.name == c.name and d.doc]
+                    if not docs:
+                        raise HeaderError(f"{obj.path}: column {c.name} has no description, "
+                                          "and no object it reads describes it")
+                    c = dataclasses.replace(c, doc=docs[0])
+                columns.append(c)
+            out[name] = dataclasses.replace(obj, columns=tuple(columns))
+        return out[name]
+
+    for name in found:
+        resolved(name)
+    return out
 
 
 def _with_variables(found: dict[str, SqlObject]) -> dict[str, SqlObject]:

@@ -3,10 +3,11 @@
 -- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
 -- @reads step_lookup, payload_schemas
 -- @builder nsyswrap.crossrank.solve:build
--- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
--- @column found_by           VARCHAR  See nsyswrap.crossrank.solve.
--- @column members            VARCHAR  See nsyswrap.crossrank.solve.
--- @column captured           BIGINT   See nsyswrap.crossrank.solve.
--- @column group_size         BIGINT   See nsyswrap.crossrank.solve.
--- @column status             VARCHAR  See nsyswrap.crossrank.solve.
--- @column spans_hosts        BOOLEAN  See nsyswrap.crossrank.solve.
+-- @column pg                 VARCHAR  Process group id.
+-- @column found_by           VARCHAR  How the group was found (nsyswrap.crossrank.matching), in
+--                                     words.
+-- @column members            VARCHAR  Ranks of the group captured, comma-separated.
+-- @column captured           BIGINT   Ranks of the group captured.
+-- @column group_size         BIGINT   Ranks in the group when recorded, else NULL.
+-- @column status             VARCHAR  matched, one rank only, or ambiguous (left out).
+-- @column spans_hosts        BOOLEAN  Its members are on several hosts.

@@ -2,7 +2,8 @@
 -- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
 -- @reads step_lookup, payload_schemas
 -- @builder nsyswrap.crossrank.solve:build
--- @column rank               INTEGER  See nsyswrap.crossrank.solve.
--- @column step               BIGINT   See nsyswrap.crossrank.solve.
--- @column start_ns           BIGINT   See nsyswrap.crossrank.solve.
--- @column end_ns             BIGINT   See nsyswrap.crossrank.solve.
+-- @column rank               INTEGER  The rank (the run's rank identity: a report may hold
+--                                     several).
+-- @column step               BIGINT   Step number.
+-- @column start_ns           BIGINT   Step range start, session ns.
+-- @column end_ns             BIGINT   Step range end, session ns.
