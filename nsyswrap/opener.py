@@ -29,7 +29,7 @@ class Opener:
 
     def open(self, inputs: list[str | Path]) -> Run:
         from nsyswrap import store
-        from nsyswrap.run import open_run
+        from nsyswrap.opening import open_run
 
         store.cap_bytes(self.cache_max)  # a bad --cache-max is refused before any work
         run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,

@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -37,8 +36,8 @@ import pyarrow.parquet as pq
 
 from nsyswrap import builders, plan, sql_objects, store
 from nsyswrap.connection import CachedReport, create_view, quote
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.pool import map_reports
+from nsyswrap.run import open_cached, ours
 
 ROWS = "rows.parquet"
 ROW_GROUP = 16384
@@ -72,7 +71,7 @@ def results(run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]
             out[key] = declared_order(_concat(tables), module)
             continue
         _bind_needs(run, compiled, name, params)
-        with _ours(module):
+        with ours(module):
             out[key] = run.connection.execute(module.sql, module.bound(params)).df()
     return out
 
@@ -104,7 +103,7 @@ def stored_rows(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
 
 def planned(scope: plan.Scope, wanted: list[tuple[str, dict]]) -> list[list[tuple[str, dict, Path]]]:
     """Per report of `scope` (in the order of `scope.cached`), the per-report steps of the
-    plan of `wanted` not stored yet, in dependency order: what `_compute` takes."""
+    plan of `wanted` not stored yet, in dependency order: what `compute` takes."""
     work = dict((c.views_dir, todo) for c, todo in plan.compile(scope, wanted).per_report_work())
     return [work.get(c.views_dir, []) for c in scope.cached]
 
@@ -124,7 +123,7 @@ def _fill(run, compiled: plan.Plan, but: tuple | None = None) -> None:
             _store(run, name, params, target)
     elif todo:
         workers = min(run.jobs, len(todo))
-        work = functools.partial(_compute, f"{run.memory_limit_mb // workers}MB",
+        work = functools.partial(compute, f"{run.memory_limit_mb // workers}MB",
                                  max(1, (os.cpu_count() or 1) // workers))
         map_reports(work, todo, run.jobs, run.progress, run.engine)
 
@@ -137,17 +136,9 @@ def _bind_needs(run, compiled: plan.Plan, name: str, params: dict) -> None:
         if step is None:
             continue
         if step.kind == "library":
-            load_library(run, needed)
+            run.load_library(needed)
         else:
             _bind(run, step)
-
-
-def load_library(run, name: str) -> None:
-    """Run macro library `name` on the run's connection, once."""
-    if name not in run.libraries:
-        with _ours(sql_objects.get(name)):
-            run.connection.execute(sql_objects.get(name).sql)
-        run.libraries.add(name)
 
 
 def _bind(run, step: plan.Step) -> None:
@@ -173,11 +164,11 @@ def _bind(run, step: plan.Step) -> None:
                         made = sql_objects.get(built)
                         made_key = _key(built, made.values(params))
                         create = f'CREATE OR REPLACE TABLE "{_table_name(built, made_key)}" AS '
-                        with _ours(made):
+                        with ours(made):
                             builders.typed(run.connection, made, rows, create + "FROM {rows}")
                         _keep(run, built, params)
                 else:
-                    with _ours(obj):
+                    with ours(obj):
                         run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}',
                                                obj.bound(params))
                     _keep(run, name, params)
@@ -231,11 +222,9 @@ def _check(entry: Path) -> None:
                              "building it again")
 
 
-def _compute(memory_limit: str, threads: int,
+def compute(memory_limit: str, threads: int,
              item: tuple[CachedReport, list[tuple[str, dict, Path]]]) -> None:
-    """In a worker: objects or modules over one report, each stored in its directory."""
-    from nsyswrap.run import open_cached  # (the run module imports this one)
-
+    """In a worker: objects or modules over one report, each stored in its entry."""
     cached, targets = item
     with open_cached([cached], memory_limit=memory_limit, threads=threads) as one:
         for name, params, target in targets:
@@ -250,7 +239,7 @@ def _store(run, name: str, params: dict, target: Path) -> None:
     def build(work: Path) -> None:
         prepare(run, name, params)
         if not obj.builder:
-            with _ours(obj):
+            with ours(obj):
                 _copy(run, obj, values, work / ROWS)
             return
         for built, rows in builders.build(run, obj, params).items():
@@ -265,7 +254,7 @@ def _store(run, name: str, params: dict, target: Path) -> None:
 
 def _write(run, obj: sql_objects.SqlObject, rows, target: Path) -> None:
     """Rows a builder made for per-report object `obj`, typed, to Parquet file `target`."""
-    with _ours(obj):
+    with ours(obj):
         builders.typed(run.connection, obj, rows, f"COPY {{rows}} TO {quote(str(target))} "
                        f"(FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP})")
 
@@ -281,19 +270,6 @@ def _copy(run, obj: sql_objects.SqlObject, values: dict, target: Path) -> None:
             sql = f"SELECT {kept} FROM ({sql})"
     run.connection.execute(f"COPY ({sql}) TO {quote(str(target))} "
                            f"(FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP})", values)
-
-
-@contextmanager
-def _ours(obj: sql_objects.SqlObject):
-    """A failure of nsyswrap's own SQL is a bug: it keeps its traceback and says so."""
-    try:
-        yield
-    except duckdb.OutOfMemoryException as exc:
-        raise NsysWrapError(obj.name, f"ran out of memory ({str(exc).splitlines()[0]})",
-                            "free memory or pass fewer jobs (-j 1)") from exc
-    except duckdb.Error as exc:
-        raise RuntimeError(f"nsyswrap's packaged SQL {obj.path} failed: a bug in nsyswrap, "
-                           "please report it with this traceback") from exc
 
 
 def _key(name: str, values: dict) -> str:

@@ -19,8 +19,8 @@ def precompute(reports: list[Path]) -> None:
     """Normalize `reports` and cache their reductions and per-rank results, in this
     process: the rank's node does its own share."""
     from nsyswrap import planner, sql_objects
+    from nsyswrap.opener import Opener
     from nsyswrap.report import ReportOptions, build_report
-    from nsyswrap.run import Opener
 
     with Opener(jobs=1).open(reports) as run:
         run.store_per_report = True

@@ -1,15 +1,14 @@
 """A run: several per-rank reports behind one DuckDB connection with the normalized views.
 
 What SQL objects need (libraries, per-report and run objects) the planner binds on the
-connection when asked for them (`nsyswrap.planner`); work on each report alone runs in a
-pool of worker processes, its results cached per report.
+connection when asked for them (`nsyswrap.planner`); opening reports as a run (validate,
+rank, normalize) is `nsyswrap.opening`.
 """
 from __future__ import annotations
 
-import functools
-import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -17,17 +16,11 @@ from typing import Callable
 import duckdb
 import pandas as pd
 
-from nsyswrap import planner, sql_objects, store
-from nsyswrap.cache import cache_dir_for, normalize
+from nsyswrap import sql_objects, store
 from nsyswrap.connection import CachedReport, connect
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.dask_engine import DaskEngine
-from nsyswrap.opener import DEFAULT_OPENER, Opener  # (callers import them from here too)
-from nsyswrap.plan import Plan, Scope
-from nsyswrap.plan import compile as compile_plan
-from nsyswrap.pool import map_reports
-from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
-from nsyswrap.validate import inspect_tables
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.reports import Report
 
 MEMORY_LIMIT_MB = 2048
 """DuckDB's memory cap for a run, shared by the run's connection and its workers."""
@@ -64,8 +57,15 @@ class Run:
         """The connection, with every macro library loaded."""
         for library in sql_objects.of_kind("library"):
             if library.path.parent.name == "_macros":
-                planner.load_library(self, library.name)
+                self.load_library(library.name)
         return self.connection
+
+    def load_library(self, name: str) -> None:
+        """Run macro library `name` on the connection, once."""
+        if name not in self.libraries:
+            with ours(sql_objects.get(name)):
+                self.connection.execute(sql_objects.get(name).sql)
+            self.libraries.add(name)
 
     def df(self, sql: str, params: dict | None = None) -> pd.DataFrame:
         """Run ad-hoc SQL over the views and the macro libraries with bound parameters."""
@@ -93,6 +93,19 @@ class Run:
         self.close()
 
 
+@contextmanager
+def ours(obj: sql_objects.SqlObject):
+    """A failure of nsyswrap's own SQL is a bug: it keeps its traceback and says so."""
+    try:
+        yield
+    except duckdb.OutOfMemoryException as exc:
+        raise NsysWrapError(obj.name, f"ran out of memory ({str(exc).splitlines()[0]})",
+                            "free memory or pass fewer jobs (-j 1)") from exc
+    except duckdb.Error as exc:
+        raise RuntimeError(f"nsyswrap's packaged SQL {obj.path} failed: a bug in nsyswrap, "
+                           "please report it with this traceback") from exc
+
+
 def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int | None = None,
                 jobs: int = 2, progress: Callable[[int, int], None] | None = None,
                 engine: DaskEngine | None = None) -> Run:
@@ -104,67 +117,3 @@ def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int |
               engine=engine)
     run.lease.hold(*(c.views_dir for c in cached))
     return run
-
-
-def open_run(
-    inputs: list[str | Path],
-    *,
-    rank_pattern: str = DEFAULT_RANK_PATTERN,
-    jobs: int = 2,
-    progress: Callable[[int, int], None] | None = None,
-    engine: DaskEngine | None = None,
-    plan: tuple[tuple[str, dict], ...] = (),
-    cache_max: str = "",
-    allow_unrelated: bool = False,
-) -> Run:
-    """Validate the reports, normalize each (cached) and open the views over all of them.
-
-    `jobs` reports are normalized at a time in worker processes (memory stays bounded
-    by that, not by the number of ranks), or on `engine`'s workers;
-    `progress(done, total)` is called after each. `plan` names the modules and objects
-    `(name, params)` the caller will ask for: the per-report objects and modules they read
-    are computed in the same task as the report's normalization (one pass per report,
-    instead of a pass of the pool per request that opens each report again). When the run
-    closes, the store is held within `cache_max` (`nsyswrap.store.cap_bytes`: "" the
-    default cap).
-    """
-    paths = expand(inputs)
-    tables = {p: inspect_tables(p) for p in paths}
-    reports = assign_ranks(paths, rank_pattern)
-    cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
-    scope = Scope(tuple(cached), tuple(reports), allow_unrelated)
-    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planner.planned(scope, list(plan)))
-            if targets or not (c.views_dir / "session.parquet").exists()]
-    workers = max(1, min(jobs, len(todo)))
-    work = functools.partial(_normalize, f"{MEMORY_LIMIT_MB // workers}MB",
-                             max(1, (os.cpu_count() or 1) // workers))
-    map_reports(work, todo, jobs, progress, engine)
-    run = open_cached(cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress,
-                      engine=engine)
-    run.reports = reports
-    run.cache_max = cache_max
-    run.allow_unrelated = allow_unrelated
-    return run
-
-
-def plan_of(inputs: list[str | Path], wanted: list[tuple[str, dict]], *,
-            rank_pattern: str = DEFAULT_RANK_PATTERN, allow_unrelated: bool = False
-            ) -> tuple[Plan, list[CachedReport]]:
-    """The plan of `wanted` over the reports of `inputs` (validated and given their ranks,
-    not read): the compiled plan, and each report's views entry (stored or not)."""
-    paths = expand(inputs)
-    for p in paths:
-        inspect_tables(p)
-    reports = assign_ranks(paths, rank_pattern)
-    cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
-    return compile_plan(Scope(tuple(cached), tuple(reports), allow_unrelated), wanted), cached
-
-
-def _normalize(memory_limit: str, threads: int,
-               item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]]) -> None:
-    """In a worker: a report's normalized views, then its planned per-report objects and
-    modules (see `nsyswrap.planner.planned`), under `memory_limit` with `threads` threads."""
-    cached, tables, targets = item
-    normalize(cached.path, tables, cached.views_dir)
-    if targets:
-        planner._compute(memory_limit, threads, (cached, targets))

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "nsyswrap"
 DOMAIN = ("crossrank", "report", "html_report", "comparison", "annotate", "launch", "synth")
 ENGINE = ("api", "builders", "cache", "cache_keys", "connection", "dask_engine", "errors",
-          "opener", "plan", "planner", "pool", "processes", "queries", "rank_labels",
+          "opener", "opening", "plan", "planner", "pool", "processes", "queries", "rank_labels",
           "raw_tables", "reports", "run", "sql_files", "sql_guard", "sql_objects",
           "sqlite_source", "store", "stream", "validate")
 
@@ -31,6 +31,23 @@ def test_the_engine_imports_no_domain_package():
         domain = {m for m in _imports(ROOT / f"{name}.py")
                   if m.split(".")[1:2] and m.split(".")[1] in DOMAIN}
         assert not domain, f"nsyswrap/{name}.py imports {sorted(domain)}"
+
+
+def test_the_engine_has_no_import_circle():
+    """Not even inside a function: each engine module imports only modules below it."""
+    graph = {name: {m.split(".")[1] for m in _imports(ROOT / f"{name}.py")
+                    if m.split(".")[1:2] and m.split(".")[1] in ENGINE} for name in ENGINE}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        assert name not in path, "import circle: " + " -> ".join(path[path.index(name):] + [name])
+        if name not in done:
+            for imported in graph[name]:
+                visit(imported, path + [name])
+            done.add(name)
+
+    for name in ENGINE:
+        visit(name, [])
 
 
 def test_crossrank_reaches_the_engine_through_its_interface():

@@ -14,7 +14,7 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.precompute import precompute
 from nsyswrap.report import report
-from nsyswrap.run import Opener
+from nsyswrap.opener import Opener
 
 
 def test_after_each_rank_alone_the_run_only_reduces(tmp_path, monkeypatch):

@@ -82,7 +82,7 @@ def explain(inputs: list[str | Path], options: ReportOptions = ReportOptions(), 
     import pandas as pd
 
     from nsyswrap import plan
-    from nsyswrap.run import plan_of
+    from nsyswrap.opening import plan_of
 
     entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern, opener.allow_unrelated)
     compiled, cached = plan_of(inputs, list(planned(opener, options).plan),
@@ -103,7 +103,7 @@ def explain(inputs: list[str | Path], options: ReportOptions = ReportOptions(), 
 
 def planned(opener: Opener, options: ReportOptions) -> Opener:
     """`opener` that computes each report's share of the report in the pass that normalizes
-    it (see nsyswrap.run.open_run): the modules the sections ask for, with their
+    it (see nsyswrap.opening.open_run): the modules the sections ask for, with their
     parameters (what they miss is computed when asked for, in a later pass)."""
     from nsyswrap import rank_labels
     from nsyswrap.queries import bind, get

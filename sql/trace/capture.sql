@@ -13,9 +13,9 @@
 SELECT
     s.rank,
     s.nsys_version,
-    (SELECT count(*) FROM kernels) AS gpu_activity,
-    (SELECT count(*) FROM api_calls) AS cuda_api,
-    (SELECT count(*) FROM nvtx) AS nvtx,
-    (SELECT count(*) FROM collectives) AS collective_ranges
+    (SELECT count(*) FROM kernels AS x WHERE x.rank = s.rank) AS gpu_activity,
+    (SELECT count(*) FROM api_calls AS x WHERE x.rank = s.rank) AS cuda_api,
+    (SELECT count(*) FROM nvtx AS x WHERE x.rank = s.rank) AS nvtx,
+    (SELECT count(*) FROM collectives AS x WHERE x.rank = s.rank) AS collective_ranges
 FROM session AS s
 ORDER BY s.rank
