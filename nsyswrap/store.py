@@ -36,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from nsyswrap import processes
 from nsyswrap.cache_keys import cache_root
 from nsyswrap.errors import NsysWrapError, note
 
@@ -203,7 +204,7 @@ def in_use() -> set[str]:
         owner, _, rest = lease.name.rpartition("-")[0].rpartition("-")
         try:
             age = time.time() - lease.stat().st_mtime
-            alive = _alive(int(rest)) if owner == host else age < STALE_LEASE_S
+            alive = processes.alive(int(rest)) if owner == host else age < STALE_LEASE_S
             if not alive:
                 lease.unlink(missing_ok=True)
                 continue
@@ -211,16 +212,6 @@ def in_use() -> set[str]:
         except (OSError, ValueError):
             continue
     return held
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def evict(cap: int) -> list[dict]:
