@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from nsyswrap import planner
 from nsyswrap.cache import cache_dir_for, normalize
@@ -48,7 +48,8 @@ def open_run(
     reports = assign_ranks(paths, rank_pattern)
     cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
     scope = Scope(tuple(cached), tuple(reports), allow_unrelated)
-    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planner.planned(scope, list(plan)))
+    planned = planner.planned(scope, list(plan))
+    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planned)
             if targets or not (c.views_dir / "session.parquet").exists()]
     workers = max(1, min(jobs, len(todo)))
     work = functools.partial(_normalize, f"{MEMORY_LIMIT_MB // workers}MB",
@@ -76,7 +77,8 @@ def plan_of(inputs: list[str | Path], wanted: list[tuple[str, dict]], *,
 
 
 def _normalize(memory_limit: str, threads: int,
-               item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]]) -> None:
+               item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]]
+               ) -> None:
     """In a worker: a report's normalized views, then its planned per-report objects and
     modules (see `nsyswrap.planner.planned`), under `memory_limit` with `threads` threads."""
     cached, tables, targets = item

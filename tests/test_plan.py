@@ -43,7 +43,8 @@ def test_the_plan_says_what_is_stored_and_leaves_out_what_only_stored_steps_read
     assert all(r["compute"] in (0, "no") for r in rows if r["stage"] != "run" or r["stored"] != "-")
     assert "xr_rank_keys" not in {r["name"] for r in rows}  # the stored solve needs none of it
     window = {r["name"]: r for r in _rows(cli, "--steps", "1:2")}
-    assert window["device_sweep"]["compute"] == 2 and "step_from=1" in window["device_sweep"]["params"]
+    sweep = window["device_sweep"]
+    assert sweep["compute"] == 2 and "step_from=1" in sweep["params"]
     assert window["device_step_regions"]["compute"] == 0  # the same for every window: stored
 
 
@@ -54,7 +55,8 @@ def test_a_plan_without_cached_reports_computes_every_step_on_the_connection():
 
 
 def test_per_report_steps_have_one_entry_per_report(tmp_path, cache):
-    cached = tuple(CachedReport(r, tmp_path / f"rank{r}.sqlite", tmp_path / f"v{r}") for r in (1, 0))
+    cached = tuple(CachedReport(r, tmp_path / f"rank{r}.sqlite", tmp_path / f"v{r}")
+                   for r in (1, 0))
     compiled = plan.compile(plan.Scope(cached), [("ledger.devices", {})])
     work = compiled.per_report_work()
     assert [c.rank for c, _ in work] == [0, 1]  # in rank order
