@@ -159,6 +159,10 @@ def _bind(run, step: plan.Step) -> None:
         if table not in run.tables or not run.cached:
             stored = step.entries[0] if step.entries else None
             if stored is None or not _read_stored(run, table, stored):
+                if stored is not None:  # it was stored when planned: what it reads was not
+                    inputs = plan.compile(scope(run), [(name, params)], inputs=True)
+                    _fill(run, inputs, but=step.id)
+                    _bind_needs(run, inputs, name, params)
                 if obj.builder:
                     for built, rows in builders.build(run, obj, params).items():
                         made = sql_objects.get(built)

@@ -82,3 +82,25 @@ def test_a_bad_cap_is_one_line(cli, cache):
     code, out, err = cli("query", "kernels.summary", RUN, "--cache-max", "lots")
     assert code == 1 and err.startswith("Error: --cache-max lots: is not a size")
     assert err.count("\n") == 1
+
+
+def test_a_run_object_evicted_or_damaged_after_planning_is_computed_with_its_inputs(cache,
+                                                                                   capsys):
+    """A stored run object leaves its inputs out of the plan; when it is gone by the time it
+    is read, what it reads is computed first, and it again."""
+    from nsyswrap import open_run, planner
+    from nsyswrap.queries import run_module
+
+    with open_run([RUN], jobs=1) as run:
+        first = run_module(run, "crossrank.clock_offsets")
+    for entry in (cache / "objects").glob("xr_*"):
+        store.discard(entry, "test: evicted")
+    with open_run([RUN], jobs=1) as run:
+        compiled = planner.plan.compile(planner.scope(run), [("crossrank.clock_offsets", {})])
+        assert "xr_rank_keys" not in {s.name for s in compiled.steps}
+        for name in ("xr_clock_offsets", "xr_clock"):
+            (entry,) = (cache / "runs").glob(f"{name}-*")
+            (entry / "rows.parquet").write_bytes(b"PAR1 damaged")
+        capsys.readouterr()
+        assert run_module(run, "crossrank.clock_offsets").equals(first)
+    assert "was damaged; building it again" in capsys.readouterr().err
