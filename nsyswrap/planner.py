@@ -101,7 +101,8 @@ def stored_rows(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
     return [[e / ROWS for e in compiled.step(n, p).entries] for n, p in items]
 
 
-def planned(scope: plan.Scope, wanted: list[tuple[str, dict]]) -> list[list[tuple[str, dict, Path]]]:
+def planned(scope: plan.Scope, wanted: list[tuple[str, dict]]
+            ) -> list[list[tuple[str, dict, Path]]]:
     """Per report of `scope` (in the order of `scope.cached`), the per-report steps of the
     plan of `wanted` not stored yet, in dependency order: what `compute` takes."""
     work = dict((c.views_dir, todo) for c, todo in plan.compile(scope, wanted).per_report_work())
