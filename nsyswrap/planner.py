@@ -1,21 +1,22 @@
-"""The planner: given a SQL object and parameters, compute what it needs, then it.
+"""The planner: executes the compiled plan of a request (`nsyswrap.plan`), in order.
 
-What an object needs is what its header declares (see `nsyswrap.sql_objects`):
+What an object needs is what its header declares (see `nsyswrap.sql_objects`); the plan
+lists it, step by step, with what the store holds of it:
 
 * macro libraries are run on the connection once;
-* a per-report object is computed on each report alone, `jobs` reports at a time in
-  worker processes, and stored under a key of (report, rank, the SQL of the object and of
-  everything it needs, its parameter values, nsyswrap's version): `<report cache>/objects/
-  <name>-<key>/rows.parquet`, written whole in a fresh directory that is then renamed (a
-  directory that exists is complete). The run then reads it as a view of that name over
-  every report's file, with `rank` and `report` first;
-* a run object is computed over the run's views and objects into a table, and read as a
-  view of its name; over cached reports it is also stored (beside the first rank's views,
-  keyed to every report's entry) and read back by later calls, so a warm report does not
-  solve the clocks again;
+* per-report steps (objects, and per-report modules of several reports) not stored yet
+  are computed first, for every report, in one pass of the worker pool (`jobs` reports at
+  a time, or on Dask): each worker computes its report's steps in order on that report
+  alone and stores each as an entry of the store (`nsyswrap.store`: `objects/<name>-<key>/
+  rows.parquet`). The run reads one as a view of its name over every report's file, with
+  `rank` and `report` first;
+* a run object is computed over the run's views and objects into a table (by its SQL, or
+  by its Python builder: `nsyswrap.builders`), read as a view of its name; over cached
+  reports it is stored too (`runs/`) and read back by later calls, so a warm report does
+  not solve the clocks again;
 * a module (public query) runs after what it needs is bound; one of scope report over
-  several reports runs per report like an object, its rows concatenated in rank order and
-  sorted by its declared `@order`.
+  several reports is a per-report step, its rows concatenated in rank order and sorted by
+  its declared `@order`.
 
 Parameters flow by name: an object gets the values of its own parameters out of those
 given to what reads it. A view name is re-bound whenever an object is needed with other
