@@ -8,15 +8,24 @@ has no row when every report is one rank, its own: results are then unchanged.
 """
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 import pandas as pd
 
 from nsyswrap import planner
 
 MAP = "rank_map"
+_READ: WeakKeyDictionary = WeakKeyDictionary()  # run -> its maps, read once per run
 
 
 def rank_maps(run) -> tuple[dict, dict, dict]:
     """(report_rank, pid) -> rank, (report_rank, device) -> rank, report_rank -> rank."""
+    if run not in _READ:
+        _READ[run] = _read(run)
+    return _READ[run]
+
+
+def _read(run) -> tuple[dict, dict, dict]:
     planner.prepare(run, MAP, {})
     planner.bind(run, MAP, {})
     rows = run.connection.execute(f'SELECT * FROM "{MAP}"').df()

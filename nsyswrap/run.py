@@ -25,7 +25,7 @@ from nsyswrap.reports import Report
 MEMORY_LIMIT_MB = 2048
 """DuckDB's memory cap for a run, shared by the run's connection and its workers."""
 
-@dataclass
+@dataclass(eq=False)  # a run is itself: hashable by identity
 class Run:
     connection: duckdb.DuckDBPyConnection
     reports: list[Report]
