@@ -48,7 +48,7 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-heavy = ("duckdb", "pandas", "pyarrow", "numpy", "rich", "pydantic")
+heavy = ("duckdb", "pandas", "pyarrow", "numpy", "rich")
 print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)
 """
 
@@ -185,37 +185,3 @@ def test_the_library_reads_the_same_answer(cache):
     assert report([run], opener=Opener(jobs=1)) == first
     (answer,) = (cache / "answers").glob("*/answer.json")
     assert json.loads(answer.read_text()) == first
-
-
-def _outcome(coerce) -> tuple:
-    try:
-        value = coerce()
-    except Exception as exc:
-        return "error", type(exc).__name__, str(exc)
-    return "value", type(value), repr(value)
-
-
-def test_values_coerced_without_pydantic_are_typers_own():
-    """`nsyswrap.cli_values`: every parameter of every command, valid and invalid values,
-    the same value or the same error as typer's own adapter."""
-    import typer.main
-    from typer._coercion import build_runtime_param
-
-    from nsyswrap import cli_values
-    from nsyswrap.cli import app
-
-    cli_values.install()
-    texts = ["rank0.sqlite", "a//b/", "~/x", "-", "", "x\0y", "1", "0", "-1", "01", "1.5", " 2", "7",
-             "json", "JSON", "csv", "bogus", "local", "dask", str(FIXTURES / "run2")]
-    samples = [*texts, None, 3, True, tuple(texts[:3]), ("1", "2"), ["json"], ()]
-    checked = 0
-    for command in typer.main.get_command(app).commands.values():
-        ctx = command.context_class(command)
-        for param in command.params:
-            for value in [param.default, *samples]:
-                typers = build_runtime_param(param.type_descriptor)
-                quick = _outcome(lambda: param.get_runtime_param().coerce(value, param=param, ctx=ctx))
-                full = _outcome(lambda: typers.coerce(value, param=param, ctx=ctx))
-                assert quick == full, (command.name, param.name, value)
-                checked += 1
-    assert checked > 2000
