@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import nsyswrap
 from test_reliability_inputs import REPORT
 
 COUNT = "SELECT count(*) AS n FROM kernels"
@@ -56,7 +55,7 @@ def _views(store: Path) -> Path:
     lambda store: (_views(store) / "session.parquet").write_bytes(b"PAR1 not really"),
     lambda store: _truncate(next(store.glob("objects/window_unions-*/rows.parquet"))),
     lambda store: _truncate(next(store.glob("objects/device_windows-*/rows.parquet"))),
-], ids=["truncated-view", "missing-view", "garbage-view", "truncated-reduction", "truncated-window"])
+], ids=["truncated-view", "missing-view", "garbage-view", "truncated-unions", "truncated-window"])
 def test_a_damaged_entry_is_rebuilt_and_said_so(cli, cache, built, damage):
     """A damaged view is found when its report is opened, a damaged object or result when
     it is read (ledger.devices reads window_unions and device_windows; what only they read
