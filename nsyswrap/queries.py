@@ -67,9 +67,7 @@ def object_rows(run: Run, name: str, **params) -> pd.DataFrame:
     """The rows of per-report or run object `name` (`sql/_reductions`, `sql/_run`) for
     `params` (its own, defaults for the rest): how domain code reads a declared object."""
     obj = sql_objects.get(name)
-    values = obj.values(params)
-    planner.prepare(run, name, values)
-    planner.bind(run, name, values)
+    planner.bind(run, name, obj.values(params))
     return run.connection.execute(f'SELECT * FROM "{name}"').df()
 
 

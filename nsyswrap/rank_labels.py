@@ -26,7 +26,6 @@ def rank_maps(run) -> tuple[dict, dict, dict]:
 
 
 def _read(run) -> tuple[dict, dict, dict]:
-    planner.prepare(run, MAP, {})
     planner.bind(run, MAP, {})
     rows = run.connection.execute(f'SELECT * FROM "{MAP}"').df()
     by_pid = {(int(r.report_rank), int(r.pid)): int(r.rank)
