@@ -92,7 +92,9 @@ Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="An
 StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
 WindowNvtx = Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
-AllowUnrelated = Annotated[bool, typer.Option("--allow-unrelated", help="Analyse reports across ranks even when their captures are far apart in time (different runs).")]
+AllowUnrelated = Annotated[bool, typer.Option("--allow-unrelated", help=(
+    "Analyse reports across ranks even when their captures are far apart in time "
+    "(different runs)."))]
 
 
 class EngineName(str, Enum):
@@ -105,8 +107,11 @@ SchedulerFile = Annotated[Optional[Path], typer.Option("--scheduler-file", metav
 SchedulerAddress = Annotated[Optional[str], typer.Option("--scheduler-address", metavar="ADDRESS", help="--engine dask: tcp://HOST:PORT (default $DASK_SCHEDULER_ADDRESS).")]
 
 
-CacheMax = Annotated[Optional[str], typer.Option("--cache-max", metavar="SIZE", help="Cap of the cache, e.g. 20G, 500M or 10% (of the free disk); least recently used entries go first [default: $NSYSWRAP_CACHE_MAX, else 25%].")]
-ENGINE_OPTIONS = {  # name: (annotation, default): the options of every command that opens reports
+CACHE_MAX_HELP = ("Cap of the cache, e.g. 20G, 500M or 10% (of the free disk); least recently "
+                  "used entries go first [default: $NSYSWRAP_CACHE_MAX, else 25%].")
+CacheMax = Annotated[Optional[str],
+                     typer.Option("--cache-max", metavar="SIZE", help=CACHE_MAX_HELP)]
+ENGINE_OPTIONS = {  # name: (annotation, default): every command that opens reports takes them
     "rank_pattern": (RankPattern, r"rank(\d+)"),
     "jobs": (Jobs, 2),
     "engine": (EngineOpt, EngineName.local),
@@ -122,8 +127,8 @@ def opens_reports(command):
     and a progress bar on stderr (a terminal only) while reports are read."""
     signature = inspect.signature(command, eval_str=True)
     own = [p for p in signature.parameters.values() if p.name != "opener"]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
-             for name, (kind, default) in ENGINE_OPTIONS.items()]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                               annotation=kind) for name, (kind, default) in ENGINE_OPTIONS.items()]
 
     @functools.wraps(command)
     def with_opener(*args, **kwargs):
@@ -384,15 +389,15 @@ def plan(
                              indent=" " * 17, first=f"{r.step:>3}  ")))
 
 
-cache_app = typer.Typer(help="Show or empty the cache (normalized views, stored results and answers).",
-                        no_args_is_help=True)
+cache_app = typer.Typer(help="Show or empty the cache (normalized views, stored results and "
+                        "answers).", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command("info")
 def cache_info(
     fmt: Fmt = Format.table,
-    cache_max: Annotated[Optional[str], typer.Option("--cache-max", metavar="SIZE", help="The cap to show, e.g. 20G or 10% [default: $NSYSWRAP_CACHE_MAX, else 25%].")] = None,
+    cache_max: CacheMax = None,
 ) -> None:
     """What the cache holds: entries and bytes per kind, its cap and where it is."""
     from nsyswrap import store
