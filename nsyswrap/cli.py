@@ -109,7 +109,7 @@ SchedulerAddress = Annotated[Optional[str], typer.Option("--scheduler-address", 
 
 CACHE_MAX_HELP = ("Cap of the cache, e.g. 20G, 500M or 10% (of the free disk); least recently "
                   "used entries go first [default: $NSYSWRAP_CACHE_MAX, else 25%].")
-CacheMax = Annotated[Optional[str],
+CacheMax = Annotated[str | None,
                      typer.Option("--cache-max", metavar="SIZE", help=CACHE_MAX_HELP)]
 ENGINE_OPTIONS = {  # name: (annotation, default): every command that opens reports takes them
     "rank_pattern": (RankPattern, r"rank(\d+)"),

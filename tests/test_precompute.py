@@ -50,4 +50,4 @@ def test_launch_precompute_fills_the_cache(tmp_path):
     assert len(list(out.glob("*.sqlite"))) == 1
     entries = list((env_cache / "views").iterdir())
     assert len(entries) == 1 and (entries[0] / "session.parquet").exists()
-    assert any(env_cache.glob("objects/*/rows.parquet"))  # the planner's per-report objects and results
+    assert any(env_cache.glob("objects/*/rows.parquet"))  # per-report objects and results

@@ -30,8 +30,8 @@ from nsyswrap.reports import expand
 if TYPE_CHECKING:
     from nsyswrap.run import Run
 
-__all__ = ["ReportFormat", "ReportOptions", "build_report", "explain", "planned", "report", "sections",
-           "write_report"]
+__all__ = ["ReportFormat", "ReportOptions", "build_report", "explain", "planned", "report",
+           "sections", "write_report"]
 
 
 def sections() -> list:
@@ -64,7 +64,8 @@ def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *
            opener: Opener = DEFAULT_OPENER) -> dict:
     """The report dict of a run: the stored answer when this report was asked before
     (`nsyswrap.report.answers`), else the reports opened, the report built and stored."""
-    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern, opener.allow_unrelated)
+    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern,
+                                 opener.allow_unrelated)
     stored = answers.load(entry)
     if stored is not None:
         return stored
@@ -74,7 +75,7 @@ def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *
     return result
 
 
-def explain(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *,
+def explain(inputs: list[str | Path], options: ReportOptions | None = None, *,
             opener: Opener = DEFAULT_OPENER) -> dict:
     """What `report` would compute for `inputs` and what is stored (`nsyswrap plan`):
     `summary` lines (the stored answer, the reports' views) and `steps`, the compiled plan
@@ -84,7 +85,9 @@ def explain(inputs: list[str | Path], options: ReportOptions = ReportOptions(), 
     from nsyswrap import plan
     from nsyswrap.opening import plan_of
 
-    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern, opener.allow_unrelated)
+    options = options or ReportOptions()
+    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern,
+                                 opener.allow_unrelated)
     compiled, cached = plan_of(inputs, list(planned(opener, options).plan),
                                rank_pattern=opener.rank_pattern,
                                allow_unrelated=opener.allow_unrelated)

@@ -223,9 +223,11 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
     return {"offsets": ("crossrank.clock_offsets", pattern),
             "collectives": ("crossrank.collectives", steps),
-            "stragglers": ("crossrank.stragglers", steps), "mismatches": ("crossrank.mismatches", {}),
+            "stragglers": ("crossrank.stragglers", steps),
+            "mismatches": ("crossrank.mismatches", {}),
             "bandwidth": ("crossrank.bandwidth", steps), "split": ("crossrank.comm_split", steps),
-            "groups": ("crossrank.groups", pattern), "step_phases": ("crossrank.step_phases", pattern)}
+            "groups": ("crossrank.groups", pattern),
+            "step_phases": ("crossrank.step_phases", pattern)}
 
 
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
