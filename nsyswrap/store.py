@@ -128,10 +128,9 @@ class Lease:
         self.path: Path | None = None
         self.held: set[str] = set()
 
-    def hold(self, *paths: Path) -> None:
-        """Keep entries `paths` (or the entries holding these files) from eviction."""
-        new = [str(_entry_of(p)) for p in paths]
-        new = [p for p in new if p not in self.held]
+    def hold(self, *entries: Path) -> None:
+        """Keep store entries `entries` (their directories) from eviction."""
+        new = [str(e) for e in dict.fromkeys(entries) if str(e) not in self.held]
         if not new:
             return
         try:
@@ -150,12 +149,6 @@ class Lease:
             self.path.unlink(missing_ok=True)
             self.path = None
         self.held.clear()
-
-
-def _entry_of(path: Path) -> Path:
-    """The entry directory holding `path` (itself when it is one)."""
-    path = Path(path)
-    return path.parent if path.suffix else path
 
 
 def cap_bytes(spec: str | None = None) -> int:

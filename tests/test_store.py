@@ -39,7 +39,7 @@ def test_new_steps_windows_leave_the_store_within_its_cap(cli, cache):
 
 
 def test_an_entry_in_use_is_never_evicted(cache):
-    entry = store.entry("answers", "report", "in use")
+    entry = store.entry("objects", "ledger.devices", "in use")  # a name with a dot
     store.write(entry, lambda work: (work / "answer.json").write_text("{}" * 1000))
     other = store.entry("answers", "report", "not in use")
     store.write(other, lambda work: (work / "answer.json").write_text("{}" * 1000))
