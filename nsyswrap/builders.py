@@ -96,8 +96,8 @@ def build(run, obj: sql_objects.SqlObject, params: dict) -> dict[str, pa.Table]:
         if target is None or target.builder != obj.builder or target.params != obj.params:
             raise RuntimeError(f"{obj.builder} returned {name}, which is no object built by it "
                                "with the same parameters")
-        table = (rows if isinstance(rows, pa.Table)
-                 else pa.Table.from_pandas(rows, preserve_index=False))
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows,
+                                                                             preserve_index=False)
         if target.kind == "report":
             table = table.drop_columns([c for c in PER_REPORT_KEYS if c in table.column_names])
         declared = [c.name for c in target.columns]
@@ -106,6 +106,13 @@ def build(run, obj: sql_objects.SqlObject, params: dict) -> dict[str, pa.Table]:
                                f"its header ({target.path}) declares {declared}")
         out[name] = table.select(declared)
     return out
+
+
+def create_table(con: duckdb.DuckDBPyConnection, table: str, name: str, rows) -> None:
+    """Table `table` on `con` holding object `name`'s rows (a DataFrame or Arrow table of
+    its declared columns), cast to its declared `@column` types."""
+    rows = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
+    typed(con, sql_objects.get(name), rows, f'CREATE OR REPLACE TABLE "{table}" AS FROM {{rows}}')
 
 
 def typed(con: duckdb.DuckDBPyConnection, obj: sql_objects.SqlObject, rows: pa.Table,
