@@ -91,6 +91,20 @@ RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", hel
 Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")]
 StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
 WindowNvtx = Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")]
+FlopsPerStep = Annotated[Optional[float], typer.Option(
+    "--flops-per-step", metavar="N",
+    help="Model FLOPs one GPU computes per step: MFU and achieved TFLOP/s per step and rank.")]
+ModelParams = Annotated[Optional[float], typer.Option(
+    "--model-params", metavar="P",
+    help="Model parameters: FLOPs per step = 6 x P x T (with --tokens-per-step).")]
+TokensPerStep = Annotated[Optional[float], typer.Option(
+    "--tokens-per-step", metavar="T",
+    help="Tokens one GPU processes per step (with --model-params).")]
+PeakTflops = Annotated[Optional[float], typer.Option(
+    "--peak-tflops", metavar="X",
+    help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].")]
+Dtype = Annotated[str, typer.Option(
+    "--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 AllowUnrelated = Annotated[bool, typer.Option("--allow-unrelated", help=(
     "Analyse reports across ranks even when their captures are far apart in time "
@@ -268,17 +282,25 @@ def report(
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
     allow_unrelated: AllowUnrelated = False,
+    flops_per_step: FlopsPerStep = None,
+    model_params: ModelParams = None,
+    tokens_per_step: TokensPerStep = None,
+    peak_tflops: PeakTflops = None,
+    dtype: Dtype = "bf16",
     opener=None,
 ) -> None:
     """Diagnose REPORTS: where the step time goes, what to do.
 
     The diagnosis and key figures per rank come first, then the time ledger, collective
-    exposure, idle gaps, steps and stragglers."""
+    exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
+    memory and the host's CUDA and OS calls."""
     from nsyswrap.report import ReportOptions, report as build_report, write_report
     from nsyswrap.sample.inputs import split_inputs
 
     check_writable(output, force)
-    options = ReportOptions.parse(steps, window_nvtx, step_pattern)
+    options = ReportOptions.parse(steps, window_nvtx, step_pattern, flops_per_step=flops_per_step,
+                                  model_params=model_params, tokens_per_step=tokens_per_step,
+                                  peak_tflops=peak_tflops, dtype=dtype)
     opener = replace(opener, allow_unrelated=allow_unrelated)
     exports, samples = split_inputs(reports)
     if samples:  # sample files of the always-on sampler, alone or beside exports
@@ -493,6 +515,9 @@ def launch(
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
     precompute: Annotated[bool, typer.Option("--precompute", help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).")] = False,
+    memory: Annotated[bool, typer.Option(
+        "--memory", help="Record GPU memory allocations (nsys --cuda-memory-usage=true) for the "
+                         "report's GPU memory table.")] = False,
     sample: Annotated[bool, typer.Option(
         "--sample", help="Time every 10th step of every rank, its phases and collectives, into "
         "samples.rank<R>.jsonl in --out (CUDA events, or host timers without CUDA); without "
@@ -516,8 +541,9 @@ def launch(
     cfg = LaunchConfig.build(ctx.args, out=out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"),
                              ranks=ranks, steps=steps, every=every, trace=trace, nsys_args=nsys_arg,
                              annotate=annotate, nsys=nsys, force=force, export=export, jobs=jobs, dry_run=dry_run,
-                             precompute=precompute, sample=sample, sample_every=sample_every,
-                             sample_steps=sample_steps, capture_when=capture_when)
+                             precompute=precompute, memory=memory, sample=sample,
+                             sample_every=sample_every, sample_steps=sample_steps,
+                             capture_when=capture_when)
     raise typer.Exit(run_launch(cfg))
 
 

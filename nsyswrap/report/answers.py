@@ -46,7 +46,7 @@ def answer_entry(paths: list[Path], options: ReportOptions, rank_pattern: str,
     except OSError:
         return None
     return store.entry(KIND, "report", reports, [str(p) for p in paths], sorted(manifests.items()),
-                       rank_pattern, allow_unrelated, sorted(options.window_params().items()),
+                       rank_pattern, allow_unrelated, sorted(options.all_params().items()),
                        code_digest(), nsyswrap_version())
 
 

@@ -41,6 +41,9 @@ SHORT = {
     "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
     "activities": "activ", "gpu_time": "gpu time", "step_mean": "mean", "step_p50": "p50",
     "step_p90": "p90", "step_max": "max", "compute": "comp", "label": "verdict",
+    "large_bandwidth": "large", "vs_expected": "vs exp", "of_compute": "of comp",
+    "allocs_per_step": "allocs /step", "bytes_per_step": "bytes /step",
+    "frees_per_step": "frees /step", "cuda_threads": "cuda thr",
 }
 
 
