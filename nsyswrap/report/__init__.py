@@ -44,9 +44,13 @@ def sections() -> list:
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
-    """Every section for an open run, and the diagnosis drawn from them."""
+    """Every section for an open run over the window `options` ask for (by default the
+    steps: nsyswrap.report.window), and the diagnosis drawn from them."""
     from nsyswrap.crossrank.ranks import rank_rows
+    from nsyswrap.report.window import choose_window
 
+    window = choose_window(run, options)
+    options = window.options
     report = {
         "tool": "nsyswrap",
         "version": nsyswrap_version(),
@@ -54,6 +58,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
                     for r in run.reports],
         "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),
+        "window": window.as_json(),
         "sections": [section(run, options) for section in sections()],
     }
     return {**report, "diagnosis": diagnose(report)}
@@ -82,6 +87,10 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     from nsyswrap.report.trace_facts import TABLES
 
     pattern = {"step_pattern": options.step_pattern}
-    wanted = [*single_rank_modules(options).values(), *((f"trace.{t}", {}) for t in TABLES),
-              ("trace.data_quality", {}), ("crossrank.clock_offsets", pattern)]
+    # the window is the steps unless the options give one (nsyswrap.report.window): the
+    # modules of a window chosen from the steps are computed once it is chosen
+    window = list(single_rank_modules(options).values()) if options.limits_window else []
+    wanted = [*window, ("steps.ranges", pattern), ("ledger.devices", pattern),
+              *((f"trace.{t}", {}) for t in TABLES), ("trace.data_quality", {}),
+              ("crossrank.clock_offsets", pattern)]
     return replace(opener, plan=tuple((name, bind(get(name), params)) for name, params in wanted))

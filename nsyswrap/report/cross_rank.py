@@ -199,7 +199,7 @@ def _waiting_note(run_row: pd.Series | None, split: pd.DataFrame) -> list[str]:
             f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."]
 
 
-def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame) -> list[dict]:
+def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame | None, strag: pd.DataFrame) -> list[dict]:
     out = []
     utc_only = offsets[~offsets["aligned"].astype(bool)]
     if len(utc_only) == len(offsets):
@@ -209,7 +209,10 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
         out.append({"what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
                     "reason": "no matched collective connects them to the reference rank and no aligned "
                               "rank shares their host: they are left out of every cross-rank figure"})
-    if bw.empty:
+    if bw is None:
+        out.append({"what": "NCCL bandwidth", "reason": "the run has no NCCL kernel (gloo or MPI "
+                    "collectives run on the host: their times are host calls, not transfers)"})
+    elif bw.empty:
         out.append({"what": "NCCL bandwidth", "reason": "no matched collective has known bytes (nsyswrap's "
                     "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
     if not strag.empty and strag["phase"].isna().all():
@@ -260,9 +263,10 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
                                         ("spans_hosts", "captured", "group_size")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
-    if not bw.empty:
+    nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
+    if not bw.empty and nccl:  # without NCCL kernels a collective's time is a host call's
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    section["cannot_answer"] = _cannot_answer(offsets, bw, strag)
+    section["cannot_answer"] = _cannot_answer(offsets, bw if nccl else None, strag)
     if options.window_nvtx:
         section["cannot_answer"].append({"what": "limiting cross-rank figures to --window-nvtx",
                                          "reason": "they are computed per step (use --steps)"})

@@ -39,6 +39,12 @@ class ReportOptions:
                                 "pass e.g. 'step:%' or 'ProfilerStep#%'")
         return cls(window_nvtx or None, step_pattern, step_from, step_to)
 
+    @classmethod
+    def from_params(cls, params: dict) -> ReportOptions:
+        """The options of a report's `options` key (window_params)."""
+        return cls(**{k: params.get(k) for k in ("window_nvtx", "step_from", "step_to")},
+                   step_pattern=params.get("step_pattern") or DEFAULT_STEP_PATTERN)
+
     @property
     def limits_window(self) -> bool:
         """True when the window is narrower than each device's GPU activity."""
