@@ -140,11 +140,12 @@ def test_copies_syncs_and_collectives_are_all_there(run):
 
 def test_the_report_cannot_answer_only_what_the_capture_lacks(run):
     """gloo moves gradients with host copies: no NCCL kernel or peer-to-peer copy exists,
-    so collective exposure is the one thing the report cannot answer."""
+    so collective exposure and NCCL bandwidth are what the report cannot answer."""
     assert run.df("SELECT count(*) AS n FROM kernels WHERE is_comm")["n"][0] == 0
     report = build_report(run, ReportOptions())
     unanswered = [(s["id"], item["what"]) for s in report["sections"] for item in s["cannot_answer"]]
-    assert unanswered == [("single_rank", "collective exposure")], unanswered
+    assert unanswered == [("single_rank", "collective exposure"),
+                          ("crossrank", "NCCL bandwidth")], unanswered
     for section in report["sections"]:
         if section["id"] in ("single_rank", "crossrank"):
             assert section["verdict"] and section["tables"], section["id"]

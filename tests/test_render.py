@@ -119,7 +119,8 @@ def test_json_report_has_the_diagnosis(cli):
     code, out, _ = cli("report", RUN4, "-f", "json")
     report = json.loads(out)
     assert code == 0 and list(report["diagnosis"]) == [
-        "headline", "findings", "devices", "worst_steps", "recommendations", "cannot_answer"]
+        "headline", "findings", "window", "devices", "host_steps", "worst_steps", "recommendations",
+        "cannot_answer"]
 
 
 def test_terminal_and_html_write_a_cell_alike():

@@ -168,9 +168,9 @@ class _Run:
         e = Evidence(
             ranks=len(ranks), frameworks=self.frameworks, basis=basis, gpus=len(keys),
             host_copies=sum(value(r["copies"], 0) for r in copies),
-            host_copy_bytes=sum(value(r["bytes"], 0) for r in copies),
+            host_copy_bytes=sum(value(r.get("bytes"), 0) for r in copies),
             pageable_copies=sum(value(r["copies"], 0) for r in pageable) if known else None,
-            pageable_bytes=sum(value(r["bytes"], 0) for r in pageable) if known else None,
+            pageable_bytes=sum(value(r.get("bytes"), 0) for r in pageable) if known else None,
             host_alloc_calls=sum(value(r["calls"], 0)
                                  for r in rows(self.report, "trace", "host_alloc")
                                  if r["rank"] in ranks),
@@ -206,8 +206,8 @@ def diagnose(report: dict) -> dict:
     _reconcile(report, run, labels, device_findings)
     return {
         "headline": _headline(findings, labels, run),
-        "window": window_text(report),
         "findings": findings,
+        "window": window_text(report),
         "devices": [_device_row(run, key, labels[key]) for key in sorted(run.totals)],
         "host_steps": _host_steps(report, run),
         "worst_steps": _worst_steps(run),
@@ -221,6 +221,10 @@ def window_text(report: dict) -> str:
     time outside it (per GPU, not analysed)."""
     w = report.get("window") or {}
     pattern = w.get("step_pattern", "step:%")
+    if w.get("source") == "capture":
+        return (f"Window: first to last GPU activity of each device, as given (--whole-capture)"
+                + (f"; it holds {step_list(w['steps'])} (NVTX ranges like {pattern!r}), none set "
+                   "apart" if w.get("steps") else "") + ".")
     if w.get("source") == "activity" or not w.get("steps"):
         window = section(report, "single_rank").get("title", "")
         given = " (as given)" if w.get("source") == "given" else ""

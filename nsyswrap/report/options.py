@@ -13,16 +13,20 @@ _STEPS = re.compile(r"^\s*(-?\d+)?\s*:\s*(-?\d+)?\s*$")
 @dataclass(frozen=True)
 class ReportOptions:
     """window_nvtx: LIKE pattern of NVTX ranges bounding the window; step_pattern: LIKE
-    pattern of step ranges; step_from/step_to: half-open range of step numbers."""
+    pattern of step ranges; step_from/step_to: half-open range of step numbers;
+    whole_capture: analyse each device's first to last GPU activity even when the capture
+    has steps (the report's default window is its steps: nsyswrap.report.window)."""
 
     window_nvtx: str | None = None
     step_pattern: str = DEFAULT_STEP_PATTERN
     step_from: int | None = None
     step_to: int | None = None
+    whole_capture: bool = False
 
     @classmethod
     def parse(cls, steps: str | None = None, window_nvtx: str | None = None,
-              step_pattern: str = DEFAULT_STEP_PATTERN) -> ReportOptions:
+              step_pattern: str = DEFAULT_STEP_PATTERN,
+              whole_capture: bool = False) -> ReportOptions:
         """Options from command-line text; `steps` is "FROM:TO" (either side may be empty)."""
         step_from = step_to = None
         if steps is not None:
@@ -37,7 +41,10 @@ class ReportOptions:
         if not step_pattern:
             raise NsysWrapError("--step-pattern", "is empty",
                                 "pass e.g. 'step:%' or 'ProfilerStep#%'")
-        return cls(window_nvtx or None, step_pattern, step_from, step_to)
+        if whole_capture and (steps is not None or window_nvtx):
+            raise NsysWrapError("--whole-capture", "asks for the whole capture, --steps and "
+                                "--window-nvtx for a part of it", "pass one of them")
+        return cls(window_nvtx or None, step_pattern, step_from, step_to, whole_capture)
 
     @classmethod
     def from_params(cls, params: dict) -> ReportOptions:
@@ -52,7 +59,9 @@ class ReportOptions:
 
     def window_params(self) -> dict:
         """The window parameters every metric module takes."""
-        return asdict(self)
+        params = asdict(self)
+        del params["whole_capture"]
+        return params
 
     def describe(self) -> str:
         """The window in words, for titles and reasons."""

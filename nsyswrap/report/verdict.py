@@ -220,8 +220,8 @@ def _copy_advice(t: Totals, e: Evidence) -> str:
                 "pinned (cudaHostAlloc or cudaMallocHost"
                 + ("; pin_memory=True and non_blocking=True in PyTorch" if e.pytorch else "")
                 + ").")
-    pinned = (" (host copies use pinned memory already)" if e.host_copies
-              and e.pageable_bytes == 0 else " (host copies mostly use pinned memory already)"
+    pinned = (" (host copies are pinned already)" if e.host_copies and e.pageable_bytes == 0
+              else " (host copies are mostly pinned already)"
               if e.host_copies and e.pageable_bytes is not None else "")
     return (text + f"{pinned}: overlap the copies with compute (asynchronous copies on their "
             "own stream, prefetching the next batch) or copy fewer bytes, keeping data on the "

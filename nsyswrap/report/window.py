@@ -20,7 +20,9 @@
   by the step count. Without steps the window is each device's first to last GPU
   activity, and no figure is per step.
 * `--steps A:B` selects any window of steps that exist (one that selects none is
-  refused, naming the steps there are); `--window-nvtx` any NVTX window.
+  refused, naming the steps there are); `--window-nvtx` any NVTX window;
+  `--whole-capture` each device's first to last GPU activity. Outliers inside a window
+  given so are named, not set apart.
 """
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ class Window:
     they were chosen."""
 
     options: ReportOptions
-    source: str                  # steps (the default), given (--steps, --window-nvtx) or activity
+    source: str                  # steps (the default), given (--steps, --window-nvtx),
+    #                              capture (--whole-capture) or activity (no steps)
     pattern_source: str          # default, given, found or none
     steps: tuple[int, ...] = ()  # every step number of the capture
     median_ns: float | None = None
@@ -57,7 +60,9 @@ class Window:
     def set_apart(self) -> frozenset[int]:
         """The steps left out of the per-step statistics: the outliers, unless the window
         was given."""
-        return frozenset() if self.source == "given" else frozenset(o["step"] for o in self.outliers)
+        if self.source != "steps":
+            return frozenset()
+        return frozenset(o["step"] for o in self.outliers)
 
     def as_json(self) -> dict:
         """The report's `window` key (README, "The report as JSON")."""
@@ -93,6 +98,8 @@ def choose_window(run: Run, options: ReportOptions) -> Window:
     options = replace(options, step_pattern=pattern)
     if options.step_from is not None or options.step_to is not None:
         _refuse_empty(options, numbers, pattern_source)
+    if options.whole_capture:
+        return Window(options, "capture", pattern_source, numbers, median, tuple(outliers))
     if options.limits_window:
         inside = tuple(o for o in outliers if _inside(o["step"], options))
         return Window(options, "given", pattern_source, numbers, median,
