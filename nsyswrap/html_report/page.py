@@ -107,6 +107,13 @@ def _diagnosis_html(report: dict) -> str:
                                       for f in findings) + "</ol>")
     parts += [f'<p class="note">Cannot answer {escape(c["what"])}: {escape(c["reason"])}.</p>'
               for c in d.get("cannot_answer", [])]
+    if d.get("window"):
+        parts.append(f'<p class="note">{escape(d["window"])}</p>')
+    if d.get("host_steps"):
+        parts.append(_table_html({"id": "host_steps", "title": "Per rank: host step times (NVTX "
+                                  "step ranges)", "rows": [{k: h[k] for k in (
+                                      "rank", "steps", "step_mean", "step_p90", "step_max")}
+                                      for h in d["host_steps"]]}))
     devices = d.get("devices", [])
     if devices:
         keys = [k for k in ("steps", "step_mean", "step_p90", "step_max", "compute",
@@ -114,8 +121,11 @@ def _diagnosis_html(report: dict) -> str:
                 if any(x[k]["value"] for x in devices)]  # no column of zeros or n/a only
         rows = [{"rank": x["rank"], "gpu": x["device"], "verdict": x["label"],
                  **{k: x[k] for k in keys}} for x in devices]
-        table = _table_html({"id": "diagnosis", "title": "Per rank: step times (mean, p90, "
-                             "max), shares of the GPU time, wait in collectives", "rows": rows})
+        stepped = any(x["steps"]["value"] for x in devices)
+        table = _table_html({"id": "diagnosis", "title": "Per rank: " + (
+            "step times (mean, p90, max), " if stepped else "") + "shares of the GPU time"
+            + (", wait in collectives" if any(x["waited"]["value"] is not None for x in devices)
+               else ""), "rows": rows})
         for label in {x["label"] for x in devices if x["label"]}:
             table = table.replace(f'<td class="text">{escape(label)}</td>',
                                   f'<td class="text">{_label(label)}</td>')

@@ -231,7 +231,8 @@ def window_text(report: dict) -> str:
         return ("Window: " + (window[window.find("(window: ") + 9:-1] if "(window: " in window else
                               "first to last GPU activity") + given + ". No step ranges were "
                 "found (NVTX 'step:<i>', 'ProfilerStep#<i>' or a range repeated with a growing "
-                "number), so no figure is per step (--step-pattern names yours).")
+                "number), so every figure is over the window, none divided by steps "
+                "(--step-pattern names yours).")
     lo, hi = w.get("step_from"), w.get("step_to")
     inside = [s for s in w["steps"] if (lo is None or s >= lo) and (hi is None or s < hi)]
     how = {"found": f"found by themselves: no 'step:<i>' range; --step-pattern to choose "
@@ -292,7 +293,8 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     if others:
         who = _ranks(list(others), of=len(run.per_rank))
         verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
-        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis} for it in "
+        each = "" if len(others) == 1 else " each"  # the mean of the waiting ranks
+        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis}{each} for it in "
                  f"{where}")
         if on_host:
             inside = [value(r["in_collectives"], 0) for r in rows(report, "crossrank", "comm_split")
@@ -305,9 +307,9 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
             text += f": {min(wait / nccl, 1):.0%} of {their} NCCL time"
         if exposed:
             text += (f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
-                     f"({ms(exposed)} {basis})" if wait < exposed else
-                     f", more than {their} exposed communication ({ms(exposed)} {basis}), so "
-                     "all of it is waiting")
+                     f"({ms(exposed)} {basis}{each})" if wait < exposed else
+                     f", more than {their} exposed communication ({ms(exposed)} {basis}{each}),"
+                     " so all of it is waiting")
         text += "."
     step_ns = _median_step(run)
     share = wait / step_ns if step_ns else None
