@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -130,6 +131,20 @@ def test_zero_code_steps_cover_the_whole_iteration(ddp_run):
         assert names[:3] == ["data_loading", "forward", "backward"], (rank, step, names)
     loads = nsyswrap.sql("SELECT count(*) AS n FROM nvtx WHERE text = 'data_loading'", [ddp_run]).n[0]
     assert loads == 2 * STEPS  # every one of them is inside a step
+
+
+def test_the_cpu_loop_report_gives_host_step_times(ddp_run):
+    """The README's loop on CPU: no GPU activity, so the report answers with each rank's
+    host step times and phases from the NVTX ranges, and no NCCL table for gloo."""
+    done = nsyswrap_cli("report", ddp_run)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = done.stdout
+    assert "DIAGNOSIS: NO GPU ACTIVITY" in out and "host step times" in out
+    assert f"Window: steps 0-{STEPS - 1} " in out
+    first = out[:out.index("──")]
+    assert all(re.search(rf"^ +{rank} +{STEPS} +\d+\.\d\d", first, re.M) for rank in (0, 1)), first
+    assert re.search(r"^1 +data_loading ", out, re.M)  # a phase of every step (host_phases)
+    assert "NCCL bandwidth per op" not in out
 
 
 def test_step_window_captures_only_those_steps(tmp_path):

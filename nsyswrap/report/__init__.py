@@ -86,11 +86,15 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     from nsyswrap.report.single_rank import single_rank_modules
     from nsyswrap.report.trace_facts import TABLES
 
+    from nsyswrap.report.window import LIKELY_WINDOW
+
     pattern = {"step_pattern": options.step_pattern}
-    # the window is the steps unless the options give one (nsyswrap.report.window): the
-    # modules of a window chosen from the steps are computed once it is chosen
-    window = list(single_rank_modules(options).values()) if options.limits_window else []
-    wanted = [*window, ("steps.ranges", pattern), ("ledger.devices", pattern),
+    # the window is the steps unless the options give one (nsyswrap.report.window): planned
+    # as the likely one (every step usual); another is computed once chosen
+    likely = options if options.limits_window or options.whole_capture else replace(
+        options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
+    wanted = [*single_rank_modules(likely).values(), ("steps.ranges", pattern),
+              ("ledger.devices", pattern),
               *((f"trace.{t}", {}) for t in TABLES), ("trace.data_quality", {}),
               ("crossrank.clock_offsets", pattern)]
     return replace(opener, plan=tuple((name, bind(get(name), params)) for name, params in wanted))

@@ -27,7 +27,6 @@ import statistics
 
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, is_figure
 from nsyswrap.report.verdict import NOT_ENOUGH, Evidence, Totals, ms, recommendations, verdict
-from nsyswrap.report.window import step_list
 
 WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers,
 WAIT_NOTABLE = 0.05    # when its exposed communication is at least this share of the span
@@ -66,21 +65,28 @@ def value(cell, default=None):
     return default if cell is None else cell
 
 
+def listed(noun: str, numbers) -> str:
+    """`rank 3`, `ranks 0, 1 and 3`, `steps 0-9`, `steps 0-3, 5 and 7`: runs of three or
+    more as ranges."""
+    numbers = sorted(numbers)
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    parts = [p for run in runs
+             for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))]
+    words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    return f"{noun} " + words if len(numbers) == 1 else f"{noun}s " + words
+
+
 def _ranks(ranks: list[int], of: int | None = None) -> str:
     """`rank 3`, `ranks 0, 1 and 3`, `ranks 0-1 and 3-15`, or `the other 15 ranks` when
     they are all `of` ranks but one."""
-    ranks = sorted(ranks)
     if of is not None and len(ranks) == of - 1 and len(ranks) > 3:
         return f"the other {len(ranks)} ranks"
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-    parts = [p for run in runs for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))]
-    words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
-    return ("rank " if len(ranks) == 1 else "ranks ") + words
+    return listed("rank", ranks)
 
 
 def _devices(keys: list[tuple[int, int]], devices_per_rank: dict[int, int]) -> str:
@@ -220,27 +226,26 @@ def window_text(report: dict) -> str:
     """What the report analysed, in one paragraph: the window, the steps set apart, the
     time outside it (per GPU, not analysed)."""
     w = report.get("window") or {}
-    pattern = w.get("step_pattern", "step:%")
+    pattern, steps = w.get("step_pattern", "step:%"), w.get("steps") or []
     if w.get("source") == "capture":
-        return (f"Window: first to last GPU activity of each device, as given (--whole-capture)"
-                + (f"; it holds {step_list(w['steps'])} (NVTX ranges like {pattern!r}), none set "
-                   "apart" if w.get("steps") else "") + ".")
-    if w.get("source") == "activity" or not w.get("steps"):
-        window = section(report, "single_rank").get("title", "")
-        given = " (as given)" if w.get("source") == "given" else ""
-        return ("Window: " + (window[window.find("(window: ") + 9:-1] if "(window: " in window else
-                              "first to last GPU activity") + given + ". No step ranges were "
-                "found (NVTX 'step:<i>', 'ProfilerStep#<i>' or a range repeated with a growing "
-                "number), so every figure is over the window, none divided by steps "
-                "(--step-pattern names yours).")
+        held = (f"; it holds {listed('step', steps)} (NVTX ranges like {pattern!r}), none set "
+                "apart") if steps else ""
+        return f"Window: first to last GPU activity of each device, as given{held}."
+    if w.get("source") == "activity" or not steps:
+        nvtx = (report.get("options") or {}).get("window_nvtx")
+        where = f"NVTX ranges like {nvtx!r}, as given" if nvtx else \
+            "first to last GPU activity of each device"
+        return (f"Window: {where}. No step ranges were found (NVTX 'step:<i>', "
+                "'ProfilerStep#<i>' or a range repeated with a growing number), so every figure "
+                "is over the window, none divided by steps (--step-pattern names yours).")
     lo, hi = w.get("step_from"), w.get("step_to")
-    inside = [s for s in w["steps"] if (lo is None or s >= lo) and (hi is None or s < hi)]
-    how = {"found": f"found by themselves: no 'step:<i>' range; --step-pattern to choose "
-                    f"others", "default": "", "given": "--step-pattern"}.get(
-                        w.get("pattern_source"), "")
-    text = (f"Window: {step_list(inside)}" + (f" of {len(w['steps'])}" if len(inside) < len(
-        w["steps"]) else "") + f" (NVTX ranges like {pattern!r}" + (f"; {how}" if how else "")
-        + ")" + ("" if w.get("source") == "steps" else " as given") + ".")
+    inside = [s for s in steps if _inside(s, lo, hi)]
+    how = {"found": "found by themselves: no 'step:<i>' range; --step-pattern to choose others",
+           "given": "--step-pattern"}.get(w.get("pattern_source"))
+    text = (f"Window: {listed('step', inside)}" + (f" of {len(steps)}" if len(inside) < len(steps)
+                                                   else "")
+            + f" (NVTX ranges like {pattern!r}" + (f"; {how}" if how else "") + ")"
+            + ("" if w.get("source") == "steps" else " as given") + ".")
     median = value(w.get("median_step"))
     for o in w.get("outliers", []):
         what = "warm-up" if o["why"] == "warm-up" else "an outlier"
@@ -355,6 +360,7 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
     for label, keys in groups.items():
         attr, what = DRIVER[label]
         per, factor, basis = run.per_gpu_step(keys)  # one GPU's figures
+        reason = verdict(sum((run.totals[k] for k in keys), Totals()))["reason"]
         evidence = run.evidence(keys, factor, basis)
         cost = getattr(per, attr)
         share = per.share(cost)
@@ -369,7 +375,7 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
             "devices": [list(k) for k in sorted(keys)], "cost": figure(cost, NS),
             "cost_basis": basis, "share": figure(share, FRACTION), "text": text,
             "recommendation": " ".join(said) or None,
-            "evidence": {"reason": verdict(per)["reason"] if per.span_ns >= 1 else None},
+            "evidence": {"reason": reason},
         })
     return out
 
@@ -425,7 +431,8 @@ def _host_steps(report: dict, run: _Run) -> list[dict]:
         stat = (lambda f, d=durations: figure(f(d), NS)) if len(durations) >= MIN_STEPS else (
             lambda f: figure(None, NS, few))
         out.append({"rank": rank, "steps": figure(len(durations), COUNT),
-                    "step_mean": stat(statistics.fmean), "step_p50": stat(lambda d: quantile(d, .5)),
+                    "step_mean": stat(statistics.fmean),
+                    "step_p50": stat(lambda d: quantile(d, .5)),
                     "step_p90": stat(lambda d: quantile(d, .9)), "step_max": stat(max),
                     "phases": phases.get(rank, [])})
     return out

@@ -27,19 +27,20 @@
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.queries import run_module
+from nsyswrap.report.diagnosis import listed
 from nsyswrap.report.figures import NS, figure
 from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
 from nsyswrap.run import Run
 
 OUTLIER = 3.0
 MIN_STEPS_FOR_RULE = 3
+LIKELY_WINDOW = (0, None)  # (step_from, step_to) of a capture whose steps are all usual
 STEP_WORDS = re.compile(r"step|iter", re.IGNORECASE)
 
 
@@ -107,8 +108,12 @@ def choose_window(run: Run, options: ReportOptions) -> Window:
     if not numbers:
         return Window(options, "activity", pattern_source)
     usual = [s for s in numbers if s not in {o["step"] for o in outliers}]
-    return Window(replace(options, step_from=usual[0], step_to=usual[-1] + 1), "steps",
-                  pattern_source, numbers, median, tuple(outliers))
+    # written as LIKELY_WINDOW where it selects the same steps (what the first pass of the
+    # engine computed: nsyswrap.report.planned)
+    first = LIKELY_WINDOW[0] if usual[0] == numbers[0] >= LIKELY_WINDOW[0] else usual[0]
+    last = LIKELY_WINDOW[1] if usual[-1] == numbers[-1] else usual[-1] + 1
+    return Window(replace(options, step_from=first, step_to=last), "steps", pattern_source,
+                  numbers, median, tuple(outliers))
 
 
 def find_step_pattern(run: Run) -> str | None:
@@ -159,19 +164,6 @@ def _refuse_empty(options: ReportOptions, numbers: tuple[int, ...], pattern_sour
                             "mark your steps")
     if not any(_inside(s, options) for s in numbers):
         raise NsysWrapError(f"--steps {lo}:{hi}", f"selects none of the steps these reports have "
-                            f"({step_list(numbers)}, ranges like {options.step_pattern!r})",
+                            f"({listed('step', numbers)}, ranges like "
+                            f"{options.step_pattern!r})",
                             "choose a window among them")
-
-
-def step_list(numbers) -> str:
-    """`steps 0-9`, `steps 0-3, 5 and 7`, `step 4`."""
-    numbers = sorted(numbers)
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    parts = [f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs]
-    text = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
-    return ("step " if len(numbers) == 1 else "steps ") + text

@@ -30,18 +30,19 @@ WITH gaps AS (
         AND dur_ns >= $long_gap_ns
 ),
 drivers AS (
-    SELECT DISTINCT pid, device FROM kernels
+    SELECT DISTINCT rank, pid, device FROM kernels
 ),
 steps AS (
-    SELECT DISTINCT pid, tid, start_ns, end_ns, text FROM step_ranges($step_pattern)
+    SELECT DISTINCT rank, pid, tid, start_ns, end_ns, text FROM step_ranges($step_pattern)
 ),
 work AS (
     -- only what is long enough to cover half of the shortest long gap
-    SELECT n.pid, n.start_ns, n.end_ns, n.text AS name,
+    SELECT n.rank, n.pid, n.start_ns, n.end_ns, n.text AS name,
         CASE WHEN n.domain = 'MPI' THEN 'mpi' ELSE 'nvtx' END AS source
     FROM nvtx AS n
     ANTI JOIN steps AS s
-        ON s.pid = n.pid
+        ON s.rank = n.rank
+        AND s.pid = n.pid
         AND s.tid = n.tid
         AND s.start_ns = n.start_ns
         AND s.end_ns = n.end_ns
@@ -51,7 +52,7 @@ work AS (
         AND n.text IS NOT NULL
         AND n.text <> 'capture'
     UNION ALL
-    SELECT pid, start_ns, end_ns, regexp_replace(api, '_v[0-9]+$', ''), 'cuda'
+    SELECT rank, pid, start_ns, end_ns, regexp_replace(api, '_v[0-9]+$', ''), 'cuda'
     FROM api_calls
     WHERE 2 * dur_ns >= $long_gap_ns
 ),
@@ -66,9 +67,11 @@ covered AS (
         arg_min(w.name, (w.end_ns - w.start_ns, w.source, w.name)) AS name
     FROM gaps AS g
     JOIN drivers AS d
-        ON d.device = g.device
+        ON d.rank = g.rank
+        AND d.device = g.device
     JOIN work AS w
-        ON w.pid = d.pid
+        ON w.rank = d.rank
+        AND w.pid = d.pid
         AND w.start_ns < g.end_ns
         AND w.end_ns > g.start_ns
     WHERE 2 * (least(w.end_ns, g.end_ns) - greatest(w.start_ns, g.start_ns)) >= g.dur_ns

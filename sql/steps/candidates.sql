@@ -18,28 +18,28 @@
 -- @column covered_ns BIGINT            Their summed duration (ns).
 -- @order rank, pid, pattern
 WITH ranges AS (
-    SELECT pid, tid, start_ns, end_ns, text
+    SELECT rank, pid, tid, start_ns, end_ns, text
     FROM nvtx
     WHERE event_type <> 'mark'
         AND end_ns > start_ns
         AND text IS NOT NULL
 ),
 edges AS (
-    SELECT pid, tid, start_ns AS t, 1 AS delta, start_ns, end_ns
+    SELECT rank, pid, tid, start_ns AS t, 1 AS delta, start_ns, end_ns
     FROM ranges
     UNION ALL
-    SELECT pid, tid, end_ns, -1, NULL, NULL
+    SELECT rank, pid, tid, end_ns, -1, NULL, NULL
     FROM ranges
 ),
 outermost AS (
     -- ranges open on their thread when each starts: 1 = none around it (ends sort
     -- before starts at the same time, longer ranges start first)
-    SELECT pid, tid, start_ns, end_ns
+    SELECT rank, pid, tid, start_ns, end_ns
     FROM (
         SELECT
             *,
             sum(delta) OVER (
-                PARTITION BY pid, tid
+                PARTITION BY rank, pid, tid
                 ORDER BY t, delta, end_ns DESC
                 ROWS UNBOUNDED PRECEDING
             ) AS depth
@@ -59,7 +59,8 @@ shaped AS (
         regexp_replace(n.text, '\d+(\D*)$', '%\1') AS numbered_pattern
     FROM nvtx AS n
     SEMI JOIN outermost AS o
-        ON o.pid = n.pid
+        ON o.rank = n.rank
+        AND o.pid = n.pid
         AND o.tid = n.tid
         AND o.start_ns = n.start_ns
         AND o.end_ns = n.end_ns
