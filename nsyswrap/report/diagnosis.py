@@ -122,6 +122,11 @@ class _Run:
                 (r["step"], value(r["duration"], 0)))
         self.usual = {key: [(s, d) for s, d in steps if s not in self.set_apart]
                       for key, steps in self.steps.items()}  # what step statistics are of
+        # figures are per step only over a window of steps (not the whole capture, not NVTX)
+        self.of_steps = window.get("source") in (None, "steps") or (
+            window.get("source") == "given" and not (report.get("options") or {}).get(
+                "window_nvtx") and (window.get("step_from"), window.get("step_to")) != (
+                None, None))
         self.waited = {r["rank"]: value(r["waited"], 0)
                        for r in rows(report, "crossrank", "rank_waits")}
         self.per_rank = {}
@@ -130,12 +135,8 @@ class _Run:
         self.frameworks = frozenset(r["framework"] for r in rows(report, "trace", "frameworks"))
 
     def step_count(self, key) -> int:
-        return len(self.steps.get(key, []))
-
-    def per_step(self, key, ns: float) -> tuple[float, str]:
-        """(ns per step, basis) when the device has steps, else (ns over the span, basis)."""
-        n = self.step_count(key)
-        return (ns / n, "per step") if n else (ns, "over the span")
+        """The steps a window of steps holds, to divide its figures by (0: not one)."""
+        return len(self.steps.get(key, [])) if self.of_steps else 0
 
     def per_gpu_step(self, keys: list) -> tuple[Totals, float, str]:
         """The devices' totals as one GPU's per step (over the window without steps), the
@@ -386,7 +387,9 @@ def _device_row(run: _Run, key, v: dict) -> dict:
     few = f"fewer than {MIN_STEPS} steps"
     stat = (lambda f: figure(f(durations), NS)) if len(durations) >= MIN_STEPS else (
         lambda f: figure(None, NS, few))
-    waited, basis = run.per_step(key, run.waited.get(key[0], 0))
+    n = len(run.steps.get(key, []))  # waits are in the steps' collectives, whatever the window
+    waited, basis = (run.waited.get(key[0], 0) / n, "per step") if n else (
+        run.waited.get(key[0], 0), "over the span")
     empty = "the window is empty"
     return {
         "rank": key[0], "device": key[1], "label": v["label"], "reason": v["reason"],
