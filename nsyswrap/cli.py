@@ -246,7 +246,9 @@ def report(
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
     allow_unrelated: Annotated[bool, typer.Option("--allow-unrelated", help="Analyse reports across ranks even when their captures are far apart in time (different runs).")] = False,
-    whole_capture: Annotated[bool, typer.Option("--whole-capture", help="Analyse each GPU's first to last activity, not only the steps (the default window when the capture has steps).")] = False,
+    whole_capture: Annotated[bool, typer.Option(
+        "--whole-capture", help="Analyse each GPU's first to last activity, not only the steps "
+        "(the default window when the capture has steps).")] = False,
 ) -> None:
     """Diagnose REPORTS: where the step time goes, what to do.
 

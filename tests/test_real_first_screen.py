@@ -37,7 +37,8 @@ CAPTURES = {k: v for k, v in CAPTURES.items() if all(p.exists() for p in v)}
 _reports: dict[str, dict] = {}
 
 
-def _report(name: str, options: ReportOptions = ReportOptions()) -> dict:
+def _report(name: str, options: ReportOptions | None = None) -> dict:
+    options = options or ReportOptions()
     key = f"{name} {options}"
     if key not in _reports:
         _reports[key] = report(CAPTURES[name], options)
@@ -79,7 +80,8 @@ def test_the_window_is_the_steps_and_per_step_figures_are_theirs(capture):
     assert selected == [s for s in window["steps"] if usual[0] <= s <= usual[-1]], name
     assert re.search(r"^Window: steps? \d", screen, re.M), name
     ranges = nsyswrap.query("steps.ranges", CAPTURES[name], step_pattern=window["step_pattern"])
-    envelope = ranges.groupby(["rank", "step"]).agg(start=("start_ns", "min"), end=("end_ns", "max"))
+    envelope = ranges.groupby(["rank", "step"]).agg(start=("start_ns", "min"),
+                                                    end=("end_ns", "max"))
     steps = _rows(rep, "single_rank", "steps")
     for r in steps:  # the steps table holds the step ranges of the window
         start, end = envelope.loc[(r["rank"], r["step"])]
@@ -149,7 +151,8 @@ def test_cuda_graphs_capture_reads_as_its_steps_without_graph_advice():
     assert "`data_loading`" in _advice(rep)  # the host work between the graph replays
 
 
-@pytest.mark.skipif("fsdp/fsdp2_nccl1" not in CAPTURES, reason="shared/nsys-sqlite/real-fsdp missing")
+@pytest.mark.skipif("fsdp/fsdp2_nccl1" not in CAPTURES,
+                    reason="shared/nsys-sqlite/real-fsdp missing")
 def test_fsdp_steps_are_found_and_step_0_is_warm_up():
     rep = _report("fsdp/fsdp2_nccl1")
     w = rep["window"]

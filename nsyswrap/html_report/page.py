@@ -174,7 +174,8 @@ def html_page(run: Run, report: dict, options: ReportOptions) -> str:
                       for r in run.reports)
     analysed = ReportOptions.from_params(report["options"])  # the window the report chose
     parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>", f'<p class="note">{escape(ranks)}</p>',
-             _diagnosis_html(report), _plots(run, analysed)] + [_section_html(s) for s in report["sections"]]
+             _diagnosis_html(report), _plots(run, analysed)]
+    parts += [_section_html(s) for s in report["sections"]]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
             f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
 

@@ -199,7 +199,8 @@ def _waiting_note(run_row: pd.Series | None, split: pd.DataFrame) -> list[str]:
             f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."]
 
 
-def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame | None, strag: pd.DataFrame) -> list[dict]:
+def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame | None,
+                   strag: pd.DataFrame) -> list[dict]:
     out = []
     utc_only = offsets[~offsets["aligned"].astype(bool)]
     if len(utc_only) == len(offsets):
@@ -257,10 +258,10 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
         ]
     groups = run_module(run, "crossrank.groups", **pattern)
     if not groups.empty:
+        rows = groups.astype(object).where(groups.notna(), None).to_dict("records")
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",
-                                        groups.astype(object).where(groups.notna(), None).to_dict("records"),
-                                        ("spans_hosts", "captured", "group_size")))
+                                        rows, ("spans_hosts", "captured", "group_size")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
     nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
