@@ -232,6 +232,8 @@ def window_text(report: dict) -> str:
         held = (f"; it holds {listed('step', steps)} (NVTX ranges like {pattern!r}), none set "
                 "apart") if steps else ""
         return f"Window: first to last GPU activity of each device, as given{held}."
+    if not steps and not rows(report, "trace", "activity"):
+        return ""  # nothing captured to window: the cannot-answer lines say so
     if w.get("source") == "activity" or not steps:
         nvtx = (report.get("options") or {}).get("window_nvtx")
         where = f"NVTX ranges like {nvtx!r}, as given" if nvtx else \

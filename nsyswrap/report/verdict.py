@@ -268,6 +268,7 @@ CUDA_HOST_WORK = {  # CUDA calls that hold the host long, and where they belong
     "copies without overlap": re.compile(r"^(cudaMemcpy|cuMemcpy)(?!.*Async)"),
 }
 DATA_LOADING = re.compile(r"data|load|batch|fetch|input", re.IGNORECASE)
+COMPILING = re.compile(r"compil|nvrtc|jit", re.IGNORECASE)
 
 
 def _host_work_advice(ns: float, e: Evidence) -> str:
@@ -291,6 +292,10 @@ def _host_work_advice(ns: float, e: Evidence) -> str:
         text += (f" The host {' and '.join(does)} inside the window: do it once before the "
                  "loop (warm up, allocate once, copy asynchronously from pinned memory).")
     ranges = [name for src, name, _ in shown if src == "nvtx"]
+    if any(COMPILING.search(name) for name in ranges):
+        text += (" Compiling kernels on the host (JIT) belongs before the loop you measure: "
+                 "warm up once, or cache the compiled kernels.")
+        ranges = [name for name in ranges if not COMPILING.search(name)]
     if ranges or not named:
         loading = any(DATA_LOADING.search(name) for name in ranges)
         text += (" Make that host work shorter or run it beside the GPU work (another thread "
