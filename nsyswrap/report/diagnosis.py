@@ -26,6 +26,7 @@ from __future__ import annotations
 import statistics
 
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, is_figure
+from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import NOT_ENOUGH, Evidence, Totals, ms, recommendations, verdict
 
 WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers,
@@ -241,8 +242,8 @@ def window_text(report: dict) -> str:
         return (f"Window: {where}. No step ranges were found (NVTX 'step:<i>', "
                 "'ProfilerStep#<i>' or a range repeated with a growing number), so every figure "
                 "is over the window, none divided by steps (--step-pattern names yours).")
-    lo, hi = w.get("step_from"), w.get("step_to")
-    inside = [s for s in steps if _inside(s, lo, hi)]
+    window = ReportOptions.from_params(w)
+    inside = [s for s in steps if window.selects(s)]
     how = {"found": "found by themselves: no 'step:<i>' range; --step-pattern to choose others",
            "given": "--step-pattern"}.get(w.get("pattern_source"))
     text = (f"Window: {listed('step', inside)}" + (f" of {len(steps)}" if len(inside) < len(steps)
@@ -252,7 +253,7 @@ def window_text(report: dict) -> str:
     median = value(w.get("median_step"))
     for o in w.get("outliers", []):
         what = "warm-up" if o["why"] == "warm-up" else "an outlier"
-        fate = ("left out" if o["set_apart"] and not _inside(o["step"], lo, hi) else
+        fate = ("left out" if o["set_apart"] and not window.selects(o["step"]) else
                 "left out of the step statistics (its time is in the window)" if o["set_apart"]
                 else "kept, as the window was given")
         text += (f" Step {o['step']} is {what} ({ms(value(o['duration'], 0))}, "
@@ -267,10 +268,6 @@ def window_text(report: dict) -> str:
             text += (" Not analysed: the GPU activity " + " and ".join(parts)
                      + (" (the most of any GPU)" if len(outside) > 1 else "") + ".")
     return text
-
-
-def _inside(step: int, lo, hi) -> bool:
-    return (lo is None or step >= lo) and (hi is None or step < hi)
 
 
 def _crossrank_findings(report: dict, run: _Run) -> list[dict]:

@@ -52,6 +52,11 @@ class ReportOptions:
         return cls(**{k: params.get(k) for k in ("window_nvtx", "step_from", "step_to")},
                    step_pattern=params.get("step_pattern") or DEFAULT_STEP_PATTERN)
 
+    def selects(self, step: int) -> bool:
+        """Whether step number `step` is in [step_from, step_to)."""
+        return ((self.step_from is None or step >= self.step_from)
+                and (self.step_to is None or step < self.step_to))
+
     @property
     def limits_window(self) -> bool:
         """True when the window is narrower than each device's GPU activity."""

@@ -139,7 +139,7 @@ def _host_tables(run: Run, options: ReportOptions) -> list[dict]:
     """A capture without GPU work: per rank its steps on the host (their NVTX ranges) and
     the phases inside them (crossrank.phase_lag: host time without waits)."""
     steps = run_module(run, "steps.ranges", step_pattern=options.step_pattern)
-    steps = steps[[_in_window(s, options) for s in steps.step]]
+    steps = steps[[options.selects(s) for s in steps.step]]
     if steps.empty:
         return []
     per_rank = steps.groupby(["rank", "step"], as_index=False).duration_ns.max()
@@ -161,11 +161,6 @@ def _host_tables(run: Run, options: ReportOptions) -> list[dict]:
             for r in mean.itertuples(index=False)]
     return out + [_table("host_phases", "Phases of the host steps (ranges directly inside "
                          "them): mean host time per step without waits, and its share", rows)]
-
-
-def _in_window(step: int, options: ReportOptions) -> bool:
-    return ((options.step_from is None or step >= options.step_from)
-            and (options.step_to is None or step < options.step_to))
 
 
 def _ledger_table(ledger: pd.DataFrame) -> dict:
@@ -211,7 +206,7 @@ def _collectives_table(summary: pd.DataFrame) -> dict | None:
         for _, r in summary.iterrows()
     ]
     return _table("collectives", "NCCL kernels hidden behind compute on the same device", rows,
-    ("overlapped", "nccl_time"))
+                  ("overlapped", "nccl_time"))
 
 
 def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:

@@ -98,11 +98,11 @@ def choose_window(run: Run, options: ReportOptions) -> Window:
     outliers = _outliers(durations, median)
     options = replace(options, step_pattern=pattern)
     if options.step_from is not None or options.step_to is not None:
-        _refuse_empty(options, numbers, pattern_source)
+        _refuse_empty(options, numbers)
     if options.whole_capture:
         return Window(options, "capture", pattern_source, numbers, median, tuple(outliers))
     if options.limits_window:
-        inside = tuple(o for o in outliers if _inside(o["step"], options))
+        inside = tuple(o for o in outliers if options.selects(o["step"]))
         return Window(options, "given", pattern_source, numbers, median,
                       inside if options.window_nvtx is None else ())
     if not numbers:
@@ -149,12 +149,7 @@ def _outliers(durations: pd.Series, median: float | None) -> list[dict]:
     return out
 
 
-def _inside(step: int, options: ReportOptions) -> bool:
-    return ((options.step_from is None or step >= options.step_from)
-            and (options.step_to is None or step < options.step_to))
-
-
-def _refuse_empty(options: ReportOptions, numbers: tuple[int, ...], pattern_source: str) -> None:
+def _refuse_empty(options: ReportOptions, numbers: tuple[int, ...]) -> None:
     lo = "" if options.step_from is None else options.step_from
     hi = "" if options.step_to is None else options.step_to
     if not numbers:
@@ -162,7 +157,7 @@ def _refuse_empty(options: ReportOptions, numbers: tuple[int, ...], pattern_sour
                             f"step ranges like {options.step_pattern!r}",
                             "leave --steps out, or pass --step-pattern with the ranges that "
                             "mark your steps")
-    if not any(_inside(s, options) for s in numbers):
+    if not any(options.selects(s) for s in numbers):
         raise NsysWrapError(f"--steps {lo}:{hi}", f"selects none of the steps these reports have "
                             f"({listed('step', numbers)}, ranges like "
                             f"{options.step_pattern!r})",
