@@ -4,13 +4,16 @@
         torchrun --nproc-per-node 2 examples/train_ddp.py --steps 4
 
 It knows nothing about nsyswrap unless --mark-steps is given; then it marks its steps and
-phases itself with nsyswrap.step and NVTX ranges. --mark-phases marks only the phases
+phases itself with nsyswrap.step and nsyswrap.phase. --mark-phases marks only the phases
 (data_loading, forward, backward, optimizer), leaving the steps to `--annotate steps`.
+`--slow 2:20:40:30` makes rank 2's data loading 30 ms slower in steps 20 to 39 (a
+straggler to find, e.g. with `nsyswrap launch --sample`).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 
 import torch
 import torch.distributed as dist
@@ -45,7 +48,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--mark-steps", action="store_true", help="mark steps and phases with nsyswrap")
     parser.add_argument("--mark-phases", action="store_true", help="mark only the phases (NVTX)")
+    parser.add_argument("--slow", metavar="RANK:FROM:TO:MS", default="",
+                        help="make RANK's data loading MS ms slower in steps FROM to TO-1")
     args = parser.parse_args()
+    slow_rank, slow_from, slow_to, slow_ms = (map(int, args.slow.split(":")) if args.slow
+                                              else (-1, 0, 0, 0))
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)
@@ -60,6 +67,8 @@ def main() -> None:
         with step(i):
             with phase("data_loading"):
                 x, y = next(batches)
+                if dist.get_rank() == slow_rank and slow_from <= i < slow_to:
+                    time.sleep(slow_ms / 1000)
             with phase("forward"):
                 loss = nn.functional.mse_loss(model(x), y)
             with phase("backward"):
@@ -80,14 +89,9 @@ def _markers(steps: bool, phases: bool):
     nothing = lambda _: contextlib.nullcontext()  # noqa: E731
     if not (steps or phases):
         return nothing, nothing
-    import nvtx
-
-    phase = lambda name: nvtx.annotate(name, domain="nsyswrap")  # noqa: E731
-    if not steps:
-        return nothing, phase
     import nsyswrap
 
-    return nsyswrap.step, phase
+    return (nsyswrap.step if steps else nothing), nsyswrap.phase
 
 
 if __name__ == "__main__":

@@ -316,7 +316,7 @@ def test_startup_annotates_once_torch_is_imported(tmp_path):
         from torch.nn.modules import module
         from torch.optim import optimizer
         assert len(module._global_forward_pre_hooks) == 3, module._global_forward_pre_hooks  # steps, modules, DDP
-        assert len(optimizer._global_optimizer_post_hooks) == 1
+        assert len(optimizer._global_optimizer_post_hooks) == 2  # steps; the DDP search's end
         assert torch.distributed.all_reduce.__wrapped__ is not None
         print("ok")
     """, tmp_path, NSYSWRAP_ANNOTATE="all")
@@ -412,3 +412,19 @@ def test_collectives_carry_op_bytes_dtype_group_and_sequence(tmp_path):
         "coll:all_reduce bytes=8 dtype=float32 pg=1 size=2 seq=0",
     ]
     assert rank1["texts"] == [t.replace("coll:send", "coll:recv") for t in rank0["texts"]]
+
+
+def test_the_search_for_ddp_models_ends_with_the_first_optimizer_step():
+    from torch.nn.modules import module
+
+    from nsyswrap.annotate.collectives import annotate_collectives
+
+    before = len(module._global_forward_pre_hooks)
+    handle = annotate_collectives()
+    assert len(module._global_forward_pre_hooks) == before + 1  # every module call pays for it
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(2)).sum().backward()
+    optimizer.step()
+    assert len(module._global_forward_pre_hooks) == before
+    handle.remove()

@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Union
 
+from nsyswrap.annotate.observers import STEPS
 from nsyswrap.annotate.ranges import nvtx_calls
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.ranks import env_rank, parse_ranks
@@ -114,6 +115,8 @@ def begin(i: int, confirmed: bool = True) -> None:
     calls = nvtx_calls()
     _state.range_id = calls.start(calls.attributes(f"step:{i}"))
     _state.open_step, _state.confirmed = i, confirmed
+    for observer in STEPS:
+        observer.step_begin(i)
     if not _state.exit_hook:
         atexit.register(_close_all)
         _state.exit_hook = True
@@ -127,6 +130,8 @@ def confirm() -> None:
 def end() -> None:
     """Close the open step, if any (marked unfinished when no work confirmed it)."""
     if _state.open_step is not None:
+        for observer in STEPS:
+            observer.step_end()
         calls = nvtx_calls()
         if not _state.confirmed:
             calls.mark(UNFINISHED.format(_state.open_step))

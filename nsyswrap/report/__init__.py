@@ -35,12 +35,16 @@ __all__ = ["ReportFormat", "ReportOptions", "build_report", "planned", "report",
 
 def sections() -> list:
     """Every section, in order (imported when a report is built: they load pandas and DuckDB)."""
+    from nsyswrap.report.compute import compute_section
     from nsyswrap.report.cross_rank import crossrank_section
     from nsyswrap.report.data_quality import data_quality_section
+    from nsyswrap.report.host import host_section
+    from nsyswrap.report.memory import memory_section
     from nsyswrap.report.single_rank import single_rank_section
     from nsyswrap.report.trace_facts import trace_section
 
-    return [single_rank_section, crossrank_section, trace_section, data_quality_section]
+    return [single_rank_section, compute_section, crossrank_section, memory_section,
+            host_section, trace_section, data_quality_section]
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
@@ -58,6 +62,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
                     for r in run.reports],
         "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),
+        "mfu_inputs": options.mfu_params(),
         "window": window.as_json(),
         "sections": [section(run, options) for section in sections()],
     }
@@ -83,9 +88,11 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     it (see nsyswrap.run.open_run): the modules the sections ask for, with their
     parameters (what they miss is computed when asked for, in a later pass)."""
     from nsyswrap.queries import bind, get
+    from nsyswrap.report.compute import compute_modules
+    from nsyswrap.report.host import host_modules
+    from nsyswrap.report.memory import memory_modules
     from nsyswrap.report.single_rank import single_rank_modules
     from nsyswrap.report.trace_facts import TABLES
-
     from nsyswrap.report.window import LIKELY_WINDOW
 
     pattern = {"step_pattern": options.step_pattern}
@@ -93,8 +100,9 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     # as the likely one (every step usual); another is computed once chosen
     likely = options if options.limits_window or options.whole_capture else replace(
         options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
-    wanted = [*single_rank_modules(likely).values(), ("steps.ranges", pattern),
-              ("ledger.devices", pattern),
-              *((f"trace.{t}", {}) for t in TABLES), ("trace.data_quality", {}),
-              ("crossrank.clock_offsets", pattern)]
+    wanted = [*single_rank_modules(likely).values(), *compute_modules(likely).values(),
+              *memory_modules(likely).values(), *host_modules(likely).values(),
+              ("steps.ranges", pattern), ("ledger.devices", pattern),
+              *((f"trace.{t}", {}) for t in TABLES),
+              ("trace.data_quality", {}), ("crossrank.clock_offsets", pattern)]
     return replace(opener, plan=tuple((name, bind(get(name), params)) for name, params in wanted))

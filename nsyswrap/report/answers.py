@@ -24,7 +24,6 @@ import contextlib
 import hashlib
 import json
 import os
-from dataclasses import asdict
 from pathlib import Path
 
 from nsyswrap.cache_keys import cache_root, code_digest, nsyswrap_version, report_key
@@ -46,7 +45,7 @@ def answer_key(paths: list[Path], options: ReportOptions, rank_pattern: str,
     except OSError:
         return None
     text = repr((reports, [str(p) for p in paths], sorted(manifests.items()), rank_pattern,
-                 allow_unrelated, sorted(asdict(options).items()), code_digest(),
+                 allow_unrelated, sorted(options.all_params().items()), code_digest(),
                  nsyswrap_version()))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 

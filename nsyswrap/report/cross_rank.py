@@ -9,8 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
-from nsyswrap.crossrank.metrics import (bandwidth, clock_offsets, comm_split, matched_collectives,
-                                        mismatches, stragglers)
+from nsyswrap.crossrank.metrics import clock_offsets
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
@@ -224,26 +223,39 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame | None,
 
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
-    section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
-               "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
     offsets = clock_offsets(run)
     if run.unrelated is not None:
         raise run.unrelated
-    if len(offsets) < 2:
+    nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
+    return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
+                            len(offsets), lambda: _step_time_ns(run, options), nccl=nccl)
+
+
+def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
+                     nccl: bool | None = None) -> dict:
+    """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
+    `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step);
+    the sample files' report (nsyswrap.sample.analysis) answers through it too. `nccl`:
+    whether the run has NCCL kernels (False: no NCCL bandwidth, the collectives' times are
+    host calls; None: not known)."""
+    section = {"id": "crossrank",
+               "title": "Across ranks: clock alignment, collective waits, stragglers",
+               "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
+    if ranks < 2:
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
                                          "ranks (reports, or processes with GPU work in one report)"})
         return section
     pattern = {"step_pattern": options.step_pattern}
     steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
-    offsets = clock_offsets(run, **pattern)
-    coll = matched_collectives(run, **steps)
-    strag = stragglers(run, **steps)
-    miss = mismatches(run)
-    bw = bandwidth(run, **steps)
-    split = comm_split(run, **steps)
+    offsets = module("crossrank.clock_offsets", **pattern)
+    coll = module("crossrank.collectives", **steps)
+    strag = module("crossrank.stragglers", **steps)
+    miss = module("crossrank.mismatches")
+    bw = module("crossrank.bandwidth", **steps)
+    split = module("crossrank.comm_split", **steps)
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
-    section["verdict"] = _verdict(run_row, _step_time_ns(run, options))
+    section["verdict"] = _verdict(run_row, step_time_ns())
     section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(run_row, split)
     section["tables"] = _offsets_tables(offsets)
     if not coll.empty:
@@ -256,7 +268,7 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
             _waits_table(coll),
             _comm_split_table(split),
         ]
-    groups = run_module(run, "crossrank.groups", **pattern)
+    groups = module("crossrank.groups", **pattern)
     if not groups.empty:
         rows = groups.astype(object).where(groups.notna(), None).to_dict("records")
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
@@ -264,10 +276,9 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
                                         rows, ("spans_hosts", "captured", "group_size")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
-    nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
-    if not bw.empty and nccl:  # without NCCL kernels a collective's time is a host call's
+    if not bw.empty and nccl is not False:  # without NCCL kernels: times of host calls
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    section["cannot_answer"] = _cannot_answer(offsets, bw if nccl else None, strag)
+    section["cannot_answer"] = _cannot_answer(offsets, None if nccl is False else bw, strag)
     if options.window_nvtx:
         section["cannot_answer"].append({"what": "limiting cross-rank figures to --window-nvtx",
                                          "reason": "they are computed per step (use --steps)"})

@@ -9,6 +9,7 @@ are a flag away: `--detail` (every table in full) or `--section NAME`.
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 from pathlib import Path
 
@@ -40,6 +41,9 @@ SHORT = {
     "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
     "activities": "activ", "gpu_time": "gpu time", "step_mean": "mean", "step_p50": "p50",
     "step_p90": "p90", "step_max": "max", "compute": "comp", "label": "verdict",
+    "large_bandwidth": "large", "vs_expected": "vs exp", "of_compute": "of comp",
+    "allocs_per_step": "allocs /step", "bytes_per_step": "bytes /step",
+    "frees_per_step": "frees /step", "cuda_threads": "cuda thr",
 }
 
 
@@ -74,7 +78,37 @@ def render_text(report: dict, width: int = 80, *, detail: bool = False,
     lines += ["", *wrap("More: --detail shows every row; --section NAME one section or table "
                         f"({', '.join(_names(report))}); --format json every figure; --html "
                         "plots.", width)]
+    return lines + capture_lines(report, width)
+
+
+def capture_lines(report: dict, width: int) -> list[str]:
+    """The report's last lines when it suggests an nsys capture (the sampler's report):
+    the commands, broken into shell lines that fit the width."""
+    capture = report.get("capture")
+    if "capture" not in report:
+        return []
+    if capture is None:
+        return ["", *wrap("Nothing to capture: no rank is significantly slower than the others in "
+                          "the sampled steps.", width)]
+    lines = ["", *wrap(f"Capture it with nsys ({capture['why']}):", width),
+             *_shell(capture["command"], width)]
+    if capture.get("when"):
+        lines += wrap("It comes and goes: or catch it in the act, when a step is slower than "
+                      "usual:", width)
+        lines += _shell(capture["when"], width)
     return lines
+
+
+def _shell(command: str, width: int) -> list[str]:
+    """A command as shell lines of at most `width` columns, joined by backslashes (a word
+    longer than a line keeps its own line)."""
+    lines, line = [], "  "
+    for word in map(shlex.quote, shlex.split(command)):
+        if len(line) + len(word) + 2 > width and line.strip():
+            lines.append(line + " \\")
+            line = "    "
+        line += ("" if line.isspace() else " ") + word
+    return lines + [line]
 
 
 def heading(report: dict) -> str:
