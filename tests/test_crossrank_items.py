@@ -46,7 +46,7 @@ def test_per_step_figures_divide_by_the_steps_they_sum(lag):
     )
     assert (
         "(+3.00 ms per step)" in finding["text"]
-        and "wait 3.00 ms per step for it" in finding["text"]
+        and "wait 3.00 ms per step each for it" in finding["text"]
     )
     assert 0 < evidence["share_of_nccl_time"]["value"] <= 1
 
