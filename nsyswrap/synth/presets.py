@@ -1,11 +1,29 @@
-"""Named scenarios (the fixtures, a mismatch demo and the benchmark size) and resizing."""
+"""Named scenarios (the fixtures, a mismatch demo, the shapes of real jobs: MoE, pipeline,
+clock jump, stream wait, lag, long wait; the benchmark size) and resizing."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.synth.scenario import ExtraCollective, PlantedGap, Scenario, Straggler
+from nsyswrap.synth.scenario import (
+    ClockJump,
+    ExtraCollective,
+    HotExpert,
+    MoE,
+    Pipeline,
+    PlantedGap,
+    Scenario,
+    SlowStage,
+    Straggler,
+)
+
+NODE1_LATE = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
+MOE8 = Scenario(name="moe8", seed=23, ranks=8, ranks_per_node=4, steps=8, moe=MoE(),
+                hot_expert=HotExpert(rank=6, factor=3.0), data_loading_ns=40_000_000,
+                end_jitter_ns=0,
+                clock_error_ns=tuple(37_400_000 * k for k in NODE1_LATE),
+                clock_drift_ppm=tuple(25 * k for k in NODE1_LATE))
 
 PRESETS: dict[str, tuple[str, Scenario]] = {
     "run2": (
@@ -68,6 +86,65 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
                  stalls=tuple(Straggler(rank=r, phase="data_loading", extra_ns=1_500_000, steps=(s,))
                               for r, s in ((3, 2), (6, 4), (1, 7), (4, 8)))),
     ),
+    "moe8": (
+        "MoE: 8 ranks on 2 hosts, one expert each, all_to_all dispatch/combine (NCCL SendRecv "
+        "kernels, unequal per-peer sizes), the expert on rank 6 hot (3x its routing weight), a "
+        "dense all_reduce per layer on its own stream; node1's clock 37.4 ms off and drifting 25 "
+        "ppm; coll: ranges",
+        MOE8,
+    ),
+    "moe8_kernels": (
+        "moe8 without nsyswrap's coll: ranges (NCCL kernels only)",
+        MOE8.replace(name="moe8_kernels", coll_ranges=False),
+    ),
+    "pipeline8": (
+        "pipeline: 4 stages x 2 data-parallel replicas, one per host (ranks 0-3 on node0), 1F1B "
+        "over 8 microbatches, send/recv kernels on one stream per peer, stage 2 slow (+60 us per "
+        "microbatch forward, +120 us backward), each stage's DP all_reduce once per step; node1's "
+        "clock 21 ms off, drifting -30 ppm; NCCL kernels only",
+        Scenario(name="pipeline8", seed=31, ranks=8, ranks_per_node=4, steps=8,
+                 pipeline=Pipeline(),
+                 slow_stage=SlowStage(stage=2, extra_ns=60_000), data_loading_ns=40_000_000,
+                 end_jitter_ns=0, coll_ranges=False,
+                 clock_error_ns=tuple(21_000_000 * k for k in NODE1_LATE),
+                 clock_drift_ppm=tuple(-30 * k for k in NODE1_LATE)),
+    ),
+    "clock_jump8": (
+        "8 data-parallel ranks on 2 hosts (node1's clock 5 ms off, drifting 20 ppm), node1's clock "
+        "steps +2 ms when its first rank starts step 6 of 12; rank 2 slow in data_loading",
+        Scenario(name="clock_jump8", seed=41, ranks=8, ranks_per_node=4, steps=12,
+                 kernels_per_step=24, modules=4, comm_overlap=("partial",),
+                 data_loading_ns=30_000_000, end_jitter_ns=0,
+                 clock_error_ns=tuple(5_000_000 * k for k in NODE1_LATE),
+                 clock_drift_ppm=tuple(20 * k for k in NODE1_LATE),
+                 clock_jump=ClockJump(node=1, step=6, size_ns=2_000_000),
+                 straggler=Straggler(rank=2, phase="data_loading", extra_ns=300_000)),
+    ),
+    "stream_wait": (
+        "2 ranks; rank 0 idles 150 us in step 1 behind a cudaStreamWaitEvent the driver holds "
+        "(host-bound: the GPU waits for nothing), rank 1 120 us host-bound in step 2",
+        Scenario(name="stream_wait", seed=51, ranks=2, steps=3, kernels_per_step=30, modules=4,
+                 gaps=(PlantedGap(0, 1, "stream_wait", 150_000),
+                       PlantedGap(1, 2, "host_bound", 120_000))),
+    ),
+    "dp6_lag": (
+        "6 steps of 4 data-parallel ranks on 2 nodes, one all-reduce per step after backward, "
+        "every duration fixed (only the start-up differs); rank 2 spends 3.00 ms longer in "
+        "data_loading every step: it arrives 3.00 ms after the others at every all-reduce",
+        Scenario(name="dp6_lag", seed=61, ranks=4, ranks_per_node=2, steps=6, kernels_per_step=24,
+                 modules=4, collectives_per_step=1, comm_overlap=("exposed",),
+                 compute_ns=(30_000, 30_000), gpu_gap_ns=(1_000, 1_000),
+                 launch_api_ns=(5_000, 5_000), host_gap_ns=(2_000, 2_000),
+                 end_jitter_ns=0, clock_error_ns=(0, 0, 2_500_000, 2_500_000),
+                 straggler=Straggler(rank=2, phase="data_loading", extra_ns=3_000_000)),
+    ),
+    "long_wait": (
+        "4 data-parallel ranks; rank 3 stalls 3.2 s in data_loading of step 2 (a checkpoint "
+        "write): the others wait more than 3 s in its first all-reduce",
+        Scenario(name="long_wait", seed=71, ranks=4, ranks_per_node=2, steps=4, kernels_per_step=24,
+                 modules=4, straggler=Straggler(rank=3, phase="data_loading",
+                                                extra_ns=3_200_000_000, steps=(2,))),
+    ),
     "bench": (
         "8 ranks x 1000 steps x 1000 kernels (~1 M kernels, 1 M launches, 100 k NVTX ranges per rank)",
         Scenario(name="bench", seed=8, ranks=8, steps=1000, kernels_per_step=1000, modules=46,
@@ -96,6 +173,9 @@ def preset(name: str, *, ranks: int | None = None, steps: int | None = None,
         extra_collectives=tuple(x for x in sc.extra_collectives if x.rank < sc.ranks and x.step < sc.steps),
         straggler=sc.straggler if sc.straggler and sc.straggler.rank < sc.ranks else None,
         stalls=tuple(x for x in sc.stalls if x.rank < sc.ranks),
+        hot_expert=sc.hot_expert if sc.hot_expert and sc.hot_expert.rank < sc.ranks else None,
+        clock_jump=sc.clock_jump if sc.clock_jump and sc.clock_jump.step < sc.steps else None,
+        clock_drift_ppm=sc.clock_drift_ppm if len(sc.clock_drift_ppm or ()) == sc.ranks else None,
     )
 
 

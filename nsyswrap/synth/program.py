@@ -9,7 +9,7 @@ all-reduces, zero-grad memset, kernels, planted extra collectives, stream sync).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,6 +51,7 @@ class Device:
     sides: list[Stream]
     nccl: Stream
     tp_nccl: Stream | None = None  # the tensor-parallel group's NCCL stream
+    comms: dict[int, Stream] = field(default_factory=dict)  # other shapes: pg -> its NCCL stream
 
     @property
     def compute_streams(self) -> list[Stream]:
@@ -90,6 +91,11 @@ class RankProgram:
         self.not_before = 0        # planted "other" gap: first device's next kernel starts late
         self.pending_gap: tuple[int, str] | None = None
         self.cover_ns = 0          # hidden overlap: next compute kernel covers the NCCL kernel
+
+    @staticmethod
+    def extra_groups(sc: Scenario, rank: int) -> list[int]:
+        """Groups with an NCCL stream of their own besides the data-parallel and TP ones."""
+        return []
 
     # -- whole run ---------------------------------------------------------------
 
@@ -269,10 +275,17 @@ class RankProgram:
                 self.trace.planted_gaps.append((d.device, gap_start, start, cause))
                 self.pending_gap = None
 
+    def comm_stream(self, d: Device, pg: int) -> Stream:
+        """The NCCL stream of group ``pg`` on device ``d``."""
+        if pg in d.comms:
+            return d.comms[pg]
+        return d.nccl if pg == self.dp else d.tp_nccl
+
     def collective(self, op: str, nbytes: int, dtype: str, overlap: str, transfer: int,
-                   pg: int | None = None) -> Iterator[None]:
+                   pg: int | None = None, send: dict[int, int] | None = None) -> Iterator[None]:
         """Issue one collective: ``coll:`` range around the NCCL kernel launch on each device
-        (on the group's own NCCL stream: the TP group's or the data-parallel one)."""
+        (on the group's own NCCL stream: the TP group's or the data-parallel one). With
+        ``send`` (bytes to each rank) it is an exchange: all_to_all or send/recv."""
         tl, sc = self.tl, self.sc
         yield from tl.settle()
         pg = self.dp if pg is None else pg
@@ -287,7 +300,7 @@ class RankProgram:
             tl.push(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}")
         same = overlap == "same_stream"
         for d in self.devices:
-            comm = d.nccl if pg == self.dp else d.tp_nccl
+            comm = self.comm_stream(d, pg)
             if overlap == "exposed":
                 for s in d.compute_streams:
                     tl.wait(comm, s)
@@ -301,9 +314,9 @@ class RankProgram:
         ktype = tl.kernel_type(nccl_kernel(op, dtype))
         posts = []
         for d in self.devices:
-            stream = d.compute if same else (d.nccl if pg == self.dp else d.tp_nccl)
+            stream = d.compute if same else self.comm_stream(d, pg)
             start, index = tl.nccl_kernel(stream, ktype)
-            posts.append(Post(tl, d.device, stream, index, start, transfer))
+            posts.append(Post(tl, d.device, stream, index, start, transfer, send))
             self.trace.nccl.append((index, pg, seq, op, nbytes))
         if sc.nccl_nvtx:
             tl.pop()
@@ -336,6 +349,10 @@ class RankProgram:
                 tl.t = max(tl.t, drain + g.dur_ns - tl.latency)
             elif g.cause == "sync":
                 tl.sync(d.compute, until=drain + g.dur_ns - tl.latency - self.sc.host_gap_ns[1])
+            elif g.cause == "stream_wait":  # CPU work, then a stream wait the driver holds
+                tl.t = max(tl.t, drain + g.dur_ns // 4)
+                until = drain + g.dur_ns - tl.latency - self.sc.host_gap_ns[1]
+                tl.held_wait(d.compute, d.nccl, until=until)
             else:
                 self.not_before = drain + g.dur_ns
             self.pending_gap = (drain, g.cause)

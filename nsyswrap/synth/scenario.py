@@ -12,9 +12,13 @@ from nsyswrap.errors import NsysWrapError
 
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
-GAP_CAUSES = ("host_bound", "sync", "other")
+GAP_CAUSES = ("host_bound", "sync", "other", "stream_wait")
 HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report",
-                 "step_name", "end_jitter_ns", "nccl_payloads", "stalls", "same_work", "fsdp")
+                 "step_name", "end_jitter_ns", "nccl_payloads", "moe", "hot_expert", "pipeline",
+                 "slow_stage", "clock_jump", "link_bytes_per_ns", "link_latency_ns", "stalls", "same_work",
+                 "fsdp")
+# process group ids of the MoE and pipeline shapes (see Scenario.group_members)
+EP_PG, STAGE_DP_PG, P2P_PG = 200, 100, 300
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,10 @@ class PlantedGap:
     host_bound: the host works on the CPU until the next launch, after the GPU drained.
     sync: the host sits in cudaStreamSynchronize that returns late, then launches.
     other: the next kernel was launched before the GPU drained but starts late.
+    stream_wait: host-bound too (its truth cause is ``host_bound``), but most of the host's
+    time sits in one cudaStreamWaitEvent call that the driver holds (the GPU waits for
+    nothing: the event it waits on has long completed); the call's CUPTI synchronization
+    row (type stream wait) covers most of the gap.
     """
 
     rank: int
@@ -62,6 +70,83 @@ class ExtraCollective:
     op: str = "all_reduce"
     bytes: int = 4
     dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class MoE:
+    """Mixture of experts with one expert per rank (expert parallel over all ranks).
+
+    Per step and layer: attention kernels, a router kernel, the all_to_all dispatch (each
+    rank sends each expert's rank the tokens routed to it, ``token_bytes`` each), the
+    expert's kernels (time per token received), the all_to_all combine (the tokens back);
+    backward: the combine's and the dispatch's gradients as all_to_alls in reverse, the
+    expert's and attention's backward kernels and one dense all_reduce (``dense_bytes`` /
+    layers) per layer on its own stream (data parallel over all ranks). The all_to_alls are
+    ``ncclDevKernel_SendRecv`` kernels on the expert-parallel stream whose members end when
+    their own sends and receives are done (nsyswrap.synth.lockstep). Routing: top-1; rank
+    i's tokens go to expert j in proportion to a seeded log-normal weight (spread
+    ``imbalance``) per (step, layer, i, j).
+    """
+
+    layers: int = 2
+    tokens: int = 4096                 # tokens per rank and step
+    token_bytes: int = 8192            # hidden 4096 x bf16
+    attention_kernels: int = 4         # per layer, forward (backward: twice as many)
+    attention_ns: tuple[int, int] = (20_000, 40_000)
+    expert_kernels: int = 3
+    expert_ns_per_token: int = 40      # forward; backward twice
+    imbalance: float = 0.25
+    dense_bytes: int = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class HotExpert:
+    """MoE plant: the expert on ``rank`` draws ``factor`` x its routing weight (more tokens:
+    longer dispatch/combine transfers to it and longer expert kernels on it)."""
+
+    rank: int
+    factor: float = 3.0
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Pipeline parallel: ``stages`` stages x (ranks // stages) data-parallel replicas;
+    rank = replica * stages + stage (a replica's stages on consecutive ranks, so with
+    ranks_per_node = stages each node holds one replica: the stages talk over NVLink, the
+    data-parallel groups, true barriers, span the nodes). One 1F1B schedule of
+    ``microbatches`` per step (Megatron's: warm-up forwards, steady one-forward-one-backward
+    with the send of one and the receive of the other in one NCCL group, cool-down
+    backwards); activations and their gradients (``activation_bytes``) go between
+    neighbouring stages of a replica as ``ncclDevKernel_SendRecv`` kernels on one NCCL
+    stream per peer; after the last backward each stage's data-parallel group all-reduces
+    ``grad_bytes`` once per step on its own stream."""
+
+    stages: int = 4
+    microbatches: int = 8
+    forward_kernels: int = 3           # per microbatch (backward: twice as many)
+    forward_ns: tuple[int, int] = (40_000, 60_000)
+    activation_bytes: int = 4 * 2**20
+    grad_bytes: int = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class SlowStage:
+    """Pipeline plant: every forward kernel group of ``stage`` runs ``extra_ns`` longer per
+    microbatch (backward: twice that)."""
+
+    stage: int
+    extra_ns: int
+
+
+@dataclass(frozen=True)
+class ClockJump:
+    """The clock of ``node`` steps by ``size_ns`` (a time-base resync, or captures stitched
+    together) when the node's lowest rank starts step ``step``: every report of the node
+    records later times ``size_ns`` later."""
+
+    node: int
+    step: int
+    size_ns: int = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -136,6 +221,16 @@ class Scenario:
     # an NCCL kernel's end on each member: the common true end + a seeded jitter below
     # this (0: all members end at one instant, as the last hop of a ring ends together)
     end_jitter_ns: int = 200
+    # other shapes (None: data parallel / hybrid as above) and their plants; a plant set to
+    # None simulates with the very same random draws (every draw is keyed, not ordered)
+    moe: MoE | None = None
+    hot_expert: HotExpert | None = None
+    pipeline: Pipeline | None = None
+    slow_stage: SlowStage | None = None
+    clock_jump: ClockJump | None = None
+    # transfers of all_to_all and send/recv (lockstep.exchange_ends): within a node, across nodes
+    link_bytes_per_ns: tuple[int, int] = (150, 25)
+    link_latency_ns: tuple[int, int] = (3_000, 10_000)
     # more planted slow-downs, each a Straggler of its own (usually with its steps): stalls
     # that move between ranks
     stalls: tuple[Straggler, ...] = ()
@@ -163,7 +258,8 @@ class Scenario:
     def from_dict(cls, data: dict) -> Scenario:
         """Inverse of :meth:`to_dict` (lists become tuples, nested dicts dataclasses)."""
         nested = {"straggler": Straggler, "gaps": PlantedGap, "extra_collectives": ExtraCollective,
-                  "stalls": Straggler}
+                  "moe": MoE, "hot_expert": HotExpert, "pipeline": Pipeline,
+                  "slow_stage": SlowStage, "clock_jump": ClockJump, "stalls": Straggler}
         kwargs = {}
         for f in dataclasses.fields(cls):
             if f.name not in data:
@@ -172,9 +268,11 @@ class Scenario:
             kind = nested.get(f.name)
             if kind is not None and value is not None:
                 value = kind(**value) if isinstance(value, dict) else tuple(kind(**v) for v in value)
-                if isinstance(value, Straggler) and value.steps is not None:
-                    value = dataclasses.replace(value, steps=tuple(value.steps))
-                if f.name == "stalls":
+                if dataclasses.is_dataclass(value):  # lists inside (Straggler.steps): tuples
+                    value = dataclasses.replace(value, **{
+                        g.name: tuple(getattr(value, g.name)) for g in dataclasses.fields(value)
+                        if isinstance(getattr(value, g.name), list)})
+                elif f.name == "stalls":
                     value = tuple(dataclasses.replace(v, steps=None if v.steps is None else tuple(v.steps))
                                   for v in value)
             elif isinstance(value, list):
@@ -193,13 +291,35 @@ class Scenario:
     # -- derived quantities ------------------------------------------------------
 
     def dp_group(self, rank: int) -> int:
+        if self.pipeline:
+            return STAGE_DP_PG + self.stage_of(rank)
         return 100 + rank % self.tp if self.tp else 0
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel replicas of a pipeline."""
+        return self.ranks // self.pipeline.stages
+
+    def stage_of(self, rank: int) -> int:
+        return rank % self.pipeline.stages
+
+    def pipe_rank(self, stage: int, replica: int) -> int:
+        return replica * self.pipeline.stages + stage
+
+    def p2p_group(self, stage: int, replica: int) -> int:
+        """The channel between ``stage`` and ``stage + 1`` of ``replica``."""
+        return P2P_PG + self.pipe_rank(stage, replica)
 
     def tp_group(self, rank: int) -> int:
         return 1 + rank // self.tp
 
     def group_members(self, pg: int) -> list[int]:
         """Ranks of process group ``pg``."""
+        if self.pipeline:
+            if pg >= P2P_PG:
+                replica, stage = divmod(pg - P2P_PG, self.pipeline.stages)
+                return [self.pipe_rank(stage, replica), self.pipe_rank(stage + 1, replica)]
+            return [r for r in range(self.ranks) if self.stage_of(r) == pg - STAGE_DP_PG]
         if not self.tp:
             return list(range(self.ranks))
         if pg >= 100:
@@ -221,9 +341,13 @@ class Scenario:
         """Every planted slow-down: the straggler and the stalls."""
         return ((self.straggler,) if self.straggler else ()) + self.stalls
 
+    def has_plant(self) -> bool:
+        """Whether anything slows the run down on purpose (the planted gain's subject)."""
+        return bool(self.planted() or self.hot_expert or self.slow_stage)
+
     def unplanted(self) -> Scenario:
         """The same run without its planted slow-downs (the planted gain's baseline)."""
-        return self.replace(straggler=None, stalls=())
+        return self.replace(straggler=None, stalls=(), hot_expert=None, slow_stage=None)
 
     def work_seed(self, rank: int) -> int:
         """The rank whose seeds draw ``rank``'s work: its own, or rank 0's with same_work."""
@@ -304,4 +428,37 @@ class Scenario:
         for x in self.extra_collectives:
             if not (0 <= x.rank < self.ranks and 0 <= x.step < self.steps):
                 bad(f"extra collective {x} is outside the run", f"rank < {self.ranks}, step < {self.steps}")
+        self._validate_shapes(bad)
+
+    def _validate_shapes(self, bad) -> None:
+        """The MoE and pipeline shapes, their plants and the clock jump."""
+        if self.moe and self.pipeline:
+            bad("moe and pipeline are both set", "pick one shape")
+        plain = not (self.tp or self.devices_per_rank != 1 or self.ranks_per_report != 1
+                     or self.gaps or self.nccl_payloads or self.extra_collectives
+                     or self.side_streams)
+        if (self.moe or self.pipeline) and not plain:
+            bad("moe / pipeline runs have one GPU per rank and report, no tp, payloads, extra "
+                "collectives, planted gaps or side streams", "leave those fields at their defaults")
+        if self.hot_expert and not (self.moe and 0 <= self.hot_expert.rank < self.ranks
+                                    and self.hot_expert.factor > 0):
+            bad(f"hot_expert {self.hot_expert} needs moe and a rank < {self.ranks}",
+                "set moe, or drop it")
+        if self.moe and (self.moe.layers < 1 or self.moe.tokens < self.ranks):
+            bad("moe needs layers >= 1 and at least one token per rank", "fix moe")
+        p = self.pipeline
+        if p and (p.stages < 2 or self.ranks % p.stages or p.microbatches < p.stages):
+            bad(f"pipeline {p} does not fit {self.ranks} ranks",
+                "stages >= 2 dividing ranks, microbatches >= stages")
+        if self.slow_stage and not (p and 0 <= self.slow_stage.stage < p.stages):
+            bad(f"slow_stage {self.slow_stage} needs a pipeline with that stage",
+                "set pipeline, or drop it")
+        if (self.moe or p) and self.straggler and self.straggler.phase != "data_loading":
+            bad("moe / pipeline stragglers are data_loading only",
+                "plant hot_expert or slow_stage instead")
+        j = self.clock_jump
+        nodes = (self.ranks - 1) // self.ranks_per_node + 1
+        if j and not (0 <= j.node < nodes and 0 < j.step < self.steps and j.size_ns > 0):
+            bad(f"clock_jump {j} is outside the run",
+                f"node < {nodes}, 0 < step < {self.steps}, size_ns > 0")
 

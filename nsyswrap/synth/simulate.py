@@ -5,7 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsyswrap.synth.lockstep import Collectives, Resolved, run_lockstep
+from nsyswrap.synth.lockstep import Collectives, Links, Resolved, run_lockstep
+from nsyswrap.synth.moe import MoEProgram
+from nsyswrap.synth.pipeline import PipelineProgram
 from nsyswrap.synth.program import Device, RankProgram
 from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.timeline import Timeline
@@ -23,9 +25,15 @@ class Simulation:
     collectives: list[Resolved]
 
 
+def program_of(sc: Scenario) -> type[RankProgram]:
+    """The training loop of the scenario's shape."""
+    return MoEProgram if sc.moe else PipelineProgram if sc.pipeline else RankProgram
+
+
 def make_devices(trace: RankTrace, sc: Scenario) -> list[Device]:
     """Per GPU: a compute stream (the null stream, id 7 + 8*(context-1)), a high-priority
-    NCCL stream and side streams."""
+    NCCL stream, side streams and (other shapes) a high-priority NCCL stream per group of
+    its own (program_of(sc).extra_groups)."""
     devices = []
     other_ids = iter(range(24, 1 << 31, 4))
 
@@ -39,7 +47,9 @@ def make_devices(trace: RankTrace, sc: Scenario) -> list[Device]:
         nccl = stream(device, next(other_ids), priority=HIGH_PRIORITY)
         sides = [stream(device, next(other_ids)) for _ in range(sc.side_streams)]
         tp_nccl = stream(device, next(other_ids), priority=HIGH_PRIORITY) if sc.tp else None
-        devices.append(Device(device, compute, sides, nccl, tp_nccl))
+        comms = {pg: stream(device, next(other_ids), priority=HIGH_PRIORITY)
+                 for pg in program_of(sc).extra_groups(sc, trace.rank)}
+        devices.append(Device(device, compute, sides, nccl, tp_nccl, comms))
     return devices
 
 
@@ -48,7 +58,8 @@ def simulate(sc: Scenario) -> Simulation:
     sc.validate()
     rng = np.random.default_rng([sc.seed, 0])
     errors = sc.clock_errors(lambda lo, hi: int(rng.integers(lo, hi + 1)))
-    colls = Collectives(sc.ranks, sc.seed, sc.group_members, sc.end_jitter_ns)
+    links = Links(lambda r: r // sc.ranks_per_node, sc.link_bytes_per_ns, sc.link_latency_ns)
+    colls = Collectives(sc.ranks, sc.seed, sc.group_members, sc.end_jitter_ns, links)
     traces, timelines, programs = [], [], []
     for rank in range(sc.ranks):
         node, local = divmod(rank, sc.ranks_per_node)
@@ -65,8 +76,14 @@ def simulate(sc: Scenario) -> Simulation:
         tl = Timeline(trace, sc, start)
         traces.append(trace)
         timelines.append(tl)
-        programs.append(RankProgram(tl, sc, devices, colls).run())
+        programs.append(program_of(sc)(tl, sc, devices, colls).run())
     run_lockstep(programs, timelines, colls)
     for tl in timelines:
         tl.trace.end = max(tl.t, *(s.free_at for s in tl.trace.streams)) + CAPTURE_TAIL_NS
+    jump = sc.clock_jump
+    if jump is not None:  # the node's clock steps when its lowest rank starts that step
+        on_node = [tr for tr in traces if tr.node == jump.node]
+        at = next(start for step, start, _ in on_node[0].steps if step == jump.step)
+        for tr in on_node:
+            tr.jump_at, tr.jump_ns = at, jump.size_ns
     return Simulation(sc, traces, colls.resolved)

@@ -24,6 +24,7 @@ STREAM_WAIT = API_INDEX["cudaStreamWaitEvent_v3020"]
 SYNC_STREAM_WAIT, SYNC_STREAM = 2, 3  # ENUM_CUPTI_SYNC_TYPE
 NO_EVENT = 4294967295                  # eventId of stream syncs in real exports
 SYNC_INSET_NS = 500                    # SYNCHRONIZATION rows sit just inside their API call
+HELD_RECORD_NS = 1_000                 # held_wait: its event record call and the gaps around
 
 
 def draws(rng: np.random.Generator, lo: int, hi: int, chunk: int = 1 << 15) -> Iterator[int]:
@@ -187,6 +188,30 @@ class Timeline:
         end = tr.r_end[-1]
         inset = min(SYNC_INSET_NS, (end - start) // 4)
         tr.syncs.append((start + inset, end - inset, waiter.index, corr, SYNC_STREAM_WAIT,
+                         self.events, self.events))
+        waiter.free_at = max(waiter.free_at, on.free_at)
+
+    def held_wait(self, waiter: Stream, on: Stream, until: int) -> None:
+        """cudaEventRecord on ``on`` + a cudaStreamWaitEvent the driver holds until ``until``
+        (the host blocked in a non-synchronizing call; the GPU waits for nothing when ``on``
+        has drained). Fixed durations: no draws, so a planted one leaves the others alone."""
+        if waiter.free_at is None or on.free_at is None:
+            raise StreamPending(f"wait between pending streams {waiter.sid}, {on.sid}")
+        tr = self.trace
+        self.events += 1
+        record = (self.t, self.t + HELD_RECORD_NS)
+        start = record[1] + HELD_RECORD_NS
+        end = max(until, start + HELD_RECORD_NS)
+        for api, (s, e) in ((EVENT_RECORD, record), (STREAM_WAIT, (start, end))):
+            self.corr += 1
+            tr.r_start.append(s)
+            tr.r_end.append(e)
+            tr.r_corr.append(self.corr)
+            tr.r_api.append(api)
+            tr.r_tid.append(self.tid)
+        self.t = end + HELD_RECORD_NS
+        inset = min(SYNC_INSET_NS, (end - start) // 4)
+        tr.syncs.append((start + inset, end - inset, waiter.index, self.corr, SYNC_STREAM_WAIT,
                          self.events, self.events))
         waiter.free_at = max(waiter.free_at, on.free_at)
 

@@ -97,13 +97,20 @@ class RankTrace:
     extras: list[tuple] = field(default_factory=list)         # planted extra collectives (step, pg, seq, op, bytes)
     end: int = 0  # true time the capture stopped
     drift_ppb: int = 0  # the session clock gains this many ns per s of its own reading (recorded)
+    jump_at: int | None = None  # true time from which the clock reads jump_ns more (a clock jump)
+    jump_ns: int = 0
 
     def session_ns(self, true_ns):
         """A true time (int or int64 array) as this report records it (``recorded`` of
-        its offset from the start)."""
+        its offset from the start, + jump_ns from jump_at on)."""
         if isinstance(true_ns, int):
-            return recorded(true_ns - self.session_start, self.drift_ppb)
-        return recorded(np.asarray(true_ns, dtype=np.int64) - self.session_start, self.drift_ppb)
+            jump = self.jump_ns if self.jump_at is not None and true_ns >= self.jump_at else 0
+            return recorded(true_ns - self.session_start, self.drift_ppb) + jump
+        t = np.asarray(true_ns, dtype=np.int64)
+        out = recorded(t - self.session_start, self.drift_ppb)
+        if self.jump_at is not None:
+            out = out + np.where(t >= self.jump_at, self.jump_ns, 0)
+        return out
 
     @property
     def utc_epoch_ns(self) -> int:

@@ -24,6 +24,8 @@ from nsyswrap.synth.trace import RankTrace
 
 PTOP = 10
 STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
+OPTIONAL = ("exchanges", "clock_jumps", "planted_gain")
+TRUE_CAUSE = {"stream_wait": "host_bound"}  # a planted mechanism -> the gap's cause
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,13 @@ class Truth:
     straggler: dict | None
     mismatches: list[dict]      # planted extra collectives: rank, step, pg, seq, op, bytes
     planted_gain: dict | None = None  # what removing the plant saves per step (planted_gain())
+    # only in runs that have them (left out of the JSON otherwise, so older truths stay):
+    exchanges: list[dict] | None = None    # all_to_all and send/recv: members end apart
+    clock_jumps: list[dict] | None = None  # node, host, ranks, at_aligned_ns, at_session_ns, size
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        if data["planted_gain"] is None:  # runs without a plant keep their truth.json as it was
-            del data["planted_gain"]
-        return data
+        return {k: v for k, v in data.items() if v is not None or k not in OPTIONAL}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1) + "\n"
@@ -170,7 +173,8 @@ def compute_truth(sim: Simulation, report_names: list[str], unplanted: Simulatio
                 cause = classify_gap(gs, ge, sync_measure, act.launches_at(ge))
                 idle.append({"rank": tr.rank, "device": device, "start_ns": gs, "end_ns": ge,
                              "dur_ns": ge - gs, "cause": cause, "planted": key in planted})
-                if key in planted and planted.pop(key) != cause:
+                want = planted.pop(key, cause)
+                if TRUE_CAUSE.get(want, want) != cause:
                     raise NsysWrapError(
                         f"scenario {sc.name!r}", f"the gap planted on rank {tr.rank} at {gs} ns came out "
                         f"as {cause!r}", "plant it later in the phase (the host must run ahead of the GPU)")
@@ -186,6 +190,9 @@ def compute_truth(sim: Simulation, report_names: list[str], unplanted: Simulatio
             raise NsysWrapError(f"scenario {sc.name!r}", f"planted gaps {sorted(planted)} on rank {tr.rank} "
                                 "are not idle gaps", "plant gaps where no other stream is busy")
     collectives, unmatched = _collectives(sim, offsets)
+    exchanges = [c for c in collectives if not c["barrier"]]
+    collectives = [{k: v for k, v in c.items() if k != "barrier"}
+                   for c in collectives if c["barrier"]]
     return Truth(
         scenario=sc.to_dict(),
         ranks=[_rank_info(tr, name, offsets[tr.rank], traces[0].drift_ppb)
@@ -195,6 +202,7 @@ def compute_truth(sim: Simulation, report_names: list[str], unplanted: Simulatio
         straggler=sc.to_dict()["straggler"],
         mismatches=[{"rank": tr.rank, "step": step, "pg": pg, "seq": seq, "op": op, "bytes": nbytes}
                     for tr in traces for step, pg, seq, op, nbytes in tr.extras],
+        exchanges=exchanges or None, clock_jumps=_clock_jumps(sim, offsets),
         planted_gain=None if unplanted is None else planted_gain(sim, unplanted),
     )
 
@@ -230,6 +238,21 @@ def planted_gain(sim: Simulation, unplanted: Simulation) -> dict:
     }
 
 
+def _clock_jumps(sim: Simulation, offsets: list[int]) -> list[dict] | None:
+    """The planted clock jump: its node's ranks, the true instant in aligned time (rank 0's
+    clock) and on each rank's session clock (the first time read jump_ns later), its size."""
+    on_node = [tr for tr in sim.traces if tr.jump_at is not None]
+    if not on_node:
+        return None
+    first = on_node[0]
+    align = first.utc_epoch_ns - first.session_start + offsets[first.rank]
+    return [{"node": first.node, "host": first.hostname, "ranks": [tr.rank for tr in on_node],
+             "at_aligned_ns": first.jump_at + align,
+             "at_session_ns": [{"rank": tr.rank, "session_ns": tr.session_ns(tr.jump_at)}
+                               for tr in on_node],
+             "size_ns": first.jump_ns}]
+
+
 def _rank_info(tr: RankTrace, report: str, offset: int, ref_ppb: int) -> dict:
     drift = {"drift_ppb": ref_ppb - tr.drift_ppb} if tr.drift_ppb or ref_ppb else {}
     return {**drift, "rank": tr.rank, "report": report, "pid": tr.pid, "hostname": tr.hostname, "node": tr.node,
@@ -240,7 +263,13 @@ def _rank_info(tr: RankTrace, report: str, offset: int, ref_ppb: int) -> dict:
 
 
 def _collectives(sim: Simulation, offsets: list[int]) -> tuple[list[dict], list[dict]]:
-    """Matched collectives (every rank took part) with waits; the rest as unmatched."""
+    """Matched collectives (every rank took part) with waits; the rest as unmatched.
+
+    A barrier (all members end at one instant, + jitter) has wait = last arrival - own
+    arrival and transfer = the last rank's duration. An exchange (``barrier`` False:
+    all_to_all, send/recv; each member ends when its own transfers are done) has, per
+    member, wait = min(last arrival, own end) - own arrival and transfer_ns = the rest of
+    its duration, and ``skew_ns`` = last - first arrival."""
     traces = sim.traces
     meta = [{index: (op, nbytes) for index, _pg, _seq, op, nbytes in tr.nccl} for tr in traces]
     matched, unmatched = [], []
@@ -259,9 +288,18 @@ def _collectives(sim: Simulation, offsets: list[int]) -> tuple[list[dict], list[
         last = max(rows, key=lambda r: r["start_aligned_ns"])
         for r in rows:
             r["wait_ns"] = last["start_aligned_ns"] - r["start_aligned_ns"]
-        matched.append({
+        entry = {
             "pg": c.pg, "seq": c.seq, "last_rank": last["rank"],
             "transfer_ns": last["end_aligned_ns"] - last["start_aligned_ns"],
             "same_content": len({(r["op"], r["bytes"]) for r in rows}) == 1, "per_rank": rows,
-        })
+            "barrier": c.barrier,
+        }
+        if not c.barrier:
+            first, latest = min(r["start_aligned_ns"] for r in rows), last["start_aligned_ns"]
+            for r in rows:
+                start, end = r["start_aligned_ns"], r["end_aligned_ns"]
+                r["wait_ns"] = max(0, min(latest, end) - start)
+                r["transfer_ns"] = end - start - r["wait_ns"]
+            entry |= {"skew_ns": latest - first, "ops": sorted({r["op"] for r in rows})}
+        matched.append(entry)
     return matched, unmatched

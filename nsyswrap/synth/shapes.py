@@ -1,0 +1,64 @@
+"""What the MoE and pipeline programs (nsyswrap.synth.moe, .pipeline) share: keyed draws,
+kernel groups, a ring all-reduce's transfer time and the optimizer.
+
+Every random duration of these shapes is drawn from a generator keyed by what it is for
+(seed, rank, step, ...), never from a stream consumed in order: a scenario with its plant
+removed (``dataclasses.replace(sc, hot_expert=None)``) simulates with the very same draws,
+so the difference of two runs is the plant's effect alone. (The host's API call and gap
+durations come from the timeline's ordered streams; a plant adds or removes no call.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from nsyswrap.synth.program import RankProgram
+from nsyswrap.synth.scenario import Scenario
+
+OPTIMIZER_KERNELS = 2
+OPTIMIZER_NS = (8_000, 12_000)
+
+
+def keyed(seed: int, *key: int) -> np.random.Generator:
+    """A generator of its own for one purpose (the ints of ``key`` name it)."""
+    return np.random.default_rng([seed, 4242, *key])
+
+
+def ring_transfer_ns(sc: Scenario, members: list[int], nbytes: int) -> int:
+    """A ring all-reduce of ``nbytes`` over ``members``: 2 (n-1)/n of the bytes over the
+    slowest link of the ring (across nodes when it spans them), plus that link's latency."""
+    n = len(members)
+    across = int(len({m // sc.ranks_per_node for m in members}) > 1)
+    return sc.link_latency_ns[across] + -(
+        -2 * (n - 1) * nbytes // (n * sc.link_bytes_per_ns[across])
+    )
+
+
+class ShapeProgram(RankProgram):
+    """RankProgram's step (data loading, forward, backward, optimizer) with keyed draws."""
+
+    def draw(self, lo_hi: tuple[int, int], n: int, *key: int) -> list[int]:
+        """``n`` durations in [lo, hi] for (this rank, ``key``)."""
+        return keyed(self.sc.seed, self.rank, *key).integers(lo_hi[0], lo_hi[1] + 1, n).tolist()
+
+    def kernels(self, phase: str, durations: list[int]) -> None:
+        """Compute kernels of ``phase`` on the compute stream, one after the other."""
+        for k, dur in enumerate(durations):
+            self.compute(phase, k, dur)
+
+    def optimizer(self, i: int) -> Iterator[None]:
+        """Wait for the gradients' all-reduce, zero-grad memset, update kernels, step sync."""
+        tl, sc = self.tl, self.sc
+        tl.push("optimizer")
+        yield from tl.settle()
+        for d in self.devices:
+            tl.wait(d.compute, self.comm_stream(d, self.dp))
+            tl.memset(d.compute, sc.bucket_bytes, 1_000 + sc.bucket_bytes // 1_000)
+        self.kernels("optimizer", self.draw(OPTIMIZER_NS, OPTIMIZER_KERNELS, i, 99))
+        if sc.step_sync:
+            yield from tl.settle()
+            for d in self.devices:
+                tl.sync(d.compute)
+        tl.pop()
