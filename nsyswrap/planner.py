@@ -160,10 +160,12 @@ def python_built() -> dict:
     """Run objects computed in Python instead of by their SQL body (which only types
     them): name -> builder(run, name, params, table), which creates table `table`.
     The cross-rank solve (nsyswrap.crossrank.solve: matching, the global clock solve,
-    per-collective timing) makes its six tables once per run and parameter values."""
-    from nsyswrap.crossrank import solve  # (it imports nsyswrap.run, which imports this)
+    per-collective timing) makes its six tables once per run and parameter values; the
+    what-if replay (nsyswrap.crossrank.whatif) its three."""
+    from nsyswrap.crossrank import solve, whatif  # (they import nsyswrap.run, which imports this)
 
-    return {name: solve.build for name in solve.RUN_SCOPE_TABLES}
+    return {**{name: solve.build for name in solve.RUN_SCOPE_TABLES},
+            **{name: whatif.build for name in whatif.RUN_SCOPE_TABLES}}
 
 
 def _ranked(run) -> list[CachedReport]:

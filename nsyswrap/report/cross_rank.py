@@ -17,7 +17,9 @@ from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
 
 GB_PER_S, BYTES = "GB/s", "bytes"
+PCT, TIMES = "%", "x"
 IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no straggler named
+MAX_RESIDUAL = 0.02   # a replay residual above this share of a step time: no what-if figure
 
 
 def _ms(ns: float) -> str:
@@ -128,6 +130,71 @@ def _alpha_beta_table(fit: pd.DataFrame) -> dict:
     ]
     return _table("alpha_beta", "Alpha-beta fit per op: transfer = latency + bytes / bandwidth "
                   "(least squares)", rows)
+
+
+def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
+    none = "no step is affected"
+    return [
+        {"kind": r.kind, "rank": None if pd.isna(r.rank) else int(r.rank),
+         "phase": r.phase if isinstance(r.phase, str) else None,
+         "stage": None if pd.isna(r.stage) else int(r.stage), "pg": r.pg if isinstance(r.pg, str) else None,
+         "op": r.op if isinstance(r.op, str) else None,
+         "gain_ns_per_step": figure(r.gain_ns_per_step, NS), "gain_pct": figure(r.gain_pct, PCT),
+         "pattern": r.pattern, "steps": r.steps if isinstance(r.steps, str) else None,
+         "affected_steps": figure(r.affected_steps, COUNT), "window_steps": figure(r.window_steps, COUNT),
+         "gain_ns_per_affected_step": figure(r.gain_ns_per_affected_step, NS, none),
+         "residual_ns": figure(r.residual_ns, NS), "noise_ns": figure(r.noise_ns, NS),
+         "share": figure(r.share, FRACTION, "only for kind rank"),
+         "slowdown": figure(r.slowdown, TIMES, "only for kind all")}
+        for r in fixes.itertuples(index=False)
+    ]
+
+
+def _critical_path_rows(path: pd.DataFrame) -> list[dict]:
+    return [
+        {"step": None if pd.isna(r.step) else int(r.step), "kind": r.kind,
+         "rank": None if pd.isna(r.rank) else int(r.rank), "phase": r.phase if isinstance(r.phase, str) else None,
+         "pg": r.pg if isinstance(r.pg, str) else None, "op": r.op if isinstance(r.op, str) else None,
+         "time": figure(r.ns, NS), "share": figure(r.share, FRACTION)}
+        for r in path.itertuples(index=False)
+    ]
+
+
+def _residual_row(check: pd.DataFrame) -> dict:
+    share = (check["residual_ns"] / check["recorded_ns"].where(check["recorded_ns"] > 0)).dropna()
+    why = "no step to replay"
+    return {"steps": figure(len(check), COUNT),
+            "median": figure(share.median() if len(share) else None, FRACTION, why),
+            "p90": figure(share.quantile(0.9) if len(share) else None, FRACTION, why),
+            "max": figure(share.max() if len(share) else None, FRACTION, why),
+            "max_ns": figure(check["residual_ns"].max() if len(check) else None, NS, why)}
+
+
+def _whatif(run: Run, steps: dict) -> tuple[list[dict], list[dict]]:
+    """The replay's tables (what-if fixes, critical path, residual) and what it cannot answer."""
+    check = run_module(run, "crossrank.replay_check", **steps)
+    if check.empty:
+        return [], [{"what": "what a fix would save (the replay)", "reason": "no matched collective or "
+                     "no step in the window to replay"}]
+    residual = _residual_row(check)
+    tables = [_table("replay_residual", "Replay check: each rank's step times replayed from the recorded "
+                     "durations vs recorded; residual in % of the step time (median, p90, max over ranks "
+                     "and steps)", [residual])]
+    worst = residual["max"]["value"]
+    if worst is not None and worst > MAX_RESIDUAL:
+        return tables, [{"what": "what a fix would save (the replay)", "reason":
+                         f"replaying the recorded durations misses a recorded step time by "
+                         f"{100 * worst:.1f} % (more than {100 * MAX_RESIDUAL:.0f} %): collectives end "
+                         "before their last member arrives on the aligned clocks, or ranks wait for "
+                         "something the replay does not see (see crossrank.replay_check)"}]
+    fixes = run_module(run, "crossrank.whatif", **steps)
+    path = run_module(run, "crossrank.critical_path", **steps)
+    return tables + [
+        _table("whatif", "What a fix would save: the step time replayed with each candidate fix "
+               "(rank, phase, stage or collective idealised; all: every rank), largest first", _whatif_rows(fixes)),
+        _table("critical_path", "Critical path per step: the step time charged to the work of a (rank, "
+               "phase) or the transfer of a (pg, op) it rests on", _critical_path_rows(path)),
+    ], []
 
 
 def _step_time_ns(run: Run, options: ReportOptions) -> int:
@@ -258,7 +325,9 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty:
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    section["cannot_answer"] = _cannot_answer(offsets, bw, strag)
+    replay, no_replay = _whatif(run, steps)
+    section["tables"] += replay
+    section["cannot_answer"] = _cannot_answer(offsets, bw, strag) + no_replay
     if options.window_nvtx:
         section["cannot_answer"].append({"what": "limiting cross-rank figures to --window-nvtx",
                                          "reason": "they are computed per step (use --steps)"})

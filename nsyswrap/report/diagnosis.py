@@ -32,6 +32,9 @@ MIN_STEPS = 2
 MPI_WAIT = ("the collectives are MPI calls on the host: a wait in one blocks the host, not "
             "the GPU's communication")
 WORST_STEPS = 3
+MIN_GAIN_SHARE = 0.01  # a fix is named when it saves this share of a step where it saves time
+NAMED_PHASE = 0.8      # a rank's fix is told by its phase when that phase holds this much of it
+MAX_CAUSES = 3
 # The time behind each per-device verdict (the cost a finding ranks by).
 DRIVER = {
     "communication-bound": ("exposed_comm_ns", "is exposed communication"),
@@ -154,9 +157,12 @@ def diagnose(report: dict) -> dict:
     per-device labels (shares.verdict, the single-rank verdict) to the diagnosis' labels."""
     run = _Run(report)
     labels = {key: run.label(key) for key in run.totals}
-    findings = _crossrank_findings(report, run)
+    findings = _gain_findings(report, run)
     findings += sorted(_device_findings(run, labels), key=lambda f: -f["share"]["value"])
+    _with_gains(report, findings)
+    findings = _by_gain(findings)
     _reconcile(report, run, labels)
+    _reconcile_crossrank(report, findings)
     return {
         "headline": _headline(findings, labels, run),
         "findings": findings,
@@ -213,14 +219,14 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
                      "all of it is waiting")
         text += "."
     step_ns = _median_step(run)
-    share = wait / step_ns if step_ns else None
+    share = lag / step_ns if step_ns else None
     advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {basis} "
               "now); every other rank waits for it in the next collective." if phase else
               f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
               "others wait for it in every collective.")
     return [{
         "id": "straggler", "scope": "cross-rank", "label": f"straggler: rank {rank}",
-        "ranks": [rank], "cost": figure(wait or lag, NS), "cost_basis": basis,
+        "ranks": [rank], "cost": figure(lag, NS), "cost_basis": basis,
         "share": figure(share, FRACTION, "no step ranges to compare with"),
         "text": text, "recommendation": advice,
         "evidence": {"rank": rank, "phase": phase, "lag_per_step": figure(lag, NS),
@@ -233,6 +239,149 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
                      "exposed_comm_per_step": figure(exposed, NS),
                      "steps": figure(n, COUNT)},
     }]
+
+
+def _fix_steps(fix: dict) -> list[int]:
+    return [int(x) for x in (fix.get("steps") or "").split(",") if x]
+
+
+def _significant(fix: dict, step_ns: float) -> bool:
+    """A fix worth naming: it saves time in some step, at least MIN_GAIN_SHARE of a step
+    where it does (crossrank.whatif: above the replay residual and the step noise)."""
+    return fix["pattern"] != "none" and value(fix["gain_ns_per_affected_step"], 0) >= MIN_GAIN_SHARE * step_ns
+
+
+def _causes(fixes: list[dict]) -> list[dict]:
+    """The what-if causes worth naming, largest gain first: a phase whose stalls move between
+    ranks (several ranks' fixes of one phase, each in its own steps: one cause), else a rank
+    with the phase that holds most of its gain."""
+    step_ns = next((value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
+                    for f in fixes if value(f["gain_pct"], 0) > 0), 0.0)
+    sig = [f for f in fixes if _significant(f, step_ns)]
+    per_rank = {(f["rank"], f["phase"]): f for f in sig if f["kind"] == "rank_phase" and f["rank"] is not None}
+    causes, covered = [], set()
+    for f in sig:
+        if f["kind"] != "rank_phase" or f["rank"] is not None:
+            continue
+        mine = [g for (r, p), g in per_rank.items() if p == f["phase"]]
+        pairs = sorted((s, g["rank"]) for g in mine for s in _fix_steps(g))
+        if len(mine) >= 2 and len({s for s, _ in pairs}) == len(pairs):  # each step: one rank
+            causes.append({"fix": f, "phase": f["phase"], "pairs": pairs})
+            covered |= {g["rank"] for g in mine}
+    for f in sig:
+        if f["kind"] != "rank" or f["rank"] in covered:
+            continue
+        phases = [g for (r, _), g in per_rank.items() if r == f["rank"]]
+        best = max(phases, key=lambda g: value(g["gain_ns_per_step"], 0), default=None)
+        named = best is not None and value(best["gain_ns_per_step"], 0) >= NAMED_PHASE * value(f["gain_ns_per_step"], 0)
+        causes.append({"fix": best if named else f, "rank": f["rank"], "phase": best["phase"] if named else None})
+    causes.sort(key=lambda c: -value(c["fix"]["gain_ns_per_step"], 0))
+    return causes[:MAX_CAUSES]
+
+
+def _gain_figures(fix: dict) -> tuple[float, float, str]:
+    gain, pct = value(fix["gain_ns_per_step"], 0), value(fix["gain_pct"], 0)
+    steps = f"in {value(fix['affected_steps'], 0)} of {value(fix['window_steps'], 0)} steps"
+    return gain, pct, steps
+
+
+def _gain_findings(report: dict, run: _Run) -> list[dict]:
+    """Cross-rank findings ranked by what a fix saves (crossrank.whatif), each with its gain
+    beside its evidence (for the straggler: the others' waiting, a figure, not its cost);
+    without a replay, the straggler finding alone (its cost: its lag)."""
+    straggler = _crossrank_findings(report, run)
+    fixes = rows(report, "crossrank", "whatif")
+    if not fixes:
+        return straggler
+    out = []
+    for cause in _causes(fixes):
+        fix = cause["fix"]
+        gain, pct, steps = _gain_figures(fix)
+        per_affected = value(fix["gain_ns_per_affected_step"], 0)
+        gain_evidence = {"gain_per_step": figure(gain, NS), "gain_share": figure(pct / 100, FRACTION),
+                         "gain_per_affected_step": figure(per_affected, NS), "pattern": fix["pattern"],
+                         "affected_steps": _fix_steps(fix)}
+        if "pairs" in cause:
+            where = _and([f"rank {r} in step {s}" for s, r in cause["pairs"]])
+            phase = cause["phase"]
+            out.append({
+                "id": "intermittent", "scope": "cross-rank",
+                "label": f"intermittent: {phase} stalls on {where}",
+                "ranks": sorted({r for _, r in cause["pairs"]}), "cost": figure(gain, NS),
+                "cost_basis": "per step", "share": figure(pct / 100, FRACTION),
+                "text": f"Intermittent `{phase}` stalls move between ranks: {where}. Fixing them would save "
+                        f"{ms(per_affected)} per affected step, {ms(gain)} per step on average ({pct:.0f} % of "
+                        "the step time); no rank is slow in most steps.",
+                "recommendation": f"Find what stalls `{phase}` now and then ({where}): each stall costs "
+                                  f"{ms(per_affected)} of step time, on every rank.",
+                "evidence": {"phase": phase, "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
+                             **gain_evidence},
+            })
+            continue
+        rank, phase = cause["rank"], cause["phase"]
+        known = next((f for f in straggler if f["ranks"] == [rank]), None)
+        persistent = fix["pattern"] == "persistent"
+        fixing = f"fixing `{phase}` on it" if phase else "making it as fast as the others"
+        saves = (f"{ms(gain)} per step ({pct:.0f} % of the step time, {steps})" if persistent else
+                 f"{ms(per_affected)} per affected step, {ms(gain)} per step on average ({pct:.0f} %, "
+                 f"{steps}: {fix['steps']})")
+        text = (f"Rank {rank} is {'the straggler' if persistent else 'slow in some steps'}: {fixing} would "
+                f"save {saves}.")
+        evidence = {"rank": rank, "phase": phase, **gain_evidence}
+        if known is not None:
+            text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
+            evidence = {**known["evidence"], **evidence}
+            straggler.remove(known)
+        advice = (f"Make `{phase}` on rank {rank} as fast as on the others (it saves {ms(gain)} per step); "
+                  "every other rank waits for it in the next collective." if phase else
+                  f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it as "
+                  f"fast as the others saves {ms(gain)} per step.")
+        out.append({
+            "id": "straggler" if persistent else "intermittent", "scope": "cross-rank",
+            "label": f"{'straggler' if persistent else 'intermittent'}: rank {rank}", "ranks": [rank],
+            "cost": figure(gain, NS), "cost_basis": "per step", "share": figure(pct / 100, FRACTION),
+            "text": text, "recommendation": advice, "evidence": evidence,
+        })
+    return out
+
+
+def _and(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + items[-1] if items else ""
+
+
+def _with_gains(report: dict, findings: list[dict]) -> None:
+    """Each finding's `gain`: what the replay says fixing it saves per step, else null and
+    why. Exposed communication gets, as evidence, what hiding its costliest collective
+    would save: at most that, for hiding it also removes the waits in it."""
+    fixes = rows(report, "crossrank", "whatif")
+    hide = max((f for f in fixes if f["kind"] == "collective"), default=None,
+               key=lambda f: value(f["gain_ns_per_step"], 0))
+    for f in findings:
+        if f["scope"] == "cross-rank" and f["evidence"].get("gain_per_step"):
+            f["gain"] = f["evidence"]["gain_per_step"]
+            continue
+        if f["id"] == "communication-bound" and hide is not None and value(hide["gain_ns_per_step"], 0) > 0:
+            gain, pct, _ = _gain_figures(hide)
+            f["evidence"]["hide_gain_per_step"] = figure(gain, NS)
+            f["text"] += (f" Hiding {hide['op']} (group {hide['pg']}) completely, waits included, would "
+                          f"save {ms(gain)} per step ({pct:.0f} %) at most.")
+        f["gain"] = figure(None, NS, "the replay does not idealise this cause (crossrank.whatif); "
+                           "its cost is the time it takes, at most what fixing it saves"
+                           if fixes else "no what-if replay of this run (see cannot_answer)")
+
+
+def _by_gain(findings: list[dict]) -> list[dict]:
+    """Findings with a replayed gain first, largest first; then the others in their order."""
+    gained = [f for f in findings if f["gain"]["value"] is not None]
+    return sorted(gained, key=lambda f: -f["gain"]["value"]) + [f for f in findings if f not in gained]
+
+
+def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
+    """The cross-rank section's verdict names what the diagnosis names first from the replay."""
+    first = next((f for f in findings if f["scope"] == "cross-rank" and f["gain"]["value"] is not None), None)
+    crossrank = section(report, "crossrank")
+    if first is not None and crossrank.get("verdict") is not None:
+        crossrank["verdict"] = {"label": first["label"], "reason": first["text"]}
 
 
 def _mpi_only(report: dict) -> bool:
@@ -324,7 +473,8 @@ def _headline(findings: list, labels: dict, run: _Run) -> str:
 
 
 def _cannot_answer(report: dict, run: _Run) -> list[dict]:
-    out = []
+    out = [c for c in section(report, "crossrank").get("cannot_answer") or []
+           if c["what"].startswith("what a fix would save")]
     if not run.totals:
         out.append({"what": "where the GPU time goes",
                     "reason": "no report has GPU activity in the window (no CUDA kernel, memcpy "
