@@ -1,0 +1,194 @@
+"""What would a fix save: the replay (nsyswrap.crossrank.replay, .whatif) against the
+generator's planted gains (each plant's scenario simulated again without it), the replay
+check, the critical path, the persistent / intermittent rule and the diagnosis by gain."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nsyswrap import open_run, planner
+from nsyswrap.crossrank import whatif
+from nsyswrap.crossrank.replay import Graph
+from nsyswrap.queries import run_module
+from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.synth import generate_run, preset
+
+from conftest import SHARED
+
+INPUTS = ("xr_aligned", "xr_clock", "xr_keys", "xr_member_steps", "xr_member_phases", "xr_issues", "xr_joins",
+          "xr_lane_phases")
+
+
+def _analysed(out, name: str) -> dict:
+    truth = generate_run(preset(name), out)
+    with open_run([out]) as run:
+        report = build_report(run, ReportOptions())
+        fixes = run_module(run, "crossrank.whatif")
+        per_step = run.df("SELECT * FROM xr_whatif")
+        path = run_module(run, "crossrank.critical_path")
+        check = run_module(run, "crossrank.replay_check")
+        for obj in INPUTS:
+            planner.prepare(run, obj, {"step_pattern": "step:%"})
+            planner.bind(run, obj, {"step_pattern": "step:%"})
+        model = whatif.build_model(*whatif.inputs(run))
+        exposure = run_module(run, "collectives.exposure")
+    return {"truth": truth, "report": report, "fixes": fixes, "per_step": per_step, "path": path,
+            "check": check, "model": model, "exposure": exposure}
+
+
+@pytest.fixture(scope="module")
+def dp(tmp_path_factory) -> dict:
+    return _analysed(tmp_path_factory.mktemp("dp_straggler"), "dp_straggler")
+
+
+@pytest.fixture(scope="module")
+def stalls(tmp_path_factory) -> dict:
+    return _analysed(tmp_path_factory.mktemp("intermittent"), "intermittent")
+
+
+def _gains(per_step: pd.DataFrame, kind: str, rank=None, phase=None) -> list[int]:
+    rows = per_step[(per_step["kind"] == kind)
+                    & (per_step["rank"].isna() if rank is None else per_step["rank"] == rank)
+                    & (per_step["phase"].isna() if phase is None else per_step["phase"] == phase)]
+    return rows.sort_values("step")["gain_ns"].tolist()
+
+
+def _planted(truth) -> list[int]:
+    return [s["gain_ns"] for s in truth.planted_gain["steps"]]
+
+
+@pytest.mark.parametrize("name", ["dp", "stalls"])
+def test_replaying_the_recorded_durations_gives_the_recorded_step_times(name, request):
+    run = request.getfixturevalue(name)
+    assert (run["check"]["residual_ns"] == 0).all() and len(run["check"])
+    assert not run["model"].graph.clamped.any()
+    per_step = run["per_step"]
+    assert (per_step["recorded_ns"] == per_step["replayed_ns"]).all()
+    recorded = [s["recorded_ns"] for s in run["truth"].planted_gain["steps"]]
+    assert per_step[per_step["kind"] == "all"].sort_values("step")["recorded_ns"].tolist() == recorded
+
+
+def test_a_persistent_straggler_gains_exactly_what_removing_it_saves(dp):
+    """Every rank does the same work, collectives end together: idealising the straggler's
+    data loading is the unplanted run, to the ns, step by step."""
+    planted = _planted(dp["truth"])
+    assert _gains(dp["per_step"], "rank_phase", 1, "data_loading") == planted
+    assert _gains(dp["per_step"], "rank", 1) == planted
+    row = dp["fixes"][(dp["fixes"]["kind"] == "rank_phase") & (dp["fixes"]["rank"] == 1)].iloc[0]
+    assert row["gain_ns_per_step"] == dp["truth"].planted_gain["gain_ns_total"] / len(planted)
+    assert row["pattern"] == "persistent" and row["residual_ns"] == 0
+
+
+def test_stalls_that_move_between_ranks_gain_exactly_what_removing_them_saves(stalls):
+    planted = _planted(stalls["truth"])
+    assert _gains(stalls["per_step"], "rank_phase", None, "data_loading") == planted
+    for rank, step in ((3, 2), (6, 4), (1, 7), (4, 8)):
+        gains = _gains(stalls["per_step"], "rank_phase", rank, "data_loading")
+        assert gains == [planted[step] if s == step else 0 for s in range(len(planted))]
+    fixes = stalls["fixes"]
+    row = fixes[(fixes["kind"] == "rank_phase") & (fixes["rank"] == 3)].iloc[0]
+    assert row["phase"] == "data_loading" and row["pattern"] == "intermittent" and row["steps"] == "2"
+
+
+def test_the_critical_path_adds_up_to_each_step_time(dp, stalls):
+    for run in (dp, stalls):
+        total = run["path"].groupby("step")["ns"].sum()
+        steps = run["per_step"][run["per_step"]["kind"] == "all"].set_index("step")["replayed_ns"]
+        assert total.to_dict() == steps.to_dict()
+    # a straggler step rests on the straggler's data loading
+    path = dp["path"][dp["path"]["step"] == 3]
+    assert ((path["rank"] == 1) & (path["phase"] == "data_loading")).any()
+
+
+def test_hiding_a_collective_saves_at_most_its_exposed_time(stalls):
+    exposure = stalls["exposure"]
+    steps = stalls["fixes"]["window_steps"].iloc[0]
+    hidden = stalls["fixes"][stalls["fixes"]["kind"] == "collective"]
+    assert set(hidden["op"]) == {"all_gather", "reduce_scatter"}
+    for fix in hidden.itertuples():
+        kernels = exposure[exposure["name"].str.contains(fix.op.title().replace("_", ""))]
+        exposed = kernels.groupby("rank")["exposed_ns"].sum().max() / steps
+        assert 0 < fix.gain_ns_per_step <= exposed
+
+
+def test_the_diagnosis_names_the_planted_cause_first_with_its_gain(dp, stalls):
+    first = dp["report"]["diagnosis"]["findings"][0]
+    assert dp["report"]["diagnosis"]["headline"] == "STRAGGLER: RANK 1"
+    assert first["gain"]["value"] == dp["truth"].planted_gain["gain_ns_total"] / 8
+    assert "would save" in first["text"] and "wait" in first["text"]
+    d = stalls["report"]["diagnosis"]
+    assert d["headline"].startswith("INTERMITTENT: DATA_LOADING STALLS")
+    for rank, step in ((3, 2), (6, 4), (1, 7), (4, 8)):
+        assert f"RANK {rank} IN STEP {step}" in d["headline"]
+    assert d["findings"][0]["gain"]["value"] == stalls["truth"].planted_gain["gain_ns_total"] / 10
+    assert d["findings"][0]["evidence"]["stalls"] == [{"step": s, "rank": r} for r, s in
+                                                      ((3, 2), (6, 4), (1, 7), (4, 8))]
+    gains = [f["gain"]["value"] for f in d["findings"] if f["gain"]["value"] is not None]
+    assert gains == sorted(gains, reverse=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_idealising_more_never_slows_the_replay(dp, data):
+    """Any set of (rank, phase) parts idealised, and any collectives hidden, then more: the
+    replayed step times never grow."""
+    model = dp["model"]
+    cut = whatif.excess(model)
+    rank = model.events["rank"].to_numpy()[model.lane]
+    cells = sorted({(int(r), p) for r in rank for p in range(len(model.phases))})
+    coll = len(model.collectives)
+    small = data.draw(st.sets(st.sampled_from(cells)))
+    large = small | data.draw(st.sets(st.sampled_from(cells)))
+    hide_small = data.draw(st.sets(st.integers(0, coll - 1)))
+    hide_large = hide_small | data.draw(st.sets(st.integers(0, coll - 1)))
+    times = []
+    for chosen, hidden_set in ((small, hide_small), (large, hide_large)):
+        d = model.graph.d.copy()
+        for r, p in chosen:
+            d[model.lane] -= np.where(rank == r, cut[:, p], 0)
+        hidden = np.zeros((coll, 1), bool)
+        hidden[sorted(hidden_set), 0] = True
+        e_nodes = np.flatnonzero((model.events["kind"] == "E").to_numpy())
+        d[e_nodes[hidden[model.events["cid"].to_numpy()[e_nodes], 0]]] = 0
+        times.append(whatif.step_times(model, model.graph.replay(d[:, None], hidden))[0])
+    assert (times[1] <= times[0]).all()
+
+
+def test_the_replay_engine_is_max_plus_and_hides_collectives():
+    # 0, 1: two ranks' arrivals; 2: the last arrival; 3, 4: their ends (hideable, collective 0)
+    ptr = np.array([0, 0, 0, 2, 4, 6])
+    pred = np.array([0, 1, 2, 0, 2, 1])
+    hideable = np.array([-1, -1, 0, 0, 0, 0])
+    side = np.array([-1, -1, 0, 1, 0, 1])
+    g = Graph(np.array([10, 30, 30, 35, 35]), ptr, pred, hideable, side, n_hideable=1)
+    assert g.d.tolist() == [10, 30, 0, 5, 5] and not g.clamped.any()
+    d = np.stack([g.d, np.array([10, 20, 0, 5, 5]), g.d], axis=1)
+    hidden = np.array([[False, False, True]])
+    t = g.replay(d, hidden)
+    assert t[:, 0].tolist() == [10, 30, 30, 35, 35]      # recorded
+    assert t[:, 1].tolist() == [10, 20, 20, 25, 25]      # the late rank 10 ns faster
+    assert t[:, 2].tolist() == [10, 30, 30, 15, 35]      # hidden: each ends at its own arrival + 5
+    assert g.binding(3) == 2
+
+
+@pytest.mark.skipif(not (SHARED / "nsys-sqlite" / "real-mpi").is_dir(), reason="shared real MPI run missing")
+def test_real_captures_show_their_replay_residual(cli):
+    import json
+
+    from conftest import FIXTURES
+
+    for path, replayed in ((SHARED / "nsys-sqlite" / "real-mpi", True),
+                           (FIXTURES / "real" / "h100_ddp_gloo", False)):
+        code, out, err = cli("report", path, "-f", "json")
+        assert code == 0, err
+        crossrank = next(s for s in json.loads(out)["sections"] if s["id"] == "crossrank")
+        tables = {t["id"]: t["rows"] for t in crossrank["tables"]}
+        residual = tables["replay_residual"][0]
+        assert residual["max"]["value"] is not None
+        assert ("whatif" in tables) == replayed == (residual["max"]["value"] <= 0.02)
+        if not replayed:
+            assert any(c["what"].startswith("what a fix would save") and "2 %" in c["reason"]
+                       for c in crossrank["cannot_answer"])
