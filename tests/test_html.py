@@ -39,7 +39,8 @@ def test_page_has_the_four_plots_and_the_sections(page):
                   "arrival skew per rank and collective"):
         assert f'aria-label="{label}"' in text
     assert text.count("<svg") == 4
-    assert len(re.findall(r"<title>step \d+: rank 3 data_loading", text)) == 3  # the straggler, each step
+    # the straggler's data loading on each step's critical path
+    assert len(re.findall(r"<title>step \d+: rank 3 data_loading", text)) == 3
     assert "straggler: rank 3" in text and "`data_loading`" in text
     assert "Where the GPU time goes" in text and "Across ranks" in text
     assert len(re.findall(r"<title>rank \d+, pg=0 seq=\d+: arrived", text)) == 4 * 6  # one cell per rank x collective

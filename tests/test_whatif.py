@@ -1,11 +1,13 @@
 """What would a fix save: the replay (nsyswrap.crossrank.replay, .whatif) against the
 generator's planted gains (each plant's scenario simulated again without it), the replay
 check, the critical path, the persistent / intermittent rule and the diagnosis by gain."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,10 +18,16 @@ from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
 
-from conftest import SHARED
-
-INPUTS = ("xr_aligned", "xr_clock", "xr_keys", "xr_member_steps", "xr_member_phases", "xr_issues", "xr_joins",
-          "xr_lane_phases")
+INPUTS = (
+    "xr_aligned",
+    "xr_clock",
+    "xr_keys",
+    "xr_member_steps",
+    "xr_member_phases",
+    "xr_issues",
+    "xr_joins",
+    "xr_lane_phases",
+)
 
 
 def _analysed(out, name: str) -> dict:
@@ -35,8 +43,16 @@ def _analysed(out, name: str) -> dict:
             planner.bind(run, obj, {"step_pattern": "step:%"})
         model = whatif.build_model(*whatif.inputs(run))
         exposure = run_module(run, "collectives.exposure")
-    return {"truth": truth, "report": report, "fixes": fixes, "per_step": per_step, "path": path,
-            "check": check, "model": model, "exposure": exposure}
+    return {
+        "truth": truth,
+        "report": report,
+        "fixes": fixes,
+        "per_step": per_step,
+        "path": path,
+        "check": check,
+        "model": model,
+        "exposure": exposure,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +66,11 @@ def stalls(tmp_path_factory) -> dict:
 
 
 def _gains(per_step: pd.DataFrame, kind: str, rank=None, phase=None) -> list[int]:
-    rows = per_step[(per_step["kind"] == kind)
-                    & (per_step["rank"].isna() if rank is None else per_step["rank"] == rank)
-                    & (per_step["phase"].isna() if phase is None else per_step["phase"] == phase)]
+    rows = per_step[
+        (per_step["kind"] == kind)
+        & (per_step["rank"].isna() if rank is None else per_step["rank"] == rank)
+        & (per_step["phase"].isna() if phase is None else per_step["phase"] == phase)
+    ]
     return rows.sort_values("step")["gain_ns"].tolist()
 
 
@@ -68,7 +86,9 @@ def test_replaying_the_recorded_durations_gives_the_recorded_step_times(name, re
     per_step = run["per_step"]
     assert (per_step["recorded_ns"] == per_step["replayed_ns"]).all()
     recorded = [s["recorded_ns"] for s in run["truth"].planted_gain["steps"]]
-    assert per_step[per_step["kind"] == "all"].sort_values("step")["recorded_ns"].tolist() == recorded
+    assert (
+        per_step[per_step["kind"] == "all"].sort_values("step")["recorded_ns"].tolist() == recorded
+    )
 
 
 def test_a_persistent_straggler_gains_exactly_what_removing_it_saves(dp):
@@ -90,7 +110,9 @@ def test_stalls_that_move_between_ranks_gain_exactly_what_removing_them_saves(st
         assert gains == [planted[step] if s == step else 0 for s in range(len(planted))]
     fixes = stalls["fixes"]
     row = fixes[(fixes["kind"] == "rank_phase") & (fixes["rank"] == 3)].iloc[0]
-    assert row["phase"] == "data_loading" and row["pattern"] == "intermittent" and row["steps"] == "2"
+    assert (
+        row["phase"] == "data_loading" and row["pattern"] == "intermittent" and row["steps"] == "2"
+    )
 
 
 def test_the_critical_path_adds_up_to_each_step_time(dp, stalls):
@@ -124,8 +146,9 @@ def test_the_diagnosis_names_the_planted_cause_first_with_its_gain(dp, stalls):
     for rank, step in ((3, 2), (6, 4), (1, 7), (4, 8)):
         assert f"RANK {rank} IN STEP {step}" in d["headline"]
     assert d["findings"][0]["gain"]["value"] == stalls["truth"].planted_gain["gain_ns_total"] / 10
-    assert d["findings"][0]["evidence"]["stalls"] == [{"step": s, "rank": r} for r, s in
-                                                      ((3, 2), (6, 4), (1, 7), (4, 8))]
+    assert d["findings"][0]["evidence"]["stalls"] == [
+        {"step": s, "rank": r} for r, s in ((3, 2), (6, 4), (1, 7), (4, 8))
+    ]
     gains = [f["gain"]["value"] for f in d["findings"] if f["gain"]["value"] is not None]
     assert gains == sorted(gains, reverse=True)
 
@@ -168,20 +191,24 @@ def test_the_replay_engine_is_max_plus_and_hides_collectives():
     d = np.stack([g.d, np.array([10, 20, 0, 5, 5]), g.d], axis=1)
     hidden = np.array([[False, False, True]])
     t = g.replay(d, hidden)
-    assert t[:, 0].tolist() == [10, 30, 30, 35, 35]      # recorded
-    assert t[:, 1].tolist() == [10, 20, 20, 25, 25]      # the late rank 10 ns faster
-    assert t[:, 2].tolist() == [10, 30, 30, 15, 35]      # hidden: each ends at its own arrival + 5
+    assert t[:, 0].tolist() == [10, 30, 30, 35, 35]  # recorded
+    assert t[:, 1].tolist() == [10, 20, 20, 25, 25]  # the late rank 10 ns faster
+    assert t[:, 2].tolist() == [10, 30, 30, 15, 35]  # hidden: each ends at its own arrival + 5
     assert g.binding(3) == 2
 
 
-@pytest.mark.skipif(not (SHARED / "nsys-sqlite" / "real-mpi").is_dir(), reason="shared real MPI run missing")
+@pytest.mark.skipif(
+    not (SHARED / "nsys-sqlite" / "real-mpi").is_dir(), reason="shared real MPI run missing"
+)
 def test_real_captures_show_their_replay_residual(cli):
     import json
 
     from conftest import FIXTURES
 
-    for path, replayed in ((SHARED / "nsys-sqlite" / "real-mpi", True),
-                           (FIXTURES / "real" / "h100_ddp_gloo", False)):
+    for path, replayed in (
+        (SHARED / "nsys-sqlite" / "real-mpi", True),
+        (FIXTURES / "real" / "h100_ddp_gloo", False),
+    ):
         code, out, err = cli("report", path, "-f", "json")
         assert code == 0, err
         crossrank = next(s for s in json.loads(out)["sections"] if s["id"] == "crossrank")
@@ -190,5 +217,7 @@ def test_real_captures_show_their_replay_residual(cli):
         assert residual["max"]["value"] is not None
         assert ("whatif" in tables) == replayed == (residual["max"]["value"] <= 0.02)
         if not replayed:
-            assert any(c["what"].startswith("what a fix would save") and "2 %" in c["reason"]
-                       for c in crossrank["cannot_answer"])
+            assert any(
+                c["what"].startswith("what a fix would save") and "2 %" in c["reason"]
+                for c in crossrank["cannot_answer"]
+            )

@@ -20,6 +20,7 @@ arrival (weight 0) and the member's own arrival (weight -HIDDEN); a candidate th
 the collective swaps the two, so the member ends at its own arrival (no wait, and with a
 0 duration no transfer).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class Graph:
 
     def __post_init__(self) -> None:
         self.levels = _levels(self.ptr, self.pred, len(self.t))
+        self._plan = [self._plan_level(nodes) for nodes in self.levels]
         latest = self._latest(self.t[:, None], np.zeros((self.n_hideable, 1), bool))[:, 0]
         gap = self.t - latest
         first = np.diff(self.ptr) == 0  # a first event keeps its time (which may be < 0)
@@ -72,25 +74,41 @@ class Graph:
             out[has] = np.maximum.reduceat(vals, self.ptr[:-1][has], axis=0)
         return out
 
+    def _plan_level(self, nodes: np.ndarray) -> tuple:
+        """What replaying one level needs, computed once: its nodes, those with predecessors,
+        their predecessors in order and where each node's start, the hideable edges among them
+        (position, collective, side)."""
+        starts = self.ptr[nodes]
+        lengths = self.ptr[nodes + 1] - starts
+        some = lengths > 0
+        edges = _ranges(starts, lengths)
+        offsets = (np.cumsum(lengths) - lengths)[some]
+        hide = np.flatnonzero(self.hideable[edges] >= 0)
+        return (
+            nodes,
+            nodes[some],
+            self.pred[edges],
+            offsets,
+            hide,
+            self.hideable[edges[hide]],
+            self.hide_side[edges[hide]] == 0,
+        )
+
     def replay(self, d: np.ndarray, hidden: np.ndarray | None = None) -> np.ndarray:
         """Times of every node (rows) for each column of durations `d` (nodes x columns);
         `hidden` (hideable collectives x columns) hides collectives per column."""
-        cols = d.shape[1]
-        hidden = np.zeros((self.n_hideable, cols), bool) if hidden is None else hidden
-        t = np.zeros((len(self.t), cols), np.int64)
-        for nodes in self.levels:
-            starts = self.ptr[nodes]
-            lengths = self.ptr[nodes + 1] - starts
-            some = lengths > 0
-            if not some.any():
-                t[nodes] = d[nodes]
+        hidden = np.zeros((self.n_hideable, d.shape[1]), bool) if hidden is None else hidden
+        any_hidden = bool(hidden.any())
+        t = d.copy()
+        for _, with_preds, preds, offsets, hide, hide_cid, last_side in self._plan:
+            if not len(with_preds):
                 continue
-            edges = _ranges(starts, lengths)
-            vals = t[self.pred[edges]] + self._weights(edges, hidden)
-            offsets = np.cumsum(lengths) - lengths
-            latest = np.zeros((len(nodes), cols), np.int64)
-            latest[some] = np.maximum.reduceat(vals, offsets[some], axis=0)
-            t[nodes] = latest + d[nodes]
+            vals = t[preds]
+            if len(hide) and any_hidden:
+                vals[hide] -= np.where(hidden[hide_cid] == last_side[:, None], HIDDEN, 0)
+            elif len(hide):
+                vals[hide[~last_side]] -= HIDDEN
+            t[with_preds] += np.maximum.reduceat(vals, offsets, axis=0)
         return t
 
     def binding(self, node: int, times: np.ndarray | None = None) -> int:
@@ -130,5 +148,7 @@ def _levels(ptr: np.ndarray, pred: np.ndarray, n: int) -> list[np.ndarray]:
         np.subtract.at(indegree, nxt, 1)
         frontier = np.unique(nxt[indegree[nxt] == 0])
     if done != n:
-        raise RuntimeError(f"replay graph has a cycle through {n - done} events (a bug in nsyswrap)")
+        raise RuntimeError(
+            f"replay graph has a cycle through {n - done} events (a bug in nsyswrap)"
+        )
     return levels

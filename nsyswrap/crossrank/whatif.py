@@ -53,6 +53,7 @@ the same time whatever the others do (no contention, the same side - host or GPU
 holding it up); host and GPU of a rank are one lane; what it waited for is among the
 events above.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -69,13 +70,36 @@ CHAINED = ("S", "X", "W", "Ja")  # events that follow the rank's previous event 
 # (their durations, and a join's after the collective it waited for, are the rank's own work)
 RUN_SCOPE_TABLES = frozenset({"xr_whatif", "xr_critical_path", "xr_replay_check"})
 COLUMNS = {
-    "xr_whatif": {"kind": "VARCHAR", "rank": "INTEGER", "phase": "VARCHAR", "stage": "INTEGER", "pg": "VARCHAR",
-                  "op": "VARCHAR", "step": "BIGINT", "recorded_ns": "BIGINT", "replayed_ns": "BIGINT",
-                  "whatif_ns": "BIGINT", "gain_ns": "BIGINT", "residual_ns": "BIGINT"},
-    "xr_critical_path": {"step": "BIGINT", "kind": "VARCHAR", "rank": "INTEGER", "phase": "VARCHAR",
-                         "pg": "VARCHAR", "op": "VARCHAR", "ns": "BIGINT"},
-    "xr_replay_check": {"rank": "INTEGER", "step": "BIGINT", "recorded_ns": "BIGINT", "replayed_ns": "BIGINT",
-                        "residual_ns": "BIGINT"},
+    "xr_whatif": {
+        "kind": "VARCHAR",
+        "rank": "INTEGER",
+        "phase": "VARCHAR",
+        "stage": "INTEGER",
+        "pg": "VARCHAR",
+        "op": "VARCHAR",
+        "step": "BIGINT",
+        "recorded_ns": "BIGINT",
+        "replayed_ns": "BIGINT",
+        "whatif_ns": "BIGINT",
+        "gain_ns": "BIGINT",
+        "residual_ns": "BIGINT",
+    },
+    "xr_critical_path": {
+        "step": "BIGINT",
+        "kind": "VARCHAR",
+        "rank": "INTEGER",
+        "phase": "VARCHAR",
+        "pg": "VARCHAR",
+        "op": "VARCHAR",
+        "ns": "BIGINT",
+    },
+    "xr_replay_check": {
+        "rank": "INTEGER",
+        "step": "BIGINT",
+        "recorded_ns": "BIGINT",
+        "replayed_ns": "BIGINT",
+        "residual_ns": "BIGINT",
+    },
 }
 NO_STEP = -1  # the step of a run without step ranges: each rank's span from its first collective
 COLUMNS_PER_REPLAY = 32  # candidates replayed at once (memory: events x columns x 16 bytes)
@@ -85,26 +109,33 @@ NO_PHASE = ""  # a segment's time outside every phase
 @dataclass
 class Model:
     graph: Graph
-    events: pd.DataFrame          # per node: kind, rank, key, step, cid (collective), t
-    collectives: pd.DataFrame     # per cid: pg, seq, op, step
-    phases: list[str]             # phase names (NO_PHASE: outside every phase)
-    parts: np.ndarray             # (lane nodes x phases): each segment's time per phase
-    lane: np.ndarray              # node ids of the lane nodes (rows of parts)
-    labels: dict                  # rank -> (boundaries, phase index per stretch)
-    steps: pd.DataFrame           # rank, step, start node, end node
+    events: pd.DataFrame  # per node: kind, rank, key, step, cid (collective), t
+    collectives: pd.DataFrame  # per cid: pg, seq, op, step
+    phases: list[str]  # phase names (NO_PHASE: outside every phase)
+    parts: np.ndarray  # (lane nodes x phases): each segment's time per phase
+    lane: np.ndarray  # node ids of the lane nodes (rows of parts)
+    labels: dict  # rank -> (boundaries, phase index per stretch)
+    steps: pd.DataFrame  # rank, step, start node, end node
 
 
 def _labels(labels: pd.DataFrame, phases: list[str]) -> dict:
     out = {}
     index = {p: i for i, p in enumerate(phases)}
     for rank, g in labels.sort_values(["rank", "start_ns"]).groupby("rank"):
-        bounds = np.concatenate([g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)[-1:]])
-        out[int(rank)] = (bounds, g["phase"].fillna(NO_PHASE).map(index).to_numpy(np.int64),
-                          g["end_ns"].to_numpy(np.int64))
+        bounds = np.concatenate(
+            [g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)[-1:]]
+        )
+        out[int(rank)] = (
+            bounds,
+            g["phase"].fillna(NO_PHASE).map(index).to_numpy(np.int64),
+            g["end_ns"].to_numpy(np.int64),
+        )
     return out
 
 
-def phase_parts(labels: dict, n_phases: int, rank: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+def phase_parts(
+    labels: dict, n_phases: int, rank: np.ndarray, t0: np.ndarray, t1: np.ndarray
+) -> np.ndarray:
     """(len(t0) x n_phases): the time of each [t0, t1) of `rank` in each phase; time no
     stretch covers is phase 0 (NO_PHASE)."""
     out = np.zeros((len(t0), n_phases), np.int64)
@@ -136,8 +167,13 @@ def phase_parts(labels: dict, n_phases: int, rank: np.ndarray, t0: np.ndarray, t
     return out
 
 
-def build_model(coll: pd.DataFrame, issues: pd.DataFrame, joins: pd.DataFrame, steps: pd.DataFrame,
-                labels: pd.DataFrame) -> Model:
+def build_model(
+    coll: pd.DataFrame,
+    issues: pd.DataFrame,
+    joins: pd.DataFrame,
+    steps: pd.DataFrame,
+    labels: pd.DataFrame,
+) -> Model:
     """The replay model from the run's frames (run time, member ranks): coll = xr_aligned's
     pg, seq, op, rank, step, start_ns, end_ns, on_gpu; issues = rank, start_ns (the NCCL
     kernel's, = the arrival), stream, launch_ns, ready_ns; joins = rank, start_ns,
@@ -147,37 +183,108 @@ def build_model(coll: pd.DataFrame, issues: pd.DataFrame, joins: pd.DataFrame, s
     keys = coll[["pg", "seq"]].drop_duplicates().reset_index(drop=True)
     keys["cid"] = np.arange(len(keys))
     coll = coll.merge(keys, on=["pg", "seq"])
-    collectives = coll.groupby("cid").agg(pg=("pg", "first"), seq=("seq", "first"), op=("op", "first"),
-                                          step=("step", "min")).reset_index()
+    collectives = (
+        coll.groupby("cid")
+        .agg(pg=("pg", "first"), seq=("seq", "first"), op=("op", "first"), step=("step", "min"))
+        .reset_index()
+    )
     m = coll.merge(issues, on=["rank", "start_ns"], how="left", suffixes=("", "_issue"))
     m = m.drop_duplicates(["rank", "cid"]).reset_index(drop=True)
     gpu = m["on_gpu"].astype(bool) & m["launch_ns"].notna()
-    issue = np.maximum(m["launch_ns"].fillna(m["start_ns"]), m["ready_ns"].fillna(m["launch_ns"]).fillna(0))
+    issue = np.maximum(
+        m["launch_ns"].fillna(m["start_ns"]), m["ready_ns"].fillna(m["launch_ns"]).fillna(0)
+    )
     m["w"] = np.where(gpu, np.minimum(issue, m["start_ns"]), m["start_ns"]).astype(np.int64)
-    m["stream_key"] = np.where(gpu, m["rank"].astype(str) + "/" + m["stream"].astype(str),
-                               m["rank"].astype(str) + ":" + m["pg"].astype(str))
+    m["stream_key"] = np.where(
+        gpu,
+        m["rank"].astype(str) + "/" + m["stream"].astype(str),
+        m["rank"].astype(str) + ":" + m["pg"].astype(str),
+    )
     # joins: GPU waits found in the trace; a range-timed collective is waited for at once
-    j = joins.merge(m[["rank", "start_ns", "cid", "end_ns"]].rename(
-        columns={"start_ns": "nccl_start_ns", "end_ns": "e"}), on=["rank", "nccl_start_ns"])
+    j = joins.merge(
+        m[["rank", "start_ns", "cid", "end_ns"]].rename(
+            columns={"start_ns": "nccl_start_ns", "end_ns": "e"}
+        ),
+        on=["rank", "nccl_start_ns"],
+    )
     j = j[(j["start_ns"] >= j["e"]) & (j["idle_from_ns"] <= j["start_ns"])]
     # the host waited for a collective whose call returned after it ended (a blocking call,
     # or a collective timed by its ranges): it arrived at the call's start, went on at its end
-    host = m[m["cpu_end_ns"].notna() & (m["cpu_end_ns"] >= m["end_ns"])] if "cpu_end_ns" in m else m.iloc[:0]
-    host = pd.concat([host, m[~gpu & ~m.index.isin(host.index)].assign(
-        cpu_start_ns=lambda f: f["start_ns"], cpu_end_ns=lambda f: np.maximum(f["end_ns"], f["start_ns"]))])
-    j = pd.concat([j[["rank", "cid", "idle_from_ns", "start_ns"]],
-                   pd.DataFrame({"rank": host["rank"], "cid": host["cid"], "idle_from_ns": host["cpu_start_ns"],
-                                 "start_ns": host["cpu_end_ns"]})], ignore_index=True)
+    host = (
+        m[m["cpu_end_ns"].notna() & (m["cpu_end_ns"] >= m["end_ns"])]
+        if "cpu_end_ns" in m
+        else m.iloc[:0]
+    )
+    host = pd.concat(
+        [
+            host,
+            m[~gpu & ~m.index.isin(host.index)].assign(
+                cpu_start_ns=lambda f: f["start_ns"],
+                cpu_end_ns=lambda f: np.maximum(f["end_ns"], f["start_ns"]),
+            ),
+        ]
+    )
+    j = pd.concat(
+        [
+            j[["rank", "cid", "idle_from_ns", "start_ns"]],
+            pd.DataFrame(
+                {
+                    "rank": host["rank"],
+                    "cid": host["cid"],
+                    "idle_from_ns": host["cpu_start_ns"],
+                    "start_ns": host["cpu_end_ns"],
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
     j = j.astype({"idle_from_ns": np.int64, "start_ns": np.int64})
     j = j.sort_values(["start_ns", "idle_from_ns"]).drop_duplicates(["rank", "cid"])
     j = j.merge(collectives[["cid", "step"]], on="cid")
-    lane = pd.concat([
-        pd.DataFrame({"kind": "S", "rank": steps["rank"], "t": steps["start_ns"], "step": steps["step"], "cid": -1}),
-        pd.DataFrame({"kind": "X", "rank": steps["rank"], "t": steps["end_ns"], "step": steps["step"], "cid": -1}),
-        pd.DataFrame({"kind": "W", "rank": m["rank"], "t": m["w"], "step": m["step"], "cid": m["cid"]}),
-        pd.DataFrame({"kind": "Ja", "rank": j["rank"], "t": j["idle_from_ns"], "step": j["step"], "cid": j["cid"]}),
-        pd.DataFrame({"kind": "J", "rank": j["rank"], "t": j["start_ns"], "step": j["step"], "cid": j["cid"]}),
-    ], ignore_index=True)
+    lane = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "kind": "S",
+                    "rank": steps["rank"],
+                    "t": steps["start_ns"],
+                    "step": steps["step"],
+                    "cid": -1,
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "kind": "X",
+                    "rank": steps["rank"],
+                    "t": steps["end_ns"],
+                    "step": steps["step"],
+                    "cid": -1,
+                }
+            ),
+            pd.DataFrame(
+                {"kind": "W", "rank": m["rank"], "t": m["w"], "step": m["step"], "cid": m["cid"]}
+            ),
+            pd.DataFrame(
+                {
+                    "kind": "Ja",
+                    "rank": j["rank"],
+                    "t": j["idle_from_ns"],
+                    "step": j["step"],
+                    "cid": j["cid"],
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "kind": "J",
+                    "rank": j["rank"],
+                    "t": j["start_ns"],
+                    "step": j["step"],
+                    "cid": j["cid"],
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
     lane["t"] = lane["t"].astype(np.int64)
     lane["order"] = lane["kind"].map(CHAIN_ORDER)
     lane = lane.sort_values(["rank", "t", "order", "cid"], kind="stable").reset_index(drop=True)
@@ -195,14 +302,20 @@ def build_model(coll: pd.DataFrame, issues: pd.DataFrame, joins: pd.DataFrame, s
     by_kind = {k: lane[lane["kind"] == k] for k in ("W", "Ja", "J")}
     w_of = by_kind["W"].set_index(["rank", "cid"])["node"].reindex(member.index).to_numpy(np.int64)
     order = np.lexsort((m["cid"].to_numpy(), m["start_ns"].to_numpy(), m["stream_key"].to_numpy()))
-    same = np.r_[False, m["stream_key"].to_numpy()[order][1:] == m["stream_key"].to_numpy()[order][:-1]]
+    same = np.r_[
+        False, m["stream_key"].to_numpy()[order][1:] == m["stream_key"].to_numpy()[order][:-1]
+    ]
     stream_prev = np.full(len(m), -1, np.int64)
     stream_prev[order[same]] = e_node[order[np.flatnonzero(same) - 1]]
     chain = lane[lane["kind"].isin(CHAINED) & lane["prev"].notna()]
     jn = by_kind["J"]
     j_member = member.reindex(pd.MultiIndex.from_frame(jn[["rank", "cid"]])).to_numpy(np.int64)
-    ja_of = by_kind["Ja"].set_index(["rank", "cid"])["node"].reindex(
-        pd.MultiIndex.from_frame(jn[["rank", "cid"]])).to_numpy(np.int64)
+    ja_of = (
+        by_kind["Ja"]
+        .set_index(["rank", "cid"])["node"]
+        .reindex(pd.MultiIndex.from_frame(jn[["rank", "cid"]]))
+        .to_numpy(np.int64)
+    )
     cids = m["cid"].to_numpy(np.int64)
     with_prev = stream_prev >= 0
     edges = [  # (node, predecessor, hideable collective, side)
@@ -217,32 +330,81 @@ def build_model(coll: pd.DataFrame, issues: pd.DataFrame, joins: pd.DataFrame, s
     ]
     node = np.concatenate([e[0] for e in edges])
     pred = np.concatenate([e[1] for e in edges])
-    hideable = np.concatenate([np.full(len(e[0]), -1, np.int64) if e[2] is None else e[2] for e in edges])
-    side = np.concatenate([np.full(len(e[0]), -1 if e[3] is None else e[3], np.int64) for e in edges])
+    hideable = np.concatenate(
+        [np.full(len(e[0]), -1, np.int64) if e[2] is None else e[2] for e in edges]
+    )
+    side = np.concatenate(
+        [np.full(len(e[0]), -1 if e[3] is None else e[3], np.int64) for e in edges]
+    )
     by_node = np.argsort(node, kind="stable")
     n_nodes = n_lane + 2 * len(m) + len(collectives)
     ptr = np.concatenate(([0], np.cumsum(np.bincount(node, minlength=n_nodes)))).astype(np.int64)
     pred, hideable, side = pred[by_node], hideable[by_node], side[by_node]
-    t = np.concatenate([lane["t"].to_numpy(np.int64), m["start_ns"].to_numpy(np.int64),
-                        coll.groupby("cid")["start_ns"].max().to_numpy(np.int64), m["end_ns"].to_numpy(np.int64)])
+    t = np.concatenate(
+        [
+            lane["t"].to_numpy(np.int64),
+            m["start_ns"].to_numpy(np.int64),
+            coll.groupby("cid")["start_ns"].max().to_numpy(np.int64),
+            m["end_ns"].to_numpy(np.int64),
+        ]
+    )
     graph = Graph(t, ptr, pred, hideable, side, n_hideable=len(collectives))
-    events = pd.concat([
-        lane[["kind", "rank", "t", "step", "cid"]],
-        pd.DataFrame({"kind": "A", "rank": m["rank"], "t": m["start_ns"], "step": m["step"], "cid": m["cid"]}),
-        pd.DataFrame({"kind": "M", "rank": -1, "t": t[m_node], "step": collectives["step"], "cid": collectives["cid"]}),
-        pd.DataFrame({"kind": "E", "rank": m["rank"], "t": m["end_ns"], "step": m["step"], "cid": m["cid"]}),
-    ], ignore_index=True)
+    events = pd.concat(
+        [
+            lane[["kind", "rank", "t", "step", "cid"]],
+            pd.DataFrame(
+                {
+                    "kind": "A",
+                    "rank": m["rank"],
+                    "t": m["start_ns"],
+                    "step": m["step"],
+                    "cid": m["cid"],
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "kind": "M",
+                    "rank": -1,
+                    "t": t[m_node],
+                    "step": collectives["step"],
+                    "cid": collectives["cid"],
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "kind": "E",
+                    "rank": m["rank"],
+                    "t": m["end_ns"],
+                    "step": m["step"],
+                    "cid": m["cid"],
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
     phases = [NO_PHASE] + sorted(set(labels["phase"].dropna()))
     label_map = _labels(labels, phases)
-    lane_nodes = lane.loc[(lane["kind"].isin(CHAINED) & lane["prev"].notna()) | (lane["kind"] == "J"),
-                          "node"].to_numpy(np.int64)
+    lane_nodes = lane.loc[
+        (lane["kind"].isin(CHAINED) & lane["prev"].notna()) | (lane["kind"] == "J"), "node"
+    ].to_numpy(np.int64)
     seg_end = t[lane_nodes]
     seg_start = seg_end - graph.d[lane_nodes]
-    parts = phase_parts(label_map, len(phases), events["rank"].to_numpy()[lane_nodes], seg_start, seg_end)
-    step_nodes = lane[lane["kind"].isin(("S", "X"))].pivot_table(index=["rank", "step"], columns="kind",
-                                                                   values="node", aggfunc="first")
-    return Model(graph, events, collectives, phases, parts, lane_nodes, label_map,
-                 step_nodes.reset_index().rename(columns={"S": "start", "X": "end"}))
+    parts = phase_parts(
+        label_map, len(phases), events["rank"].to_numpy()[lane_nodes], seg_start, seg_end
+    )
+    step_nodes = lane[lane["kind"].isin(("S", "X"))].pivot_table(
+        index=["rank", "step"], columns="kind", values="node", aggfunc="first"
+    )
+    return Model(
+        graph,
+        events,
+        collectives,
+        phases,
+        parts,
+        lane_nodes,
+        label_map,
+        step_nodes.reset_index().rename(columns={"S": "start", "X": "end"}),
+    )
 
 
 def others_median(values: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -261,20 +423,19 @@ def others_median(values: np.ndarray, group: np.ndarray) -> np.ndarray:
         sv = v[by_value]
         k = np.empty(len(g), np.int64)  # each row's place among its group's sorted values
         k[by_value] = np.arange(len(g)) - start[by_value]
-
-        def at(i):  # the i-th of the others (skipping the row itself), as a sorted index
-            return start + i + (i >= k)
-
+        # the middle one or two of the others (skipping the row itself), as sorted indexes
         lo = np.maximum((others - 1) // 2, 0)
         hi = np.maximum(others // 2, 0)
-        med = (sv[np.minimum(at(lo), len(g) - 1)] + sv[np.minimum(at(hi), len(g) - 1)]) / 2
+        at_lo = np.minimum(start + lo + (lo >= k), len(g) - 1)
+        at_hi = np.minimum(start + hi + (hi >= k), len(g) - 1)
+        med = (sv[at_lo] + sv[at_hi]) / 2
         out[order, col] = np.where(others > 0, np.round(med), v).astype(np.int64)
     return out
 
 
 @dataclass(frozen=True)
 class Candidate:
-    kind: str                  # rank, rank_phase, collective, all
+    kind: str  # rank, rank_phase, collective, all
     rank: int | None = None
     phase: str | None = None
     pg: str | None = None
@@ -321,7 +482,13 @@ def candidates(model: Model) -> list[tuple[Candidate, np.ndarray | None, np.ndar
         out.append((Candidate("rank", rank=r), np.where(mine, cut.sum(1), 0), None))
         for p, name in enumerate(model.phases):
             if name != NO_PHASE:
-                out.append((Candidate("rank_phase", rank=r, phase=name), np.where(mine, cut[:, p], 0), None))
+                out.append(
+                    (
+                        Candidate("rank_phase", rank=r, phase=name),
+                        np.where(mine, cut[:, p], 0),
+                        None,
+                    )
+                )
     for p, name in enumerate(model.phases):
         if name != NO_PHASE:
             out.append((Candidate("rank_phase", phase=name), cut[:, p], None))
@@ -337,12 +504,19 @@ def candidates(model: Model) -> list[tuple[Candidate, np.ndarray | None, np.ndar
 
 def step_times(model: Model, times: np.ndarray) -> pd.DataFrame:
     """Per step (rows) and column: the run's step time (see the module doc)."""
+    steps, ends, offsets, first = _step_nodes(model)
+    end = np.maximum.reduceat(times[ends], offsets, axis=0)
+    lower = np.vstack([times[first].max(0)[None, :], end[:-1]])
+    return pd.DataFrame(end - lower, index=steps)
+
+
+def _step_nodes(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(steps, every rank's step-end node by step, where each step's start in it, the first
+    step's start nodes)."""
     st = model.steps.dropna(subset=["start", "end"]).sort_values(["step", "rank"])
-    steps = np.sort(st["step"].unique())
-    ends = np.stack([times[st.loc[st["step"] == s, "end"].astype(np.int64)].max(0) for s in steps])
-    first = times[st.loc[st["step"] == steps[0], "start"].astype(np.int64)].max(0)
-    lower = np.vstack([first[None, :], ends[:-1]])
-    return pd.DataFrame(ends - lower, index=steps)
+    steps, offsets = np.unique(st["step"].to_numpy(), return_index=True)
+    first = st.loc[st["step"] == steps[0], "start"].to_numpy(np.int64)
+    return steps, st["end"].to_numpy(np.int64), offsets, first
 
 
 def analyse(model: Model) -> dict[str, pd.DataFrame]:
@@ -352,36 +526,41 @@ def analyse(model: Model) -> dict[str, pd.DataFrame]:
     base = g.replay(g.d[:, None])[:, 0]
     recorded = step_times(model, g.t[:, None])[0]
     replayed = step_times(model, base[:, None])[0]
-    residual = (recorded - replayed).abs()
-    rows = []
     cands = candidates(model)
+    e_nodes = np.flatnonzero(model.events["kind"].to_numpy() == "E")
+    e_cid = model.events["cid"].to_numpy()[e_nodes]
+    columns = []
     for i in range(0, len(cands), COLUMNS_PER_REPLAY):
-        chunk = cands[i:i + COLUMNS_PER_REPLAY]
+        chunk = cands[i : i + COLUMNS_PER_REPLAY]
         d = np.repeat(g.d[:, None], len(chunk), axis=1)
         hidden = np.zeros((g.n_hideable, len(chunk)), bool)
-        e_nodes = np.flatnonzero(model.events["kind"].to_numpy() == "E")
-        e_cid = model.events["cid"].to_numpy()[e_nodes]
         for j, (_, cut, hide) in enumerate(chunk):
             if cut is not None:
                 d[model.lane, j] -= cut
             if hide is not None:
                 hidden[:, j] = hide
                 d[e_nodes[hide[e_cid]], j] = 0
-        whatif = step_times(model, g.replay(d, hidden))
-        for j, (c, _, _) in enumerate(chunk):
-            rows.append(pd.DataFrame({
-                "kind": c.kind, "rank": c.rank, "phase": c.phase, "pg": c.pg, "op": c.op,
-                "step": whatif.index, "recorded_ns": recorded.to_numpy(), "replayed_ns": replayed.to_numpy(),
-                "whatif_ns": whatif[j].to_numpy(), "gain_ns": replayed.to_numpy() - whatif[j].to_numpy(),
-                "residual_ns": residual.to_numpy()}))
+        columns.append(step_times(model, g.replay(d, hidden)).to_numpy())
+    n = len(replayed)
+    whatif = np.hstack(columns) if columns else np.zeros((n, 0), np.int64)
+    meta = pd.DataFrame([c for c, _, _ in cands], columns=["kind", "rank", "phase", "pg", "op"])
+    rows = meta.loc[np.repeat(np.arange(len(cands)), n)].reset_index(drop=True)
+    rows["step"] = np.tile(replayed.index.to_numpy(), len(cands))
+    rows["recorded_ns"] = np.tile(recorded.to_numpy(), len(cands))
+    rows["replayed_ns"] = np.tile(replayed.to_numpy(), len(cands))
+    rows["whatif_ns"] = whatif.T.reshape(-1)
+    rows["gain_ns"] = rows["replayed_ns"] - rows["whatif_ns"]
+    rows["residual_ns"] = (rows["recorded_ns"] - rows["replayed_ns"]).abs()
     check = model.steps.dropna(subset=["start", "end"]).copy()
     s_idx, e_idx = check["start"].astype(np.int64), check["end"].astype(np.int64)
     check["recorded_ns"] = g.t[e_idx] - g.t[s_idx]
     check["replayed_ns"] = base[e_idx] - base[s_idx]
     check["residual_ns"] = (check["replayed_ns"] - check["recorded_ns"]).abs()
-    return {"whatif": pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(),
-            "check": check[["rank", "step", "recorded_ns", "replayed_ns", "residual_ns"]],
-            "critical_path": critical_path(model, base)}
+    return {
+        "whatif": rows,
+        "check": check[["rank", "step", "recorded_ns", "replayed_ns", "residual_ns"]],
+        "critical_path": critical_path(model, base),
+    }
 
 
 def critical_path(model: Model, times: np.ndarray) -> pd.DataFrame:
@@ -411,17 +590,50 @@ def critical_path(model: Model, times: np.ndarray) -> pd.DataFrame:
                 break
             cur = p
     w = pd.DataFrame(work, columns=["step", "rank", "t0", "t1"])
-    parts = phase_parts(model.labels, len(model.phases), w["rank"].to_numpy(), w["t0"].to_numpy(np.int64),
-                        w["t1"].to_numpy(np.int64))
-    charged = [pd.DataFrame({"step": w["step"], "kind": "work", "rank": w["rank"], "phase": name, "pg": None,
-                             "op": None, "ns": parts[:, p]}) for p, name in enumerate(model.phases)]
-    tr = pd.DataFrame(transfer, columns=["step", "cid", "ns"]).merge(model.collectives[["cid", "pg", "op"]], on="cid")
-    charged.append(pd.DataFrame({"step": tr["step"], "kind": "transfer", "rank": None, "phase": None,
-                                 "pg": tr["pg"], "op": tr["op"], "ns": tr["ns"]}))
+    parts = phase_parts(
+        model.labels,
+        len(model.phases),
+        w["rank"].to_numpy(),
+        w["t0"].to_numpy(np.int64),
+        w["t1"].to_numpy(np.int64),
+    )
+    charged = [
+        pd.DataFrame(
+            {
+                "step": w["step"],
+                "kind": "work",
+                "rank": w["rank"],
+                "phase": name,
+                "pg": None,
+                "op": None,
+                "ns": parts[:, p],
+            }
+        )
+        for p, name in enumerate(model.phases)
+    ]
+    tr = pd.DataFrame(transfer, columns=["step", "cid", "ns"]).merge(
+        model.collectives[["cid", "pg", "op"]], on="cid"
+    )
+    charged.append(
+        pd.DataFrame(
+            {
+                "step": tr["step"],
+                "kind": "transfer",
+                "rank": None,
+                "phase": None,
+                "pg": tr["pg"],
+                "op": tr["op"],
+                "ns": tr["ns"],
+            }
+        )
+    )
     out = pd.concat(charged, ignore_index=True)
     out = out[out["ns"] > 0]
-    return (out.groupby(["step", "kind", "rank", "phase", "pg", "op"], dropna=False, sort=False)["ns"].sum()
-               .reset_index())
+    return (
+        out.groupby(["step", "kind", "rank", "phase", "pg", "op"], dropna=False, sort=False)["ns"]
+        .sum()
+        .reset_index()
+    )
 
 
 def inputs(run) -> tuple[pd.DataFrame, ...]:
@@ -431,24 +643,53 @@ def inputs(run) -> tuple[pd.DataFrame, ...]:
     members = run_members(run)[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
     clock = run.df("SELECT rank, shift_ns, drift_ppb, aligned FROM xr_clock")
     coll = run.df("SELECT pg, seq, op, rank, step, start_ns, end_ns, on_gpu FROM xr_aligned")
-    calls = to_run_time(run.df("SELECT rank, pg, seq, cpu_start_ns, cpu_end_ns FROM xr_keys WHERE matches")
-                        .dropna(subset=["cpu_start_ns", "cpu_end_ns"]), clock, ["cpu_start_ns", "cpu_end_ns"])
+    calls = to_run_time(
+        run.df("SELECT rank, pg, seq, cpu_start_ns, cpu_end_ns FROM xr_keys WHERE matches").dropna(
+            subset=["cpu_start_ns", "cpu_end_ns"]
+        ),
+        clock,
+        ["cpu_start_ns", "cpu_end_ns"],
+    )
     coll = coll.merge(calls, on=["rank", "pg", "seq"], how="left")
-    steps = to_run_time(run.df("SELECT rank, step, start_ns, end_ns FROM xr_member_steps"), clock,
-                        ["start_ns", "end_ns"])
-    issues = to_run_time(to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_issues"), members),
-                         clock, ["start_ns", "launch_ns", "ready_ns"])
-    issues["stream"] = issues["pid"].astype(str) + ":" + issues["device"].astype(str) + ":" + \
-        issues["stream"].astype(str)
-    joins = to_run_time(to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_joins"), members),
-                        clock, ["start_ns", "idle_from_ns", "nccl_start_ns"])
+    steps = to_run_time(
+        run.df("SELECT rank, step, start_ns, end_ns FROM xr_member_steps"),
+        clock,
+        ["start_ns", "end_ns"],
+    )
+    issues = to_run_time(
+        to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_issues"), members),
+        clock,
+        ["start_ns", "launch_ns", "ready_ns"],
+    )
+    issues["stream"] = (
+        issues["pid"].astype(str)
+        + ":"
+        + issues["device"].astype(str)
+        + ":"
+        + issues["stream"].astype(str)
+    )
+    joins = to_run_time(
+        to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_joins"), members),
+        clock,
+        ["start_ns", "idle_from_ns", "nccl_start_ns"],
+    )
     labels = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_lane_phases"), members)
     lane_device = _lane_devices(issues, labels)
-    labels = to_run_time(labels.merge(lane_device, on=["rank", "device"]), clock, ["start_ns", "end_ns"])
-    host = to_run_time(run.df("SELECT rank, start_ns, end_ns, phase FROM xr_member_phases"), clock,
-                       ["start_ns", "end_ns"])
-    return (coll, issues[["rank", "start_ns", "stream", "launch_ns", "ready_ns"]],
-            joins[["rank", "start_ns", "idle_from_ns", "nccl_start_ns"]], steps, merge_labels(labels, host))
+    labels = to_run_time(
+        labels.merge(lane_device, on=["rank", "device"]), clock, ["start_ns", "end_ns"]
+    )
+    host = to_run_time(
+        run.df("SELECT rank, start_ns, end_ns, phase FROM xr_member_phases"),
+        clock,
+        ["start_ns", "end_ns"],
+    )
+    return (
+        coll,
+        issues[["rank", "start_ns", "stream", "launch_ns", "ready_ns"]],
+        joins[["rank", "start_ns", "idle_from_ns", "nccl_start_ns"]],
+        steps,
+        merge_labels(labels, host),
+    )
 
 
 def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
@@ -460,16 +701,25 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
     for rank in sorted(set(gpu["rank"]) | set(host["rank"])):
         g = gpu[gpu["rank"] == rank].sort_values("start_ns")
         h = host[host["rank"] == rank].sort_values("start_ns")
-        bounds = np.unique(np.concatenate([g["start_ns"], g["end_ns"], h["start_ns"], h["end_ns"]])
-                           .astype(np.int64))
+        bounds = np.unique(
+            np.concatenate([g["start_ns"], g["end_ns"], h["start_ns"], h["end_ns"]]).astype(
+                np.int64
+            )
+        )
         if len(bounds) < 2:
             continue
         a, b = bounds[:-1], bounds[1:]
         phase = np.full(len(a), None, object)
         host_time = np.ones(len(a), bool)  # outside the GPU's span: the host's
         if len(g):
-            i = np.clip(np.searchsorted(g["start_ns"].to_numpy(np.int64), a, side="right") - 1, 0, len(g) - 1)
-            inside = (a >= g["start_ns"].to_numpy(np.int64)[i]) & (a < g["end_ns"].to_numpy(np.int64)[i])
+            i = np.clip(
+                np.searchsorted(g["start_ns"].to_numpy(np.int64), a, side="right") - 1,
+                0,
+                len(g) - 1,
+            )
+            inside = (a >= g["start_ns"].to_numpy(np.int64)[i]) & (
+                a < g["end_ns"].to_numpy(np.int64)[i]
+            )
             phase[:] = g["phase"].to_numpy(object)[i]  # else the nearest stretch's
             host_time = ~inside | (g["state"].to_numpy(object)[i] == "host")
         if len(h):
@@ -480,8 +730,14 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
         frame = pd.DataFrame({"rank": rank, "start_ns": a, "end_ns": b, "phase": phase})
         change = frame["phase"].ne(frame["phase"].shift()) | (frame.index == 0)
         frame["island"] = change.cumsum()
-        out.append(frame.groupby("island").agg(rank=("rank", "first"), start_ns=("start_ns", "min"),
-                                               end_ns=("end_ns", "max"), phase=("phase", "first")))
+        out.append(
+            frame.groupby("island").agg(
+                rank=("rank", "first"),
+                start_ns=("start_ns", "min"),
+                end_ns=("end_ns", "max"),
+                phase=("phase", "first"),
+            )
+        )
     if not out:
         return pd.DataFrame(columns=["rank", "start_ns", "end_ns", "phase"])
     return pd.concat(out, ignore_index=True)
@@ -490,11 +746,20 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
 def _lane_devices(issues: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
     """Per rank, the device whose phases its lane takes: where its NCCL kernels ran (the
     most of them), else where it ran the most."""
-    busy = labels.assign(ns=labels["end_ns"] - labels["start_ns"]).groupby(["rank", "device"])["ns"].sum()
-    nccl = issues.assign(device=issues["stream"].str.split(":").str[1].astype(int)).groupby(
-        ["rank", "device"]).size()
+    busy = (
+        labels.assign(ns=labels["end_ns"] - labels["start_ns"])
+        .groupby(["rank", "device"])["ns"]
+        .sum()
+    )
+    nccl = (
+        issues.assign(device=issues["stream"].str.split(":").str[1].astype(int))
+        .groupby(["rank", "device"])
+        .size()
+    )
     score = pd.concat([nccl.rename("nccl"), busy.rename("ns")], axis=1).fillna(0).reset_index()
-    score = score.sort_values(["rank", "nccl", "ns", "device"], ascending=[True, False, False, True])
+    score = score.sort_values(
+        ["rank", "nccl", "ns", "device"], ascending=[True, False, False, True]
+    )
     return score.drop_duplicates("rank")[["rank", "device"]]
 
 
@@ -517,12 +782,19 @@ def build(run, name: str, params: dict, table: str) -> None:
 
 def frames(run) -> dict[str, pd.DataFrame]:
     """The three run objects' frames over the objects bound on `run` now."""
-    empty = {name: pd.DataFrame({c: pd.Series(dtype=object) for c in cols}) for name, cols in COLUMNS.items()}
+    empty = {
+        name: pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        for name, cols in COLUMNS.items()
+    }
     coll, issues, joins, steps, labels = inputs(run)
     if run.unrelated is not None or coll.empty:
         return empty
     if steps.empty:  # no step ranges: each rank's span, from its first collective to its last end
-        steps = coll.groupby("rank").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index()
+        steps = (
+            coll.groupby("rank")
+            .agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+            .reset_index()
+        )
         steps["step"] = NO_STEP
     out = analyse(build_model(coll, issues, joins, steps, labels))
     for frame in out.values():
@@ -531,6 +803,8 @@ def frames(run) -> dict[str, pd.DataFrame]:
         if "step" in frame:
             frame["step"] = frame["step"].where(frame["step"] != NO_STEP, None)
     out["whatif"]["stage"] = None
-    return {"xr_whatif": out["whatif"].reindex(columns=list(COLUMNS["xr_whatif"])),
-            "xr_critical_path": out["critical_path"].reindex(columns=list(COLUMNS["xr_critical_path"])),
-            "xr_replay_check": out["check"].reindex(columns=list(COLUMNS["xr_replay_check"]))}
+    return {
+        "xr_whatif": out["whatif"].reindex(columns=list(COLUMNS["xr_whatif"])),
+        "xr_critical_path": out["critical_path"].reindex(columns=list(COLUMNS["xr_critical_path"])),
+        "xr_replay_check": out["check"].reindex(columns=list(COLUMNS["xr_replay_check"])),
+    }

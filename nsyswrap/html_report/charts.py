@@ -219,10 +219,12 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
             else:
                 phase = r.phase if isinstance(r.phase, str) else "outside phases"
                 color, tip = colors[phase], f"rank {int(r.rank)} {phase}"
-            body.append(_rect(x, y + 3, w, row_h - 6, color, f"step {step}: {tip}, {r.ns / 1e6:.3f} ms "
-                              f"({100 * r.ns / max(mine['ns'].sum(), 1):.1f}%)"))
+            share = 100 * r.ns / max(mine["ns"].sum(), 1)
+            body.append(_rect(x, y + 3, w, row_h - 6, color,
+                              f"step {step}: {tip}, {r.ns / 1e6:.3f} ms ({share:.1f}%)"))
             x += w
-        body.append(_text(x + 8, y + 14, f"{mine['ns'].sum() / 1e6:,.2f} ms", "start", 'fill="#555"'))
+        total = f"{mine['ns'].sum() / 1e6:,.2f} ms"
+        body.append(_text(x + 8, y + 14, total, "start", 'fill="#555"'))
     legend = [(name, color) for name, color in colors.items()] + [("transfer", COLORS["comm"])]
     body += _legend(legend, height - 12)
     return _svg(WIDTH, height, body, "critical path per step")

@@ -141,8 +141,8 @@ def _plots(run: Run, options: ReportOptions, report: dict) -> str:
     steps = sorted(s for s in ranges["step"].dropna().unique().astype(int).tolist()
                    if (lo is None or s >= lo) and (hi is None or s < hi))
     shown = steps[:MAX_STEPS]
-    path = (run_module(run, "crossrank.critical_path", step_pattern=options.step_pattern, step_from=lo,
-                       step_to=hi) if _replayed(report) else pd.DataFrame())
+    path = (run_module(run, "crossrank.critical_path", step_pattern=options.step_pattern,
+                       step_from=lo, step_to=hi) if _replayed(report) else pd.DataFrame())
     ledger = (run_module(run, "ledger.devices", **options.window_params())
               if "ledger.devices" in catalog() else pd.DataFrame())
     return "\n".join([
@@ -158,9 +158,9 @@ def _plots(run: Run, options: ReportOptions, report: dict) -> str:
                 "these reports have no GPU activity; capture CUDA with nsys profile --trace=cuda "
                 "(nsyswrap launch does by default)."),
         _figure("Critical path per step", critical_path_bars(path),
-                "What each step's time rests on, walking back from its end on its last rank: the work "
-                "of a rank in a phase (its rank in the tip) or the transfer of a collective after its "
-                "last member arrived; waiting is never on it (crossrank.critical_path).",
+                "What each step's time rests on, walking back from its end on its last rank: the "
+                "work of a rank in a phase (its rank in the tip) or the transfer of a collective "
+                "after its last member arrived; waiting is never on it (crossrank.critical_path).",
                 "no step is replayed: it needs matched collectives and step ranges, and a replay "
                 "residual under 2 % (see the cross-rank section)."),
         _figure("Arrival skew: rank × collective", skew_heatmap(coll),
@@ -177,7 +177,8 @@ def html_page(run: Run, report: dict, options: ReportOptions) -> str:
     ranks = "; ".join(f"{r.path.name}: rank{'s' * (len(held[r.rank]) > 1)} {', '.join(map(str, held[r.rank]))}"
                       for r in run.reports)
     parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>", f'<p class="note">{escape(ranks)}</p>',
-             _diagnosis_html(report), _plots(run, options, report)] + [_section_html(s) for s in report["sections"]]
+             _diagnosis_html(report), _plots(run, options, report)]
+    parts += [_section_html(s) for s in report["sections"]]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
             f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
 

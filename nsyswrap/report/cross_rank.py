@@ -132,16 +132,23 @@ def _alpha_beta_table(fit: pd.DataFrame) -> dict:
                   "(least squares)", rows)
 
 
+def _text(x) -> str | None:
+    return x if isinstance(x, str) else None
+
+
+def _int(x) -> int | None:
+    return None if pd.isna(x) else int(x)
+
+
 def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
     none = "no step is affected"
     return [
-        {"kind": r.kind, "rank": None if pd.isna(r.rank) else int(r.rank),
-         "phase": r.phase if isinstance(r.phase, str) else None,
-         "stage": None if pd.isna(r.stage) else int(r.stage), "pg": r.pg if isinstance(r.pg, str) else None,
-         "op": r.op if isinstance(r.op, str) else None,
+        {"kind": r.kind, "rank": _int(r.rank), "phase": _text(r.phase), "stage": _int(r.stage),
+         "pg": _text(r.pg), "op": _text(r.op),
          "gain_ns_per_step": figure(r.gain_ns_per_step, NS), "gain_pct": figure(r.gain_pct, PCT),
-         "pattern": r.pattern, "steps": r.steps if isinstance(r.steps, str) else None,
-         "affected_steps": figure(r.affected_steps, COUNT), "window_steps": figure(r.window_steps, COUNT),
+         "pattern": r.pattern, "steps": _text(r.steps),
+         "affected_steps": figure(r.affected_steps, COUNT),
+         "window_steps": figure(r.window_steps, COUNT),
          "gain_ns_per_affected_step": figure(r.gain_ns_per_affected_step, NS, none),
          "residual_ns": figure(r.residual_ns, NS), "noise_ns": figure(r.noise_ns, NS),
          "share": figure(r.share, FRACTION, "only for kind rank"),
@@ -152,48 +159,53 @@ def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
 
 def _critical_path_rows(path: pd.DataFrame) -> list[dict]:
     return [
-        {"step": None if pd.isna(r.step) else int(r.step), "kind": r.kind,
-         "rank": None if pd.isna(r.rank) else int(r.rank), "phase": r.phase if isinstance(r.phase, str) else None,
-         "pg": r.pg if isinstance(r.pg, str) else None, "op": r.op if isinstance(r.op, str) else None,
-         "time": figure(r.ns, NS), "share": figure(r.share, FRACTION)}
+        {"step": _int(r.step), "kind": r.kind, "rank": _int(r.rank), "phase": _text(r.phase),
+         "pg": _text(r.pg), "op": _text(r.op), "time": figure(r.ns, NS),
+         "share": figure(r.share, FRACTION)}
         for r in path.itertuples(index=False)
     ]
 
 
 def _residual_row(check: pd.DataFrame) -> dict:
-    share = (check["residual_ns"] / check["recorded_ns"].where(check["recorded_ns"] > 0)).dropna()
+    recorded = check["recorded_ns"].where(check["recorded_ns"] > 0)
+    share = (check["residual_ns"] / recorded).dropna()
     why = "no step to replay"
-    return {"steps": figure(len(check), COUNT),
-            "median": figure(share.median() if len(share) else None, FRACTION, why),
-            "p90": figure(share.quantile(0.9) if len(share) else None, FRACTION, why),
-            "max": figure(share.max() if len(share) else None, FRACTION, why),
+
+    def stat(x):
+        return figure(x if len(share) else None, FRACTION, why)
+
+    return {"steps": figure(len(check), COUNT), "median": stat(share.median()),
+            "p90": stat(share.quantile(0.9)), "max": stat(share.max()),
             "max_ns": figure(check["residual_ns"].max() if len(check) else None, NS, why)}
 
 
 def _whatif(run: Run, steps: dict) -> tuple[list[dict], list[dict]]:
-    """The replay's tables (what-if fixes, critical path, residual) and what it cannot answer."""
+    """The replay's tables (residual, what-if fixes, critical path) and what it cannot answer."""
+    what = "what a fix would save (the replay)"
     check = run_module(run, "crossrank.replay_check", **steps)
     if check.empty:
-        return [], [{"what": "what a fix would save (the replay)", "reason": "no matched collective or "
-                     "no step in the window to replay"}]
+        return [], [{"what": what, "reason": "no matched collective or no step in the window to "
+                     "replay"}]
     residual = _residual_row(check)
-    tables = [_table("replay_residual", "Replay check: each rank's step times replayed from the recorded "
-                     "durations vs recorded; residual in % of the step time (median, p90, max over ranks "
-                     "and steps)", [residual])]
+    tables = [_table("replay_residual", "Replay check: each rank's step times replayed from the "
+                     "recorded durations vs recorded; residual in % of the step time (median, p90, "
+                     "max over ranks and steps)", [residual])]
     worst = residual["max"]["value"]
     if worst is not None and worst > MAX_RESIDUAL:
-        return tables, [{"what": "what a fix would save (the replay)", "reason":
-                         f"replaying the recorded durations misses a recorded step time by "
-                         f"{100 * worst:.1f} % (more than {100 * MAX_RESIDUAL:.0f} %): collectives end "
-                         "before their last member arrives on the aligned clocks, or ranks wait for "
-                         "something the replay does not see (see crossrank.replay_check)"}]
+        return tables, [{"what": what, "reason": f"replaying the recorded durations misses a "
+                         f"recorded step time by {100 * worst:.1f} % (more than "
+                         f"{100 * MAX_RESIDUAL:.0f} %): collectives end before their last member "
+                         "arrives on the aligned clocks, or ranks wait for something the replay "
+                         "does not see (see crossrank.replay_check)"}]
     fixes = run_module(run, "crossrank.whatif", **steps)
     path = run_module(run, "crossrank.critical_path", **steps)
     return tables + [
         _table("whatif", "What a fix would save: the step time replayed with each candidate fix "
-               "(rank, phase, stage or collective idealised; all: every rank), largest first", _whatif_rows(fixes)),
-        _table("critical_path", "Critical path per step: the step time charged to the work of a (rank, "
-               "phase) or the transfer of a (pg, op) it rests on", _critical_path_rows(path)),
+               "(rank, phase, stage or collective idealised; all: every rank), largest first",
+               _whatif_rows(fixes)),
+        _table("critical_path", "Critical path per step: the step time charged to the work of a "
+               "(rank, phase) or the transfer of a (pg, op) it rests on",
+               _critical_path_rows(path)),
     ], []
 
 

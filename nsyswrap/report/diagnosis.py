@@ -246,9 +246,10 @@ def _fix_steps(fix: dict) -> list[int]:
 
 
 def _significant(fix: dict, step_ns: float) -> bool:
-    """A fix worth naming: it saves time in some step, at least MIN_GAIN_SHARE of a step
-    where it does (crossrank.whatif: above the replay residual and the step noise)."""
-    return fix["pattern"] != "none" and value(fix["gain_ns_per_affected_step"], 0) >= MIN_GAIN_SHARE * step_ns
+    """A fix worth naming: it saves time in some step (crossrank.whatif: more than the
+    replay residual and the step noise), at least MIN_GAIN_SHARE of a step where it does."""
+    per_affected = value(fix["gain_ns_per_affected_step"], 0)
+    return fix["pattern"] != "none" and per_affected >= MIN_GAIN_SHARE * step_ns
 
 
 def _causes(fixes: list[dict]) -> list[dict]:
@@ -258,7 +259,8 @@ def _causes(fixes: list[dict]) -> list[dict]:
     step_ns = next((value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
                     for f in fixes if value(f["gain_pct"], 0) > 0), 0.0)
     sig = [f for f in fixes if _significant(f, step_ns)]
-    per_rank = {(f["rank"], f["phase"]): f for f in sig if f["kind"] == "rank_phase" and f["rank"] is not None}
+    per_rank = {(f["rank"], f["phase"]): f for f in sig
+                if f["kind"] == "rank_phase" and f["rank"] is not None}
     causes, covered = [], set()
     for f in sig:
         if f["kind"] != "rank_phase" or f["rank"] is not None:
@@ -273,8 +275,10 @@ def _causes(fixes: list[dict]) -> list[dict]:
             continue
         phases = [g for (r, _), g in per_rank.items() if r == f["rank"]]
         best = max(phases, key=lambda g: value(g["gain_ns_per_step"], 0), default=None)
-        named = best is not None and value(best["gain_ns_per_step"], 0) >= NAMED_PHASE * value(f["gain_ns_per_step"], 0)
-        causes.append({"fix": best if named else f, "rank": f["rank"], "phase": best["phase"] if named else None})
+        named = best is not None and (value(best["gain_ns_per_step"], 0)
+                                      >= NAMED_PHASE * value(f["gain_ns_per_step"], 0))
+        causes.append({"fix": best if named else f, "rank": f["rank"],
+                       "phase": best["phase"] if named else None})
     causes.sort(key=lambda c: -value(c["fix"]["gain_ns_per_step"], 0))
     return causes[:MAX_CAUSES]
 
@@ -285,10 +289,60 @@ def _gain_figures(fix: dict) -> tuple[float, float, str]:
     return gain, pct, steps
 
 
+def _moving_finding(cause: dict, gain_evidence: dict) -> dict:
+    """Stalls of one phase that move between ranks: one finding naming each (step, rank)."""
+    fix, phase = cause["fix"], cause["phase"]
+    gain, pct, _ = _gain_figures(fix)
+    per_affected = value(fix["gain_ns_per_affected_step"], 0)
+    where = _and([f"rank {r} in step {s}" for s, r in cause["pairs"]])
+    return {
+        "id": "intermittent", "scope": "cross-rank",
+        "label": f"intermittent: {phase} stalls on {where}",
+        "ranks": sorted({r for _, r in cause["pairs"]}), "cost": figure(gain, NS),
+        "cost_basis": "per step", "share": figure(pct / 100, FRACTION),
+        "text": f"Intermittent `{phase}` stalls move between ranks: {where}. Fixing them would "
+                f"save {ms(per_affected)} per affected step, {ms(gain)} per step on average "
+                f"({pct:.0f} % of the step time); no rank is slow in most steps.",
+        "recommendation": f"Find what stalls `{phase}` now and then ({where}): each stall costs "
+                          f"{ms(per_affected)} of step time, on every rank.",
+        "evidence": {"phase": phase, "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
+                     **gain_evidence},
+    }
+
+
+def _rank_finding(cause: dict, gain_evidence: dict, straggler: list[dict]) -> dict:
+    """A rank slow in every step or in some: its gain, then the straggler's evidence (its lag,
+    the others' waiting: figures, not its cost) when the stragglers table names it too."""
+    fix, rank, phase = cause["fix"], cause["rank"], cause["phase"]
+    gain, pct, steps = _gain_figures(fix)
+    per_affected = value(fix["gain_ns_per_affected_step"], 0)
+    persistent = fix["pattern"] == "persistent"
+    kind = "straggler" if persistent else "intermittent"
+    fixing = f"fixing `{phase}` on it" if phase else "making it as fast as the others"
+    saves = (f"{ms(gain)} per step ({pct:.0f} % of the step time, {steps})" if persistent else
+             f"{ms(per_affected)} per affected step, {ms(gain)} per step on average "
+             f"({pct:.0f} %, {steps}: {fix['steps']})")
+    text = (f"Rank {rank} is {'the straggler' if persistent else 'slow in some steps'}: {fixing} "
+            f"would save {saves}.")
+    evidence = {"rank": rank, "phase": phase, **gain_evidence}
+    known = next((f for f in straggler if f["ranks"] == [rank]), None)
+    if known is not None:
+        text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
+        evidence = {**known["evidence"], **evidence}
+        straggler.remove(known)
+    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (it saves {ms(gain)} per "
+              "step); every other rank waits for it in the next collective." if phase else
+              f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it "
+              f"as fast as the others saves {ms(gain)} per step.")
+    return {"id": kind, "scope": "cross-rank", "label": f"{kind}: rank {rank}", "ranks": [rank],
+            "cost": figure(gain, NS), "cost_basis": "per step",
+            "share": figure(pct / 100, FRACTION), "text": text, "recommendation": advice,
+            "evidence": evidence}
+
+
 def _gain_findings(report: dict, run: _Run) -> list[dict]:
     """Cross-rank findings ranked by what a fix saves (crossrank.whatif), each with its gain
-    beside its evidence (for the straggler: the others' waiting, a figure, not its cost);
-    without a replay, the straggler finding alone (its cost: its lag)."""
+    beside its evidence; without a replay, the straggler finding alone (its cost: its lag)."""
     straggler = _crossrank_findings(report, run)
     fixes = rows(report, "crossrank", "whatif")
     if not fixes:
@@ -296,52 +350,13 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
     out = []
     for cause in _causes(fixes):
         fix = cause["fix"]
-        gain, pct, steps = _gain_figures(fix)
-        per_affected = value(fix["gain_ns_per_affected_step"], 0)
-        gain_evidence = {"gain_per_step": figure(gain, NS), "gain_share": figure(pct / 100, FRACTION),
-                         "gain_per_affected_step": figure(per_affected, NS), "pattern": fix["pattern"],
-                         "affected_steps": _fix_steps(fix)}
-        if "pairs" in cause:
-            where = _and([f"rank {r} in step {s}" for s, r in cause["pairs"]])
-            phase = cause["phase"]
-            out.append({
-                "id": "intermittent", "scope": "cross-rank",
-                "label": f"intermittent: {phase} stalls on {where}",
-                "ranks": sorted({r for _, r in cause["pairs"]}), "cost": figure(gain, NS),
-                "cost_basis": "per step", "share": figure(pct / 100, FRACTION),
-                "text": f"Intermittent `{phase}` stalls move between ranks: {where}. Fixing them would save "
-                        f"{ms(per_affected)} per affected step, {ms(gain)} per step on average ({pct:.0f} % of "
-                        "the step time); no rank is slow in most steps.",
-                "recommendation": f"Find what stalls `{phase}` now and then ({where}): each stall costs "
-                                  f"{ms(per_affected)} of step time, on every rank.",
-                "evidence": {"phase": phase, "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
-                             **gain_evidence},
-            })
-            continue
-        rank, phase = cause["rank"], cause["phase"]
-        known = next((f for f in straggler if f["ranks"] == [rank]), None)
-        persistent = fix["pattern"] == "persistent"
-        fixing = f"fixing `{phase}` on it" if phase else "making it as fast as the others"
-        saves = (f"{ms(gain)} per step ({pct:.0f} % of the step time, {steps})" if persistent else
-                 f"{ms(per_affected)} per affected step, {ms(gain)} per step on average ({pct:.0f} %, "
-                 f"{steps}: {fix['steps']})")
-        text = (f"Rank {rank} is {'the straggler' if persistent else 'slow in some steps'}: {fixing} would "
-                f"save {saves}.")
-        evidence = {"rank": rank, "phase": phase, **gain_evidence}
-        if known is not None:
-            text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
-            evidence = {**known["evidence"], **evidence}
-            straggler.remove(known)
-        advice = (f"Make `{phase}` on rank {rank} as fast as on the others (it saves {ms(gain)} per step); "
-                  "every other rank waits for it in the next collective." if phase else
-                  f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it as "
-                  f"fast as the others saves {ms(gain)} per step.")
-        out.append({
-            "id": "straggler" if persistent else "intermittent", "scope": "cross-rank",
-            "label": f"{'straggler' if persistent else 'intermittent'}: rank {rank}", "ranks": [rank],
-            "cost": figure(gain, NS), "cost_basis": "per step", "share": figure(pct / 100, FRACTION),
-            "text": text, "recommendation": advice, "evidence": evidence,
-        })
+        gain, pct, _ = _gain_figures(fix)
+        gain_evidence = {"gain_per_step": figure(gain, NS),
+                         "gain_share": figure(pct / 100, FRACTION),
+                         "gain_per_affected_step": fix["gain_ns_per_affected_step"],
+                         "pattern": fix["pattern"], "affected_steps": _fix_steps(fix)}
+        out.append(_moving_finding(cause, gain_evidence) if "pairs" in cause else
+                   _rank_finding(cause, gain_evidence, straggler))
     return out
 
 
@@ -360,11 +375,11 @@ def _with_gains(report: dict, findings: list[dict]) -> None:
         if f["scope"] == "cross-rank" and f["evidence"].get("gain_per_step"):
             f["gain"] = f["evidence"]["gain_per_step"]
             continue
-        if f["id"] == "communication-bound" and hide is not None and value(hide["gain_ns_per_step"], 0) > 0:
+        if f["id"] == "communication-bound" and hide and value(hide["gain_ns_per_step"], 0) > 0:
             gain, pct, _ = _gain_figures(hide)
             f["evidence"]["hide_gain_per_step"] = figure(gain, NS)
-            f["text"] += (f" Hiding {hide['op']} (group {hide['pg']}) completely, waits included, would "
-                          f"save {ms(gain)} per step ({pct:.0f} %) at most.")
+            f["text"] += (f" Hiding {hide['op']} (group {hide['pg']}) completely, waits included, "
+                          f"would save {ms(gain)} per step ({pct:.0f} %) at most.")
         f["gain"] = figure(None, NS, "the replay does not idealise this cause (crossrank.whatif); "
                            "its cost is the time it takes, at most what fixing it saves"
                            if fixes else "no what-if replay of this run (see cannot_answer)")
@@ -373,12 +388,14 @@ def _with_gains(report: dict, findings: list[dict]) -> None:
 def _by_gain(findings: list[dict]) -> list[dict]:
     """Findings with a replayed gain first, largest first; then the others in their order."""
     gained = [f for f in findings if f["gain"]["value"] is not None]
-    return sorted(gained, key=lambda f: -f["gain"]["value"]) + [f for f in findings if f not in gained]
+    rest = [f for f in findings if f not in gained]
+    return sorted(gained, key=lambda f: -f["gain"]["value"]) + rest
 
 
 def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
     """The cross-rank section's verdict names what the diagnosis names first from the replay."""
-    first = next((f for f in findings if f["scope"] == "cross-rank" and f["gain"]["value"] is not None), None)
+    first = next((f for f in findings if f["scope"] == "cross-rank"
+                  and f["gain"]["value"] is not None), None)
     crossrank = section(report, "crossrank")
     if first is not None and crossrank.get("verdict") is not None:
         crossrank["verdict"] = {"label": first["label"], "reason": first["text"]}

@@ -72,18 +72,19 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
     "dp_straggler": (
         "4 data-parallel ranks doing the same work, rank 1 slow in data_loading in every step; "
         "collectives end at one instant on all members (the planted gain is exact: see README)",
-        Scenario(name="dp_straggler", seed=21, ranks=4, ranks_per_node=2, steps=8, kernels_per_step=30,
-                 modules=4, comm_overlap=("hidden", "partial", "exposed"), clock_skew_ns=1_500_000,
-                 end_jitter_ns=0, same_work=True,
+        Scenario(name="dp_straggler", seed=21, ranks=4, ranks_per_node=2, steps=8,
+                 kernels_per_step=30, modules=4, comm_overlap=("hidden", "partial", "exposed"),
+                 clock_skew_ns=1_500_000, end_jitter_ns=0, same_work=True,
                  straggler=Straggler(rank=1, phase="data_loading", extra_ns=500_000)),
     ),
     "intermittent": (
         "8 FSDP-like ranks on 2 hosts doing the same work; data loading stalls 1.5 ms on rank 3 in "
         "step 2, rank 6 in step 4, rank 1 in step 7 and rank 4 in step 8",
-        Scenario(name="intermittent", seed=22, ranks=8, ranks_per_node=4, steps=10, kernels_per_step=30,
-                 modules=4, comm_overlap=("partial",), clock_skew_ns=1_500_000, end_jitter_ns=0,
-                 same_work=True, fsdp=True,
-                 stalls=tuple(Straggler(rank=r, phase="data_loading", extra_ns=1_500_000, steps=(s,))
+        Scenario(name="intermittent", seed=22, ranks=8, ranks_per_node=4, steps=10,
+                 kernels_per_step=30, modules=4, comm_overlap=("partial",),
+                 clock_skew_ns=1_500_000, end_jitter_ns=0, same_work=True, fsdp=True,
+                 stalls=tuple(Straggler(rank=r, phase="data_loading", extra_ns=1_500_000,
+                                        steps=(s,))
                               for r, s in ((3, 2), (6, 4), (1, 7), (4, 8)))),
     ),
     "moe8": (

@@ -189,8 +189,8 @@ class RankProgram:
             for _ in range(self.issue_after.get(j, 0) if interleaved and not sc.fsdp else 0):
                 yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
             if sc.fsdp:  # the module's gradients reduce_scattered
-                yield from self.collective("reduce_scatter", sc.bucket_bytes // sc.modules, sc.dtype,
-                                           "partial", transfer // 2)
+                yield from self.collective("reduce_scatter", sc.bucket_bytes // sc.modules,
+                                           sc.dtype, "partial", transfer // 2)
         tl.pop()
         for _ in range(0 if interleaved or sc.fsdp else sc.collectives_per_step):
             yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)

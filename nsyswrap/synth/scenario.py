@@ -15,8 +15,8 @@ OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other", "stream_wait")
 HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report",
                  "step_name", "end_jitter_ns", "nccl_payloads", "moe", "hot_expert", "pipeline",
-                 "slow_stage", "clock_jump", "link_bytes_per_ns", "link_latency_ns", "stalls", "same_work",
-                 "fsdp")
+                 "slow_stage", "clock_jump", "link_bytes_per_ns", "link_latency_ns", "stalls",
+                 "same_work", "fsdp")
 # process group ids of the MoE and pipeline shapes (see Scenario.group_members)
 EP_PG, STAGE_DP_PG, P2P_PG = 200, 100, 300
 
@@ -273,8 +273,8 @@ class Scenario:
                         g.name: tuple(getattr(value, g.name)) for g in dataclasses.fields(value)
                         if isinstance(getattr(value, g.name), list)})
                 elif f.name == "stalls":
-                    value = tuple(dataclasses.replace(v, steps=None if v.steps is None else tuple(v.steps))
-                                  for v in value)
+                    value = tuple(dataclasses.replace(
+                        v, steps=None if v.steps is None else tuple(v.steps)) for v in value)
             elif isinstance(value, list):
                 value = tuple(value)
             kwargs[f.name] = value
@@ -410,7 +410,8 @@ class Scenario:
             bad("comm_overlap is empty", f"give at least one of {OVERLAPS}")
         for s in self.planted():
             if not 0 <= s.rank < self.ranks or s.phase not in PHASES or s.extra_ns < 0:
-                bad(f"straggler {s} is out of range", f"rank < {self.ranks}, phase in {PHASES}, extra_ns >= 0")
+                bad(f"straggler {s} is out of range",
+                    f"rank < {self.ranks}, phase in {PHASES}, extra_ns >= 0")
         min_gap = 4 * (self.launch_latency_ns + self.host_gap_ns[1] + self.gpu_gap_ns[1])
         for g in self.gaps:
             if not (0 <= g.rank < self.ranks and 0 <= g.step < self.steps):

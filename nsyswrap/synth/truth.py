@@ -146,7 +146,8 @@ def classify_gap(start: int, end: int, syncs: Measure, launches_at_end: list[int
     return "sync" if 2 * syncs(start, end) >= end - start else "host_bound"
 
 
-def compute_truth(sim: Simulation, report_names: list[str], unplanted: Simulation | None = None) -> Truth:
+def compute_truth(sim: Simulation, report_names: list[str],
+                  unplanted: Simulation | None = None) -> Truth:
     sc = sim.scenario
     traces = sim.traces
     offsets = [traces[0].clock_error - t.clock_error for t in traces]
@@ -227,13 +228,13 @@ def planted_gain(sim: Simulation, unplanted: Simulation) -> dict:
     """What the planted slow-downs cost: per step, the run's step time (run_step_times) as
     generated, the same scenario's step time simulated again without them, and the gain."""
     recorded, clean = run_step_times(sim), run_step_times(unplanted)
-    steps = [{"step": s, "recorded_ns": recorded[s], "unplanted_ns": clean[s], "gain_ns": recorded[s] - clean[s]}
-             for s in sorted(recorded)]
+    steps = [{"step": s, "recorded_ns": recorded[s], "unplanted_ns": clean[s],
+              "gain_ns": recorded[s] - clean[s]} for s in sorted(recorded)]
     total = sum(r["gain_ns"] for r in steps)
     return {
-        "definition": "run step time = latest end of the step on any rank - latest end of the previous "
-                      "step (first step: its latest start); gain = step time - step time simulated "
-                      "again without the plant",
+        "definition": "run step time = latest end of the step on any rank - latest end of the "
+                      "previous step (first step: its latest start); gain = step time - step time "
+                      "simulated again without the plant",
         "steps": steps, "gain_ns_total": total,  # per step: gain_ns_total / len(steps)
     }
 
