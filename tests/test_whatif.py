@@ -221,3 +221,147 @@ def test_real_captures_show_their_replay_residual(cli):
                 c["what"].startswith("what a fix would save") and "2 %" in c["reason"]
                 for c in crossrank["cannot_answer"]
             )
+
+
+def _pipeline(slow: float, stages: int = 4, replicas: int = 2, micro: int = 4, steps: int = 3):
+    """Frames of a GPipe-like run made with the replay's own rules: per step each stage runs
+    every microbatch's forward, then every backward in reverse; activations and gradients
+    go between neighbouring stages of a replica as two-member send_recv collectives (the
+    receiver's compute waits for them); then each stage's replicas all-reduce. Stage 2's
+    compute is `slow` times longer (a slower stage: its work scaled)."""
+    rng = np.random.default_rng(5)
+    ranks = stages * replicas
+    base = rng.integers(10, 30, (steps, 2, micro)) * 2_000  # the same work on every stage
+    lane = np.zeros(ranks, np.int64)
+    coll, issues, joins, rows, labels, seq = [], [], [], [], [], {}
+
+    stream_end: dict[tuple, int] = {}
+
+    def collective(pg, members, issue, step, op, transfer):
+        """Each member arrives at its issue point or its stream's previous end, if later."""
+        k = seq[pg] = seq.get(pg, -1) + 1
+        arrive = {r: max(issue[r], stream_end.get((r, pg), 0)) for r in members}
+        end = max(arrive.values()) + transfer
+        for r in members:
+            stream_end[(r, pg)] = end
+            coll.append(
+                {
+                    "pg": pg,
+                    "seq": k,
+                    "op": op,
+                    "rank": r,
+                    "step": step,
+                    "start_ns": arrive[r],
+                    "end_ns": end,
+                    "on_gpu": True,
+                    "cpu_start_ns": np.nan,
+                    "cpu_end_ns": np.nan,
+                }
+            )
+            issues.append(
+                {
+                    "rank": r,
+                    "start_ns": arrive[r],
+                    "end_ns": end,
+                    "stream": f"{r}:0:{pg}",
+                    "launch_ns": issue[r],
+                    "ready_ns": issue[r],
+                }
+            )
+        return end, arrive
+
+    for s in range(steps):
+        starts = lane.copy()
+        for phase, order, sign in (
+            ("forward", range(micro), 1),
+            ("backward", reversed(range(micro)), -1),
+        ):
+            for m in order:
+                for p in range(stages) if sign > 0 else reversed(range(stages)):
+                    src = p - sign
+                    for rep in range(replicas):
+                        r = rep * stages + p
+                        if 0 <= src < stages:  # wait for the neighbour's activations (a join)
+                            s_rank = rep * stages + src
+                            pg = f"p2p:{rep}:{min(p, src)}"
+                            issue = {s_rank: lane[s_rank], r: lane[r] + 100}  # no two kernels
+                            end, arrive = collective(pg, [s_rank, r], issue, s, "send_recv", 3_000)
+                            joins.append(
+                                {
+                                    "rank": r,
+                                    "start_ns": max(lane[r], end),
+                                    "idle_from_ns": lane[r],
+                                    "nccl_start_ns": arrive[r],
+                                }
+                            )
+                            lane[r] = max(lane[r], end)  # the sender goes on; the receiver waits
+                        work = int(base[s, int(phase == "backward"), m] * (slow if p == 2 else 1))
+                        labels.append(
+                            {
+                                "rank": r,
+                                "start_ns": lane[r],
+                                "end_ns": lane[r] + work,
+                                "phase": phase,
+                            }
+                        )
+                        lane[r] += work
+        for p in range(stages):
+            members = [rep * stages + p for rep in range(replicas)]
+            end, arrive = collective(
+                f"dp:{p}", members, {r: lane[r] for r in members}, s, "all_reduce", 5_000
+            )
+            for r in members:
+                joins.append(
+                    {
+                        "rank": r,
+                        "start_ns": end,
+                        "idle_from_ns": lane[r],
+                        "nccl_start_ns": arrive[r],
+                    }
+                )
+                lane[r] = end + 1_000
+        for r in range(ranks):
+            rows.append({"rank": r, "step": s, "start_ns": starts[r], "end_ns": lane[r]})
+        lane = lane + 2_000
+    labels = pd.DataFrame(labels).sort_values(["rank", "start_ns"])
+    gaps = labels.assign(
+        start_ns=labels["end_ns"], end_ns=labels.groupby("rank")["start_ns"].shift(-1), phase=None
+    ).dropna(subset=["end_ns"])  # the time between: outside phases
+    span = pd.DataFrame(rows).groupby("rank").agg(first=("start_ns", "min"), last=("end_ns", "max"))
+    edges = pd.DataFrame(
+        [
+            {"rank": r, "start_ns": a, "end_ns": b, "phase": None}
+            for r, (lo, hi) in span.iterrows()
+            for a, b in (
+                (lo - 1, labels.loc[labels["rank"] == r, "start_ns"].min()),
+                (labels.loc[labels["rank"] == r, "end_ns"].max(), hi + 1),
+            )
+        ]
+    )
+    labels = pd.concat([labels, gaps[gaps["end_ns"] > gaps["start_ns"]], edges])
+    labels = labels.sort_values(["rank", "start_ns"])
+    frames = (
+        pd.DataFrame(coll),
+        pd.DataFrame(issues),
+        pd.DataFrame(joins),
+        pd.DataFrame(rows),
+        labels.astype({"end_ns": np.int64}),
+    )
+    ends = pd.DataFrame(rows).groupby("step")["end_ns"].max().to_numpy()
+    first = pd.DataFrame(rows).query("step == 0")["start_ns"].max()
+    return frames, np.diff(np.r_[first, ends])
+
+
+def test_a_slow_pipeline_stage_gains_what_removing_its_slowness_saves():
+    frames, slow = _pipeline(1.5)
+    _, fast = _pipeline(1.0)
+    model = whatif.build_model(*frames)
+    assert whatif.stages(model) == {r: r % 4 for r in range(8)}
+    out = whatif.analyse(model)
+    assert (out["check"]["residual_ns"] == 0).all()
+    w = out["whatif"]
+    stage = w[(w["kind"] == "stage") & (w["stage"] == 2)].sort_values("step")
+    assert stage["gain_ns"].tolist() == (slow - fast).tolist()
+    assert stage["gain_ns"].sum() == w[w["kind"] == "stage"].groupby("stage")["gain_ns"].sum().max()
+    # one replica's stage 2 alone saves nothing: its partner holds the stage's all-reduce
+    assert (w.loc[w["kind"] == "rank", "gain_ns"] <= 0).all()

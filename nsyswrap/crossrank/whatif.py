@@ -103,7 +103,15 @@ COLUMNS = {
 }
 NO_STEP = -1  # the step of a run without step ranges: each rank's span from its first collective
 COLUMNS_PER_REPLAY = 32  # candidates replayed at once (memory: events x columns x 16 bytes)
-NO_PHASE = ""  # a segment's time outside every phase
+NO_PHASE = ""
+P2P_OPS = (
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "send_recv",
+    "p2p",
+)  # a segment's time outside every phase
 
 
 @dataclass
@@ -167,6 +175,24 @@ def phase_parts(
     return out
 
 
+def _with_issues(coll: pd.DataFrame, issues: pd.DataFrame) -> pd.DataFrame:
+    """Each member with its NCCL kernel's issue data: the kernel of its rank that starts and
+    ends with it (a rank with several GPUs: the kernel that starts with it)."""
+    loose = coll.merge(
+        issues.drop(columns=["end_ns"], errors="ignore").drop_duplicates(["rank", "start_ns"]),
+        on=["rank", "start_ns"],
+        how="left",
+    )
+    if "end_ns" not in issues:
+        return loose
+    exact = coll.merge(
+        issues.drop_duplicates(["rank", "start_ns", "end_ns"]),
+        on=["rank", "start_ns", "end_ns"],
+        how="left",
+    )
+    return exact.where(exact["stream"].notna(), loose)
+
+
 def build_model(
     coll: pd.DataFrame,
     issues: pd.DataFrame,
@@ -175,7 +201,7 @@ def build_model(
     labels: pd.DataFrame,
 ) -> Model:
     """The replay model from the run's frames (run time, member ranks): coll = xr_aligned's
-    pg, seq, op, rank, step, start_ns, end_ns, on_gpu; issues = rank, start_ns (the NCCL
+    pg, seq, op, rank, step, start_ns, end_ns, on_gpu; issues = rank, start_ns, end_ns (the NCCL
     kernel's, = the arrival), stream, launch_ns, ready_ns; joins = rank, start_ns,
     idle_from_ns, nccl_start_ns; steps = rank, step, start_ns, end_ns; labels = rank,
     start_ns, end_ns, phase."""
@@ -188,7 +214,7 @@ def build_model(
         .agg(pg=("pg", "first"), seq=("seq", "first"), op=("op", "first"), step=("step", "min"))
         .reset_index()
     )
-    m = coll.merge(issues, on=["rank", "start_ns"], how="left", suffixes=("", "_issue"))
+    m = _with_issues(coll, issues)
     m = m.drop_duplicates(["rank", "cid"]).reset_index(drop=True)
     gpu = m["on_gpu"].astype(bool) & m["launch_ns"].notna()
     issue = np.maximum(
@@ -289,10 +315,10 @@ def build_model(
     lane["order"] = lane["kind"].map(CHAIN_ORDER)
     lane = lane.sort_values(["rank", "t", "order", "cid"], kind="stable").reset_index(drop=True)
     lane["node"] = np.arange(len(lane))
-    # the chain: each event follows the rank's latest chain event before it (a join's
-    # arrival hangs off the chain: the events after a join follow the join itself)
-    chain_node = lane["node"].where(lane["kind"] != "Ja")
-    lane["prev"] = chain_node.groupby(lane["rank"]).shift().groupby(lane["rank"]).ffill()
+    # the chain: each event follows the rank's previous event (what comes after a join
+    # follows the join; what comes between a join's arrival and the join, the arrival), so
+    # the segments share no time
+    lane["prev"] = lane["node"].groupby(lane["rank"]).shift()
     n_lane = len(lane)
     # collective members: arrival A, last arrival M (one per collective), end E
     a_node = n_lane + np.arange(len(m))
@@ -435,11 +461,12 @@ def others_median(values: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Candidate:
-    kind: str  # rank, rank_phase, collective, all
+    kind: str  # rank, rank_phase, stage, collective, all
     rank: int | None = None
     phase: str | None = None
     pg: str | None = None
     op: str | None = None
+    stage: int | None = None
 
 
 def excess(model: Model) -> np.ndarray:
@@ -457,7 +484,21 @@ def excess(model: Model) -> np.ndarray:
     step = np.nan_to_num(ev["step"].to_numpy(np.float64)[model.lane], nan=-1).astype(np.int64)
     cid = ev["cid"].to_numpy()[model.lane]
     kind = ev["kind"].to_numpy()[model.lane]
-    key = pd.Series(list(zip(kind, np.where(cid >= 0, cid, step)))).factorize()[0]
+    stage = pd.Series(rank).map(stages(model)).fillna(-1).to_numpy(np.int64)
+    p2p = np.zeros(len(cid), bool)
+    p2p[cid >= 0] = point_to_point(model)[cid[cid >= 0]]
+    # compared at: the same collective (not a point-to-point pair, whose two ends do
+    # different work), the same step start or end among the ranks of one pipeline stage
+    key = pd.Series(
+        list(
+            zip(
+                kind,
+                np.where(cid >= 0, cid, step),
+                np.where(cid >= 0, 0, stage),
+                np.where(p2p, np.arange(len(cid)), -1),
+            )
+        )
+    ).factorize()[0]
     order = np.lexsort((model.lane, step, rank))  # each rank's step, along its lane
     group = pd.Series(list(zip(rank[order], step[order]))).factorize()[0]
     cum = pd.DataFrame(model.parts[order]).groupby(group).cumsum().to_numpy(np.int64)
@@ -468,6 +509,98 @@ def excess(model: Model) -> np.ndarray:
     cut[first] = kept[first]
     out = np.zeros_like(model.parts)
     out[order] = np.minimum(cut, model.parts[order])
+    return out
+
+
+def point_to_point(model: Model) -> np.ndarray:
+    """Per collective: whether it is a point-to-point pair (send, recv or both, two members)."""
+    members = model.events[model.events["kind"] == "A"].groupby("cid").size()
+    members = members.reindex(model.collectives["cid"]).fillna(0).to_numpy()
+    ops = model.collectives["op"].astype(str).str.lower()
+    return (ops.isin(P2P_OPS) | ops.str.startswith("send")).to_numpy() & (members == 2)
+
+
+def stages(model: Model) -> dict[int, int]:
+    """Rank -> pipeline stage, where point-to-point pairs chain ranks into pipelines: each
+    chain's stage 0 is the end of its earliest pair, the stage a rank's place along it;
+    {} without pipelines (or where pairs do not chain)."""
+    ev = model.events
+    pairs = np.flatnonzero(point_to_point(model))
+    if not len(pairs):
+        return {}
+    a = ev[(ev["kind"] == "A") & ev["cid"].isin(pairs)].sort_values(["cid", "rank"])
+    first = a.groupby("cid")["t"].min()
+    links = a.groupby("cid")["rank"].agg(lambda r: tuple(sorted(r)))
+    neighbours: dict[int, set[int]] = {}
+    start: dict[tuple, int] = {}
+    for cid, (x, y) in links.items():
+        neighbours.setdefault(x, set()).add(y)
+        neighbours.setdefault(y, set()).add(x)
+        start[(x, y)] = min(start.get((x, y), first[cid]), first[cid])
+    if any(len(n) > 2 for n in neighbours.values()):
+        return {}
+    out: dict[int, int] = {}
+    for root in sorted(neighbours):
+        if root in out:
+            continue
+        ends = [r for r in _chain(root, neighbours) if len(neighbours[r]) == 1]
+        if len(ends) != 2:
+            return {}
+        head = min(ends, key=lambda r: start[tuple(sorted((r, next(iter(neighbours[r])))))])
+        for position, r in enumerate(_walk(head, neighbours)):
+            out[r] = position
+    return out
+
+
+def _chain(root: int, neighbours: dict[int, set[int]]) -> set[int]:
+    seen, todo = {root}, [root]
+    while todo:
+        for n in neighbours[todo.pop()] - seen:
+            seen.add(n)
+            todo.append(n)
+    return seen
+
+
+def _walk(head: int, neighbours: dict[int, set[int]]) -> list[int]:
+    path, previous = [head], None
+    while True:
+        nxt = [n for n in neighbours[path[-1]] if n != previous]
+        if not nxt:
+            return path
+        previous = path[-1]
+        path.append(nxt[0])
+
+
+def stage_excess(model: Model, stage_of: dict[int, int]) -> np.ndarray:
+    """(lane segments x phases): how much shorter each segment of a pipeline stage's ranks
+    gets when the stage does each phase of each step as fast as the median rank of the other
+    stages, where it is slower; the excess of a rank's step is taken off its segments of
+    that step in proportion to their parts (exact for a stage whose work is uniformly
+    slower: its parts scaled)."""
+    ev = model.events
+    rank = ev["rank"].to_numpy()[model.lane]
+    step = np.nan_to_num(ev["step"].to_numpy(np.float64)[model.lane], nan=-1).astype(np.int64)
+    cells, cell = np.unique(np.stack([rank, step], 1), axis=0, return_inverse=True)
+    cell = cell.ravel()
+    totals = np.zeros((len(cells), model.parts.shape[1]), np.int64)
+    np.add.at(totals, cell, model.parts)
+    out = np.zeros_like(model.parts)
+    cell_stage = pd.Series(cells[:, 0]).map(stage_of).to_numpy()
+    for s in sorted(set(stage_of.values())):
+        mine, others = cell_stage == s, (cell_stage != s) & ~pd.isna(cell_stage)
+        for i in np.flatnonzero(mine):
+            same = others & (cells[:, 1] == cells[i, 1])
+            if not same.any():
+                continue
+            median = np.round(np.median(totals[same], axis=0)).astype(np.int64)
+            over = totals[i] - np.minimum(totals[i], median)
+            over[0] = 0  # time outside phases: where a stage sits in the pipeline, not its work
+            rows = np.flatnonzero(cell == i)
+            weights = model.parts[rows]
+            share = np.round(np.cumsum(weights, 0) * over / np.maximum(totals[i], 1)).astype(
+                np.int64
+            )
+            out[rows] = np.diff(np.vstack([np.zeros((1, share.shape[1]), np.int64), share]), axis=0)
     return out
 
 
@@ -493,6 +626,14 @@ def candidates(model: Model) -> list[tuple[Candidate, np.ndarray | None, np.ndar
         if name != NO_PHASE:
             out.append((Candidate("rank_phase", phase=name), cut[:, p], None))
     out.append((Candidate("all"), cut.sum(1), None))
+    stage_of = stages(model)
+    if stage_of:
+        stage_cut = stage_excess(model, stage_of).sum(1)
+        stage = pd.Series(rank).map(stage_of).to_numpy()
+        out += [
+            (Candidate("stage", stage=s), np.where(stage == s, stage_cut, 0), None)
+            for s in sorted(set(stage_of.values()))
+        ]
     out = [c for c in out if c[1].any()]
     coll = model.collectives
     for (pg, op), g in coll.groupby(["pg", "op"], sort=True):
@@ -543,7 +684,9 @@ def analyse(model: Model) -> dict[str, pd.DataFrame]:
         columns.append(step_times(model, g.replay(d, hidden)).to_numpy())
     n = len(replayed)
     whatif = np.hstack(columns) if columns else np.zeros((n, 0), np.int64)
-    meta = pd.DataFrame([c for c, _, _ in cands], columns=["kind", "rank", "phase", "pg", "op"])
+    meta = pd.DataFrame(
+        [c for c, _, _ in cands], columns=["kind", "rank", "phase", "pg", "op", "stage"]
+    )
     rows = meta.loc[np.repeat(np.arange(len(cands)), n)].reset_index(drop=True)
     rows["step"] = np.tile(replayed.index.to_numpy(), len(cands))
     rows["recorded_ns"] = np.tile(recorded.to_numpy(), len(cands))
@@ -659,7 +802,7 @@ def inputs(run) -> tuple[pd.DataFrame, ...]:
     issues = to_run_time(
         to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_issues"), members),
         clock,
-        ["start_ns", "launch_ns", "ready_ns"],
+        ["start_ns", "end_ns", "launch_ns", "ready_ns"],
     )
     issues["stream"] = (
         issues["pid"].astype(str)
@@ -685,7 +828,7 @@ def inputs(run) -> tuple[pd.DataFrame, ...]:
     )
     return (
         coll,
-        issues[["rank", "start_ns", "stream", "launch_ns", "ready_ns"]],
+        issues[["rank", "start_ns", "end_ns", "stream", "launch_ns", "ready_ns"]],
         joins[["rank", "start_ns", "idle_from_ns", "nccl_start_ns"]],
         steps,
         merge_labels(labels, host),
@@ -802,7 +945,6 @@ def frames(run) -> dict[str, pd.DataFrame]:
             frame["phase"] = frame["phase"].where(frame["phase"] != NO_PHASE, None)
         if "step" in frame:
             frame["step"] = frame["step"].where(frame["step"] != NO_STEP, None)
-    out["whatif"]["stage"] = None
     return {
         "xr_whatif": out["whatif"].reindex(columns=list(COLUMNS["xr_whatif"])),
         "xr_critical_path": out["critical_path"].reindex(columns=list(COLUMNS["xr_critical_path"])),
