@@ -365,3 +365,50 @@ def test_a_slow_pipeline_stage_gains_what_removing_its_slowness_saves():
     assert stage["gain_ns"].sum() == w[w["kind"] == "stage"].groupby("stage")["gain_ns"].sum().max()
     # one replica's stage 2 alone saves nothing: its partner holds the stage's all-reduce
     assert (w.loc[w["kind"] == "rank", "gain_ns"] <= 0).all()
+
+
+def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
+    """A whatif table alone (no straggler: its send/recv waits are structural) is enough."""
+    from nsyswrap.report.diagnosis import diagnose
+
+    def fix(kind, gain, pattern="persistent", **keys):
+        return {
+            "kind": kind,
+            "rank": None,
+            "phase": None,
+            "stage": None,
+            "pg": None,
+            "op": None,
+            **keys,
+            "gain_ns_per_step": {"value": gain, "unit": "ns"},
+            "gain_pct": {"value": 100 * gain / 25_000_000, "unit": "%"},
+            "pattern": pattern,
+            "steps": "0,1,2,3" if pattern != "none" else None,
+            "affected_steps": {"value": 4 if pattern != "none" else 0, "unit": "count"},
+            "window_steps": {"value": 4, "unit": "count"},
+            "gain_ns_per_affected_step": {
+                "value": gain if pattern != "none" else None,
+                "unit": "ns",
+            },
+        }
+
+    rows = [
+        fix("all", 3_000_000),
+        fix("stage", 2_580_000, stage=2),
+        fix("rank", 10_000, "none", rank=5),
+        fix("collective", 40_000, pg="p2p", op="send_recv"),
+    ]
+    report = {
+        "sections": [
+            {
+                "id": "crossrank",
+                "verdict": {"label": "no significant straggler", "reason": ""},
+                "tables": [{"id": "whatif", "rows": rows}],
+            }
+        ]
+    }
+    d = diagnose(report)
+    first = d["findings"][0]
+    assert d["headline"] == "SLOW PIPELINE STAGE: 2"
+    assert first["gain"]["value"] == 2_580_000 and "2.58 ms per step (10 %" in first["text"]
+    assert report["sections"][0]["verdict"]["label"] == "slow pipeline stage: 2"

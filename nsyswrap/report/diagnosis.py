@@ -270,6 +270,7 @@ def _causes(fixes: list[dict]) -> list[dict]:
         if len(mine) >= 2 and len({s for s, _ in pairs}) == len(pairs):  # each step: one rank
             causes.append({"fix": f, "phase": f["phase"], "pairs": pairs})
             covered |= {g["rank"] for g in mine}
+    causes += [{"fix": f, "stage": f["stage"]} for f in sig if f["kind"] == "stage"]
     for f in sig:
         if f["kind"] != "rank" or f["rank"] in covered:
             continue
@@ -307,6 +308,24 @@ def _moving_finding(cause: dict, gain_evidence: dict) -> dict:
                           f"{ms(per_affected)} of step time, on every rank.",
         "evidence": {"phase": phase, "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
                      **gain_evidence},
+    }
+
+
+def _stage_finding(cause: dict, gain_evidence: dict) -> dict:
+    """A pipeline stage slower than the others: what making it as fast saves, bubbles included."""
+    fix, stage = cause["fix"], cause["stage"]
+    gain, pct, steps = _gain_figures(fix)
+    return {
+        "id": "slow-stage", "scope": "cross-rank", "label": f"slow pipeline stage: {stage}",
+        "ranks": [], "cost": figure(gain, NS), "cost_basis": "per step",
+        "share": figure(pct / 100, FRACTION),
+        "text": f"Pipeline stage {stage} is slower than the others: making its work as fast as the "
+                f"other stages' would save {ms(gain)} per step ({pct:.0f} % of the step time, "
+                f"{steps}), the bubbles it causes in the other stages included; the send/recv "
+                "waits around it are partly the pipeline's own structure, this is not.",
+        "recommendation": f"Rebalance the pipeline: move layers off stage {stage} (or speed up its "
+                          f"work); that saves {ms(gain)} per step.",
+        "evidence": {"stage": stage, **gain_evidence},
     }
 
 
@@ -355,8 +374,12 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
                          "gain_share": figure(pct / 100, FRACTION),
                          "gain_per_affected_step": fix["gain_ns_per_affected_step"],
                          "pattern": fix["pattern"], "affected_steps": _fix_steps(fix)}
-        out.append(_moving_finding(cause, gain_evidence) if "pairs" in cause else
-                   _rank_finding(cause, gain_evidence, straggler))
+        if "pairs" in cause:
+            out.append(_moving_finding(cause, gain_evidence))
+        elif "stage" in cause:
+            out.append(_stage_finding(cause, gain_evidence))
+        else:
+            out.append(_rank_finding(cause, gain_evidence, straggler))
     return out
 
 
