@@ -344,6 +344,13 @@ def build_model(
     )
     cids = m["cid"].to_numpy(np.int64)
     with_prev = stream_prev >= 0
+    # a member of an exchange (all_to_all, send/recv) that ended before the last member
+    # arrived needed nothing from it: its end rests on its own arrival alone
+    last = m.groupby("cid")["start_ns"].transform("max").to_numpy(np.int64)
+    op = m["op"].astype(str).str.lower()
+    early = (m["end_ns"].to_numpy(np.int64) < last) & (
+        op.str.startswith("all_to_all") | op.isin(P2P_OPS)
+    ).to_numpy()
     edges = [  # (node, predecessor, hideable collective, side)
         (chain["node"].to_numpy(np.int64), chain["prev"].to_numpy(np.int64), None, None),
         (jn["node"].to_numpy(np.int64), ja_of, None, None),
@@ -351,8 +358,9 @@ def build_model(
         (a_node, w_of, None, None),
         (a_node[with_prev], stream_prev[with_prev], None, None),
         (m_node[cids], a_node, None, None),
-        (e_node, m_node[cids], cids, 0),
-        (e_node, a_node, cids, 1),
+        (e_node[~early], m_node[cids[~early]], cids[~early], 0),
+        (e_node[~early], a_node[~early], cids[~early], 1),
+        (e_node[early], a_node[early], None, None),
     ]
     node = np.concatenate([e[0] for e in edges])
     pred = np.concatenate([e[1] for e in edges])
