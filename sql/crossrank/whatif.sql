@@ -82,6 +82,11 @@ per_fix AS (
         avg(gain_ns) AS gain_ns_per_step,
         100 * sum(gain_ns) / nullif(sum(replayed_ns), 0) AS gain_pct,
         avg(gain_ns) FILTER (WHERE affected) AS gain_ns_per_affected_step,
+        CASE
+            WHEN affected_steps = 0 THEN 'none'
+            WHEN 2 * affected_steps >= window_steps THEN 'persistent'
+            ELSE 'intermittent'
+        END AS pattern,
         max(residual_ns) AS residual_ns,
         any_value(noise_ns) AS noise_ns,
         sum(recorded_ns) / nullif(sum(whatif_ns), 0) AS slowdown
@@ -89,25 +94,7 @@ per_fix AS (
     GROUP BY kind, rank, phase, stage, pg, op
 )
 SELECT
-    kind,
-    rank,
-    phase,
-    stage,
-    pg,
-    op,
-    steps,
-    affected_steps,
-    window_steps,
-    gain_ns_per_step,
-    gain_pct,
-    gain_ns_per_affected_step,
-    CASE
-        WHEN affected_steps = 0 THEN 'none'
-        WHEN 2 * affected_steps >= window_steps THEN 'persistent'
-        ELSE 'intermittent'
-    END AS pattern,
-    residual_ns,
-    noise_ns,
+    * EXCLUDE (slowdown),
     CASE WHEN kind = 'rank' THEN gain_ns_per_step / nullif(
         max(gain_ns_per_step) FILTER (WHERE kind = 'all') OVER (), 0) END AS share,
     CASE WHEN kind = 'all' THEN slowdown END AS slowdown
