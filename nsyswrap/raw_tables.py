@@ -50,5 +50,8 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "system_env": (("TARGET_INFO_SYSTEM_ENV",), {"name": T, "value": T}),
 }
 
-# Rows of TARGET_INFO_SYSTEM_ENV worth reading (others can hold huge or non-UTF-8 values).
-RAW_FILTERS = {"system_env": "\"name\" = 'Hostname'", "nvtx_payload": "\"binaryData\" IS NOT NULL"}
+# Rows of TARGET_INFO_SYSTEM_ENV worth reading (others can hold huge or non-UTF-8 values):
+# the host name, and the recorded environment (nsys before 2021 has no Hostname row; the
+# environment's HOSTNAME names the host then).
+RAW_FILTERS = {"system_env": "\"name\" IN ('Hostname', 'DeviceEnvironment')",
+               "nvtx_payload": "\"binaryData\" IS NOT NULL"}

@@ -1,23 +1,57 @@
-"""Clock alignment as one robust solve over every matched collective of the run.
+"""Clock alignment: one robust solve over the run's true barriers, one clock per host.
 
-A collective ends at one instant on all its members (NCCL kernels end together; for
-collectives timed by ranges, the range ends). For member i of collective c with end
-x_ic on its session clock and UTC start utc_i:
+**Only true barriers.** A collective whose end is a synchronisation point of all its
+members ends at one instant on every member, whatever their clocks: all_reduce,
+all_gather, reduce_scatter and barrier (NCCL's ring or tree finishes with one last hop;
+MPI's Allreduce, Allgather, Reduce_scatter, Barrier return once everyone's data is in).
+Only those ends are solved for (nsyswrap.crossrank.matching.is_barrier picks them). An
+all_to_all, a send/recv, a broadcast or a reduce is not one: each member ends when its own
+transfers are done (an all_to_all member with a hot expert as peer ends hundreds of us
+after the others; a broadcast's root before its receivers), so fitting clocks to those ends
+would tilt every clock by the transfers.
 
-    utc_i + x_ic + offset_i + drift_i * x_ic = E_c        (E_c: the common true end)
+**One clock per host.** The reports of one host read one clock (nsys takes the session
+time from the host's clock; utcEpochNs is that clock at the session start), so a host is
+one unknown clock: one offset and one drift, its reports' offsets following from their
+session starts (offset_r = offset_host + drift x (utcEpochNs_r - utcEpochNs of the host's
+lowest report) / 1e9). The reports of one host are solved apart only when their ends
+disagree with one clock by more than SHARED_CLOCK_NS (their UTC starts were recorded with
+different errors, as in generated runs with per-rank clock errors); reports with no host
+recorded are each a clock of their own.
 
-The E_c are eliminated (weighted centring per collective), the offsets and drifts of
-all ranks are solved at once by iteratively reweighted least squares (Huber weights on
-the robust residual scale), with the reference rank fixed at 0. Every group thus ties
-its members, so ranks that share no collective with the reference are aligned through
-the others. A drift is fitted per clock only where its collectives span at least
-DRIFT_MIN_SPAN_NS. Outliers are then left out, drifts rounded to whole ppb and the
-offsets refitted to whole ns (see _solve): on exact ends the clocks come out exact,
-and so does every aligned time (solve.to_run_time). A rank outside the reference's
-connected set is tied to a rank on the same host whose clock is aligned (same host
-clock), else it is left unaligned.
+For member i of collective c with end x_ic on its session clock, host clock h:
+
+    utc_i + x_ic + offset_h + drift_h * (x_ic + o_i) - jump_h * [x_ic >= theta_i] = E_c
+
+(o_i: utc_i - utcEpochNs of h's origin report; E_c: the common true end, eliminated by
+weighted centring per collective). Offsets, drifts and jumps of all clocks are solved at
+once by iteratively reweighted least squares (Huber weights on the robust residual scale)
+with the reference clock (the host of the lowest report with a matched barrier) fixed.
+Every group ties its members, so clocks sharing no collective with the reference are
+aligned through the others. A drift is fitted per clock only where its collectives span
+at least DRIFT_MIN_SPAN_NS; a drift beyond +-MAX_DRIFT_PPB (what no oscillator does) is
+not reported as a fit: the clock is solved without drift and its method says why.
+
+**Jumps.** A clock that steps (a time-base resync, captures stitched together) shows as
+a step in its residuals. After each solve the residuals of every clock are fitted with a
+line plus one step at each possible place (between two consecutive collective ends); a
+step of at least JUMP_MIN_NS and JUMP_SCALES robust scales becomes a third unknown of that
+clock: its size and, per report, the session time from which readings are late (theta,
+refined from the report's events by nsyswrap.crossrank.solve). The clock is then fitted
+piecewise: aligned time takes ``t - jump_ns`` for ``t >= jump_at_ns``.
+
+**Exact where exact.** After the robust fit, ends more than REJECT_K robust scales off it
+are outliers and left out; drifts are rounded to whole ppb and jumps to whole ns, and the
+offsets refitted to whole ns with the drift applied as the run clock applies it
+(solve.to_run_time: rounded half to even). Exact ends on clocks that follow this model
+give every offset, drift and jump exactly: every residual is 0. Residuals are always
+against the fitted clock: a collective whose every member is an outlier is compared with
+the median of its members' aligned ends.
 """
+
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,17 +60,62 @@ from nsyswrap.crossrank.graph import components
 
 DRIFT_MIN_SPAN_NS = 200_000_000
 DRIFT_MIN_COLLECTIVES = 8
+MAX_DRIFT_PPB = 500_000  # +-500 ppm: beyond any clock oscillator
 HUBER_K = 2.5
 REJECT_K = 6.0  # ends this many robust scales off the robust fit are outliers
 ITERATIONS = 12
-CLOCK_COLUMNS = ["rank", "utc_epoch_ns", "offset_ns", "drift_ppb", "shift_ns", "uncertainty_ns", "spread_ns",
-                 "max_residual_ns", "collectives", "source", "method", "aligned", "host"]
+SHARED_CLOCK_NS = 5_000  # reports of one host further apart than this are clocks of their own
+JUMP_MIN_NS = 10_000  # a step in a clock's residuals at least this big ...
+JUMP_SCALES = 20  # ... and this many robust scales of the stepped fit is a jump
+JUMP_MIN_SIDE = 3  # collectives on each side of a jump
+MAX_PASSES = 8
+CLOCK_COLUMNS = [
+    "rank",
+    "utc_epoch_ns",
+    "offset_ns",
+    "drift_ppb",
+    "shift_ns",
+    "uncertainty_ns",
+    "spread_ns",
+    "max_residual_ns",
+    "collectives",
+    "source",
+    "method",
+    "aligned",
+    "host",
+    "clock",
+    "jump_at_ns",
+    "jump_ns",
+]
 
 
-def _components(ranks: list[int], ends: pd.DataFrame) -> dict[int, int]:
-    """Ranks connected through shared collectives."""
-    links = [(members[0], m) for members in ends.groupby("cid")["rank"].agg(list) for m in members[1:]]
-    return components(ranks, links)
+@dataclass
+class Clock:
+    """One unknown clock: the reports that read it, its origin report, what is fitted."""
+
+    name: str
+    reports: list[int]
+    drifting: bool = False
+    drift_refused: float | None = None  # a fitted drift beyond MAX_DRIFT_PPB (ppb)
+    jump: dict[int, tuple[float, float]] | None = None  # report -> (last end before, first after)
+    split_from: str | None = None  # the host clock it was split from, and by how much
+    split_ns: float = 0.0
+    fit: dict = field(default_factory=dict)
+
+    @property
+    def origin(self) -> int:
+        return min(self.reports)
+
+
+def host_clocks(sessions: pd.DataFrame, tie_hosts: bool) -> list[Clock]:
+    """One clock per host recorded (tie_hosts), else one per report."""
+    clocks: dict[str, Clock] = {}
+    for r, host in zip(sessions["rank"], sessions["host"]):
+        name = (
+            f"host {host}" if tie_hosts and isinstance(host, str) and host else f"report {int(r)}"
+        )
+        clocks.setdefault(name, Clock(name, [])).reports.append(int(r))
+    return list(clocks.values())
 
 
 def _centred(design: np.ndarray, y: np.ndarray, inv: np.ndarray, w: np.ndarray):
@@ -60,34 +139,85 @@ def _fit(design: np.ndarray, y: np.ndarray, inv: np.ndarray, w: np.ndarray):
     return params, y_c + A_c @ params, A_c
 
 
-def _solve(ends: pd.DataFrame, ranks: list[int], drifting: set[int], utc: dict[int, int], ref: int):
-    """Offsets and drifts; returns (offset, drift_ppb, stderr, residuals) per rank.
+def _against_fit(aligned: np.ndarray, inv: np.ndarray, inliers: np.ndarray) -> np.ndarray:
+    """Each end's residual against its collective's common end on the fitted clocks: the
+    mean of its inliers' aligned ends, or of all its members' median when none is one."""
+    n = inv.max() + 1
+    W = np.bincount(inv, weights=inliers, minlength=n)
+    mean = np.bincount(inv, weights=aligned * inliers, minlength=n) / np.where(W > 0, W, 1.0)
+    median = pd.Series(aligned).groupby(inv).median().reindex(range(n)).to_numpy()
+    return aligned - np.where(W > 0, mean, median)[inv]
 
-    1. IRLS with Huber weights (robust scale: 1.4826 MAD, at least 1 ns) over offsets
-       and drifts; its covariance gives the uncertainty.
+
+def _solve(
+    ends: pd.DataFrame, clocks: list[Clock], ref: Clock, utc: dict[int, int]
+) -> tuple[pd.Series, pd.Series]:
+    """Fit every clock (see the module doc); sets each clock's ``fit`` (offset, drift, jump,
+    stderr) and returns every end's residual against the fitted clocks and whether it is an
+    inlier.
+
+    1. IRLS with Huber weights (robust scale: 1.4826 MAD, at least 1 ns) over offsets,
+       drifts and jumps; its covariance gives the uncertainty.
     2. Ends further than REJECT_K robust scales from the fit are outliers; plain least
        squares over the rest.
-    3. Drifts are rounded to whole ppb (1 ns per second of run; their standard error on
-       real runs is far larger), then the offsets are refitted over the inliers with the
-       drift applied exactly as the run clock applies it (solve.to_run_time: ns rounded
-       half to even). Exact ends (members ending at one instant, integer ns, the clock
-       model's own rounding) thus give the exact offsets: every residual is 0."""
-    free = [r for r in ranks if r != ref]
-    col = {r: i for i, r in enumerate(free)}
-    dcol = {r: len(free) + i for i, r in enumerate(sorted(drifting - {ref}))}
-    n_par = len(free) + len(dcol)
+    3. Drifts rounded to whole ppb (1 ns per second of run; their standard error on real
+       runs is far larger), jumps to whole ns, then the offsets refitted over the inliers
+       with the drift applied exactly as the run clock applies it."""
+    of = {r: c for c in clocks for r in c.reports}
+    free = [c for c in clocks if c is not ref]
+    drifting = [c for c in free if c.drifting]
+    jumping = [c for c in clocks if c.jump]
+    col = {id(c): i for i, c in enumerate(free)}
+    dcol = {id(c): len(free) + i for i, c in enumerate(drifting)}
+    jcol = {id(c): len(free) + len(drifting) + i for i, c in enumerate(jumping)}
     rank = ends["rank"].to_numpy()
     x = ends["end_ns"].to_numpy(np.float64)
-    y = np.array([utc[r] - utc[ref] for r in rank], np.float64) + x
-    a_idx = np.array([col.get(r, -1) for r in rank])
-    d_idx = np.array([dcol.get(r, -1) for r in rank])
+    base = np.array([utc[r] - utc[ref.origin] for r in rank], np.float64)
+    origin = np.array([utc[r] - utc[of[r].origin] for r in rank], np.float64)
+    post = ends["post"].to_numpy(bool)
+    y = base + x
     _, inv = np.unique(ends["cid"].to_numpy(), return_inverse=True)
-    rows = np.arange(len(y))
     offsets = np.zeros((len(y), len(free)))
-    offsets[rows[a_idx >= 0], a_idx[a_idx >= 0]] = 1.0
-    design = np.zeros((len(y), n_par))
-    design[:, :len(free)] = offsets
-    design[rows[d_idx >= 0], d_idx[d_idx >= 0]] = x[d_idx >= 0] / 1e9  # drift in ns per s (ppb)
+    design = np.zeros((len(y), len(col) + len(dcol) + len(jcol)))
+    for i, r in enumerate(rank):
+        c = of[r]
+        if id(c) in col:
+            offsets[i, col[id(c)]] = design[i, col[id(c)]] = 1.0
+        if id(c) in jcol and post[i]:
+            design[i, jcol[id(c)]] = -1.0
+    drifts = [i for i, r in enumerate(rank) if id(of[r]) in dcol]
+    jump = np.zeros(len(y))
+    for _ in range(2 if jcol and dcol else 1):  # the drift runs on the clock less its jump
+        for i in drifts:
+            design[i, dcol[id(of[rank[i]])]] = (x[i] - jump[i] * post[i] + origin[i]) / 1e9  # ppb
+        params, cov, inliers = _robust_fit(design, y, inv)
+        jump = np.array([params[jcol[id(of[r])]] if id(of[r]) in jcol else 0.0 for r in rank])
+    for c in clocks:
+        c.fit = {
+            "drift": float(np.round(params[dcol[id(c)]])) + 0.0
+            if id(c) in dcol
+            else 0.0,  # no -0.0
+            "drift_float": float(params[dcol[id(c)]]) if id(c) in dcol else 0.0,
+            "jump": float(np.round(params[jcol[id(c)]])) if id(c) in jcol else 0.0,
+            "stderr": float(np.sqrt(max(cov[col[id(c)], col[id(c)]], 0.0)))
+            if id(c) in col
+            else 0.0,
+        }
+    drift = np.array([of[r].fit["drift"] for r in rank])
+    corrected = x - np.array([of[r].fit["jump"] for r in rank]) * post
+    y_fixed = base + corrected + np.round(corrected * drift / 1e9) + np.round(origin * drift / 1e9)
+    off, _, _ = _fit(offsets, y_fixed, inv, inliers)
+    for c in clocks:
+        c.fit["offset"] = float(off[col[id(c)]]) if id(c) in col else 0.0
+    aligned = y_fixed + np.array([of[r].fit["offset"] for r in rank])
+    resid = _against_fit(aligned, inv, inliers)
+    return pd.Series(resid, index=ends.index), pd.Series(inliers.astype(bool), index=ends.index)
+
+
+def _robust_fit(design: np.ndarray, y: np.ndarray, inv: np.ndarray):
+    """(params, their covariance, inlier weights): IRLS with Huber weights, then plain least
+    squares over the ends within REJECT_K robust scales (see _solve)."""
+    n_par = design.shape[1]
     w = np.ones(len(y))
     for _ in range(ITERATIONS):
         params, resid, A_c = _fit(design, y, inv, w)
@@ -100,25 +230,171 @@ def _solve(ends: pd.DataFrame, ranks: list[int], drifting: set[int], utc: dict[i
     if n_par:
         normal = (A_c * w[:, None]).T @ A_c
         dof = max(1, len(y) - n_par - (inv.max() + 1))
-        cov = np.linalg.pinv(normal) * float((w * resid ** 2).sum()) / dof
+        cov = np.linalg.pinv(normal) * float((w * resid**2).sum()) / dof
     inliers = (np.abs(resid) <= REJECT_K * scale).astype(np.float64)
     params, *_ = _fit(design, y, inv, inliers)
-    drift = {r: float(np.round(params[dcol[r]])) + 0.0 if r in dcol else 0.0  # + 0.0: no -0.0
-             for r in ranks}
-    d_row = np.array([drift[r] for r in rank])
-    y_fixed = y + np.round(x * d_row / 1e9)
-    off, resid, _ = _fit(offsets, y_fixed, inv, inliers)
-    offset = {ref: 0.0, **{r: off[i] for r, i in col.items()}}
-    stderr = {ref: 0.0, **{r: float(np.sqrt(max(cov[i, i], 0.0))) for r, i in col.items()}}
-    return offset, drift, stderr, pd.Series(resid, index=ends.index)
+    return params, cov, inliers
 
 
-def solve_clocks(matched: pd.DataFrame, sessions: pd.DataFrame,
-                 tie_hosts: bool = True) -> tuple[pd.DataFrame, pd.Series]:
-    """Per rank of `sessions` (rank, utc_epoch_ns, host): offset, drift, uncertainty, method.
+def _step(t: np.ndarray, r: np.ndarray) -> tuple[int, float, float, float] | None:
+    """The best single step in residuals ``r`` at sorted times ``t`` over a line: (index of
+    the first point after it, its size, robust scale of the stepped fit, the step between
+    the medians of both sides less the line: a few outliers make no step), or None."""
+    n = len(r)
+    if n < 2 * JUMP_MIN_SIDE:
+        return None
+    tc = t - t.mean()
+    tt = float(tc @ tc) or 1.0
+    rp = r - r.mean() - tc * float(tc @ r) / tt  # r without its line
+    tail_r = np.cumsum(rp[::-1])[::-1]  # sum over i >= k
+    tail_t = np.cumsum(tc[::-1])[::-1]
+    k = np.arange(JUMP_MIN_SIDE, n - JUMP_MIN_SIDE + 1)
+    m = (n - k).astype(np.float64)
+    s = m - m * m / n - tail_t[k] ** 2 / tt  # |step less its line|^2
+    ok = s > 1e-9
+    if not ok.any():
+        return None
+    gain = np.where(ok, tail_r[k] ** 2 / np.where(ok, s, 1.0), -1.0)
+    best = int(np.argmax(gain))
+    at, size = int(k[best]), float(tail_r[k[best]] / s[best])
+    step = (np.arange(n) >= at).astype(np.float64)
+    design = np.column_stack([np.ones(n), tc, step])
+    coef, *_ = np.linalg.lstsq(design, r, rcond=None)
+    left = r - design @ coef
+    flat = r - design[:, :2] @ coef[:2]
+    robust = float(np.median(flat[at:]) - np.median(flat[:at]))
+    return at, size, max(1.4826 * float(np.median(np.abs(left))), 1.0), robust
 
-    `matched` has one row per rank and matched collective: rank, pg, seq, end_ns (session
-    ns of the common end), on_gpu. Returns (the clock table, residual per matched row)."""
+
+def _find_jump(
+    clock: Clock, ends: pd.DataFrame, resid: pd.Series, utc: dict[int, int]
+) -> tuple[float, dict[int, tuple[float, float]]] | None:
+    """A step in the clock's residuals over its host time (module doc): (its size,
+    report -> (last end before it, first end after it)), or None. Outliers count too
+    (after a jump most ends may be): the step must hold for the medians on both sides."""
+    mine = ends[ends["rank"].isin(clock.reports)]
+    if mine.empty:
+        return None
+    first = min(utc.values())
+    t = (
+        (mine["rank"].map(utc) - first).astype(np.float64) + mine["end_ns"].astype(np.float64)
+    ).to_numpy()
+    order = np.argsort(t, kind="stable")
+    r = resid[mine.index].to_numpy()[order]
+    found = _step(t[order], r)
+    if found is None:
+        return None
+    at, size, scale, robust = found
+    if abs(size) < max(JUMP_MIN_NS, JUMP_SCALES * scale) or abs(robust - size) > abs(size) / 4:
+        return None
+    cut = t[order][at]
+    out = {}
+    for rank, g in mine.groupby("rank"):
+        host_t = (utc[rank] - first) + g["end_ns"].astype(np.float64)
+        before, after = g["end_ns"][host_t < cut], g["end_ns"][host_t >= cut]
+        out[int(rank)] = (
+            float(before.max()) if len(before) else -np.inf,
+            float(after.min()) if len(after) else np.inf,
+        )
+    return size, out
+
+
+def _disagreeing(clock: Clock, ends: pd.DataFrame, resid: pd.Series) -> float:
+    """How far apart (ns) the reports of a clock are: the range of their median residuals."""
+    mine = ends[
+        ends["rank"].isin(clock.reports)
+    ]  # outliers too: a disagreeing report may be all outliers
+    medians = resid[mine.index].groupby(mine["rank"]).median()
+    return float(medians.max() - medians.min()) if len(medians) > 1 else 0.0
+
+
+def _post(ends: pd.DataFrame, clocks: list[Clock]) -> pd.Series:
+    """Whether each end lies after its clock's jump (readings at or after the first end
+    after it; solve refines the threshold for the other events)."""
+    after = {r: a for c in clocks if c.jump for r, (_, a) in c.jump.items()}
+    first = ends["rank"].map(after)
+    return (first.notna() & (ends["end_ns"] >= first.fillna(np.inf))).astype(bool)
+
+
+def solve_ends(
+    ends: pd.DataFrame, clocks: list[Clock], ref: Clock, utc: dict[int, int]
+) -> pd.Series:
+    """Solve until nothing changes: clocks of one host that disagree are split into one per
+    report, the largest step of a clock other than the reference fitted as its jump (one
+    at a time: a jump shows in every clock's residuals until it is fitted; which of two
+    clocks stepped is told against the reference), drifts beyond MAX_DRIFT_PPB refused.
+    Returns the residuals; `clocks` may gain members (split)."""
+    resid = pd.Series(dtype=float)
+    for _ in range(MAX_PASSES):
+        ends["post"] = _post(ends, clocks)
+        resid, _ = _solve(ends, clocks, ref, utc)
+        split = [
+            (c, spread)
+            for c in clocks
+            if (spread := _disagreeing(c, ends, resid)) > SHARED_CLOCK_NS
+        ]
+        for c, spread in split:
+            with_ends = sorted(set(ends["rank"]) & set(c.reports))
+            rest = [r for r in c.reports if r not in with_ends]
+            parts = [
+                Clock(
+                    f"report {r}",
+                    [r] + (rest if r == with_ends[0] else []),
+                    c.drifting,
+                    split_from=c.name,
+                    split_ns=spread,
+                )
+                for r in with_ends
+            ]
+            clocks.remove(c)
+            clocks += parts
+            if c is ref:
+                ref = next(p for p in parts if ref.origin in p.reports)
+        if split:
+            continue
+        steps = [
+            (abs(f[0]), i, f[1])
+            for i, c in enumerate(clocks)
+            if c is not ref and not c.jump and (f := _find_jump(c, ends, resid, utc))
+        ]
+        if steps:
+            _, i, jump = max(steps)
+            clocks[i].jump = jump
+            continue
+        refused = [c for c in clocks if c.drifting and abs(c.fit["drift_float"]) > MAX_DRIFT_PPB]
+        for c in refused:
+            c.drifting, c.drift_refused = False, c.fit["drift_float"]
+        if not refused:
+            break
+    return resid
+
+
+def _jump_at(clock: Clock, events) -> dict[int, int | None]:
+    """Per report of a clock that jumps: the session time from which its readings are late.
+    The first collective end after the jump is; for a forward jump the report's events
+    (`events(report, lo, hi)`) have a hole longer than the jump where it happened, so the
+    first event after the first such gap between the last end before and the first after
+    (a longer pause of the host later, e.g. data loading, is not the jump)."""
+    out = {}
+    for r, (before, after) in clock.jump.items():
+        at = int(after) if np.isfinite(after) else None
+        if at is not None and events is not None and clock.fit["jump"] > 0 and np.isfinite(before):
+            times = np.concatenate([[before], events(r, int(before), at)]).astype(np.float64)
+            holes = np.flatnonzero(np.diff(times) > clock.fit["jump"])
+            if len(holes):
+                at = int(times[holes[0] + 1])
+        out[r] = at
+    return out
+
+
+def solve_clocks(
+    matched: pd.DataFrame, sessions: pd.DataFrame, tie_hosts: bool = True, events=None
+) -> tuple[pd.DataFrame, pd.Series]:
+    """Per rank of `sessions` (rank, utc_epoch_ns, host): offset, drift, jump, uncertainty,
+    method. `matched` has one row per rank and matched true barrier: rank, pg, seq, end_ns
+    (session ns of the common end), on_gpu. `events(report, lo, hi)`: the report's event
+    times in (lo, hi], to place a jump (_jump_at). Returns (the clock table, residual per
+    row)."""
     sessions = sessions.sort_values("rank")
     ranks = sessions["rank"].astype(int).tolist()
     utc = dict(zip(ranks, sessions["utc_epoch_ns"].astype("int64")))
@@ -126,52 +402,124 @@ def solve_clocks(matched: pd.DataFrame, sessions: pd.DataFrame,
     ends = matched[["rank", "pg", "seq", "end_ns", "on_gpu"]].dropna(subset=["end_ns"]).copy()
     ends["rank"] = ends["rank"].astype(int)
     ends["cid"] = ends["pg"].astype(str) + "/" + ends["seq"].astype(str)
+    clocks = host_clocks(sessions, tie_hosts)
     with_colls = sorted(set(ends["rank"]))
-    ref = with_colls[0] if with_colls else ranks[0]
-    comp = _components(ranks, ends)
-    connected = [r for r in ranks if comp[r] == comp[ref]]
-    fit = ends[ends["rank"].isin(connected)]
+    ref_rank = with_colls[0] if with_colls else ranks[0]
+    of = {r: c.name for c in clocks for r in c.reports}
+    links = [(of[m[0]], of[x]) for m in ends.groupby("cid")["rank"].agg(list) for x in m[1:]]
+    comp = components([c.name for c in clocks], links)
+    connected = [c for c in clocks if comp[c.name] == comp[of[ref_rank]]]
+    fit = ends[ends["rank"].isin([r for c in connected for r in c.reports])].copy()
     span = fit.groupby("rank")["end_ns"].agg(lambda v: v.max() - v.min())
     count = fit.groupby("rank").size()
-    drifting = {r for r in connected if span.get(r, 0) >= DRIFT_MIN_SPAN_NS
-                and count.get(r, 0) >= DRIFT_MIN_COLLECTIVES}
-    drifting.discard(ref)
-    offset, drift, stderr, resid = (_solve(fit, connected, drifting, utc, ref) if len(connected) >= 2
-                                    else ({ref: 0.0}, {ref: 0.0}, {ref: 0.0}, pd.Series(dtype=float)))
-    gpu = fit.groupby("rank")["on_gpu"].all()
-    rows = []
-    for r in ranks:
-        mine = resid[fit.index[fit["rank"] == r]] if r in connected else pd.Series(dtype=float)
-        row = {"rank": r, "utc_epoch_ns": utc[r], "host": host[r], "collectives": int(count.get(r, 0))}
-        if r in connected:
-            source = "kernel" if gpu.get(r, False) else ("nvtx" if r in gpu else "reference")
-            method = ("reference" if r == ref else
-                      "robust least squares over all matched collectives"
-                      + (", with linear drift" if r in drifting else ""))
-            row.update(offset=offset[r], drift=drift[r], stderr=stderr[r], source=source, method=method,
-                       aligned=True, spread=1.4826 * float(np.median(np.abs(mine))) if len(mine) else 0.0,
-                       maxres=float(np.abs(mine).max()) if len(mine) else 0.0)
-        else:
-            row.update(offset=0.0, drift=0.0, stderr=None, source="utc", aligned=False,
-                       method="unaligned: no matched collective connects it to the reference rank",
-                       spread=None, maxres=None)
-        rows.append(row)
-    by_rank = {row["rank"]: row for row in rows}
-    for row in rows:  # same host clock: tie an unconnected rank to an aligned one on its host
-        if row["aligned"] or not tie_hosts or not isinstance(row["host"], str):
-            continue
-        mate = next((m for m in rows if m["aligned"] and m["host"] == row["host"]), None)
-        if mate is not None:
-            row.update(offset=mate["offset"], drift=mate["drift"], stderr=mate["stderr"], source="host",
-                       aligned=True, method=f"same host clock as rank {mate['rank']} ({row['host']})")
-    out = pd.DataFrame([{
-        "rank": r["rank"], "utc_epoch_ns": r["utc_epoch_ns"], "offset_ns": round(r["offset"]),
-        "drift_ppb": float(r["drift"]),
-        "shift_ns": r["utc_epoch_ns"] - utc[ref] + round(r["offset"]),
-        "uncertainty_ns": None if r["stderr"] is None else int(np.ceil(3 * r["stderr"])),
-        "spread_ns": None if r["spread"] is None else round(r["spread"]),
-        "max_residual_ns": None if r["maxres"] is None else round(r["maxres"]),
-        "collectives": r["collectives"], "source": r["source"], "method": r["method"],
-        "aligned": r["aligned"], "host": r["host"],
-    } for r in by_rank.values()], columns=CLOCK_COLUMNS)
-    return out, resid
+    ref = next(c for c in connected if ref_rank in c.reports)
+    for c in connected:
+        c.drifting = c is not ref and any(
+            span.get(r, 0) >= DRIFT_MIN_SPAN_NS and count.get(r, 0) >= DRIFT_MIN_COLLECTIVES
+            for r in c.reports
+        )
+    resid = pd.Series(dtype=float)
+    if fit["rank"].nunique() >= 2:  # one clock of several reports too: they may disagree
+        resid = solve_ends(fit, connected, ref, utc)
+        ref = next(c for c in connected if ref_rank in c.reports)
+    jump_at = {}
+    for c in connected:
+        c.fit = c.fit or {"offset": 0.0, "drift": 0.0, "jump": 0.0, "stderr": 0.0}
+        if c.jump and c.fit["jump"]:
+            jump_at |= _jump_at(c, events)
+    rows = [
+        _clock_row(r, utc, host, fit, resid, connected, ref, ref_rank, count, jump_at)
+        for r in ranks
+    ]
+    return pd.DataFrame(rows, columns=CLOCK_COLUMNS), resid
+
+
+def _clock_row(
+    r: int,
+    utc: dict,
+    host: dict,
+    fit: pd.DataFrame,
+    resid: pd.Series,
+    connected: list[Clock],
+    ref: Clock,
+    ref_rank: int,
+    count: pd.Series,
+    jump_at: dict,
+) -> dict:
+    """The clock table's row of report `r`."""
+    c = next((c for c in connected if r in c.reports), None)
+    row = {
+        "rank": r,
+        "utc_epoch_ns": utc[r],
+        "host": host[r],
+        "collectives": int(count.get(r, 0)),
+        "clock": None if c is None else c.name,
+        "jump_at_ns": None,
+        "jump_ns": 0,
+    }
+    if c is None:
+        return {
+            **row,
+            "offset_ns": 0,
+            "drift_ppb": 0.0,
+            "shift_ns": utc[r] - utc[ref_rank],
+            "uncertainty_ns": None,
+            "spread_ns": None,
+            "max_residual_ns": None,
+            "source": "utc",
+            "aligned": False,
+            "method": "unaligned: no matched collective connects it to the reference rank",
+        }
+    drift = c.fit["drift"]
+    offset = round(c.fit["offset"]) + int(np.round((utc[r] - utc[c.origin]) * drift / 1e9))
+    mine = resid[fit.index[fit["rank"] == r]] if len(resid) else pd.Series(dtype=float)
+    gpu = fit.loc[fit["rank"] == r, "on_gpu"]
+    source = (
+        ("kernel" if gpu.all() else "nvtx")
+        if len(gpu)
+        else ("host" if r != ref_rank else "reference")
+    )
+    if jump_at.get(r) is not None:
+        row.update(jump_at_ns=jump_at[r], jump_ns=int(c.fit["jump"]))
+    return {
+        **row,
+        "offset_ns": offset,
+        "drift_ppb": float(drift),
+        "shift_ns": utc[r] - utc[ref_rank] + offset,
+        "uncertainty_ns": int(np.ceil(3 * c.fit["stderr"])),
+        "spread_ns": round(1.4826 * float(np.median(np.abs(mine)))) if len(mine) else 0,
+        "max_residual_ns": round(float(np.abs(mine).max())) if len(mine) else 0,
+        "source": source,
+        "aligned": True,
+        "method": _method(r, c, ref, ref_rank, len(mine)),
+    }
+
+
+def _method(r: int, c: Clock, ref: Clock, ref_rank: int, ends: int) -> str:
+    """How report r's clock was obtained, in words."""
+    if r == ref_rank:
+        text = "reference"
+    elif c is ref:
+        text = "the reference's clock"
+    else:
+        text = "robust least squares over the matched true barriers" + (
+            ", with linear drift" if c.drifting else ""
+        )
+    if len(c.reports) > 1 and c.name.startswith("host"):
+        text += f"; {c.name}'s reports {', '.join(map(str, c.reports))} read one clock"
+    if not ends and r != ref_rank:
+        text += "; no matched true barrier of its own"
+    if c.split_from:
+        text += (
+            f"; a clock of its own: the reports of {c.split_from} disagree with one clock by "
+            f"{c.split_ns / 1e3:,.1f} us"
+        )
+    if c.drift_refused is not None:
+        text += (
+            f"; a drift of {c.drift_refused / 1e3:,.0f} ppm is beyond any clock oscillator, so "
+            "none is "
+            "fitted"
+        )
+    if c.jump and c.fit.get("jump"):
+        text += f"; it steps {c.fit['jump'] / 1e6:+,.3f} ms mid-run: fitted piecewise"
+    return text

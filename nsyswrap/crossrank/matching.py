@@ -4,32 +4,45 @@ The calls come from the per-report reduction `xr_rank_keys` in four kinds, taken
 order of preference when every rank has them: nsyswrap's `coll:` ranges (`range`), NCCL's
 own NVTX ranges keyed by the communicator hash of their payload (`payload`, made by
 nsyswrap.crossrank.nccl_payload), MPI collectives traced by nsys (`mpi`), and NCCL kernels
-per CUDA stream (`kernel`). For the first three the key (pg, seq) is recorded. For kernels it is not: each stream of a process
-is a candidate member sequence, and streams of different ranks form one group when their
-ops agree and the intervals between consecutive collective ends agree (a collective ends
-at one instant on every member, whatever the clocks). Groups are never merged: a set of
-streams that would put two sequences of one rank in one group is reported as ambiguous
-and left out.
+per CUDA stream (`kernel`). For the first three the key (pg, seq) is recorded: every
+operation is matched by it, all_to_all and send/recv alike (their members end apart; the
+key, not the ends, says which calls are one). For kernels it is not: which streams of
+different ranks are one group is inferred (nsyswrap.crossrank.streams): true barriers by
+equal ends on a host and one clock offset between hosts, exchanges by overlapping kernels
+once the clocks are solved. Groups are never merged on a guess: what could be two groups
+is reported as ambiguous and left out.
+
+`is_barrier` says which operations end at one instant on all members (the only ones the
+clock solve uses, nsyswrap.crossrank.alignment).
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from nsyswrap.crossrank.graph import components
+from nsyswrap.crossrank.streams import FOUND_BY as STREAM_FOUND_BY
+from nsyswrap.crossrank.streams import GROUP_COLUMNS, infer_barrier_groups
 
 KINDS = ("range", "payload", "mpi", "kernel")
 FOUND_BY = {"range": "nsyswrap coll: ranges", "payload": "nccl payload (communicator hash of NCCL's NVTX ranges)",
-            "mpi": "MPI ranges (domain MPI)",
-            "kernel": "NCCL kernels per stream, groups inferred from agreeing end intervals"}
-P2P = {"send", "recv", "isend", "irecv"}
-AGREE_NS = 2_000          # end intervals of one group agree within this (+ AGREE_PPM of the interval)
-AGREE_PPM = 200
-AGREE_SHARE = 0.9         # ... for at least this share of the intervals
+            "mpi": "MPI ranges (domain MPI)", **STREAM_FOUND_BY}
+P2P = {"send", "recv", "isend", "irecv", "send_recv"}
+# operations whose end is a synchronisation point of all members (NCCL's and torch's names,
+# MPI's lower-cased without `mpi_`): each member's output needs every member's input and the
+# last hop ends on all members at once. Not: all_to_all, send/recv, broadcast, reduce,
+# gather, scatter, scan (members end when their own transfers are done).
+BARRIER_OPS = frozenset({
+    "all_reduce", "all_gather", "reduce_scatter", "barrier", "allreduce", "allgather", "allgatherv",
+    "reduce_scatter_block", "all_reduce_coalesced", "all_gather_into_tensor",
+    "reduce_scatter_tensor", "_allgather_base", "_reduce_scatter_base",
+})
 KEY_COLUMNS = ["rank", "pg", "seq", "op", "bytes", "group_size", "cpu_start_ns", "cpu_end_ns",
                "kernel_start_ns", "kernel_end_ns", "group_ranks", "ranks", "duplicate", "op_differs",
                "bytes_differ", "matches", "found_by", "size_differs"]
-GROUP_COLUMNS = ["pg", "found_by", "members", "captured", "group_size", "status"]
+
+
+def is_barrier(op) -> bool:
+    """Whether every member of `op` ends at one instant (see BARRIER_OPS)."""
+    return isinstance(op, str) and op.lower() in BARRIER_OPS
 
 
 def choose_kind(keys: pd.DataFrame) -> str | None:
@@ -42,24 +55,32 @@ def choose_kind(keys: pd.DataFrame) -> str | None:
     return max(counts.index, key=lambda k: (counts[k], -KINDS.index(k))) if len(counts) else None
 
 
-def match(keys: pd.DataFrame, note: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(keys with verdicts, groups) for the run's best kind of key; see the module doc.
-    `note` (nsyswrap.crossrank.nccl_payload.payload_keys): what the groups found by NCCL
-    payloads or by a less trusted kind say about the payloads."""
+def match(keys: pd.DataFrame, note: str | None = None, clock_of: dict | None = None
+          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(keys with verdicts, groups, exchange streams still to be grouped) for the run's
+    best kind of key; see the module doc. `note` (nsyswrap.crossrank.nccl_payload.payload_keys):
+    what the groups found by NCCL payloads or by a less trusted kind say about the payloads.
+    `clock_of`: rank -> (its clock, UTC start since the run's earliest), for kernel keys."""
     kind = choose_kind(keys)
+    empty = pd.DataFrame(columns=[*KEY_COLUMNS, "barrier"])
     if kind is None:
-        return pd.DataFrame(columns=KEY_COLUMNS), pd.DataFrame(columns=GROUP_COLUMNS)
+        return empty, pd.DataFrame(columns=GROUP_COLUMNS), empty
     calls = keys[keys["keyed"] == kind].drop(columns=["keyed", "pid"]).copy()
-    groups = None
-    if kind == "kernel":
-        calls, groups = infer_stream_groups(calls)
+    calls["barrier"] = calls["op"].map(is_barrier).astype(bool)
+    pending = calls.iloc[:0]
+    rows = None
+    if kind == "kernel":  # streams per rank (pids repeat across hosts)
+        calls["pg"] = "rank" + calls["rank"].astype(int).astype(str) + ":" + calls["pg"]
+        barriers = calls.groupby("pg")["barrier"].transform("all")
+        pending = calls[~barriers]
+        calls, rows = infer_barrier_groups(calls[barriers], clock_of or {})
     calls = verdicts(calls)
     calls["found_by"] = kind
-    if groups is None:
-        groups = _recorded_groups(calls, kind)
+    groups = (_recorded_groups(calls, kind) if rows is None
+              else pd.DataFrame(rows, columns=GROUP_COLUMNS))
     if note and KINDS.index(kind) >= KINDS.index("payload"):
         groups["found_by"] = groups["found_by"] + "; " + note
-    return calls[KEY_COLUMNS], groups[GROUP_COLUMNS]
+    return calls[[*KEY_COLUMNS, "barrier"]], groups[GROUP_COLUMNS], pending
 
 
 def verdicts(calls: pd.DataFrame) -> pd.DataFrame:
@@ -108,66 +129,6 @@ def _recorded_groups(calls: pd.DataFrame, kind: str) -> pd.DataFrame:
         size = g["group_size"].dropna()
         rows.append({"pg": pg, "found_by": FOUND_BY[kind], "members": ",".join(map(str, members)),
                      "captured": len(members), "group_size": int(size.max()) if len(size) else None,
-                     "status": "matched" if len(members) >= 2 else "one rank only"})
+                     "status": "matched" if len(members) >= 2 else "one rank only",
+                     "calls": len(g), "left_out": int((~g["matches"].eq(True)).sum())})
     return pd.DataFrame(rows, columns=GROUP_COLUMNS)
-
-
-def _end_intervals(seq: pd.DataFrame) -> np.ndarray:
-    return np.diff(seq["kernel_end_ns"].to_numpy(np.int64))
-
-
-def agree(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    """Two call sequences (sorted by seq) are one collective sequence: same ops over the
-    common length and end intervals that agree (clock offsets cancel in intervals)."""
-    n = min(len(a), len(b))
-    if n < 2 or abs(len(a) - len(b)) > max(1, n // 10):
-        return False
-    if (a["op"].to_numpy()[:n] != b["op"].to_numpy()[:n]).any():
-        return False
-    da, db = _end_intervals(a.iloc[:n]), _end_intervals(b.iloc[:n])
-    tolerance = AGREE_NS + AGREE_PPM * 1e-6 * np.abs(da)
-    return bool(np.mean(np.abs(da - db) <= tolerance) >= AGREE_SHARE)
-
-
-def infer_stream_groups(calls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rename each stream's pg to its inferred group ('nccl:<k>'); streams that agree with
-    none stay alone; an ambiguous set (two streams of one rank that do not agree with each
-    other) is left out. Streams of one rank that agree are one member (several GPUs)."""
-    calls = calls.assign(pg="rank" + calls["rank"].astype(str) + ":" + calls["pg"])  # pids repeat across hosts
-    seqs = {pg: g.sort_values("seq") for pg, g in calls.groupby("pg")}
-    names = sorted(seqs, key=lambda pg: (int(seqs[pg]["rank"].iloc[0]), pg))
-    rank = {pg: int(seqs[pg]["rank"].iloc[0]) for pg in names}
-    agreeing = {(a, b): True for i, a in enumerate(names) for b in names[i + 1:] if agree(seqs[a], seqs[b])}
-    root = components(names, agreeing)
-    grouped: dict[str, list[str]] = {}
-    for pg in names:
-        grouped.setdefault(root[pg], []).append(pg)
-    renamed, rows, k = {}, [], 0
-    for streams in grouped.values():
-        by_rank: dict[int, list[str]] = {}
-        for pg in streams:
-            by_rank.setdefault(rank[pg], []).append(pg)
-        same_rank_ok = all(agreeing.get((a, b)) or agreeing.get((b, a))
-                           for ss in by_rank.values() for i, a in enumerate(ss) for b in ss[i + 1:])
-        members = ",".join(map(str, sorted(by_rank)))
-        if len(by_rank) < 2:
-            status = "one rank only"
-        elif not same_rank_ok:
-            status = "ambiguous: two streams of one rank disagree; left out"
-        else:
-            status = "matched"
-        name = f"nccl:{k}" if status == "matched" else f"unmatched:{streams[0]}"
-        k += status == "matched"
-        for pg in streams:
-            renamed[pg] = name if status == "matched" else f"unmatched:{pg}"
-        rows.append({"pg": name, "found_by": FOUND_BY["kernel"], "members": members,
-                     "captured": len(by_rank), "group_size": None, "status": status})
-    out = calls.copy()
-    out["pg"] = out["pg"].map(renamed)
-    out = out[~out["pg"].str.startswith("unmatched:")]
-    # one member per rank: a rank's streams of one group (several GPUs) count as one call
-    out = (out.groupby(["rank", "pg", "seq"], as_index=False)
-              .agg(op=("op", "first"), bytes=("bytes", "first"), group_size=("group_size", "first"),
-                   cpu_start_ns=("cpu_start_ns", "min"), cpu_end_ns=("cpu_end_ns", "max"),
-                   kernel_start_ns=("kernel_start_ns", "min"), kernel_end_ns=("kernel_end_ns", "max")))
-    return out, pd.DataFrame(rows, columns=GROUP_COLUMNS)

@@ -1,17 +1,23 @@
 """The run-scope part of the cross-rank analysis, done once per open run in Python over
 small per-report frames: match the collective calls (nsyswrap.crossrank.matching), solve
-the clocks (nsyswrap.crossrank.alignment) and time every matched collective on the run
-clock. The results are run objects of `sql/_run` (the planner calls `build` for them,
-once per run and step_pattern; their SQL bodies only declare and type them):
+the clocks over the true barriers (nsyswrap.crossrank.alignment), group the exchange
+streams of a kernel-only run on the solved clocks (nsyswrap.crossrank.streams) and time
+every matched collective on the run clock. The results are run objects of `sql/_run`
+(the planner calls `build` for them, once per run and step_pattern; their SQL bodies only
+declare and type them):
 
 * `xr_keys`: one row per rank and collective call of the chosen kind, with its verdict.
-* `xr_groups`: one row per group found: members, how found, captured vs group size.
-* `xr_clock`: one row per rank: offset, drift, shift, uncertainty, method, aligned, and
-  the report and process it is (nsyswrap.crossrank.ranks: a report may hold several).
+* `xr_groups`: one row per group found: members, how found, captured vs group size, its
+  calls and how many were left out.
+* `xr_clock`: one row per rank: offset, drift, shift, jump, uncertainty, method, aligned,
+  its clock (host) and the report and process it is (nsyswrap.crossrank.ranks: a report
+  may hold several).
 * `xr_member_steps`, `xr_member_phases`: the reductions xr_steps and xr_phases by rank.
 * `xr_aligned`: one row per aligned rank and matched collective, in run time (ns since
-  the reference rank's aligned session start): arrival, end, wait, lag, last rank, skew,
-  transfer, step, and whether the skew exceeds the alignment uncertainty.
+  the reference rank's aligned session start): arrival (kernel start), end, wait, lag,
+  last rank, skew, transfer, step, whether it is a true barrier (members end together)
+  and whether the skew exceeds the alignment uncertainty. All_to_all and send/recv
+  members are here too, each with its own end.
 
 Reports of different runs (`unrelated`) are never matched; the report refuses them.
 """
@@ -20,10 +26,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
-from nsyswrap.crossrank.matching import GROUP_COLUMNS, KEY_COLUMNS, match
+from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, host_clocks, solve_clocks
+from nsyswrap.crossrank.matching import KEY_COLUMNS, match, verdicts
 from nsyswrap.crossrank.nccl_payload import payload_keys
 from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, run_members, to_member_ranks
+from nsyswrap.crossrank.streams import GROUP_COLUMNS, group_exchanges
 from nsyswrap.errors import NsysWrapError
 
 RUN_SCOPE_TABLES = frozenset({"xr_keys", "xr_groups", "xr_clock", "xr_aligned", "xr_member_steps",
@@ -45,9 +52,14 @@ TYPES = {
     "last_rank": "INTEGER", "skew_ns": "BIGINT", "transfer_ns": "BIGINT", "threshold_ns": "BIGINT",
     "significant": "BOOLEAN", "spans_hosts": "BOOLEAN", "report_rank": "INTEGER", "pid": "BIGINT",
     "rank_source": "VARCHAR", "tid": "BIGINT", "phase": "VARCHAR", "host_ns": "BIGINT", "gpu_ns": "BIGINT",
+    "clock": "VARCHAR", "jump_at_ns": "BIGINT", "jump_ns": "BIGINT", "barrier": "BOOLEAN",
+    "calls": "BIGINT", "left_out": "BIGINT",
 }
-ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "step", "start_ns", "end_ns",
-                   "wait_ns", "lag_ns", "last_rank", "skew_ns", "transfer_ns", "threshold_ns", "significant"]
+ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "step", "start_ns",
+                   "end_ns", "wait_ns", "lag_ns", "last_rank", "skew_ns", "transfer_ns",
+                   "threshold_ns", "significant", "barrier"]
+PANDAS_TYPES = {"BIGINT": "Int64", "INTEGER": "Int64", "DOUBLE": "Float64", "BOOLEAN": "boolean",
+                "VARCHAR": "string"}
 
 
 def build(run, name: str, params: dict, table: str) -> None:
@@ -69,13 +81,17 @@ def solved(run) -> dict[str, pd.DataFrame]:
     if run.unrelated is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
     keys = to_member_ranks(keys, members)
-    calls, groups = match(keys, payload_note)
-    matched = calls[calls["matches"].eq(True)].copy()
-    ended = matched["kernel_end_ns"].notna()  # (a vectorized "all", not a Python call per group)
-    matched["on_gpu"] = ended.groupby([matched["pg"], matched["seq"]]).transform("all").astype(bool)
-    matched["start_ns"] = matched["kernel_start_ns"].where(matched["on_gpu"], matched["cpu_start_ns"])
-    matched["end_ns"] = matched["kernel_end_ns"].where(matched["on_gpu"], matched["cpu_end_ns"])
-    clock = member_clocks(matched, members, reports, tie_hosts=run.unrelated is None)
+    tie_hosts = run.unrelated is None
+    calls, groups, pending = match(keys, payload_note, clock_of(members, reports, tie_hosts))
+    matched = timed(calls[calls["matches"].eq(True)])
+    barriers = matched.loc[matched["barrier"].astype(bool)]
+    clock = member_clocks(barriers, members, reports, tie_hosts, events=_events(run))
+    if not pending.empty:
+        x_calls, x_groups = exchanges(pending, clock)
+        calls = pd.concat([calls, x_calls[calls.columns]], ignore_index=True)
+        groups = pd.concat([groups, x_groups], ignore_index=True)
+        x_matched = timed(x_calls[x_calls["matches"].eq(True)])
+        matched = pd.concat([matched, x_matched], ignore_index=True)
     steps = to_member_ranks(run.df("SELECT rank, pid, step, start_ns, end_ns FROM xr_steps"), members)
     phases = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_phases"), members)
     aligned = time_collectives(matched, clock, steps)
@@ -93,13 +109,67 @@ def solved(run) -> dict[str, pd.DataFrame]:
     return out
 
 
+def clock_of(members: pd.DataFrame, reports: pd.DataFrame,
+             tie_hosts: bool) -> dict[int, tuple[str, int]]:
+    """rank -> (the clock its report reads: its host's, else its own; its report's UTC start
+    less the run's earliest), for the kernel-only group inference."""
+    sessions = reports.rename(columns={"report_rank": "rank"})
+    name = {r: c.name for c in host_clocks(sessions, tie_hosts) for r in c.reports}
+    utc = dict(zip(sessions["rank"], sessions["utc_epoch_ns"].astype("int64")))
+    first = min(utc.values(), default=0)
+    return {int(m): (name[int(r)], int(utc[int(r)] - first))
+            for m, r in zip(members["rank"], members["report_rank"])}
+
+
+def timed(matched: pd.DataFrame) -> pd.DataFrame:
+    """Matched calls with on_gpu (every member has its kernels) and the start and end they
+    are timed by: the kernels' when on_gpu, else the ranges'."""
+    matched = matched.copy()
+    ended = matched["kernel_end_ns"].notna()  # (a vectorized "all", not a Python call per group)
+    matched["on_gpu"] = ended.groupby([matched["pg"], matched["seq"]]).transform("all").astype(bool)
+    on_gpu = matched["on_gpu"]
+    matched["start_ns"] = matched["kernel_start_ns"].where(on_gpu, matched["cpu_start_ns"])
+    matched["end_ns"] = matched["kernel_end_ns"].where(on_gpu, matched["cpu_end_ns"])
+    return matched
+
+
+def exchanges(pending: pd.DataFrame, clock: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Kernel-only exchange streams grouped on the solved clocks (nsyswrap.crossrank.streams):
+    (their calls with verdicts, group rows; streams of unaligned ranks left out)."""
+    times = pending.assign(start_ns=pending["kernel_start_ns"], end_ns=pending["kernel_end_ns"])
+    on_clock = to_run_time(times, clock, ["start_ns", "end_ns"])
+    uncertainty = dict(zip(clock["rank"], clock["uncertainty_ns"].fillna(0).astype(float)))
+    renamed, rows = group_exchanges(on_clock, uncertainty, first=0)
+    for pg, g in pending[~pending["pg"].isin(on_clock["pg"])].groupby("pg"):
+        rows.append({"pg": f"unmatched:{pg}", "found_by": "NCCL kernels per stream: exchanges",
+                     "members": str(int(g["rank"].iloc[0])), "captured": 1, "group_size": None,
+                     "status": "left out: its rank's clock is not aligned", "calls": len(g),
+                     "left_out": len(g)})
+    calls = pending.assign(pg=pending["pg"].map(renamed)).dropna(subset=["pg"])
+    calls = verdicts(calls).assign(found_by="kernel")
+    return calls, pd.DataFrame(rows, columns=GROUP_COLUMNS)
+
+
+def _events(run):
+    """events(report rank, lo, hi): the report's event times (starts and ends of kernels,
+    CUDA calls and NVTX ranges) in (lo, hi], sorted: where a clock jump's gap is."""
+    def events(rank: int, lo: int, hi: int) -> np.ndarray:
+        sql = " UNION ALL ".join(
+            f"SELECT {c} AS t FROM {v} WHERE rank = $r AND {c} > $lo AND {c} <= $hi"
+            for v in ("kernels", "api_calls", "nvtx") for c in ("start_ns", "end_ns"))
+        frame = run.df(f"SELECT t FROM ({sql}) ORDER BY t", {"r": rank, "lo": lo, "hi": hi})
+        return frame["t"].to_numpy()
+    return events
+
+
 def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.DataFrame,
-                  tie_hosts: bool) -> pd.DataFrame:
+                  tie_hosts: bool, events=None) -> pd.DataFrame:
     """The clock table per rank: one clock per report (its processes share it), solved over
-    the matched collectives of all ranks (nsyswrap.crossrank.alignment)."""
+    the matched true barriers of all ranks (nsyswrap.crossrank.alignment)."""
     report_of = dict(zip(members["rank"], members["report_rank"]))
     per_clock = matched.assign(rank=matched["rank"].map(report_of))
-    clocks, _ = solve_clocks(per_clock, reports.rename(columns={"report_rank": "rank"}), tie_hosts)
+    sessions = reports.rename(columns={"report_rank": "rank"})
+    clocks, _ = solve_clocks(per_clock, sessions, tie_hosts, events)
     out = members.merge(clocks.drop(columns=["rank"]).assign(report_rank=clocks["rank"]), on="report_rank")
     shared = out.groupby("report_rank")["rank"].transform("size") > 1
     out.loc[shared, "method"] = out.loc[shared, "method"] + "; its report's processes share one clock"
@@ -107,9 +177,13 @@ def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.Data
 
 
 def _table(run, name: str, frame: pd.DataFrame) -> None:
+    """Register `frame` with DuckDB typed column by column (pandas' nullable types: DuckDB
+    never guesses a type from the first rows, so ns above 2^31 fit) and store it."""
     con = run.connection
     view = f"nsyswrap_frame_{name}"
-    con.register(view, frame.astype(object).where(frame.notna(), None) if len(frame) else frame)
+    typed = pd.DataFrame({c: frame[c].astype(PANDAS_TYPES[TYPES[c]]) for c in frame.columns},
+                         index=frame.index)
+    con.register(view, typed)
     columns = ", ".join(f'CAST("{c}" AS {TYPES[c]}) AS "{c}"' for c in frame.columns)
     con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT {columns} FROM {view}')
     con.unregister(view)
@@ -136,14 +210,20 @@ def unrelated(run, sessions: pd.DataFrame) -> NsysWrapError | None:
 
 
 def to_run_time(frame: pd.DataFrame, clock: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """`columns` (session ns) of `frame` (with rank) on the run clock, the drift term
-    rounded half to even (the rule of the SQL macro run_ns); unaligned ranks dropped."""
-    out = frame.merge(clock.loc[clock["aligned"], ["rank", "shift_ns", "drift_ppb"]], on="rank")
+    """`columns` (session ns) of `frame` (with rank) on the run clock: less the clock's jump
+    from jump_at_ns on, then the drift term rounded half to even (the rule of the SQL macro
+    run_ns); unaligned ranks dropped."""
+    keep = ["rank", "shift_ns", "drift_ppb", "jump_at_ns", "jump_ns"]
+    out = frame.merge(clock.loc[clock["aligned"].astype(bool), keep], on="rank")
+    jumped = out["jump_at_ns"].notna().to_numpy()
+    at = out["jump_at_ns"].fillna(0).to_numpy(np.int64)
+    size = out["jump_ns"].fillna(0).to_numpy(np.int64)
     for c in columns:
-        t = out[c].astype("int64")
-        out[c] = t + out["shift_ns"].astype("int64") + np.round(
-            t.to_numpy(np.float64) * out["drift_ppb"].to_numpy(np.float64) / 1e9).astype(np.int64)
-    return out.drop(columns=["shift_ns", "drift_ppb"])
+        t = out[c].to_numpy(np.int64)
+        t = t - np.where(jumped & (t >= at), size, 0)
+        out[c] = t + out["shift_ns"].to_numpy(np.int64) + np.round(
+            t.astype(np.float64) * out["drift_ppb"].to_numpy(np.float64) / 1e9).astype(np.int64)
+    return out.drop(columns=keep[1:])
 
 
 def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -168,6 +248,7 @@ def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame, steps: pd.DataF
     m["threshold_ns"] = (2 * thr.groupby([m["pg"], m["seq"]]).transform("max")).astype("int64")
     m["significant"] = m["skew_ns"] > m["threshold_ns"]
     m["members"] = g["rank"].transform("size")
+    m["barrier"] = m["barrier"].astype(bool)
     m = m[m["members"] >= 2]
     return m[ALIGNED_COLUMNS]
 

@@ -37,7 +37,7 @@ def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
         {"rank": int(r["rank"]), "report_rank": int(r.report_rank), "pid": None if pd.isna(r.pid) else int(r.pid),
          "rank_source": r.rank_source, "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
          "source": r.source, "drift": figure(r.drift_ppb, "ppb"), "aligned": bool(r.aligned),
-         "method": r.method, "host": r.host}
+         "method": r.method, "host": r.host, "clock": r.clock, "jump": figure(r.jump_ns, NS)}
         for _, r in offsets.iterrows()
     ]
     quality_rows = [

@@ -1,5 +1,8 @@
 """The report's data-quality section: per rank, what nsyswrap left out of every figure or
-repaired while reading the report (module `trace.data_quality`), and reports without kernels."""
+repaired while reading the report (module `trace.data_quality`), reports without kernels,
+and across ranks the collective calls left out of every cross-rank figure (with why) and
+each clock that jumped or whose drift was refused (`crossrank.groups`,
+`crossrank.clock_offsets`)."""
 from __future__ import annotations
 
 from nsyswrap.queries import run_module
@@ -39,7 +42,48 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         if q.strings_repaired:
             notes.append(f"rank {q.rank}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
                          "(read with replacement characters)")
+    notes += crossrank_notes(run, options)
     title = "Data quality: " + ("; ".join(notes) if notes else "nothing left out or repaired")
     return {"id": "data_quality", "title": "Data quality", "verdict": None, "recommendations": [],
             "notes": notes, "tables": [{"id": "data_quality", "title": title, "rows": rows}],
             "cannot_answer": cannot}
+
+
+def crossrank_notes(run: Run, options: ReportOptions) -> list[str]:
+    """One line for the collective calls left out across ranks (by why), one per clock
+    that jumped (its host, the run time and the size) or whose drift was refused."""
+    pattern = {"step_pattern": options.step_pattern}
+    groups = run_module(run, "crossrank.groups", **pattern)
+    clocks = run_module(run, "crossrank.clock_offsets", **pattern)
+    notes = []
+    left = groups[groups["left_out"].fillna(0) > 0]
+    if len(left):
+        why = left.assign(why=left["status"].map(_why)).groupby("why", sort=False)["left_out"].sum()
+        detail = ", ".join(f"{int(n):,} {w}" for w, n in why.items())
+        total, calls = int(left["left_out"].sum()), int(groups["calls"].sum())
+        notes.append(f"{total:,} of {calls:,} collective calls left out of every cross-rank figure "
+                     f"({detail}; see crossrank.groups)")
+    jumped = clocks[clocks["jump_ns"].fillna(0) != 0].drop_duplicates("clock")
+    for r in jumped.itertuples(index=False):
+        at = r.jump_at_ns - r.jump_ns
+        at_run = at + r.shift_ns + round(at * r.drift_ppb / 1e9)
+        size = r.jump_ns / 1e6
+        notes.append(f"the clock of {r.clock} steps {size:+,.3f} ms at {at_run / 1e9:,.3f} s of "
+                     "run time: fitted piecewise (its times after the step are taken "
+                     f"{size:,.3f} ms back)")
+    refused = clocks[clocks["method"].str.contains("beyond any clock oscillator", na=False)]
+    for r in refused.drop_duplicates("clock").itertuples(index=False):
+        notes.append(f"the clock of {r.clock} fits a drift beyond any clock oscillator: none is "
+                     "fitted, so its times may be off (see crossrank.clock_offsets)")
+    return notes
+
+
+def _why(status: str) -> str:
+    """A group's status as the reason its calls were left out."""
+    if status == "matched":
+        return "not on every member or after a divergence (crossrank.mismatches)"
+    if status.startswith("ambiguous"):
+        return "in groups that could not be told apart (ambiguous)"
+    if "not aligned" in status:
+        return "on ranks whose clock is not aligned"
+    return "on streams or groups seen on one rank only"

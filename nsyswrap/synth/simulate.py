@@ -11,7 +11,7 @@ from nsyswrap.synth.pipeline import PipelineProgram
 from nsyswrap.synth.program import Device, RankProgram
 from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.timeline import Timeline
-from nsyswrap.synth.trace import RankTrace, Stream
+from nsyswrap.synth.trace import RankTrace, Stream, recorded
 
 PID_BASE = 144          # rank processes are PIDs 144, 145, ... on each node (as in a container)
 CAPTURE_TAIL_NS = 1_000_000
@@ -66,6 +66,9 @@ def simulate(sc: Scenario) -> Simulation:
         session_start = int(rng.integers(0, sc.start_stagger_ns + 1))
         if rank % sc.ranks_per_report:  # one capture: its first rank's session and clock
             session_start, errors[rank] = traces[-1].session_start, errors[rank - 1]
+        elif local and sc.drift_ppb(rank):  # the host clock gained since its first report started
+            elapsed = session_start - traces[rank - local].session_start
+            errors[rank] += recorded(elapsed, sc.drift_ppb(rank)) - elapsed
         trace = RankTrace(
             rank=rank, node=node, local_rank=local, pid=PID_BASE + local, hostname=f"node{node}",
             session_start=session_start, clock_error=errors[rank], drift_ppb=sc.drift_ppb(rank),

@@ -62,11 +62,15 @@ SELECT
     ) AS step
 FROM chosen;
 
--- A rank's session time t (ns) on the run clock, by its clock (xr_clock: shift_ns and
--- drift_ppb per session ns), the drift term rounded to the ns half to even: the rule of
+-- A rank's session time t (ns) on the run clock, by its clock (xr_clock: shift_ns,
+-- drift_ppb per session ns, and a jump: readings from jump_at_ns on are jump_ns late),
+-- the drift term rounded to the ns half to even: the rule of
 -- nsyswrap.crossrank.solve.to_run_time, so every table places an instant alike.
-CREATE OR REPLACE MACRO run_ns(t, shift_ns, drift_ppb) AS
-    t + shift_ns + round_even(t * drift_ppb / 1e9, 0)::BIGINT;
+CREATE OR REPLACE MACRO clock_ns(t, jump_at_ns, jump_ns) AS
+    t - CASE WHEN t >= jump_at_ns THEN jump_ns ELSE 0 END;
+CREATE OR REPLACE MACRO run_ns(t, shift_ns, drift_ppb, jump_at_ns, jump_ns) AS
+    clock_ns(t, jump_at_ns, jump_ns) + shift_ns
+    + round_even(clock_ns(t, jump_at_ns, jump_ns) * drift_ppb / 1e9, 0)::BIGINT;
 
 -- Steps per (rank, device): the step ranges in the processes that ran work on the
 -- device; ranges with the same number (several threads) merge.

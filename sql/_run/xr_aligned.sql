@@ -1,7 +1,8 @@
 -- One row per aligned rank and matched collective, in run time (nsyswrap.crossrank.solve).
 -- A run object computed in Python, once per run and parameters: the planner calls
 -- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, kernels, api_calls, nvtx, xr_rank_keys, xr_processes, xr_steps, xr_phases,
+--        payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
 -- @column seq                BIGINT   See nsyswrap.crossrank.solve.
@@ -20,6 +21,7 @@
 -- @column transfer_ns        BIGINT   See nsyswrap.crossrank.solve.
 -- @column threshold_ns       BIGINT   See nsyswrap.crossrank.solve.
 -- @column significant        BOOLEAN  See nsyswrap.crossrank.solve.
+-- @column barrier            BOOLEAN  See nsyswrap.crossrank.solve.
 SELECT
     CAST(NULL AS VARCHAR) AS pg,
     CAST(NULL AS BIGINT) AS seq,
@@ -37,5 +39,6 @@ SELECT
     CAST(NULL AS BIGINT) AS skew_ns,
     CAST(NULL AS BIGINT) AS transfer_ns,
     CAST(NULL AS BIGINT) AS threshold_ns,
-    CAST(NULL AS BOOLEAN) AS significant
+    CAST(NULL AS BOOLEAN) AS significant,
+    CAST(NULL AS BOOLEAN) AS barrier
 WHERE false

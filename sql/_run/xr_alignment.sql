@@ -4,7 +4,8 @@
 -- the step (lowest over the ranks); the wait before the last rank arrived; lag behind
 -- the median arrival; the last rank (lowest on ties); skew; transfer time (shortest
 -- duration across ranks); threshold_ns (twice the largest alignment uncertainty of
--- the members) and significant (skew above it). Unaligned ranks have no collectives.
+-- the members) and significant (skew above it); barrier (its members end together:
+-- false for all_to_all, send/recv, broadcast, ...). Unaligned ranks have no collectives.
 -- @reads xr_clock, xr_aligned
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank               INTEGER  See the summary.
@@ -31,6 +32,7 @@
 -- @column transfer_ns        BIGINT   See the summary.
 -- @column threshold_ns       BIGINT   See the summary.
 -- @column significant        BOOLEAN  See the summary.
+-- @column barrier            BOOLEAN  See the summary.
 SELECT
     o.rank,
     o.utc_epoch_ns,
@@ -55,7 +57,8 @@ SELECT
     c.skew_ns,
     c.transfer_ns,
     c.threshold_ns,
-    c.significant
+    c.significant,
+    c.barrier
 FROM xr_clock AS o
 LEFT JOIN xr_aligned AS c
     ON c.rank = o.rank

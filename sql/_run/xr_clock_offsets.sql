@@ -1,5 +1,6 @@
 -- One row per rank: its clock (see nsyswrap.crossrank.alignment): offset, drift, shift,
--- uncertainty, residual spread, collectives it rests on, source and method, aligned.
+-- jump, uncertainty, residual spread, collectives it rests on, source and method,
+-- aligned, the clock it reads (its host's).
 -- @reads xr_clock
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank               INTEGER  See the summary.
@@ -15,6 +16,9 @@
 -- @column method             VARCHAR  See the summary.
 -- @column aligned            BOOLEAN  See the summary.
 -- @column host               VARCHAR  See the summary.
+-- @column clock              VARCHAR  See the summary.
+-- @column jump_at_ns         BIGINT   See the summary.
+-- @column jump_ns            BIGINT   See the summary.
 -- @column report_rank        INTEGER  See the summary.
 -- @column pid                BIGINT   See the summary.
 -- @column rank_source        VARCHAR  See the summary.

@@ -21,6 +21,7 @@
 -- @column transfer_ns        BIGINT   See the summary.
 -- @column threshold_ns       BIGINT   See the summary.
 -- @column significant        BOOLEAN  See the summary.
+-- @column barrier            BOOLEAN  See the summary.
 SELECT
     pg,
     seq,
@@ -38,7 +39,8 @@ SELECT
     skew_ns,
     transfer_ns,
     threshold_ns,
-    significant
+    significant,
+    barrier
 FROM xr_alignment
 WHERE pg IS NOT NULL
     AND ($step_from IS NULL OR step >= $step_from)

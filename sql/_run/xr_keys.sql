@@ -2,7 +2,8 @@
 -- nsyswrap.crossrank.solve: matching), with its key and verdict.
 -- A run object computed in Python, once per run and parameters: the planner calls
 -- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, kernels, api_calls, nvtx, xr_rank_keys, xr_processes, xr_steps, xr_phases,
+--        payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank               INTEGER  See nsyswrap.crossrank.solve.
 -- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.

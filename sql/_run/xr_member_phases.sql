@@ -1,7 +1,8 @@
 -- One row per rank (process) and phase range (xr_phases by rank; nsyswrap.crossrank.solve).
 -- A run object computed in Python, once per run and parameters: the planner calls
 -- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
+-- @reads session, kernels, api_calls, nvtx, xr_rank_keys, xr_processes, xr_steps, xr_phases,
+--        payload_schemas
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank               INTEGER  See nsyswrap.crossrank.solve.
 -- @column pid                BIGINT   See nsyswrap.crossrank.solve.

@@ -1,14 +1,17 @@
 -- One row per rank: how its report's clock is put on the run clock (the ranks of
--- one report share its clock). All matched
--- collectives of all groups are solved at once (nsyswrap.crossrank.alignment): a
--- collective ends at one instant on all its members (NCCL kernel ends; range ends
--- without kernels), so every collective constrains the offsets (and, on runs long
--- enough, the linear drifts) of its members; the solve is robust least squares
--- (Huber-weighted) with the reference rank (the lowest with a matched collective)
--- fixed. aligned time = utc_epoch_ns + t + offset_ns + drift_ppb x t / 1e9. A rank
--- no collective connects to the reference takes the clock of an aligned rank on
--- its host (same host clock), else it is unaligned and left out of every
--- cross-rank figure.
+-- one report share its clock, the reports of one host its host's). Only true
+-- barriers are solved for (all_reduce, all_gather, reduce_scatter, barrier: they
+-- end at one instant on all members; an all_to_all or send/recv member ends when
+-- its own transfers are done): see nsyswrap.crossrank.alignment. One offset and
+-- one drift per host clock (a host's reports are solved apart only when they
+-- disagree with one clock by more than 5 us); a step in a clock (a jump) is
+-- fitted piecewise. The solve is robust least squares (Huber-weighted) with the
+-- reference clock (of the lowest rank with a matched barrier) fixed. aligned
+-- time = utc_epoch_ns + t' + offset_ns + drift_ppb x t' / 1e9, t' = t less
+-- jump_ns from jump_at_ns on. A rank no collective connects to the reference
+-- takes the clock of its host when another of its reports is aligned, else it is
+-- unaligned and left out of every cross-rank figure. A drift beyond +-500 ppm is
+-- never reported as a fit (the method says so).
 -- @scope run
 -- @reads xr_clock_offsets
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
@@ -23,14 +26,23 @@
 --                                  (ns); NULL when unaligned.
 -- @column spread_ns BIGINT         1.4826 x median absolute residual of its
 --                                  collective ends (ns).
--- @column max_residual_ns BIGINT   Largest absolute residual (ns).
--- @column collectives BIGINT       Matched collectives the offset rests on.
+-- @column max_residual_ns BIGINT   Largest absolute residual against the fitted
+--                                  clock (ns), outliers included.
+-- @column collectives BIGINT       Matched true barriers the offset rests on.
 -- @column source VARCHAR           kernel (NCCL kernel ends), nvtx (range ends),
 --                                  host (an aligned rank's on the same host),
 --                                  reference or utc (unaligned).
 -- @column method VARCHAR           How the clock was obtained, in words.
 -- @column aligned BOOLEAN          False: left out of cross-rank figures.
--- @column host VARCHAR             Host name recorded in the report.
+-- @column host VARCHAR             Host name recorded in the report (its
+--                                  Hostname, else HOSTNAME or SLURMD_NODENAME
+--                                  of its recorded environment).
+-- @column clock VARCHAR            The clock it reads: `host <name>`, or
+--                                  `report <rank>` (no host recorded, or its
+--                                  host's reports disagree).
+-- @column jump_at_ns BIGINT        Session time from which its clock reads
+--                                  jump_ns late (NULL: no jump).
+-- @column jump_ns BIGINT           The clock's jump (ns; 0: none).
 -- @column report_rank INTEGER      Rank of the report holding it (a report may
 --                                  hold several rank processes, one clock).
 -- @column pid BIGINT               Its process in that report.

@@ -1,12 +1,15 @@
 -- One row per matched collective and rank, in aligned run time. Collectives are
 -- matched across ranks by (pg, seq) from the `coll:` ranges when every report
--- has them; otherwise the k-th NCCL kernel of an op on a device is taken to be
--- the same collective on every rank (pg is then 'nccl:<Op>'). A collective is
--- timed by its NCCL kernels (launched inside its range on the same thread) when
--- every rank has them, else by its ranges; a rank with several GPUs is in it
--- from its first kernel start to its last kernel end. Keys that are not on
--- every rank of the group exactly once are left out: see crossrank.mismatches.
--- With step_from / step_to, only collectives of those steps.
+-- has them (or NCCL's payloads, or MPI's ranges); otherwise from the NCCL kernels
+-- per stream: the k-th kernel of a stream is the group's k-th operation, the
+-- groups inferred (see crossrank.groups; pg 'nccl:<k>' for true barriers,
+-- 'nccl:x<k>' for all_to_all and send/recv). A collective is timed by its NCCL
+-- kernels (launched inside its range on the same thread) when every rank has
+-- them, else by its ranges; a rank with several GPUs is in it from its first
+-- kernel start to its last kernel end. An all_to_all or send/recv member ends
+-- when its own transfers are done, so its members' ends differ (barrier false).
+-- Keys that are not on every rank of the group exactly once are left out: see
+-- crossrank.mismatches. With step_from / step_to, only collectives of those steps.
 -- @scope run
 -- @reads xr_collectives
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
@@ -29,6 +32,9 @@
 -- @column skew_ns BIGINT           Latest minus earliest arrival (ns).
 -- @column transfer_ns BIGINT       Shortest duration across ranks (ns).
 -- @column source VARCHAR           kernel (NCCL kernel times) or nvtx (ranges).
+-- @column barrier BOOLEAN          Its members end together (all_reduce,
+--                                  all_gather, reduce_scatter, barrier): the
+--                                  clock solve uses only these.
 SELECT
     pg,
     seq,
@@ -44,6 +50,7 @@ SELECT
     last_rank,
     skew_ns,
     transfer_ns,
-    CASE WHEN on_gpu THEN 'kernel' ELSE 'nvtx' END AS source
+    CASE WHEN on_gpu THEN 'kernel' ELSE 'nvtx' END AS source,
+    barrier
 FROM xr_collectives
 ORDER BY TRY_CAST(pg AS BIGINT), pg, seq, rank

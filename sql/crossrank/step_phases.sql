@@ -22,8 +22,8 @@ SELECT
     r.rank,
     r.step,
     r.phase,
-    run_ns(r.start_ns, o.shift_ns, o.drift_ppb) AS start_ns,
-    run_ns(r.end_ns, o.shift_ns, o.drift_ppb) AS end_ns
+    run_ns(r.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS start_ns,
+    run_ns(r.end_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS end_ns
 FROM ranges AS r
 JOIN xr_clock_offsets AS o
     USING (rank)

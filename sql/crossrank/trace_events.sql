@@ -1,7 +1,7 @@
 -- One row per event of the aligned multi-rank trace: NVTX ranges, GPU
 -- activities (kernels, copies, sets) and the wait of each rank inside each
--- matched collective, in run time (each report's clock: offset and drift, see
--- crossrank.clock_offsets and the macro run_ns). With
+-- matched collective, in run time (each report's clock: offset, drift and jump,
+-- see crossrank.clock_offsets and the macro run_ns). With
 -- step_from / step_to only events overlapping those steps (on any rank) are
 -- kept, with window_nvtx only those overlapping the NVTX ranges LIKE it (from the
 -- first start to the last end on any rank; both: the intersection); at most
@@ -32,7 +32,9 @@ members AS (
 ),
 offsets AS (
     -- Per report (its processes share one clock): its shift and drift.
-    SELECT DISTINCT report_rank AS rank, shift_ns, drift_ppb FROM xr_clock WHERE aligned
+    SELECT DISTINCT report_rank AS rank, shift_ns, drift_ppb, jump_at_ns, jump_ns
+    FROM xr_clock
+    WHERE aligned
 ),
 bounds AS (
     -- The window in run time: the selected steps' and the matching ranges' spans (a
@@ -42,8 +44,8 @@ bounds AS (
         least(s.end_ns, n.end_ns) AS end_ns
     FROM (
         SELECT
-            min(run_ns(s.start_ns, o.shift_ns, o.drift_ppb)) AS start_ns,
-            max(run_ns(s.end_ns, o.shift_ns, o.drift_ppb)) AS end_ns
+            min(run_ns(s.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns)) AS start_ns,
+            max(run_ns(s.end_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns)) AS end_ns
         FROM xr_steps AS s
         JOIN offsets AS o
             USING (rank)
@@ -53,8 +55,8 @@ bounds AS (
     ) AS s
     CROSS JOIN (
         SELECT
-            min(run_ns(e.start_ns, o.shift_ns, o.drift_ppb)) AS start_ns,
-            max(run_ns(e.end_ns, o.shift_ns, o.drift_ppb)) AS end_ns
+            min(run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns)) AS start_ns,
+            max(run_ns(e.end_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns)) AS end_ns
         FROM xr_events AS e
         JOIN offsets AS o
             USING (rank)
@@ -64,13 +66,15 @@ bounds AS (
     WHERE (s.start_ns IS NOT NULL OR ($step_from IS NULL AND $step_to IS NULL))
         AND (n.start_ns IS NOT NULL OR $window_nvtx IS NULL)
 ),
-windows AS (
-    -- Per rank, the window in session time (run_ns inverted to the ns; no rows
-    -- without a window).
+clock_windows AS (
+    -- Per rank, the window on its clock (run_ns inverted to the ns, before the jump is
+    -- added back; no rows without a window).
     SELECT
         o.rank,
         o.shift_ns,
         o.drift_ppb,
+        o.jump_at_ns,
+        o.jump_ns,
         floor((b.start_ns - o.shift_ns) / (1 + o.drift_ppb / 1e9))::BIGINT AS start_ns,
         ceil((b.end_ns - o.shift_ns) / (1 + o.drift_ppb / 1e9))::BIGINT AS end_ns
     FROM offsets AS o
@@ -78,6 +82,15 @@ windows AS (
     WHERE $window_nvtx IS NOT NULL
         OR $step_from IS NOT NULL
         OR $step_to IS NOT NULL
+),
+windows AS (
+    -- In session time: readings from jump_at_ns on are jump_ns late (where the jump's
+    -- readings could fall on either side, the wider window).
+    SELECT
+        * EXCLUDE (start_ns, end_ns),
+        start_ns + CASE WHEN start_ns >= jump_at_ns THEN jump_ns ELSE 0 END AS start_ns,
+        end_ns + CASE WHEN end_ns >= jump_at_ns - jump_ns THEN jump_ns ELSE 0 END AS end_ns
+    FROM clock_windows
 ),
 events AS NOT MATERIALIZED (
     -- Without a window only the longest max_events of each rank can make the list;
@@ -91,8 +104,9 @@ events AS NOT MATERIALIZED (
         e.stream,
         e.name,
         e.category,
-        run_ns(e.start_ns, o.shift_ns, o.drift_ppb) AS start_ns,
-        run_ns(e.end_ns, o.shift_ns, o.drift_ppb) - run_ns(e.start_ns, o.shift_ns, o.drift_ppb) AS dur_ns
+        run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS start_ns,
+        run_ns(e.end_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns)
+        - run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS dur_ns
     FROM xr_events AS e
     JOIN offsets AS o
         USING (rank)
@@ -110,8 +124,9 @@ events AS NOT MATERIALIZED (
         e.stream,
         e.name,
         e.category,
-        run_ns(e.start_ns, w.shift_ns, w.drift_ppb),
-        run_ns(e.end_ns, w.shift_ns, w.drift_ppb) - run_ns(e.start_ns, w.shift_ns, w.drift_ppb)
+        run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns),
+        run_ns(e.end_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns)
+        - run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns)
     FROM xr_events AS e
     JOIN windows AS w
         ON w.rank = e.rank
