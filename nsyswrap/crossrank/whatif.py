@@ -537,7 +537,7 @@ def stages(model: Model) -> dict[int, int]:
     if not len(pairs):
         return {}
     a = ev[(ev["kind"] == "A") & ev["cid"].isin(pairs)].sort_values(["cid", "rank"])
-    first = a.groupby("cid")["t"].min()
+    first = ev[(ev["kind"] == "M") & ev["cid"].isin(pairs)].set_index("cid")["t"]  # last arrival
     links = a.groupby("cid")["rank"].agg(lambda r: tuple(sorted(r)))
     neighbours: dict[int, set[int]] = {}
     start: dict[tuple, int] = {}
@@ -792,7 +792,7 @@ def inputs(run) -> tuple[pd.DataFrame, ...]:
     xr_member_steps and the per-report xr_issues, xr_joins, xr_lane_phases), on the run
     clock and by member rank; unaligned ranks are left out."""
     members = run_members(run)[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
-    clock = run.df("SELECT rank, shift_ns, drift_ppb, aligned FROM xr_clock")
+    clock = run.df("SELECT * FROM xr_clock")
     coll = run.df("SELECT pg, seq, op, rank, step, start_ns, end_ns, on_gpu FROM xr_aligned")
     calls = to_run_time(
         run.df("SELECT rank, pg, seq, cpu_start_ns, cpu_end_ns FROM xr_keys WHERE matches").dropna(
