@@ -223,12 +223,14 @@ def test_real_captures_show_their_replay_residual(cli):
             )
 
 
-def _pipeline(slow: float, stages: int = 4, replicas: int = 2, micro: int = 4, steps: int = 3):
+def _pipeline(
+    slow: float, extra: int = 0, stages: int = 4, replicas: int = 2, micro: int = 4, steps: int = 3
+):
     """Frames of a GPipe-like run made with the replay's own rules: per step each stage runs
     every microbatch's forward, then every backward in reverse; activations and gradients
     go between neighbouring stages of a replica as two-member send_recv collectives (the
     receiver's compute waits for them); then each stage's replicas all-reduce. Stage 2's
-    compute is `slow` times longer (a slower stage: its work scaled)."""
+    compute is `slow` times longer, plus `extra` per microbatch."""
     rng = np.random.default_rng(5)
     ranks = stages * replicas
     base = rng.integers(10, 30, (steps, 2, micro)) * 2_000  # the same work on every stage
@@ -296,6 +298,7 @@ def _pipeline(slow: float, stages: int = 4, replicas: int = 2, micro: int = 4, s
                             )
                             lane[r] = max(lane[r], end)  # the sender goes on; the receiver waits
                         work = int(base[s, int(phase == "backward"), m] * (slow if p == 2 else 1))
+                        work += extra if p == 2 else 0
                         labels.append(
                             {
                                 "rank": r,
@@ -352,8 +355,11 @@ def _pipeline(slow: float, stages: int = 4, replicas: int = 2, micro: int = 4, s
     return frames, np.diff(np.r_[first, ends])
 
 
-def test_a_slow_pipeline_stage_gains_what_removing_its_slowness_saves():
-    frames, slow = _pipeline(1.5)
+@pytest.mark.parametrize("factor, extra", [(1.5, 0), (1.0, 7_000)])
+def test_a_slow_pipeline_stage_gains_what_removing_its_slowness_saves(factor, extra):
+    """Stage 2 uniformly slower, or slower by a fixed time per microbatch: either way making
+    it as fast as the others saves what removing its slowness saves, bubbles included."""
+    frames, slow = _pipeline(factor, extra)
     _, fast = _pipeline(1.0)
     model = whatif.build_model(*frames)
     assert whatif.stages(model) == {r: r % 4 for r in range(8)}
@@ -412,3 +418,20 @@ def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
     assert d["headline"] == "SLOW PIPELINE STAGE: 2"
     assert first["gain"]["value"] == 2_580_000 and "2.58 ms per step (10 %" in first["text"]
     assert report["sections"][0]["verdict"]["label"] == "slow pipeline stage: 2"
+
+
+@pytest.mark.parametrize(
+    "name, headline, within",
+    [
+        ("pipeline8", "SLOW PIPELINE STAGE: 2", 0.03),  # the host takes over as stage 2 speeds up
+        ("moe8", "STRAGGLER: RANK 6", None),  # the hot expert's longer transfers are not its work
+    ],
+)
+def test_pipeline_and_moe_runs_name_their_planted_cause_first(tmp_path, name, headline, within):
+    truth = generate_run(preset(name, steps=4), tmp_path)
+    with open_run([tmp_path]) as run:
+        d = build_report(run, ReportOptions())["diagnosis"]
+    planted = truth.planted_gain["gain_ns_total"] / len(truth.planted_gain["steps"])
+    gain = d["findings"][0]["gain"]["value"]
+    assert d["headline"] == headline
+    assert abs(gain - planted) <= within * planted if within else 0 < gain < planted

@@ -81,7 +81,7 @@ class Graph:
         starts = self.ptr[nodes]
         lengths = self.ptr[nodes + 1] - starts
         some = lengths > 0
-        edges = _ranges(starts, lengths)
+        edges = ranges(starts, lengths)
         offsets = (np.cumsum(lengths) - lengths)[some]
         hide = np.flatnonzero(self.hideable[edges] >= 0)
         return (
@@ -122,7 +122,7 @@ class Graph:
         return int(self.pred[lo + int(np.argmax(t[self.pred[lo:hi]] + w))])
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The concatenated index ranges [start, start + length) (vectorised)."""
     total = int(lengths.sum())
     if not total:
@@ -144,7 +144,7 @@ def _levels(ptr: np.ndarray, pred: np.ndarray, n: int) -> list[np.ndarray]:
         levels.append(frontier)
         done += len(frontier)
         lengths = succ_ptr[frontier + 1] - succ_ptr[frontier]
-        nxt = succ[_ranges(succ_ptr[frontier], lengths)]
+        nxt = succ[ranges(succ_ptr[frontier], lengths)]
         np.subtract.at(indegree, nxt, 1)
         frontier = np.unique(nxt[indegree[nxt] == 0])
     if done != n:

@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, run_members, to_member_ranks
-from nsyswrap.crossrank.replay import Graph
+from nsyswrap.crossrank.replay import Graph, ranges
 from nsyswrap.crossrank.solve import to_run_time
 
 CHAIN_ORDER = {"X": 0, "S": 1, "Ja": 2, "J": 3, "W": 4}  # at one instant: a step ends first
@@ -123,6 +123,7 @@ class Model:
     parts: np.ndarray  # (lane nodes x phases): each segment's time per phase
     lane: np.ndarray  # node ids of the lane nodes (rows of parts)
     labels: dict  # rank -> (boundaries, phase index per stretch)
+    stretches: pd.DataFrame  # rank, start_ns, end_ns, phase, instance: the labels
     steps: pd.DataFrame  # rank, step, start node, end node
 
 
@@ -437,6 +438,7 @@ def build_model(
         parts,
         lane_nodes,
         label_map,
+        labels.assign(instance=labels["instance"] if "instance" in labels else labels["start_ns"]),
         step_nodes.reset_index().rename(columns={"S": "start", "X": "end"}),
     )
 
@@ -579,36 +581,87 @@ def _walk(head: int, neighbours: dict[int, set[int]]) -> list[int]:
         path.append(nxt[0])
 
 
-def stage_excess(model: Model, stage_of: dict[int, int]) -> np.ndarray:
-    """(lane segments x phases): how much shorter each segment of a pipeline stage's ranks
-    gets when the stage does each phase of each step as fast as the median rank of the other
-    stages, where it is slower; the excess of a rank's step is taken off its segments of
-    that step in proportion to their parts (exact for a stage whose work is uniformly
-    slower: its parts scaled)."""
+def instance_parts(model: Model) -> pd.DataFrame:
+    """Each lane segment's time per phase range (instance): rows seg (row of model.parts),
+    phase (index), instance, ns; time before a rank's first stretch and after its last takes
+    theirs, as phase_parts does."""
     ev = model.events
     rank = ev["rank"].to_numpy()[model.lane]
-    step = np.nan_to_num(ev["step"].to_numpy(np.float64)[model.lane], nan=-1).astype(np.int64)
-    cells, cell = np.unique(np.stack([rank, step], 1), axis=0, return_inverse=True)
-    cell = cell.ravel()
-    totals = np.zeros((len(cells), model.parts.shape[1]), np.int64)
-    np.add.at(totals, cell, model.parts)
-    out = np.zeros_like(model.parts)
-    cell_stage = pd.Series(cells[:, 0]).map(stage_of).to_numpy()
-    for s in sorted(set(stage_of.values())):
-        mine, others = cell_stage == s, (cell_stage != s) & ~pd.isna(cell_stage)
-        for i in np.flatnonzero(mine):
-            same = others & (cells[:, 1] == cells[i, 1])
-            if not same.any():
-                continue
-            median = np.round(np.median(totals[same], axis=0)).astype(np.int64)
-            over = totals[i] - np.minimum(totals[i], median)
-            over[0] = 0  # time outside phases: where a stage sits in the pipeline, not its work
-            rows = np.flatnonzero(cell == i)
-            weights = model.parts[rows]
-            share = np.round(np.cumsum(weights, 0) * over / np.maximum(totals[i], 1)).astype(
-                np.int64
+    t1 = model.graph.t[model.lane]
+    t0 = t1 - model.graph.d[model.lane]
+    index = {p: i for i, p in enumerate(model.phases)}
+    out = []
+    for r, st in model.stretches.sort_values(["rank", "start_ns"]).groupby("rank"):
+        rows = np.flatnonzero(rank == r)
+        if not len(rows) or st.empty:
+            continue
+        starts = st["start_ns"].to_numpy(np.int64).copy()
+        ends = st["end_ns"].to_numpy(np.int64).copy()
+        starts[0], ends[-1] = np.iinfo(np.int64).min // 4, np.iinfo(np.int64).max // 4
+        lo = np.maximum(np.searchsorted(ends, t0[rows], side="right"), 0)
+        hi = np.searchsorted(starts, t1[rows], side="left")
+        counts = np.maximum(hi - lo, 0)
+        seg = np.repeat(rows, counts)
+        k = ranges(lo, counts)
+        ns = np.minimum(t1[seg], ends[k]) - np.maximum(t0[seg], starts[k])
+        keep = ns > 0
+        phase = st["phase"].fillna(NO_PHASE).map(index).to_numpy(np.int64)
+        out.append(
+            pd.DataFrame(
+                {
+                    "seg": seg[keep],
+                    "phase": phase[k[keep]],
+                    "instance": st["instance"].to_numpy(np.float64)[k[keep]],
+                    "ns": ns[keep],
+                }
             )
-            out[rows] = np.diff(np.vstack([np.zeros((1, share.shape[1]), np.int64), share]), axis=0)
+        )
+    return (
+        pd.concat(out, ignore_index=True)
+        if out
+        else pd.DataFrame(columns=["seg", "phase", "instance", "ns"])
+    )
+
+
+def stage_excess(model: Model, stage_of: dict[int, int]) -> np.ndarray:
+    """(lane segments x phases): how much shorter each segment of a pipeline stage's ranks
+    gets when the stage does each of its phase ranges as fast as the median rank of the
+    other stages does the same one (the k-th range of the phase in the step: a
+    microbatch's forward), where it is slower; a range's excess is taken off the segments
+    that hold its time in proportion to it."""
+    ev = model.events
+    parts = instance_parts(model)
+    parts = parts[parts["phase"] != 0]  # outside phases: where a stage sits, not its work
+    parts["rank"] = ev["rank"].to_numpy()[model.lane][parts["seg"].to_numpy()]
+    step = np.nan_to_num(ev["step"].to_numpy(np.float64)[model.lane], nan=-1).astype(np.int64)
+    parts["step"] = step[parts["seg"].to_numpy()]
+    parts["stage"] = parts["rank"].map(stage_of)
+    per = parts.groupby(["rank", "step", "phase", "instance"], as_index=False)["ns"].sum()
+    per["k"] = per.groupby(["rank", "step", "phase"])["instance"].rank(method="first")
+    per["stage"] = per["rank"].map(stage_of)
+    out = np.zeros_like(model.parts)
+    for s in sorted(set(stage_of.values())):
+        other = per[(per["stage"] != s) & per["stage"].notna()]
+        median = other.groupby(["step", "phase", "k"])["ns"].median().round().rename("median")
+        mine = per[per["stage"] == s].join(median, on=["step", "phase", "k"])
+        mine["over"] = (mine["ns"] - np.minimum(mine["ns"], mine["median"])).fillna(0)
+        cut = parts[parts["stage"] == s].merge(
+            mine[["rank", "step", "phase", "instance", "ns", "over"]].rename(
+                columns={"ns": "total"}
+            ),
+            on=["rank", "step", "phase", "instance"],
+        )
+        cut = cut[cut["over"] > 0].sort_values(["rank", "step", "phase", "instance", "seg"])
+        group = cut.groupby(["rank", "step", "phase", "instance"])
+        share = np.round(group["ns"].cumsum() * cut["over"] / cut["total"]).astype(np.int64)
+        cut["cut"] = share - share.groupby(
+            [cut[c] for c in ("rank", "step", "phase", "instance")]
+        ).shift().fillna(0)
+        np.add.at(
+            out,
+            (cut["seg"].to_numpy(np.int64), cut["phase"].to_numpy(np.int64)),
+            cut["cut"].to_numpy(np.int64),
+        )
     return out
 
 
@@ -826,8 +879,14 @@ def inputs(run) -> tuple[pd.DataFrame, ...]:
     )
     labels = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_lane_phases"), members)
     lane_device = _lane_devices(issues, labels)
-    labels = to_run_time(
-        labels.merge(lane_device, on=["rank", "device"]), clock, ["start_ns", "end_ns"]
+    labels = labels.merge(lane_device, on=["rank", "device"])
+    owned = labels["phase_start_ns"].notna()
+    labels = pd.concat(
+        [
+            to_run_time(labels[owned], clock, ["start_ns", "end_ns", "phase_start_ns"]),
+            to_run_time(labels[~owned], clock, ["start_ns", "end_ns"]),
+        ],
+        ignore_index=True,
     )
     host = to_run_time(
         run.df("SELECT rank, start_ns, end_ns, phase FROM xr_member_phases"),
@@ -847,7 +906,8 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
     """Per rank, one phase per instant (`xr_lane_phases`): where its GPU was busy, the phase
     of the work it ran; where it waited for the host to launch work, the host's phase range
     open then (`xr_member_phases`) if any; elsewhere the phase of the work that ended the
-    GPU's idleness. Rows: rank, start_ns, end_ns, phase."""
+    GPU's idleness. Rows: rank, start_ns, end_ns, phase, instance (the start of the phase
+    range the time belongs to: which of the phase's ranges)."""
     out = []
     for rank in sorted(set(gpu["rank"]) | set(host["rank"])):
         g = gpu[gpu["rank"] == rank].sort_values("start_ns")
@@ -861,6 +921,7 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
             continue
         a, b = bounds[:-1], bounds[1:]
         phase = np.full(len(a), None, object)
+        instance = np.full(len(a), np.nan)
         host_time = np.ones(len(a), bool)  # outside the GPU's span: the host's
         if len(g):
             i = np.clip(
@@ -872,14 +933,22 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
                 a < g["end_ns"].to_numpy(np.int64)[i]
             )
             phase[:] = g["phase"].to_numpy(object)[i]  # else the nearest stretch's
+            instance[:] = g["phase_start_ns"].to_numpy(np.float64)[i]
             host_time = ~inside | (g["state"].to_numpy(object)[i] == "host")
         if len(h):
             k = np.searchsorted(h["start_ns"].to_numpy(np.int64), a, side="right") - 1
             ok = (k >= 0) & (a < h["end_ns"].to_numpy(np.int64)[np.maximum(k, 0)])
             use = ok & host_time
             phase[use] = h["phase"].to_numpy(object)[k[use]]
-        frame = pd.DataFrame({"rank": rank, "start_ns": a, "end_ns": b, "phase": phase})
-        change = frame["phase"].ne(frame["phase"].shift()) | (frame.index == 0)
+            instance[use] = h["start_ns"].to_numpy(np.float64)[k[use]]
+        frame = pd.DataFrame(
+            {"rank": rank, "start_ns": a, "end_ns": b, "phase": phase, "instance": instance}
+        )
+        change = (
+            frame["phase"].ne(frame["phase"].shift())
+            | frame["instance"].ne(frame["instance"].shift())
+            | (frame.index == 0)
+        )
         frame["island"] = change.cumsum()
         out.append(
             frame.groupby("island").agg(
@@ -887,10 +956,11 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
                 start_ns=("start_ns", "min"),
                 end_ns=("end_ns", "max"),
                 phase=("phase", "first"),
+                instance=("instance", "first"),
             )
         )
     if not out:
-        return pd.DataFrame(columns=["rank", "start_ns", "end_ns", "phase"])
+        return pd.DataFrame(columns=["rank", "start_ns", "end_ns", "phase", "instance"])
     return pd.concat(out, ignore_index=True)
 
 

@@ -416,12 +416,13 @@ def _by_gain(findings: list[dict]) -> list[dict]:
 
 
 def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
-    """The cross-rank section's verdict names what the diagnosis names first from the replay."""
+    """The cross-rank section's verdict names what the diagnosis names first from the replay
+    (its own reason kept where it names the same)."""
     first = next((f for f in findings if f["scope"] == "cross-rank"
                   and f["gain"]["value"] is not None), None)
-    crossrank = section(report, "crossrank")
-    if first is not None and crossrank.get("verdict") is not None:
-        crossrank["verdict"] = {"label": first["label"], "reason": first["text"]}
+    verdict = section(report, "crossrank").get("verdict")
+    if first is not None and verdict is not None and verdict.get("label") != first["label"]:
+        verdict.update(label=first["label"], reason=first["text"])
 
 
 def _mpi_only(report: dict) -> bool:
