@@ -19,7 +19,7 @@ PHASES = ("data_loading", "forward", "backward", "optimizer")
 
 
 def frames(ranks: int, collectives: int, steps: int, seed: int = 0) -> tuple[pd.DataFrame, ...]:
-    """(coll, issues, joins, steps, labels) as nsyswrap.crossrank.whatif.inputs gives them."""
+    """(coll, issues, joins, steps, labels) as nsyswrap.crossrank.lanes.inputs gives them."""
     rng = np.random.default_rng(seed)
     per_step = max(1, collectives // steps)
     lane = np.zeros(ranks, np.int64)
@@ -107,11 +107,11 @@ def stage(ranks: int, collectives: int, steps: int) -> dict:
     """Time the what-if stage on a synthetic run of this size."""
     import time
 
-    from nsyswrap.crossrank import whatif
+    from nsyswrap.crossrank import lanes, whatif
 
     inputs = frames(ranks, collectives, steps)
     started = time.perf_counter()
-    model = whatif.build_model(*inputs)
+    model = lanes.build_model(*inputs)
     built = time.perf_counter()
     out = whatif.analyse(model)
     done = time.perf_counter()

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsyswrap import open_run, planner
-from nsyswrap.crossrank import whatif
+from nsyswrap.crossrank import fixes, lanes, whatif
 from nsyswrap.crossrank.replay import Graph
 from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
@@ -41,7 +41,7 @@ def _analysed(out, name: str) -> dict:
         for obj in INPUTS:
             planner.prepare(run, obj, {"step_pattern": "step:%"})
             planner.bind(run, obj, {"step_pattern": "step:%"})
-        model = whatif.build_model(*whatif.inputs(run))
+        model = lanes.build_model(*lanes.inputs(run))
         exposure = run_module(run, "collectives.exposure")
     return {
         "truth": truth,
@@ -159,7 +159,7 @@ def test_idealising_more_never_slows_the_replay(dp, data):
     """Any set of (rank, phase) parts idealised, and any collectives hidden, then more: the
     replayed step times never grow."""
     model = dp["model"]
-    cut = whatif.excess(model)
+    cut = fixes.excess(model)
     rank = model.events["rank"].to_numpy()[model.lane]
     cells = sorted({(int(r), p) for r in rank for p in range(len(model.phases))})
     coll = len(model.collectives)
@@ -361,8 +361,8 @@ def test_a_slow_pipeline_stage_gains_what_removing_its_slowness_saves(factor, ex
     it as fast as the others saves what removing its slowness saves, bubbles included."""
     frames, slow = _pipeline(factor, extra)
     _, fast = _pipeline(1.0)
-    model = whatif.build_model(*frames)
-    assert whatif.stages(model) == {r: r % 4 for r in range(8)}
+    model = lanes.build_model(*frames)
+    assert fixes.stages(model) == {r: r % 4 for r in range(8)}
     out = whatif.analyse(model)
     assert (out["check"]["residual_ns"] == 0).all()
     w = out["whatif"]
