@@ -19,6 +19,7 @@ import pandas as pd
 from nsyswrap.reports import assign_ranks, expand
 
 PTOP = 10  # ENUM_CUDA_MEMCPY_OPER: peer-to-peer copy
+STREAM_WAIT = 2  # ENUM_CUPTI_SYNC_TYPE: cudaStreamWaitEvent
 PUSH_POP_OR_START_END = (59, 60, 70, 71)
 COLL_TEXT = r"^coll:(?P<op>\S+).*\bpg=(?P<pg>\S+).*\bseq=(?P<seq>\d+)"
 
@@ -43,7 +44,7 @@ def load_rank(path: Path) -> dict[str, pd.DataFrame]:
         for key, table, extra in (
             ("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", ", copyKind"),
             ("memset", "CUPTI_ACTIVITY_KIND_MEMSET", ""),
-            ("syncs", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", ""),
+            ("syncs", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", ", syncType"),
         ):
             frames[key] = _read(con, f"SELECT {device_cols}{extra} FROM {table}") if _has(con, table) else None
         runtime = _read(con, 'SELECT start, "end", eventClass, globalTid, correlationId, nameId '
@@ -148,11 +149,13 @@ def launches(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def device_syncs(t: dict[str, pd.DataFrame], work: pd.DataFrame) -> pd.DataFrame:
-    """Host synchronization intervals per device: CUPTI sync records and *Synchronize calls."""
+    """Host synchronization intervals per device: CUPTI sync records (not stream waits:
+    syncType 2, a stream waiting on the GPU) and *Synchronize calls."""
     contexts = work[["pid", "context", "device"]].drop_duplicates()
     parts = []
     if t["syncs"] is not None and len(t["syncs"]):
-        s = t["syncs"].assign(pid=_pid(t["syncs"]["globalPid"])).drop(columns="device")
+        s = t["syncs"][t["syncs"]["syncType"] != STREAM_WAIT]
+        s = s.assign(pid=_pid(s["globalPid"])).drop(columns="device")
         parts.append(s.merge(contexts, on=["pid", "context"])[["device", "start", "end"]])
     r = t["runtime"]
     calls = r[r["api"].str.contains("synchronize", case=False, na=False)]

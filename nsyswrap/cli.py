@@ -280,7 +280,10 @@ def diff(
     rank_pattern: RankPattern = r"rank(\d+)",
     jobs: Jobs = 2,
     html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page.")] = None,
-    fail_on_regression: Annotated[Optional[float], typer.Option("--fail-on-regression", min=0, metavar="PCT", help="Exit 1 when NEW is significantly worse than BASE by more than PCT %.")] = None,
+    fail_on_regression: Annotated[Optional[float], typer.Option(
+        "--fail-on-regression", min=0, metavar="PCT",
+        help="Exit 3 when NEW is significantly worse than BASE by more than PCT % "
+             "(1: bad input, 2: usage error).")] = None,
     metric: Annotated[str, typer.Option("--metric", metavar="ID", help="Figure the gate checks: an id of --format csv, e.g. step_time:rank=2.")] = "step_time",
 ) -> None:
     """Did it help? Compare run NEW against run BASE.

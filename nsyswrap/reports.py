@@ -11,6 +11,7 @@ an error.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import re
@@ -110,6 +111,62 @@ def _recorded_rank(path: Path) -> tuple[int | None, str]:
         if len(ranks) == 1:
             return int(ranks.pop()), f"environment ({name})"
     return None, "environment"
+
+
+def capture_identity(path: Path) -> tuple | None:
+    """(session start in UTC ns, host, the processes' pids) of a report, or None when it
+    records no session start or no process: two reports alike are one capture."""
+    from nsyswrap.sqlite_source import connect_readonly  # (it loads pyarrow: not for `expand`)
+
+    con = connect_readonly(path)
+    try:
+        start = _values(con, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+        host = _rows(con, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'")
+        pids = _values(con, "SELECT DISTINCT pid FROM PROCESSES")
+    finally:
+        con.close()
+    return (start[0], tuple(host), tuple(sorted(pids))) if start and pids else None
+
+
+def _values(con, sql: str) -> list[int]:
+    try:
+        return [v for (v,) in con.execute(sql).fetchall() if isinstance(v, int)]
+    except Exception:  # table absent in this nsys version
+        return []
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def refuse_duplicates(paths: list[Path]) -> None:
+    """Raise when two reports are one capture: the same content (a copy), or the same
+    session start to the ns and the same processes on the same host, which two captures
+    never share. Analysed as two ranks they would be a rank waiting for itself. (One file
+    given twice is assign_ranks' error.)"""
+    files = list({p.resolve(): p for p in paths}.values())
+    seen: dict[tuple, Path] = {}
+    for path in files:
+        key = capture_identity(path)
+        if key is not None and key in seen:
+            pids = ", ".join(map(str, key[2]))
+            raise NsysWrapError(path, f"is the same capture as {seen[key]} (session start "
+                                f"{key[0]} ns UTC, processes {pids})", "give each capture once")
+        seen.setdefault(key, path)
+    by_size: dict[int, list[Path]] = {}
+    for path in files:
+        by_size.setdefault(path.stat().st_size, []).append(path)
+    for same_size in (ps for ps in by_size.values() if len(ps) > 1):
+        digests: dict[str, Path] = {}
+        for path in same_size:
+            first = digests.setdefault(_digest(path), path)
+            if first is not path:
+                raise NsysWrapError(path, f"has the same content as {first}",
+                                    "give each capture once")
 
 
 def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) -> list[Report]:

@@ -24,7 +24,7 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.dask_engine import DaskEngine
 from nsyswrap.opener import DEFAULT_OPENER, Opener  # (callers import them from here too)
 from nsyswrap.pool import map_reports
-from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
+from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand, refuse_duplicates
 from nsyswrap.validate import inspect_tables
 
 MEMORY_LIMIT_MB = 2048
@@ -121,6 +121,7 @@ def open_run(
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)
+    refuse_duplicates(paths)
     cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
     todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planner.planned(cached, list(plan)))
             if targets or not (c.views_dir / "session.parquet").exists()]

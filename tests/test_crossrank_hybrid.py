@@ -129,6 +129,10 @@ def test_real_mpi_run_true_ranks_matched_and_aligned():
     assert offsets["aligned"].all() and (offsets["source"] == "nvtx").all()
     assert offsets["offset_ns"].abs().max() < 100_000 and offsets["uncertainty_ns"].max() < 5_000
     assert coll.groupby(["pg", "seq"])["rank"].nunique().eq(5).all() and coll["seq"].nunique() > 1_000
+    # the five ranks share a node: one clock (its host from the recorded environment), and
+    # its 1,002 MPI_Allreduce / MPI_Barrier calls (true barriers) all matched
+    assert (offsets["clock"] == "host prm-dgx-05").all() and (offsets["offset_ns"] == 0).all()
+    assert len(coll[["pg", "seq"]].drop_duplicates()) == 1_002 and coll["barrier"].all()
 
 
 @pytest.mark.skipif(not TWO_GPU.is_file(), reason="needs ../shared/nsys-sqlite/public")

@@ -1,8 +1,9 @@
-"""Cross-rank answers on the shapes of large jobs (nsyswrap.synth presets moe8, moe8_kernels,
-pipeline8, clock_jump8): every clock offset and every matched collective's skew against the
-planted truth, all_to_all and send/recv matched by group and order (never by their ends),
-clocks from true barriers only and one per host, groups never merged, a clock jump fitted
-piecewise and reported; and the solve's rules on hand-made ends."""
+"""Cross-rank answers on the shapes of large jobs (nsyswrap.synth presets moe8,
+moe8_kernels, pipeline8, clock_jump8, stream_wait): every clock offset and every matched
+collective's skew against the planted truth, all_to_all and send/recv matched by group
+and order (never by their ends), clocks from true barriers only and one per host, groups
+never merged, a clock jump fitted piecewise and reported; and the solve's rules on
+hand-made ends."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from nsyswrap.report.data_quality import crossrank_notes
 from nsyswrap.synth import generate_run, preset
 
 # steps: a drift is fitted over 8 collectives or more spanning 200 ms
-SHAPES = {"moe8": 6, "moe8_kernels": 6, "pipeline8": 8, "clock_jump8": 12}
-EXACT = {"moe8", "moe8_kernels", "pipeline8"}  # the clocks follow the model exactly (no jump)
+SHAPES = {"moe8": 6, "moe8_kernels": 6, "pipeline8": 8, "clock_jump8": 12, "stream_wait": 3}
+EXACT = {"moe8", "moe8_kernels", "pipeline8", "stream_wait"}  # clocks follow the model (no jump)
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
@@ -237,3 +238,21 @@ def test_lockstep_groups_that_cannot_be_told_apart_are_left_out():
         r["status"].startswith("ambiguous: host a and its streams and host b's pair up at several")
         for r in rows
     )
+
+
+def test_hosts_joined_only_by_send_recv_are_never_paired_up(tmp_path):
+    """pipeline8 on 4 hosts of 2 ranks: stages 1 and 2 of a replica talk across hosts that
+    no true barrier joins, so those hosts' clocks cannot be solved: their ranks are
+    unaligned and the send/recv halves left on aligned ranks (stage 1 of both replicas,
+    in lockstep, overlapping like a pair) are left out, not paired with each other."""
+    generate_run(preset("pipeline8", steps=8).replace(ranks_per_node=2), tmp_path)
+    with open_run([tmp_path]) as run:
+        groups = run_module(run, "crossrank.groups").set_index("pg")
+        offsets = clock_offsets(run).set_index("rank")
+    assert offsets["aligned"].tolist() == [True, True, False, False, True, True, False, False]
+    matched = groups[groups["status"] == "matched"]["members"]
+    assert sorted(matched) == ["0,1", "0,4", "1,5", "2,6", "3,7", "4,5"]  # no "1,5" of two halves
+    halves = groups[
+        groups["status"].str.startswith("ambiguous: the same operations as a stream of rank")
+    ]
+    assert sorted(halves["members"]) == ["1", "5"]

@@ -124,7 +124,7 @@ def test_gate_both_ways(pairs, diffs, cli):
     assert max(len(line) for line in out.splitlines()) <= 80
     code, _, err = cli("diff", new, base, "--fail-on-regression", "5", "-f", "json")
     last = err.strip().splitlines()[-1]
-    assert code == 1 and last.startswith("FAIL: step_time +") and "more than 5 %" in last
+    assert code == 3 and last.startswith("FAIL: step_time +") and "more than 5 %" in last
     fixed = diffs["straggler_fixed"]
     assert gate(fixed, 5)[0] == 0
     assert gate(fixed, 5, f"phase.host:rank={STRAGGLER_RANK},data_loading")[0] == 0

@@ -41,7 +41,9 @@ def stragglers(base: RunSamples, new: RunSamples) -> pd.DataFrame:
     rows = []
     for run in (base, new):
         for r in run.stragglers.itertuples(index=False):
-            per_step = r.phase_excess_ns / r.phase_steps if r.phase_steps else None
+            # no phase longer than on the median rank: no phase, no steps (NA) and no excess
+            known = isinstance(r.phase, str) and pd.notna(r.phase_steps) and r.phase_steps > 0
+            per_step = r.phase_excess_ns / r.phase_steps if known else None
             rows.append({"run": run.label, "rank": int(r.rank), "last": int(r.last_count),
                          "collectives": int(r.collectives), "lag_ns": r.lag_ns,
                          "imposed_wait_ns": r.imposed_wait_ns,

@@ -1,8 +1,10 @@
 """The CI gate: `--fail-on-regression PCT [--metric ID]`.
 
-Fails (exit code 1) only when the figure is significantly worse in NEW (its 95 %
-interval excludes 0, in the bad direction) and its median moved by more than PCT % of
-BASE's; otherwise passes (0). Either way one line says why.
+Fails (exit code REGRESSION, 3) only when the figure is significantly worse in NEW (its
+95 % interval excludes 0, in the bad direction) and its median moved by more than PCT % of
+BASE's; otherwise passes (0). Either way one line says why. A bad input is exit code 1
+(one `Error:` line, as every command) and a usage error 2 (click's), so CI tells a
+regression from a run it could not compare.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from nsyswrap.comparison import DiffResult
 from nsyswrap.errors import NsysWrapError
 
 DEFAULT_METRIC = "step_time"
+REGRESSION = 3  # the exit code of a failed gate (1: bad input, 2: usage error)
 
 
 def gate(result: DiffResult, pct: float, metric: str = DEFAULT_METRIC) -> tuple[int, str]:
@@ -26,7 +29,7 @@ def gate(result: DiffResult, pct: float, metric: str = DEFAULT_METRIC) -> tuple[
     interval = f"95 % CI {_pct(_rel(f.ci_low, f.base))} .. {_pct(_rel(f.ci_high, f.base))}"
     moved = abs(f.rel_delta) * 100 if not math.isnan(f.rel_delta) else math.inf
     if f.significant and f.worse and moved > pct:
-        return 1, (f"FAIL: {metric} {change} ({interval}, {f.better} is better): NEW is "
+        return REGRESSION, (f"FAIL: {metric} {change} ({interval}, {f.better} is better): NEW is "
                    f"significantly worse than BASE by more than {pct:g} %")
     if not f.worse or f.delta == 0:
         why = "not worse" + (" (significantly better)" if f.significant else "")

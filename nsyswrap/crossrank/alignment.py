@@ -33,12 +33,12 @@ at least DRIFT_MIN_SPAN_NS; a drift beyond +-MAX_DRIFT_PPB (what no oscillator d
 not reported as a fit: the clock is solved without drift and its method says why.
 
 **Jumps.** A clock that steps (a time-base resync, captures stitched together) shows as
-a step in its residuals. After each solve the residuals of every clock are fitted with a
-line plus one step at each possible place (between two consecutive collective ends); a
-step of at least JUMP_MIN_NS and JUMP_SCALES robust scales becomes a third unknown of that
-clock: its size and, per report, the session time from which readings are late (theta,
-refined from the report's events by nsyswrap.crossrank.solve). The clock is then fitted
-piecewise: aligned time takes ``t - jump_ns`` for ``t >= jump_at_ns``.
+a step in its residuals (nsyswrap.crossrank.jumps finds it, one at a time: a line plus one
+step at each place between two collective ends, kept when it is big and holds for the
+medians on both sides). It becomes a third unknown of that clock: its size and, per
+report, the session time from which readings are late (the first of the report's events
+after the first hole longer than the jump). The clock is then fitted piecewise: aligned
+time takes ``t - jump_ns`` for ``t >= jump_at_ns``.
 
 **Exact where exact.** After the robust fit, ends more than REJECT_K robust scales off it
 are outliers and left out; drifts are rounded to whole ppb and jumps to whole ns, and the
@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from nsyswrap.crossrank.graph import components
+from nsyswrap.crossrank.jumps import find_jump, jump_at
 
 DRIFT_MIN_SPAN_NS = 200_000_000
 DRIFT_MIN_COLLECTIVES = 8
@@ -65,9 +66,6 @@ HUBER_K = 2.5
 REJECT_K = 6.0  # ends this many robust scales off the robust fit are outliers
 ITERATIONS = 12
 SHARED_CLOCK_NS = 5_000  # reports of one host further apart than this are clocks of their own
-JUMP_MIN_NS = 10_000  # a step in a clock's residuals at least this big ...
-JUMP_SCALES = 20  # ... and this many robust scales of the stepped fit is a jump
-JUMP_MIN_SIDE = 3  # collectives on each side of a jump
 MAX_PASSES = 8
 CLOCK_COLUMNS = [
     "rank",
@@ -163,53 +161,58 @@ def _solve(
     3. Drifts rounded to whole ppb (1 ns per second of run; their standard error on real
        runs is far larger), jumps to whole ns, then the offsets refitted over the inliers
        with the drift applied exactly as the run clock applies it."""
-    of = {r: c for c in clocks for r in c.reports}
-    free = [c for c in clocks if c is not ref]
-    drifting = [c for c in free if c.drifting]
-    jumping = [c for c in clocks if c.jump]
-    col = {id(c): i for i, c in enumerate(free)}
-    dcol = {id(c): len(free) + i for i, c in enumerate(drifting)}
-    jcol = {id(c): len(free) + len(drifting) + i for i, c in enumerate(jumping)}
-    rank = ends["rank"].to_numpy()
+    index = {r: k for k, c in enumerate(clocks) for r in c.reports}
+    free = [k for k, c in enumerate(clocks) if c is not ref]
+    drifting = [k for k in free if clocks[k].drifting]
+    jumping = [k for k, c in enumerate(clocks) if c.jump]
+    n_par = len(free) + len(drifting) + len(jumping)
+
+    def columns(chosen: list[int], first: int) -> np.ndarray:
+        """Per clock: its parameter's column, or -1."""
+        out = np.full(len(clocks), -1)
+        out[chosen] = np.arange(first, first + len(chosen))
+        return out
+
+    ranks = ends["rank"]
+    ci = ranks.map(index).to_numpy()  # each end's clock
+    col, dcol = columns(free, 0)[ci], columns(drifting, len(free))[ci]
+    jcol = columns(jumping, len(free) + len(drifting))[ci]
     x = ends["end_ns"].to_numpy(np.float64)
-    base = np.array([utc[r] - utc[ref.origin] for r in rank], np.float64)
-    origin = np.array([utc[r] - utc[of[r].origin] for r in rank], np.float64)
+    base = (ranks.map(utc) - utc[ref.origin]).to_numpy(np.float64)
+    origin = (ranks.map(utc) - ranks.map(lambda r: utc[clocks[index[r]].origin])).to_numpy(
+        np.float64
+    )
     post = ends["post"].to_numpy(bool)
     y = base + x
     _, inv = np.unique(ends["cid"].to_numpy(), return_inverse=True)
-    offsets = np.zeros((len(y), len(free)))
-    design = np.zeros((len(y), len(col) + len(dcol) + len(jcol)))
-    for i, r in enumerate(rank):
-        c = of[r]
-        if id(c) in col:
-            offsets[i, col[id(c)]] = design[i, col[id(c)]] = 1.0
-        if id(c) in jcol and post[i]:
-            design[i, jcol[id(c)]] = -1.0
-    drifts = [i for i, r in enumerate(rank) if id(of[r]) in dcol]
+    rows = np.arange(len(y))
+    design = np.zeros((len(y), n_par))
+    design[rows[col >= 0], col[col >= 0]] = 1.0
+    design[rows[(jcol >= 0) & post], jcol[(jcol >= 0) & post]] = -1.0
+    offsets = design[:, : len(free)].copy()
     jump = np.zeros(len(y))
-    for _ in range(2 if jcol and dcol else 1):  # the drift runs on the clock less its jump
-        for i in drifts:
-            design[i, dcol[id(of[rank[i]])]] = (x[i] - jump[i] * post[i] + origin[i]) / 1e9  # ppb
+    for _ in range(2 if jumping and drifting else 1):  # the drift runs on the clock less its jump
+        d = dcol >= 0
+        design[rows[d], dcol[d]] = ((x - jump * post + origin) / 1e9)[d]  # ppb
         params, cov, inliers = _robust_fit(design, y, inv)
-        jump = np.array([params[jcol[id(of[r])]] if id(of[r]) in jcol else 0.0 for r in rank])
-    for c in clocks:
+        jump = np.where(jcol >= 0, params[np.maximum(jcol, 0)] if n_par else 0.0, 0.0)
+    for k, c in enumerate(clocks):
+        dk, jk = columns(drifting, len(free))[k], columns(jumping, len(free) + len(drifting))[k]
+        ok = columns(free, 0)[k]
         c.fit = {
-            "drift": float(np.round(params[dcol[id(c)]])) + 0.0
-            if id(c) in dcol
-            else 0.0,  # no -0.0
-            "drift_float": float(params[dcol[id(c)]]) if id(c) in dcol else 0.0,
-            "jump": float(np.round(params[jcol[id(c)]])) if id(c) in jcol else 0.0,
-            "stderr": float(np.sqrt(max(cov[col[id(c)], col[id(c)]], 0.0)))
-            if id(c) in col
-            else 0.0,
+            "drift": float(np.round(params[dk])) + 0.0 if dk >= 0 else 0.0,  # + 0.0: no -0.0
+            "drift_float": float(params[dk]) if dk >= 0 else 0.0,
+            "jump": float(np.round(params[jk])) if jk >= 0 else 0.0,
+            "stderr": float(np.sqrt(max(cov[ok, ok], 0.0))) if ok >= 0 else 0.0,
         }
-    drift = np.array([of[r].fit["drift"] for r in rank])
-    corrected = x - np.array([of[r].fit["jump"] for r in rank]) * post
+    drift = np.array([c.fit["drift"] for c in clocks])[ci]
+    corrected = x - np.array([c.fit["jump"] for c in clocks])[ci] * post
     y_fixed = base + corrected + np.round(corrected * drift / 1e9) + np.round(origin * drift / 1e9)
     off, _, _ = _fit(offsets, y_fixed, inv, inliers)
-    for c in clocks:
-        c.fit["offset"] = float(off[col[id(c)]]) if id(c) in col else 0.0
-    aligned = y_fixed + np.array([of[r].fit["offset"] for r in rank])
+    for k, c in enumerate(clocks):
+        ok = columns(free, 0)[k]
+        c.fit["offset"] = float(off[ok]) if ok >= 0 else 0.0
+    aligned = y_fixed + np.array([c.fit["offset"] for c in clocks])[ci]
     resid = _against_fit(aligned, inv, inliers)
     return pd.Series(resid, index=ends.index), pd.Series(inliers.astype(bool), index=ends.index)
 
@@ -234,69 +237,6 @@ def _robust_fit(design: np.ndarray, y: np.ndarray, inv: np.ndarray):
     inliers = (np.abs(resid) <= REJECT_K * scale).astype(np.float64)
     params, *_ = _fit(design, y, inv, inliers)
     return params, cov, inliers
-
-
-def _step(t: np.ndarray, r: np.ndarray) -> tuple[int, float, float, float] | None:
-    """The best single step in residuals ``r`` at sorted times ``t`` over a line: (index of
-    the first point after it, its size, robust scale of the stepped fit, the step between
-    the medians of both sides less the line: a few outliers make no step), or None."""
-    n = len(r)
-    if n < 2 * JUMP_MIN_SIDE:
-        return None
-    tc = t - t.mean()
-    tt = float(tc @ tc) or 1.0
-    rp = r - r.mean() - tc * float(tc @ r) / tt  # r without its line
-    tail_r = np.cumsum(rp[::-1])[::-1]  # sum over i >= k
-    tail_t = np.cumsum(tc[::-1])[::-1]
-    k = np.arange(JUMP_MIN_SIDE, n - JUMP_MIN_SIDE + 1)
-    m = (n - k).astype(np.float64)
-    s = m - m * m / n - tail_t[k] ** 2 / tt  # |step less its line|^2
-    ok = s > 1e-9
-    if not ok.any():
-        return None
-    gain = np.where(ok, tail_r[k] ** 2 / np.where(ok, s, 1.0), -1.0)
-    best = int(np.argmax(gain))
-    at, size = int(k[best]), float(tail_r[k[best]] / s[best])
-    step = (np.arange(n) >= at).astype(np.float64)
-    design = np.column_stack([np.ones(n), tc, step])
-    coef, *_ = np.linalg.lstsq(design, r, rcond=None)
-    left = r - design @ coef
-    flat = r - design[:, :2] @ coef[:2]
-    robust = float(np.median(flat[at:]) - np.median(flat[:at]))
-    return at, size, max(1.4826 * float(np.median(np.abs(left))), 1.0), robust
-
-
-def _find_jump(
-    clock: Clock, ends: pd.DataFrame, resid: pd.Series, utc: dict[int, int]
-) -> tuple[float, dict[int, tuple[float, float]]] | None:
-    """A step in the clock's residuals over its host time (module doc): (its size,
-    report -> (last end before it, first end after it)), or None. Outliers count too
-    (after a jump most ends may be): the step must hold for the medians on both sides."""
-    mine = ends[ends["rank"].isin(clock.reports)]
-    if mine.empty:
-        return None
-    first = min(utc.values())
-    t = (
-        (mine["rank"].map(utc) - first).astype(np.float64) + mine["end_ns"].astype(np.float64)
-    ).to_numpy()
-    order = np.argsort(t, kind="stable")
-    r = resid[mine.index].to_numpy()[order]
-    found = _step(t[order], r)
-    if found is None:
-        return None
-    at, size, scale, robust = found
-    if abs(size) < max(JUMP_MIN_NS, JUMP_SCALES * scale) or abs(robust - size) > abs(size) / 4:
-        return None
-    cut = t[order][at]
-    out = {}
-    for rank, g in mine.groupby("rank"):
-        host_t = (utc[rank] - first) + g["end_ns"].astype(np.float64)
-        before, after = g["end_ns"][host_t < cut], g["end_ns"][host_t >= cut]
-        out[int(rank)] = (
-            float(before.max()) if len(before) else -np.inf,
-            float(after.min()) if len(after) else np.inf,
-        )
-    return size, out
 
 
 def _disagreeing(clock: Clock, ends: pd.DataFrame, resid: pd.Series) -> float:
@@ -355,7 +295,7 @@ def solve_ends(
         steps = [
             (abs(f[0]), i, f[1])
             for i, c in enumerate(clocks)
-            if c is not ref and not c.jump and (f := _find_jump(c, ends, resid, utc))
+            if c is not ref and not c.jump and (f := find_jump(c.reports, ends, resid, utc))
         ]
         if steps:
             _, i, jump = max(steps)
@@ -369,32 +309,14 @@ def solve_ends(
     return resid
 
 
-def _jump_at(clock: Clock, events) -> dict[int, int | None]:
-    """Per report of a clock that jumps: the session time from which its readings are late.
-    The first collective end after the jump is; for a forward jump the report's events
-    (`events(report, lo, hi)`) have a hole longer than the jump where it happened, so the
-    first event after the first such gap between the last end before and the first after
-    (a longer pause of the host later, e.g. data loading, is not the jump)."""
-    out = {}
-    for r, (before, after) in clock.jump.items():
-        at = int(after) if np.isfinite(after) else None
-        if at is not None and events is not None and clock.fit["jump"] > 0 and np.isfinite(before):
-            times = np.concatenate([[before], events(r, int(before), at)]).astype(np.float64)
-            holes = np.flatnonzero(np.diff(times) > clock.fit["jump"])
-            if len(holes):
-                at = int(times[holes[0] + 1])
-        out[r] = at
-    return out
-
-
 def solve_clocks(
     matched: pd.DataFrame, sessions: pd.DataFrame, tie_hosts: bool = True, events=None
 ) -> tuple[pd.DataFrame, pd.Series]:
     """Per rank of `sessions` (rank, utc_epoch_ns, host): offset, drift, jump, uncertainty,
     method. `matched` has one row per rank and matched true barrier: rank, pg, seq, end_ns
     (session ns of the common end), on_gpu. `events(report, lo, hi)`: the report's event
-    times in (lo, hi], to place a jump (_jump_at). Returns (the clock table, residual per
-    row)."""
+    times in (lo, hi], to place a jump (nsyswrap.crossrank.jumps.jump_at). Returns (the clock
+    table, residual per row)."""
     sessions = sessions.sort_values("rank")
     ranks = sessions["rank"].astype(int).tolist()
     utc = dict(zip(ranks, sessions["utc_epoch_ns"].astype("int64")))
@@ -422,14 +344,13 @@ def solve_clocks(
     if fit["rank"].nunique() >= 2:  # one clock of several reports too: they may disagree
         resid = solve_ends(fit, connected, ref, utc)
         ref = next(c for c in connected if ref_rank in c.reports)
-    jump_at = {}
+    jumps = {}
     for c in connected:
         c.fit = c.fit or {"offset": 0.0, "drift": 0.0, "jump": 0.0, "stderr": 0.0}
         if c.jump and c.fit["jump"]:
-            jump_at |= _jump_at(c, events)
+            jumps |= jump_at(c.jump, c.fit["jump"], events)
     rows = [
-        _clock_row(r, utc, host, fit, resid, connected, ref, ref_rank, count, jump_at)
-        for r in ranks
+        _clock_row(r, utc, host, fit, resid, connected, ref, ref_rank, count, jumps) for r in ranks
     ]
     return pd.DataFrame(rows, columns=CLOCK_COLUMNS), resid
 
@@ -444,7 +365,7 @@ def _clock_row(
     ref: Clock,
     ref_rank: int,
     count: pd.Series,
-    jump_at: dict,
+    late_from: dict,
 ) -> dict:
     """The clock table's row of report `r`."""
     c = next((c for c in connected if r in c.reports), None)
@@ -479,8 +400,8 @@ def _clock_row(
         if len(gpu)
         else ("host" if r != ref_rank else "reference")
     )
-    if jump_at.get(r) is not None:
-        row.update(jump_at_ns=jump_at[r], jump_ns=int(c.fit["jump"]))
+    if late_from.get(r) is not None:
+        row.update(jump_at_ns=late_from[r], jump_ns=int(c.fit["jump"]))
     return {
         **row,
         "offset_ns": offset,

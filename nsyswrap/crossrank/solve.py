@@ -139,12 +139,8 @@ def exchanges(pending: pd.DataFrame, clock: pd.DataFrame) -> tuple[pd.DataFrame,
     times = pending.assign(start_ns=pending["kernel_start_ns"], end_ns=pending["kernel_end_ns"])
     on_clock = to_run_time(times, clock, ["start_ns", "end_ns"])
     uncertainty = dict(zip(clock["rank"], clock["uncertainty_ns"].fillna(0).astype(float)))
-    renamed, rows = group_exchanges(on_clock, uncertainty, first=0)
-    for pg, g in pending[~pending["pg"].isin(on_clock["pg"])].groupby("pg"):
-        rows.append({"pg": f"unmatched:{pg}", "found_by": "NCCL kernels per stream: exchanges",
-                     "members": str(int(g["rank"].iloc[0])), "captured": 1, "group_size": None,
-                     "status": "left out: its rank's clock is not aligned", "calls": len(g),
-                     "left_out": len(g)})
+    unplaced = pending[~pending["pg"].isin(on_clock["pg"])]
+    renamed, rows = group_exchanges(on_clock, unplaced, uncertainty, first=0)
     calls = pending.assign(pg=pending["pg"].map(renamed)).dropna(subset=["pg"])
     calls = verdicts(calls).assign(found_by="kernel")
     return calls, pd.DataFrame(rows, columns=GROUP_COLUMNS)

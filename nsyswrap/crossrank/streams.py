@@ -30,9 +30,10 @@ exchange's members all run over the last member's arrival), within the members' 
 uncertainty. A chain of overlapping streams that is not all-with-all (two pipeline
 replicas running in lockstep: each channel's streams overlap the other replica's too) is
 split into such groups when exactly one split exists (each stream in one group of two or
-more streams of different ranks), else left out as ambiguous. Groups in perfect lockstep
-whose streams all overlap all cannot be told from one group: nothing in the kernels
-tells them apart.
+more streams of different ranks), else left out as ambiguous. A stream with the same
+operations as one left out for an unaligned clock is left out too: its group may be
+that one. Groups in perfect lockstep whose streams all overlap all cannot be told from
+one group: nothing in the kernels tells them apart.
 """
 
 from __future__ import annotations
@@ -74,7 +75,6 @@ class Stream:
         self.ops = self.calls["op"].astype(str).to_numpy()
         # host clock time, since the run's earliest UTC start (small: exact in float64)
         self.ends = (utc + self.calls["kernel_end_ns"].astype("int64")).to_numpy(np.float64)
-        self.barrier = bool(self.calls["barrier"].all())
 
     def comparable(self, other: Stream) -> int:
         """The common length when the two streams run the same operations (lengths within
@@ -229,13 +229,9 @@ def _one_member_per_rank(calls: pd.DataFrame) -> pd.DataFrame:
 
 def _overlap(a: pd.DataFrame, b: pd.DataFrame, tol: float) -> bool:
     """Every k-th kernel of two aligned streams overlaps (module doc: exchanges)."""
-    n = min(len(a), len(b))
-    if (
-        n < 2
-        or abs(len(a) - len(b)) > max(1, n // 10)
-        or (a["op"].to_numpy()[:n] != b["op"].to_numpy()[:n]).any()
-    ):
+    if not _same_ops(a, b):
         return False
+    n = min(len(a), len(b))
     start = np.maximum(a["start_ns"].to_numpy()[:n], b["start_ns"].to_numpy()[:n])
     end = np.minimum(a["end_ns"].to_numpy()[:n], b["end_ns"].to_numpy()[:n])
     return float(np.mean(start <= end + tol)) >= OVERLAP_SHARE
@@ -270,15 +266,60 @@ def _cliques(
     return found
 
 
+def _left_out(pg: str, calls: pd.DataFrame, status: str) -> dict:
+    return {
+        "pg": f"unmatched:{pg}",
+        "found_by": FOUND_BY["exchange"],
+        "members": str(int(calls["rank"].iloc[0])),
+        "captured": 1,
+        "group_size": None,
+        "status": status,
+        "calls": len(calls),
+        "left_out": len(calls),
+    }
+
+
+def _same_ops(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Two exchange streams run the same operations: the same op at each k, their lengths
+    within a fiftieth (a capture may cut one or two off; neighbouring channels of a
+    pipeline differ by a few per step)."""
+    n = min(len(a), len(b))
+    return (
+        n >= 2
+        and abs(len(a) - len(b)) <= max(1, n // 50)
+        and bool((a["op"].to_numpy()[:n] == b["op"].to_numpy()[:n]).all())
+    )
+
+
 def group_exchanges(
-    aligned: pd.DataFrame, uncertainty: dict[int, float], first: int
+    aligned: pd.DataFrame, unplaced: pd.DataFrame, uncertainty: dict[int, float], first: int
 ) -> tuple[dict[str, str], list[dict]]:
     """Exchange streams grouped after the clocks are solved (module doc). `aligned`: their
-    calls with start_ns / end_ns in run time (ranks with an aligned clock); returns
-    (stream -> group 'nccl:x<k>', numbered from `first`; group rows). A set of streams
-    that overlap is one group when all overlap all; else it is split into such groups
-    when exactly one split exists, and left out when none or several do."""
+    calls with start_ns / end_ns in run time (ranks with an aligned clock); `unplaced`:
+    those of ranks without (left out); returns (stream -> group 'nccl:x<k>', numbered from
+    `first`; group rows). A set of streams that overlap is one group when all overlap all;
+    else it is split into such groups when exactly one split exists, and left out when
+    none or several do. A stream with the same operations as one left out unaligned is
+    left out too: its group may be that one (two halves of two send/recv pairs in lockstep
+    overlap as well as a pair does)."""
+    rows = [
+        _left_out(pg, g, "left out: its rank's clock is not aligned")
+        for pg, g in unplaced.groupby("pg", sort=True)
+    ]
     seqs = {pg: g.sort_values("seq") for pg, g in aligned.groupby("pg", sort=True)}
+    away = {pg: g.sort_values("seq") for pg, g in unplaced.groupby("pg", sort=True)}
+    for pg in list(seqs):
+        like = next((o for o, g in away.items() if _same_ops(seqs[pg], g)), None)
+        if like is not None:
+            rows.append(
+                _left_out(
+                    pg,
+                    seqs.pop(pg),
+                    "ambiguous: the same operations as a stream of rank "
+                    f"{int(away[like]['rank'].iloc[0])}, whose clock is not aligned: its "
+                    "group may hold that stream; left out",
+                )
+            )
     rank = {pg: int(g["rank"].iloc[0]) for pg, g in seqs.items()}
     names = sorted(seqs, key=lambda pg: (rank[pg], pg))
     fits = {
@@ -294,7 +335,7 @@ def group_exchanges(
     grouped: dict[str, list[str]] = {}
     for pg in names:
         grouped.setdefault(root[pg], []).append(pg)
-    renamed, rows, k = {}, [], first
+    renamed, k = {}, first
     for members in grouped.values():
         ranks = {rank[pg] for pg in members}
         clique = len(ranks) == len(members) and all(

@@ -18,6 +18,7 @@ from nsyswrap.run import Run
 
 GB_PER_S, BYTES = "GB/s", "bytes"
 PCT, TIMES = "%", "x"
+NO_PHASE = "no phase is longer than on the median rank"
 IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no straggler named
 MAX_RESIDUAL = 0.02   # a replay residual above this share of a step time: no what-if figure
 
@@ -64,7 +65,8 @@ def _straggler_rows(strag: pd.DataFrame) -> list[dict]:
          "affected_steps": r.affected_steps if isinstance(r.affected_steps, str) else None,
          "slow_steps": r.slow_steps if isinstance(r.slow_steps, str) else None,
          "phase": r.phase if isinstance(r.phase, str) else None,
-         "phase_excess": figure(r.phase_excess_ns, NS, "no phase is longer than on the median rank")}
+         "phase_excess": figure(r.phase_excess_ns, NS, NO_PHASE),
+         "phase_steps": figure(r.phase_steps, COUNT, NO_PHASE)}
         for r in strag.itertuples(index=False)  # one row per step: thousands
     ]
 

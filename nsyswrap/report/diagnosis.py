@@ -113,6 +113,9 @@ class _Run:
                 (r["step"], value(r["duration"], 0)))
         self.waited = {r["rank"]: value(r["waited"], 0)
                        for r in rows(report, "crossrank", "rank_waits")}
+        self.in_collectives = {r["rank"]: value(r["in_collectives"], 0)
+                               for r in rows(report, "crossrank", "comm_split")
+                               if r["step"] == "all"}
         self.per_rank = {}
         for rank, _ in self.totals:
             self.per_rank[rank] = self.per_rank.get(rank, 0) + 1
@@ -130,12 +133,13 @@ class _Run:
         t = self.totals[key]
         v = verdict(t, self.activities.get(key))
         waited = self.waited.get(key[0], 0)
+        inside = self.in_collectives.get(key[0], 0)  # the matched collectives its waits are in
         if (v["label"] in ("communication-bound", "balanced") and t.comm_busy_ns
                 and waited >= WAIT_DOMINATES * t.comm_busy_ns
                 and t.exposed_comm_ns >= WAIT_NOTABLE * t.span_ns):
             return {"label": "waiting-for-peers",
                     "reason": f"it waits {ms(waited)} in collectives for slower ranks, "
-                              f"{waited / t.comm_busy_ns:.0%} of its NCCL time; "
+                              f"{waited / max(inside, waited):.0%} of its time in them; "
                               f"{v['reason']}"}
         return v
 
@@ -174,6 +178,11 @@ def diagnose(report: dict) -> dict:
 
 
 def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
+    """The straggler finding. Every per-step figure is divided by the steps it sums: its lag
+    and the wait it imposes by the steps of the straggler table (a group's first
+    collective, which holds the ranks' start-up skew, is left out, so a step whose only
+    collective that is has no row), its phase excess by the steps that excess sums, the
+    others' exposed communication by each device's steps."""
     v = section(report, "crossrank").get("verdict") or {}
     if not str(v.get("label") or "").startswith("straggler"):
         return []
@@ -182,36 +191,43 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     if total is None:
         return []
     rank = total["rank"]
-    stepped = len({r["step"] for r in strag if r["step"] != "all"})
-    n, basis = (stepped, "per step") if stepped else (1, "over the run")
+    lag_steps = {r["step"] for r in strag if r["step"] != "all"}
+    n, basis = (len(lag_steps), "per step") if lag_steps else (1, "over the run")
     lag = value(total["lag"], 0) / n
-    others = {r: w for r, w in run.waited.items() if r != rank and w > 0}
-    wait = statistics.fmean(others.values()) / n if others else 0.0
+    others = sorted(r for r, w in run.waited.items() if r != rank and w > 0)
+    wait = value(total["imposed_wait"], 0) / len(others) / n if others else 0.0
     on_host = _mpi_only(report)
+    steps = lag_steps or {"all"}
+    inside = [value(r["in_collectives"], 0) for r in rows(report, "crossrank", "comm_split")
+              if r["rank"] in others and r["step"] in steps]
+    in_collectives = sum(inside) / len(others) / n if others else 0.0  # >= wait: waits are in them
     other_keys = [] if on_host else [k for k in run.totals if k[0] in others]
-    nccl = sum(run.totals[k].comm_busy_ns for k in other_keys) / max(len(other_keys), 1) / n
-    exposed = sum(run.totals[k].exposed_comm_ns for k in other_keys) / max(len(other_keys), 1) / n
+    exposed = statistics.fmean(run.per_step(k, run.totals[k].exposed_comm_ns)[0]
+                               for k in other_keys) if other_keys else 0.0
     phase = total.get("phase")
-    excess = value(total.get("phase_excess"), 0) / n
+    phase_steps = value(total.get("phase_steps"), 0) if lag_steps else 1
+    excess = value(total.get("phase_excess"), 0) / (phase_steps or n)
     ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
     where = " and ".join(ops) if ops else "MPI collectives" if on_host else "collectives"
+    all_steps = {s for steps in run.steps.values() for s, _ in steps}
+    skipped = (f" (over {n} steps: each group's first collective, which holds the ranks' "
+               "start-up skew, is left out)" if lag_steps and len(all_steps - lag_steps) else "")
     text = (f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
             f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
-            + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase else "") + ".")
+            + skipped + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase else "")
+            + ".")
     if others:
-        who = _ranks(list(others), of=len(run.per_rank))
+        who = _ranks(others, of=len(run.per_rank))
         verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
         text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis} for it in "
                  f"{where}")
         if on_host:
-            inside = [value(r["in_collectives"], 0) for r in rows(report, "crossrank", "comm_split")
-                      if r["step"] == "all" and r["rank"] in others]
-            mpi = statistics.fmean(inside) / n if inside else 0
-            text += (f": {min(wait / mpi, 1):.0%} of {their} MPI time" if mpi else "") + (
+            text += (f": {wait / in_collectives:.0%} of {their} MPI time" if in_collectives
+                     else "") + (
                 "; a wait inside an MPI call blocks the host, not the GPU, so it is not "
                 f"part of {their} GPU's exposed communication")
-        if nccl:
-            text += f": {min(wait / nccl, 1):.0%} of {their} NCCL time"
+        elif in_collectives:
+            text += f": {wait / in_collectives:.0%} of {their} NCCL time in those collectives"
         if exposed:
             text += (f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
                      f"({ms(exposed)} {basis})" if wait < exposed else
@@ -231,13 +247,14 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
         "text": text, "recommendation": advice,
         "evidence": {"rank": rank, "phase": phase, "lag_per_step": figure(lag, NS),
                      "phase_excess_per_step": figure(excess, NS),
-                     "waiting_ranks": sorted(others), "wait_per_step": figure(wait, NS),
-                     "share_of_nccl_time": figure(min(wait / nccl, 1) if nccl else None, FRACTION,
-                                                  MPI_WAIT if on_host else "no NCCL time"),
+                     "waiting_ranks": others, "wait_per_step": figure(wait, NS),
+                     "share_of_nccl_time": figure(
+                         wait / in_collectives if in_collectives and not on_host else None,
+                         FRACTION, MPI_WAIT if on_host else "no time in collectives"),
                      "share_of_exposed_comm": figure(min(wait / exposed, 1) if exposed else None, FRACTION,
                                                      MPI_WAIT if on_host else "no exposed communication"),
                      "exposed_comm_per_step": figure(exposed, NS),
-                     "steps": figure(n, COUNT)},
+                     "steps": figure(n, COUNT), "phase_steps": figure(phase_steps, COUNT)},
     }]
 
 

@@ -64,19 +64,24 @@ class Timeline:
         """CPU work on the main thread (no CUDA calls)."""
         self.t += ns
 
-    def call(self, api: int) -> tuple[int, int]:
-        """One CUDA API call; returns (start, correlationId)."""
-        tr = self.trace
-        start = self.t
-        end = start + next(self._api_ns)
+    def _record(self, api: int, start: int, end: int) -> int:
+        """One CUDA API call row on the calling thread; returns its correlationId."""
         self.corr += 1
+        tr = self.trace
         tr.r_start.append(start)
         tr.r_end.append(end)
         tr.r_corr.append(self.corr)
         tr.r_api.append(api)
         tr.r_tid.append(self.tid)
+        return self.corr
+
+    def call(self, api: int) -> tuple[int, int]:
+        """One CUDA API call; returns (start, correlationId)."""
+        start = self.t
+        end = start + next(self._api_ns)
+        corr = self._record(api, start, end)
         self.t = end + next(self._host_gap)
-        return start, self.corr
+        return start, corr
 
     def push(self, text: str, domain: int = NSYSWRAP_DOMAIN) -> None:
         """Open an NVTX push/pop range (recorded in push order; the end is set by pop)."""
@@ -166,15 +171,10 @@ class Timeline:
             raise StreamPending(f"sync on pending stream {stream.sid}")
         start = self.t
         end = max(start + next(self._api_ns), stream.free_at + self.wake, until)
-        self.corr += 1
-        tr = self.trace
-        tr.r_start.append(start)
-        tr.r_end.append(end)
-        tr.r_corr.append(self.corr)
-        tr.r_api.append(STREAM_SYNC)
-        tr.r_tid.append(self.tid)
+        corr = self._record(STREAM_SYNC, start, end)
         inset = min(SYNC_INSET_NS, (end - start) // 4)
-        tr.syncs.append((start + inset, end - inset, stream.index, self.corr, SYNC_STREAM, NO_EVENT, 0))
+        self.trace.syncs.append((start + inset, end - inset, stream.index, corr, SYNC_STREAM,
+                                 NO_EVENT, 0))
         self.t = end + next(self._host_gap)
 
     def wait(self, waiter: Stream, on: Stream) -> None:
@@ -197,22 +197,15 @@ class Timeline:
         has drained). Fixed durations: no draws, so a planted one leaves the others alone."""
         if waiter.free_at is None or on.free_at is None:
             raise StreamPending(f"wait between pending streams {waiter.sid}, {on.sid}")
-        tr = self.trace
         self.events += 1
-        record = (self.t, self.t + HELD_RECORD_NS)
-        start = record[1] + HELD_RECORD_NS
+        self._record(EVENT_RECORD, self.t, self.t + HELD_RECORD_NS)
+        start = self.t + 2 * HELD_RECORD_NS
         end = max(until, start + HELD_RECORD_NS)
-        for api, (s, e) in ((EVENT_RECORD, record), (STREAM_WAIT, (start, end))):
-            self.corr += 1
-            tr.r_start.append(s)
-            tr.r_end.append(e)
-            tr.r_corr.append(self.corr)
-            tr.r_api.append(api)
-            tr.r_tid.append(self.tid)
+        corr = self._record(STREAM_WAIT, start, end)
         self.t = end + HELD_RECORD_NS
         inset = min(SYNC_INSET_NS, (end - start) // 4)
-        tr.syncs.append((start + inset, end - inset, waiter.index, self.corr, SYNC_STREAM_WAIT,
-                         self.events, self.events))
+        self.trace.syncs.append((start + inset, end - inset, waiter.index, corr, SYNC_STREAM_WAIT,
+                                 self.events, self.events))
         waiter.free_at = max(waiter.free_at, on.free_at)
 
     def drain(self, device: int) -> int:

@@ -152,7 +152,9 @@ WHERE (window_nvtx IS NULL OR has_nvtx)
 
 
 -- Host-side synchronization per (rank, device): CUPTI sync records of the device's
--- processes and contexts, and *Synchronize API calls of its processes.
+-- processes and contexts, and *Synchronize API calls of its processes. A stream wait
+-- (cudaStreamWaitEvent: one stream waits for an event on the GPU, the host goes on) is
+-- not one: the host time around it is the host's own.
 CREATE OR REPLACE MACRO device_syncs() AS TABLE
 WITH contexts AS (
     SELECT DISTINCT rank, pid, context, device FROM kernels
@@ -166,6 +168,7 @@ JOIN contexts AS c
     ON c.rank = s.rank
     AND c.pid = s.pid
     AND c.context = s.context
+WHERE s.sync_type <> 'stream_wait'
 UNION ALL
 SELECT d.rank, d.device, a.start_ns, a.end_ns
 FROM api_calls AS a
