@@ -252,11 +252,18 @@ def report(
     The diagnosis and key figures per rank come first, then the time ledger, collective
     exposure, idle gaps, steps and stragglers."""
     from nsyswrap.report import ReportOptions, report as build_report, write_report
+    from nsyswrap.sample.inputs import split_inputs
 
     check_writable(output, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
     opener = _opener(rank_pattern, jobs, allow_unrelated, engine, scheduler_file, scheduler_address)
-    if html is None:
+    exports, samples = split_inputs(reports)
+    if samples:  # sample files of the always-on sampler, alone or beside exports
+        from nsyswrap.sample.analysis import report_with_samples
+
+        result = report_with_samples(exports, samples, options, opener=opener, html=html,
+                                     force=force)
+    elif html is None:
         result = build_report(reports, options, opener=opener)
     else:
         from nsyswrap.html_report import report_with_html
@@ -386,7 +393,9 @@ def launch(
     ranks: Annotated[Optional[str], typer.Option("--ranks", metavar="LIST", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.")] = None,
     steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).")] = None,
     every: Annotated[Optional[int], typer.Option("--every", metavar="N", help="Capture the --steps window again every N steps.")] = None,
-    annotate: Annotated[str, typer.Option("--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps (comma list) or all.")] = "",
+    annotate: Annotated[str, typer.Option(
+        "--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps, "
+        "sample (comma list) or all (the first three).")] = "",
     trace: Annotated[str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")] = "cuda,nvtx,osrt",
     nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", metavar="OPTION", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
     nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
@@ -395,6 +404,20 @@ def launch(
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
     precompute: Annotated[bool, typer.Option("--precompute", help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).")] = False,
+    sample: Annotated[bool, typer.Option(
+        "--sample", help="Time every 10th step of every rank, its phases and collectives, into "
+        "samples.rank<R>.jsonl in --out (CUDA events, or host timers without CUDA); without "
+        "--ranks, --steps or --capture-when no rank runs under nsys.")] = False,
+    sample_every: Annotated[Optional[int], typer.Option(
+        "--sample-every", metavar="N", help="Sample every Nth step (implies --sample) "
+        "[default: 10].")] = None,
+    sample_steps: Annotated[Optional[str], typer.Option(
+        "--sample-steps", metavar="A:B", help="Sample only from step A to B-1 (A: to the end; "
+        "implies --sample).")] = None,
+    capture_when: Annotated[Optional[str], typer.Option(
+        "--capture-when", metavar="RULE", help="Capture steps with nsys on --ranks (default all) "
+        "when a sampled step takes more than K x the running median: slower=K[,steps=N]"
+        "[,after=M][,captures=C] or a JSON file (implies --sample).")] = None,
 ) -> None:
     from datetime import datetime
 
@@ -404,7 +427,8 @@ def launch(
     cfg = LaunchConfig.build(ctx.args, out=out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"),
                              ranks=ranks, steps=steps, every=every, trace=trace, nsys_args=nsys_arg,
                              annotate=annotate, nsys=nsys, force=force, export=export, jobs=jobs, dry_run=dry_run,
-                             precompute=precompute)
+                             precompute=precompute, sample=sample, sample_every=sample_every,
+                             sample_steps=sample_steps, capture_when=capture_when)
     raise typer.Exit(run_launch(cfg))
 
 

@@ -29,6 +29,15 @@ def share(part, whole, reason: str) -> dict:
     return figure(float(part) / float(whole), FRACTION)
 
 
+def table(table_id: str, title: str, rows: list[dict], droppable: tuple[str, ...] = ()) -> dict:
+    """A report table: `{"id", "title", "rows"}`, and `droppable`, the columns a narrow
+    terminal may leave out, in the order they go (nsyswrap.text_table.fit): every other
+    column answers the title and stays. A table without the key is fitted by the old rule
+    (secondary columns, then from the right)."""
+    spec = {"id": table_id, "title": title, "rows": rows}
+    return {**spec, "droppable": list(droppable)} if droppable else spec
+
+
 def is_figure(obj) -> bool:
     return isinstance(obj, dict) and "unit" in obj and "value" in obj
 
