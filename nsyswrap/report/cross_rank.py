@@ -181,17 +181,17 @@ def _residual_row(check: pd.DataFrame) -> dict:
             "max_ns": figure(check["residual_ns"].max() if len(check) else None, NS, why)}
 
 
-def _whatif(run: Run, steps: dict) -> tuple[list[dict], list[dict]]:
+def _whatif(module, steps: dict) -> tuple[list[dict], list[dict]]:
     """The replay's tables (residual, what-if fixes, critical path) and what it cannot answer."""
     what = "what a fix would save (the replay)"
-    check = run_module(run, "crossrank.replay_check", **steps)
+    check = module("crossrank.replay_check", **steps)
     if check.empty:
         return [], [{"what": what, "reason": "no matched collective or no step in the window to "
                      "replay"}]
     residual = _residual_row(check)
     tables = [_table("replay_residual", "Replay check: each rank's step times replayed from the "
                      "recorded durations vs recorded; residual in % of the step time (median, p90, "
-                     "max over ranks and steps)", [residual])]
+                     "max over ranks and steps)", [residual], ("max_ns", "steps"))]
     worst = residual["max"]["value"]
     if worst is not None and worst > MAX_RESIDUAL:
         return tables, [{"what": what, "reason": f"replaying the recorded durations misses a "
@@ -199,15 +199,17 @@ def _whatif(run: Run, steps: dict) -> tuple[list[dict], list[dict]]:
                          f"{100 * MAX_RESIDUAL:.0f} %): collectives end before their last member "
                          "arrives on the aligned clocks, or ranks wait for something the replay "
                          "does not see (see crossrank.replay_check)"}]
-    fixes = run_module(run, "crossrank.whatif", **steps)
-    path = run_module(run, "crossrank.critical_path", **steps)
+    fixes = module("crossrank.whatif", **steps)
+    path = module("crossrank.critical_path", **steps)
     return tables + [
         _table("whatif", "What a fix would save: the step time replayed with each candidate fix "
                "(rank, phase, stage or collective idealised; all: every rank), largest first",
-               _whatif_rows(fixes)),
+               _whatif_rows(fixes),
+               ("noise_ns", "residual_ns", "slowdown", "share", "gain_ns_per_affected_step",
+                "window_steps", "affected_steps", "stage", "pg", "steps", "op")),
         _table("critical_path", "Critical path per step: the step time charged to the work of a "
                "(rank, phase) or the transfer of a (pg, op) it rests on",
-               _critical_path_rows(path)),
+               _critical_path_rows(path), ("share",)),
     ], []
 
 
@@ -304,13 +306,16 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     if run.unrelated is not None:
         raise run.unrelated
     return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
-                            len(offsets), lambda: _step_time_ns(run, options))
+                            len(offsets), lambda: _step_time_ns(run, options), replay=True)
 
 
-def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -> dict:
+def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
+                     replay: bool = False) -> dict:
     """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
-    `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step);
-    the sample files' report (nsyswrap.sample.analysis) answers through it too."""
+    `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step),
+    with the what-if replay's tables where `replay` (a run of exports: the replay needs
+    their kernels); the sample files' report (nsyswrap.sample.analysis) answers through it
+    too."""
     section = {"id": "crossrank",
                "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
@@ -351,7 +356,7 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty:
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    replay, no_replay = _whatif(run, steps)
+    replay, no_replay = _whatif(module, steps) if replay else ([], [])
     section["tables"] += replay
     section["cannot_answer"] = _cannot_answer(offsets, bw, strag) + no_replay
     if options.window_nvtx:
