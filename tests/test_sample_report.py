@@ -81,7 +81,7 @@ def test_the_tables_and_verdict_are_those_of_the_nsys_path(planted):
     row = next(r for r in table(report, "crossrank", "stragglers") if r["step"] == "all")
     assert list(row) == ["step", "rank", "last", "collectives", "lag", "imposed_wait",
                          "share_of_wait", "significant", "jitter", "affected_steps", "slow_steps",
-                         "phase", "phase_excess"]
+                         "phase", "phase_excess", "phase_steps"]
     assert row["slow_steps"] == "20,22,24,26,28" and row["affected_steps"] == "20,22,24,26,28"
     assert crossrank["verdict"]["label"] == "straggler: rank 2"
     samples = next(s for s in report["sections"] if s["id"] == "samples")

@@ -174,7 +174,7 @@ def run_objects(samples: Samples) -> dict[str, pd.DataFrame]:
         "kernel_start_ns": calls["start_ns"].where(cuda),
         "kernel_end_ns": calls["end_ns"].where(cuda),
         "keyed": "range", "pid": calls["rank"].map(first["pid"])})
-    keyed, groups = match(keys)
+    keyed, groups, _ = match(keys)  # range keys: no exchange streams left to group
     hosts = first["host"].to_dict()
     groups["spans_hosts"] = [len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1
                              for ms in groups["members"]]
@@ -302,7 +302,9 @@ def _clock_table(clocks: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame
         "host": missing["host"]})
     out = pd.concat([out, unaligned] if len(unaligned) else [out], ignore_index=True)
     out["source"] = out["source"].replace(source)
-    return out.sort_values("rank").reset_index(drop=True)[CLOCK_COLUMNS]
+    out = out.reindex(columns=CLOCK_COLUMNS)  # no jump; one clock per host
+    out["clock"] = out["clock"].fillna(out["host"])
+    return out.sort_values("rank").reset_index(drop=True)
 
 
 def _phases(samples: Samples) -> pd.DataFrame:
