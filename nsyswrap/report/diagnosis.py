@@ -434,11 +434,14 @@ def _by_gain(findings: list[dict]) -> list[dict]:
 
 def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
     """The cross-rank section's verdict names what the diagnosis names first from the replay
-    (its own reason kept where it names the same)."""
+    (its own kept where it names the same rank)."""
     first = next((f for f in findings if f["scope"] == "cross-rank"
                   and f["gain"]["value"] is not None), None)
     verdict = section(report, "crossrank").get("verdict")
-    if first is not None and verdict is not None and verdict.get("label") != first["label"]:
+    if first is None or verdict is None:
+        return
+    same_rank = first["ranks"] and verdict.get("label") == f"straggler: rank {first['ranks'][0]}"
+    if verdict.get("label") != first["label"] and not (len(first["ranks"]) == 1 and same_rank):
         verdict.update(label=first["label"], reason=first["text"])
 
 

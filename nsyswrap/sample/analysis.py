@@ -303,7 +303,7 @@ def _clock_table(clocks: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame
     out = pd.concat([out, unaligned] if len(unaligned) else [out], ignore_index=True)
     out["source"] = out["source"].replace(source)
     out = out.reindex(columns=CLOCK_COLUMNS)  # no jump; one clock per host
-    out["clock"] = out["clock"].fillna(out["host"])
+    out["clock"] = out["clock"].astype(object).fillna(out["host"])
     return out.sort_values("rank").reset_index(drop=True)
 
 
