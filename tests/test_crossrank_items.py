@@ -5,17 +5,18 @@ data and its exit codes, duplicate reports refused, waits of seconds, frames typ
 from __future__ import annotations
 
 import shutil
-from types import SimpleNamespace
 
 import duckdb
 import pandas as pd
 import pytest
 
 from nsyswrap import open_run
+from nsyswrap.builders import create_table
 from nsyswrap.comparison.gate import REGRESSION
-from nsyswrap.crossrank.solve import _table
+from nsyswrap.crossrank.solve import ALIGNED_COLUMNS
 from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.synth import generate_run, preset
 
 
@@ -91,37 +92,33 @@ def test_waits_of_seconds_are_reported(tmp_path):
     truth = generate_run(preset("long_wait"), tmp_path)
     with open_run([tmp_path]) as run:
         coll = run_module(run, "crossrank.collectives")
-        section = next(
-            s for s in build_report(run, ReportOptions())["sections"] if s["id"] == "crossrank"
-        )
+        section = crossrank_section(run, ReportOptions())  # its section alone: the quick way
     longest = max(p["wait_ns"] for c in truth.collectives for p in c["per_rank"])
     assert longest > 3 * 10**9 and abs(coll["wait_ns"].max() - longest) < 1_000
     assert section["verdict"]["label"] == "straggler: rank 3"
 
 
 def test_frames_are_handed_to_duckdb_typed():
-    """ns past 2^31 after thousands of small ones: no type is guessed from the first rows."""
-    frame = pd.DataFrame(
-        {
-            "rank": [0] * 5_000,
-            "wait_ns": [1] * 4_999 + [3_200_000_000],
-            "pg": ["0"] * 5_000,
-            "significant": [True] * 4_999 + [None],
-        }
+    """ns past 2^31 after thousands of small ones: the solve's frames are cast to the
+    declared column types (nsyswrap.builders), no type is guessed from the first rows."""
+    n = 5_000
+    frame = pd.DataFrame({c: [None] * n for c in ALIGNED_COLUMNS}).assign(
+        pg="0",
+        seq=range(n),
+        rank=0,
+        wait_ns=[1] * (n - 1) + [3_200_000_000],
+        significant=[True] * (n - 1) + [None],
+        barrier=True,
     )
-    run = SimpleNamespace(connection=duckdb.connect())
-    _table(run, "xr_test", frame)
+    con = duckdb.connect()
+    create_table(con, "xr_test", "xr_aligned", frame)
     types = dict(
-        run.connection.execute(
+        con.execute(
             "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'xr_test'"
         ).fetchall()
     )
-    assert types == {
-        "rank": "INTEGER",
-        "wait_ns": "BIGINT",
-        "pg": "VARCHAR",
-        "significant": "BOOLEAN",
-    }
-    assert run.connection.execute(
-        "SELECT max(wait_ns), count(significant) FROM xr_test"
-    ).fetchone() == (3_200_000_000, 4_999)
+    assert (types["wait_ns"], types["rank"], types["barrier"]) == ("BIGINT", "INTEGER", "BOOLEAN")
+    assert con.execute("SELECT max(wait_ns), count(significant) FROM xr_test").fetchone() == (
+        3_200_000_000,
+        n - 1,
+    )

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, run_members, to_member_ranks
+from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, to_member_ranks
 from nsyswrap.crossrank.replay import Graph, ranges
 from nsyswrap.crossrank.solve import to_run_time
 
@@ -419,28 +419,23 @@ def instance_parts(model: Model) -> pd.DataFrame:
     )
 
 
-def inputs(run) -> tuple[pd.DataFrame, ...]:
-    """The model's frames from the objects bound on `run` (xr_aligned, xr_clock,
-    xr_member_steps and the per-report xr_issues, xr_joins, xr_lane_phases), on the run
-    clock and by member rank; unaligned ranks are left out."""
-    members = run_members(run)[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
-    clock = run.df("SELECT * FROM xr_clock")
-    coll = run.df("SELECT pg, seq, op, rank, step, start_ns, end_ns, on_gpu FROM xr_aligned")
-    calls = to_run_time(
-        run.df("SELECT rank, pg, seq, cpu_start_ns, cpu_end_ns FROM xr_keys WHERE matches").dropna(
-            subset=["cpu_start_ns", "cpu_end_ns"]
-        ),
-        clock,
-        ["cpu_start_ns", "cpu_end_ns"],
-    )
+def inputs(read) -> tuple[pd.DataFrame, ...]:
+    """The model's frames, `read(name)` giving each object it reads as a DataFrame
+    (xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members and the
+    per-report xr_issues, xr_joins, xr_lane_phases), on the run clock and by member rank;
+    unaligned ranks are left out."""
+    members = read("xr_members")[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
+    clock = read("xr_clock")
+    coll = read("xr_aligned")[["pg", "seq", "op", "rank", "step", "start_ns", "end_ns", "on_gpu"]]
+    keys = read("xr_keys")
+    keys = keys[keys["matches"].eq(True)][["rank", "pg", "seq", "cpu_start_ns", "cpu_end_ns"]]
+    calls = to_run_time(keys.dropna(subset=["cpu_start_ns", "cpu_end_ns"]), clock,
+                        ["cpu_start_ns", "cpu_end_ns"])
     coll = coll.merge(calls, on=["rank", "pg", "seq"], how="left")
-    steps = to_run_time(
-        run.df("SELECT rank, step, start_ns, end_ns FROM xr_member_steps"),
-        clock,
-        ["start_ns", "end_ns"],
-    )
+    steps = to_run_time(read("xr_member_steps")[["rank", "step", "start_ns", "end_ns"]], clock,
+                        ["start_ns", "end_ns"])
     issues = to_run_time(
-        to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_issues"), members),
+        to_member_ranks(read("xr_issues").drop(columns="report"), members),
         clock,
         ["start_ns", "end_ns", "launch_ns", "ready_ns"],
     )
@@ -452,11 +447,11 @@ def inputs(run) -> tuple[pd.DataFrame, ...]:
         + issues["stream"].astype(str)
     )
     joins = to_run_time(
-        to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_joins"), members),
+        to_member_ranks(read("xr_joins").drop(columns="report"), members),
         clock,
         ["start_ns", "idle_from_ns", "nccl_start_ns"],
     )
-    labels = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_lane_phases"), members)
+    labels = to_member_ranks(read("xr_lane_phases").drop(columns="report"), members)
     lane_device = _lane_devices(issues, labels)
     labels = labels.merge(lane_device, on=["rank", "device"])
     owned = labels["phase_start_ns"].notna()
@@ -467,11 +462,8 @@ def inputs(run) -> tuple[pd.DataFrame, ...]:
         ],
         ignore_index=True,
     )
-    host = to_run_time(
-        run.df("SELECT rank, start_ns, end_ns, phase FROM xr_member_phases"),
-        clock,
-        ["start_ns", "end_ns"],
-    )
+    host = to_run_time(read("xr_member_phases")[["rank", "start_ns", "end_ns", "phase"]], clock,
+                       ["start_ns", "end_ns"])
     return (
         coll,
         issues[["rank", "start_ns", "end_ns", "stream", "launch_ns", "ready_ns"]],

@@ -25,42 +25,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsyswrap import sql_objects
 from nsyswrap.crossrank.fixes import candidates
-from nsyswrap.crossrank.lanes import NO_PHASE, Model, build_model, inputs, phase_parts
+from nsyswrap.crossrank.lanes import NO_PHASE, Model, build_model, phase_parts
+from nsyswrap.crossrank.lanes import inputs as read_inputs
 
-RUN_SCOPE_TABLES = frozenset({"xr_whatif", "xr_critical_path", "xr_replay_check"})
-COLUMNS = {
-    "xr_whatif": {
-        "kind": "VARCHAR",
-        "rank": "INTEGER",
-        "phase": "VARCHAR",
-        "stage": "INTEGER",
-        "pg": "VARCHAR",
-        "op": "VARCHAR",
-        "step": "BIGINT",
-        "recorded_ns": "BIGINT",
-        "replayed_ns": "BIGINT",
-        "whatif_ns": "BIGINT",
-        "gain_ns": "BIGINT",
-        "residual_ns": "BIGINT",
-    },
-    "xr_critical_path": {
-        "step": "BIGINT",
-        "kind": "VARCHAR",
-        "rank": "INTEGER",
-        "phase": "VARCHAR",
-        "pg": "VARCHAR",
-        "op": "VARCHAR",
-        "ns": "BIGINT",
-    },
-    "xr_replay_check": {
-        "rank": "INTEGER",
-        "step": "BIGINT",
-        "recorded_ns": "BIGINT",
-        "replayed_ns": "BIGINT",
-        "residual_ns": "BIGINT",
-    },
-}
+OBJECTS = {"whatif": "xr_whatif", "critical_path": "xr_critical_path", "check": "xr_replay_check"}
+"""The run objects the builder makes, by the frame of `analyse` that holds each."""
 NO_STEP = -1  # the step of a run without step ranges: each rank's span from its first collective
 COLUMNS_PER_REPLAY = 32  # candidates replayed at once (memory: events x columns x 16 bytes)
 
@@ -201,31 +172,17 @@ def critical_path(model: Model, times: np.ndarray) -> pd.DataFrame:
     )
 
 
-def build(run, name: str, params: dict, table: str) -> None:
-    """Planner builder (nsyswrap.planner.python_built) of run object `name` (one of
-    RUN_SCOPE_TABLES) into table `table`: the replay runs once per run and step_pattern,
-    its three frames kept on the run."""
-    key = ("whatif", params.get("step_pattern", "step:%"))
-    if key not in run.solved or not run.cached:  # hand-made tables may change
-        run.solved[key] = frames(run)
-    frame = run.solved[key][name]
-    types = COLUMNS[name]
-    con = run.connection
-    view = f"nsyswrap_frame_{name}"
-    con.register(view, frame.astype(object).where(frame.notna(), None) if len(frame) else frame)
-    columns = ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in types.items())
-    con.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT {columns} FROM {view}')
-    con.unregister(view)
-
-
-def frames(run) -> dict[str, pd.DataFrame]:
-    """The three run objects' frames over the objects bound on `run` now."""
-    empty = {
-        name: pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-        for name, cols in COLUMNS.items()
-    }
-    coll, issues, joins, steps, labels = inputs(run)
-    if run.unrelated is not None or coll.empty:
+def build(inputs) -> dict[str, pd.DataFrame]:
+    """Builder of the replay's run objects (their headers name it, see nsyswrap.builders):
+    the three frames, by object name, from what `inputs` declares; none where the reports
+    are not one run (xr_unrelated) or nothing is matched."""
+    columns = {name: [c.name for c in sql_objects.get(name).columns] for name in OBJECTS.values()}
+    empty = {name: pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+             for name, cols in columns.items()}
+    if not inputs.frame("xr_unrelated").empty:
+        return empty
+    coll, issues, joins, steps, labels = read_inputs(inputs.frame)
+    if coll.empty:
         return empty
     if steps.empty:  # no step ranges: each rank's span, from its first collective to its last end
         steps = (
@@ -240,8 +197,4 @@ def frames(run) -> dict[str, pd.DataFrame]:
             frame["phase"] = frame["phase"].where(frame["phase"] != NO_PHASE, None)
         if "step" in frame:
             frame["step"] = frame["step"].where(frame["step"] != NO_STEP, None)
-    return {
-        "xr_whatif": out["whatif"].reindex(columns=list(COLUMNS["xr_whatif"])),
-        "xr_critical_path": out["critical_path"].reindex(columns=list(COLUMNS["xr_critical_path"])),
-        "xr_replay_check": out["check"].reindex(columns=list(COLUMNS["xr_replay_check"])),
-    }
+    return {name: out[frame].reindex(columns=columns[name]) for frame, name in OBJECTS.items()}

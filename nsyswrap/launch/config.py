@@ -13,6 +13,7 @@ from nsyswrap.launch.ranks import parse_ranks
 from nsyswrap.sample.capture import parse_rule
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
+MEMORY_ARG = "--cuda-memory-usage=true"  # nsys records every GPU memory allocation and free
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,10 @@ class LaunchConfig:
 
     @classmethod
     def build(cls, command, *, out, ranks=None, steps=None, every=None, trace=DEFAULT_TRACE,
-              nsys_args=(), annotate="", sample=False, sample_every=None, sample_steps=None,
-              capture_when=None, **rest) -> "LaunchConfig":
-        """From option text as a person types it (ranks '0,1', steps '100:110', annotate 'modules,steps')."""
+              nsys_args=(), annotate="", memory=False, sample=False, sample_every=None,
+              sample_steps=None, capture_when=None, **rest) -> "LaunchConfig":
+        """From option text as a person types it (ranks '0,1', steps '100:110', annotate
+        'modules,steps'); `memory` adds nsys's --cuda-memory-usage=true (GPU memory events)."""
         if not command:
             raise NsysWrapError("nsyswrap launch", "no training command was given",
                                 "put it after --, e.g. nsyswrap launch -- torchrun --nproc-per-node 2 train.py")
@@ -64,6 +66,8 @@ class LaunchConfig:
                 raise NsysWrapError(f"--nsys-arg {arg}", "is not an nsys option in --name=value form "
                                     "(or it sets the report name, which nsyswrap chooses)",
                                     "write e.g. --nsys-arg=--cuda-memory-usage=true; use --out DIR for the reports")
+        if memory and not any(a.startswith("--cuda-memory-usage=") for a in nsys_args):
+            nsys_args = (*nsys_args, MEMORY_ARG)
         kinds = parse_kinds(annotate or "")
         window = parse_window(steps, every) if steps else None
         if window is not None and "steps" not in kinds:

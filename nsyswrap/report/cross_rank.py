@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
-from nsyswrap.crossrank.metrics import clock_offsets
+from nsyswrap.crossrank.metrics import clock_offsets, unrelated
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
@@ -181,10 +181,11 @@ def _residual_row(check: pd.DataFrame) -> dict:
             "max_ns": figure(check["residual_ns"].max() if len(check) else None, NS, why)}
 
 
-def _whatif(module, steps: dict) -> tuple[list[dict], list[dict]]:
-    """The replay's tables (residual, what-if fixes, critical path) and what it cannot answer."""
+def _whatif(rows) -> tuple[list[dict], list[dict]]:
+    """The replay's tables (residual, what-if fixes, critical path) and what it cannot answer,
+    from `rows(key)`: the modules of crossrank_modules by key."""
     what = "what a fix would save (the replay)"
-    check = module("crossrank.replay_check", **steps)
+    check = rows("replay_check")
     if check.empty:
         return [], [{"what": what, "reason": "no matched collective or no step in the window to "
                      "replay"}]
@@ -199,8 +200,7 @@ def _whatif(module, steps: dict) -> tuple[list[dict], list[dict]]:
                          f"{100 * MAX_RESIDUAL:.0f} %): collectives end before their last member "
                          "arrives on the aligned clocks, or ranks wait for something the replay "
                          "does not see (see crossrank.replay_check)"}]
-    fixes = module("crossrank.whatif", **steps)
-    path = module("crossrank.critical_path", **steps)
+    fixes, path = rows("whatif"), rows("critical_path")
     return tables + [
         _table("whatif", "What a fix would save: the step time replayed with each candidate fix "
                "(rank, phase, stage or collective idealised; all: every rank), largest first",
@@ -300,11 +300,28 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
     return out
 
 
+def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """The modules the section asks for (with two ranks or more), `key: (module, params)`."""
+    pattern = {"step_pattern": options.step_pattern}
+    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
+    return {"offsets": ("crossrank.clock_offsets", pattern),
+            "collectives": ("crossrank.collectives", steps),
+            "stragglers": ("crossrank.stragglers", steps),
+            "mismatches": ("crossrank.mismatches", {}),
+            "bandwidth": ("crossrank.bandwidth", steps), "split": ("crossrank.comm_split", steps),
+            "groups": ("crossrank.groups", pattern),
+            "step_phases": ("crossrank.step_phases", pattern),
+            # the what-if replay's (a run of exports only: nsyswrap.crossrank.whatif)
+            "replay_check": ("crossrank.replay_check", steps), "whatif": ("crossrank.whatif", steps),
+            "critical_path": ("crossrank.critical_path", steps)}
+
+
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
     offsets = clock_offsets(run)
-    if run.unrelated is not None:
-        raise run.unrelated
+    refused = unrelated(run)
+    if refused is not None:
+        raise refused
     return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
                             len(offsets), lambda: _step_time_ns(run, options), replay=True)
 
@@ -323,14 +340,14 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
                                          "ranks (reports, or processes with GPU work in one report)"})
         return section
-    pattern = {"step_pattern": options.step_pattern}
-    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
-    offsets = module("crossrank.clock_offsets", **pattern)
-    coll = module("crossrank.collectives", **steps)
-    strag = module("crossrank.stragglers", **steps)
-    miss = module("crossrank.mismatches")
-    bw = module("crossrank.bandwidth", **steps)
-    split = module("crossrank.comm_split", **steps)
+    wanted = crossrank_modules(options)
+
+    def rows(key: str) -> pd.DataFrame:
+        name, params = wanted[key]
+        return module(name, **params)
+
+    offsets, coll, strag = rows("offsets"), rows("collectives"), rows("stragglers")
+    miss, bw, split = rows("mismatches"), rows("bandwidth"), rows("split")
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, step_time_ns())
@@ -346,7 +363,7 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
             _waits_table(coll),
             _comm_split_table(split),
         ]
-    groups = module("crossrank.groups", **pattern)
+    groups = rows("groups")
     if not groups.empty:
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",
@@ -356,7 +373,7 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty:
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    replay, no_replay = _whatif(module, steps) if replay else ([], [])
+    replay, no_replay = _whatif(rows) if replay else ([], [])
     section["tables"] += replay
     section["cannot_answer"] = _cannot_answer(offsets, bw, strag) + no_replay
     if options.window_nvtx:

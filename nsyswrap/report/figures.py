@@ -42,6 +42,24 @@ def is_figure(obj) -> bool:
     return isinstance(obj, dict) and "unit" in obj and "value" in obj
 
 
+def value(cell, default=None):
+    """The plain value of a figure (or of a plain cell)."""
+    if is_figure(cell):
+        return default if cell["value"] is None else cell["value"]
+    return default if cell is None else cell
+
+
+def section(report: dict, section_id: str) -> dict:
+    """A section of a report dict by id ({} when absent)."""
+    return next((s for s in report["sections"] if s["id"] == section_id), {})
+
+
+def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
+    """The rows of a table of a report dict by section and table id ([] when absent)."""
+    tables = section(report, section_id).get("tables", [])
+    return next((t["rows"] for t in tables if t["id"] == table_id), [])
+
+
 def time_unit(longest_ns: float) -> tuple[str, float]:
     """(name, ns per unit) that the times of a table are shown in, by its longest time."""
     return ("ms", 1e6) if longest_ns >= 1e6 else ("us", 1e3) if longest_ns >= 1e3 else ("ns", 1)

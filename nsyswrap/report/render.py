@@ -44,6 +44,9 @@ SHORT = {
     "gain_ns_per_step": "gain/step", "gain_pct": "gain", "affected_steps": "affected",
     "window_steps": "of steps", "gain_ns_per_affected_step": "gain/affected step",
     "residual_ns": "residual", "noise_ns": "noise",
+    "large_bandwidth": "large", "vs_expected": "vs exp", "of_compute": "of comp",
+    "allocs_per_step": "allocs /step", "bytes_per_step": "bytes /step",
+    "frees_per_step": "frees /step", "cuda_threads": "cuda thr",
 }
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from types import SimpleNamespace
 
 import duckdb
 import pandas as pd
 
+from nsyswrap.builders import create_table
 from nsyswrap.cache_keys import nsyswrap_version
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import KEY_COLUMNS, match
@@ -35,7 +35,6 @@ from nsyswrap.crossrank.solve import (
     MEMBER_EXTRA,
     PHASE_COLUMNS,
     RUN_SCOPE_TABLES,
-    _table,
     time_collectives,
 )
 from nsyswrap.errors import note
@@ -132,9 +131,8 @@ def _answer(samples: Samples, options: ReportOptions) -> tuple[dict, dict]:
     """(the cross-rank section, what the samples say on their own)."""
     objects = run_objects(samples)
     con = duckdb.connect()
-    holder = SimpleNamespace(connection=con)
     for name, frame in objects.items():
-        _table(holder, name, frame)
+        create_table(con, name, name, frame)
 
     def module(name: str, **params) -> pd.DataFrame:
         return result_over(con, name, bind(get(name), params), RUN_SCOPE_TABLES)
@@ -174,7 +172,7 @@ def run_objects(samples: Samples) -> dict[str, pd.DataFrame]:
         "kernel_start_ns": calls["start_ns"].where(cuda),
         "kernel_end_ns": calls["end_ns"].where(cuda),
         "keyed": "range", "pid": calls["rank"].map(first["pid"])})
-    keyed, groups, _ = match(keys)  # range keys: no exchange streams left to group
+    keyed, groups, _ = match(keys)  # keyed calls: no exchange stream is left to group
     hosts = first["host"].to_dict()
     groups["spans_hosts"] = [len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1
                              for ms in groups["members"]]
@@ -231,10 +229,10 @@ def _timed(matched: pd.DataFrame, samples: Samples) -> tuple[pd.DataFrame, list[
     groups += [(part, steps[steps["step"] == step]) for step, part in matched[cuda].groupby("step")]
     for part, mine in groups:
         ranks = sorted(set(part["rank"]))
-        if part["timer"].iloc[0] == "cuda":
+        if part["timer"].iloc[0] == "cuda":  # each GPU's queue a clock of its own
             sessions = pd.DataFrame({"rank": ranks, "utc_epoch_ns": utc[ranks].to_numpy(),
                                      "host": owner["host"][ranks].to_numpy()})
-            clock = _solve(part, sessions)
+            clock = _solve(part, sessions, tie_hosts=False)
         else:  # one clock per host: its lowest rank's
             hosts = sorted(set(owner["clock"][ranks]))
             sessions = pd.DataFrame({"rank": hosts,
@@ -246,17 +244,19 @@ def _timed(matched: pd.DataFrame, samples: Samples) -> tuple[pd.DataFrame, list[
             clock["method"] = [f"same host clock as rank {c}" if s else m
                                for c, s, m in zip(owner["clock"][ranks], same, clock["method"])]
             clock["rank"] = ranks
-        aligned.append(time_collectives(part, clock, mine[mine["rank"].isin(ranks)][
-            ["rank", "step", "start_ns", "end_ns"]]))
+        regions = mine[mine["rank"].isin(ranks)].rename(columns={"end_ns": "region_end_ns"})
+        aligned.append(time_collectives(part, clock, regions[
+            ["rank", "step", "start_ns", "region_end_ns"]]))
         clocks.append(clock)
     return pd.concat([a for a in aligned if len(a)] or aligned[:1], ignore_index=True), clocks
 
 
-def _solve(part: pd.DataFrame, sessions: pd.DataFrame) -> pd.DataFrame:
-    """solve_clocks over the collectives `part` of the clocks `sessions`; one clock (one
-    host) is the reference by itself."""
+def _solve(part: pd.DataFrame, sessions: pd.DataFrame, tie_hosts: bool = True) -> pd.DataFrame:
+    """solve_clocks over the true barriers of the collectives `part` (an all_to_all's
+    members end apart) of the clocks `sessions`; one clock (one host) is the reference by
+    itself."""
     if len(sessions) > 1:
-        return solve_clocks(part, sessions)[0]
+        return solve_clocks(part[part["barrier"].astype(bool)], sessions, tie_hosts)[0]
     r = sessions.iloc[0]
     gpu = bool(part["on_gpu"].all())
     return pd.DataFrame([{
@@ -302,9 +302,10 @@ def _clock_table(clocks: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame
         "host": missing["host"]})
     out = pd.concat([out, unaligned] if len(unaligned) else [out], ignore_index=True)
     out["source"] = out["source"].replace(source)
-    out = out.reindex(columns=CLOCK_COLUMNS)  # no jump; one clock per host
-    out["clock"] = out["clock"].astype(object).fillna(out["host"])
-    return out.sort_values("rank").reset_index(drop=True)
+    for column, default in (("clock", None), ("jump_at_ns", None), ("jump_ns", 0)):
+        if column not in out:  # solved per step: no one clock, no jump
+            out[column] = default
+    return out.sort_values("rank").reset_index(drop=True)[CLOCK_COLUMNS]
 
 
 def _phases(samples: Samples) -> pd.DataFrame:

@@ -10,7 +10,6 @@
 -- (nsyswrap.crossrank.whatif) splits a rank's work between two of its events by these
 -- stretches. Times are session ns.
 -- @reads launches, xr_phases
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pid BIGINT              Process whose activities these are.
 -- @column device BIGINT           CUDA device id.
 -- @column start_ns BIGINT         Stretch start (ns).

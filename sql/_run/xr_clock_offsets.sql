@@ -2,25 +2,24 @@
 -- jump, uncertainty, residual spread, collectives it rests on, source and method,
 -- aligned, the clock it reads (its host's).
 -- @reads xr_clock
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column rank               INTEGER  See the summary.
--- @column utc_epoch_ns       BIGINT   See the summary.
--- @column offset_ns          BIGINT   See the summary.
--- @column drift_ppb          DOUBLE   See the summary.
--- @column shift_ns           BIGINT   See the summary.
--- @column uncertainty_ns     BIGINT   See the summary.
--- @column spread_ns          BIGINT   See the summary.
--- @column max_residual_ns    BIGINT   See the summary.
--- @column collectives        BIGINT   See the summary.
--- @column source             VARCHAR  See the summary.
--- @column method             VARCHAR  See the summary.
--- @column aligned            BOOLEAN  See the summary.
--- @column host               VARCHAR  See the summary.
--- @column clock              VARCHAR  See the summary.
--- @column jump_at_ns         BIGINT   See the summary.
--- @column jump_ns            BIGINT   See the summary.
--- @column report_rank        INTEGER  See the summary.
--- @column pid                BIGINT   See the summary.
--- @column rank_source        VARCHAR  See the summary.
+-- @column rank               INTEGER
+-- @column utc_epoch_ns       BIGINT
+-- @column offset_ns          BIGINT
+-- @column drift_ppb          DOUBLE
+-- @column shift_ns           BIGINT
+-- @column uncertainty_ns     BIGINT
+-- @column spread_ns          BIGINT
+-- @column max_residual_ns    BIGINT
+-- @column collectives        BIGINT
+-- @column source             VARCHAR
+-- @column method             VARCHAR
+-- @column aligned            BOOLEAN
+-- @column host               VARCHAR
+-- @column clock              VARCHAR
+-- @column jump_at_ns         BIGINT
+-- @column jump_ns            BIGINT
+-- @column report_rank        INTEGER
+-- @column pid                BIGINT
+-- @column rank_source        VARCHAR
 SELECT *
 FROM xr_clock

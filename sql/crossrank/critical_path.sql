@@ -9,9 +9,6 @@
 -- time outside every phase. A run without step ranges has one step (NULL).
 -- @scope run
 -- @reads xr_critical_path
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step.
 -- @column kind VARCHAR             work (of a rank in a phase) or transfer (of a
 --                                  collective after its last member arrived).

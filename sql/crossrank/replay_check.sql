@@ -7,9 +7,6 @@
 -- one step per rank (NULL: from its first collective to its last end).
 -- @scope run
 -- @reads xr_replay_check
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column rank INTEGER             Rank.
 -- @column step BIGINT              Step.
 -- @column recorded_ns BIGINT       Step range duration as recorded (ns).

@@ -21,9 +21,6 @@
 -- its first collective to its last end).
 -- @scope run
 -- @reads xr_whatif
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column kind VARCHAR             rank, rank_phase, stage, collective or all.
 -- @column rank INTEGER             The rank idealised (NULL: every rank, or none).
 -- @column phase VARCHAR            The phase idealised (NULL: every phase, or none).
