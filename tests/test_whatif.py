@@ -18,18 +18,6 @@ from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
 
-INPUTS = (
-    "xr_aligned",
-    "xr_clock",
-    "xr_keys",
-    "xr_member_steps",
-    "xr_member_phases",
-    "xr_issues",
-    "xr_joins",
-    "xr_lane_phases",
-)
-
-
 def _analysed(out, name: str) -> dict:
     truth = generate_run(preset(name), out)
     with open_run([out]) as run:
@@ -38,10 +26,8 @@ def _analysed(out, name: str) -> dict:
         per_step = run.df("SELECT * FROM xr_whatif")
         path = run_module(run, "crossrank.critical_path")
         check = run_module(run, "crossrank.replay_check")
-        for obj in INPUTS:
-            planner.prepare(run, obj, {"step_pattern": "step:%"})
-            planner.bind(run, obj, {"step_pattern": "step:%"})
-        model = lanes.build_model(*lanes.inputs(run))
+        planner.prepare(run, "xr_whatif", {"step_pattern": "step:%"})  # binds what it reads
+        model = lanes.build_model(*lanes.inputs(lambda name: run.df(f'SELECT * FROM "{name}"')))
         exposure = run_module(run, "collectives.exposure")
     return {
         "truth": truth,
