@@ -18,6 +18,7 @@ from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
 
+
 def _analysed(out, name: str) -> dict:
     truth = generate_run(preset(name), out)
     with open_run([out]) as run:

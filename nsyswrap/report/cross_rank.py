@@ -312,7 +312,8 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
             "groups": ("crossrank.groups", pattern),
             "step_phases": ("crossrank.step_phases", pattern),
             # the what-if replay's (a run of exports only: nsyswrap.crossrank.whatif)
-            "replay_check": ("crossrank.replay_check", steps), "whatif": ("crossrank.whatif", steps),
+            "replay_check": ("crossrank.replay_check", steps),
+            "whatif": ("crossrank.whatif", steps),
             "critical_path": ("crossrank.critical_path", steps)}
 
 
