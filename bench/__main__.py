@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from bench import dataset, results, suite
 
 DEFAULT_BUDGET_S = 570  # the whole command, generation included, stays under 10 minutes
-PARTS = ("main", "scale", "ranks")
+PARTS = ("main", "scale", "ranks", "whatif")
 RANK_STEPS = 25  # part ranks: ~25 k kernels per rank at 8-64 ranks
 
 
@@ -34,8 +34,10 @@ def _run_part(part: str, session: suite.Session) -> None:
         suite.main_suite(session, run)
     elif part == "scale":
         suite.scale_suite(session)
-    else:
+    elif part == "ranks":
         suite.ranks_suite(session, session.rank_steps)
+    else:
+        suite.whatif_suite(session)
     result = {"part": part, "started": stamp, "duration_s": time.monotonic() - started, "load_before": load,
               "load_after": _load(), "jobs": session.jobs, "dataset": size, "rows": session.rows}
     (dataset.OUT / f"results-{part}.json").write_text(json.dumps(result, indent=1))
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--part", choices=("all", *PARTS), default="all",
                         help="main: the 8-rank comparison; scale: 1-8 ranks, 0.25-1 M kernels; ranks: 8-64 "
-                             "small ranks, local and Dask engines (default: all three)")
+                             "small ranks, local and Dask engines; whatif: the what-if stage "
+                             "(default: all four)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
                         help="seconds for everything; measurements that do not fit are reported as skipped")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="reports nsyswrap normalizes at a time")
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.part in ("all", part):
             _run_part(part, session)
     previous = results.RESULTS_MD.read_text() if results.RESULTS_MD.is_file() else ""
-    text = results.render(_saved("main"), _saved("scale"), _saved("ranks"), previous)
+    text = results.render(_saved("main"), _saved("scale"), _saved("ranks"), previous,
+                          _saved("whatif"))
     results.RESULTS_MD.write_text(text + "\n")
     print(text)
     print(f"\nwrote {results.RESULTS_MD}", file=sys.stderr)

@@ -343,7 +343,15 @@ def _context(result: dict) -> str:
 
 MAIN_H, TARGETS_H, SCALE_H = "## nsyswrap beside the SQLite floor and the pandas baseline", "## Targets", "## Scale"
 RANKS_H = "## Scale to 64 ranks: the local and the Dask engine"
-GENERATED = (MAIN_H, TARGETS_H, SCALE_H, RANKS_H)
+WHATIF_H = "## The what-if stage"
+GENERATED = (MAIN_H, TARGETS_H, SCALE_H, RANKS_H, WHATIF_H)
+WHATIF_ABOUT = (
+    "`python -m bench --part whatif`: nsyswrap.crossrank.whatif's model and analysis (every "
+    "candidate fix replayed, the critical path, the replay check) on the frames of a synthetic "
+    "data-parallel run (bench/whatif.py: RANKS ranks, COLLECTIVES all-reduces in all over STEPS "
+    "steps, the run objects it reads made in memory, no SQLite). *stage* is the stage alone, "
+    "wall and CPU, in the task process; *whole* adds interpreter start, imports and making the "
+    "frames. Target: the stage at 64 ranks x 1,000 collectives x 100 steps <= 10 s.")
 RANKS_ABOUT = (
     "`python -m bench --part ranks [--rank-steps N]`: `nsyswrap report RUN -j 2 --format json` on the first 8/16/32/64 "
     "reports of a 64-rank run of the `bench` preset with N steps per rank (~1000 kernels per step), and on "
@@ -356,7 +364,25 @@ RANKS_ABOUT = (
     "peak is an upper bound.")
 
 
-def render(main: dict | None, scale: dict | None, ranks: dict | None = None, previous: str = "") -> str:
+def whatif_table(result: dict) -> str:
+    lines = ["| ranks | collectives | steps | events | levels | candidates | stage s (CPU s) | "
+             "whole s | peak RSS MB | replay residual ns |",
+             "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in result["rows"]:
+        d = r.get("detail", {})
+        if r.get("error") or r.get("skipped") or "whatif_s" not in d:
+            lines.append(f"| {r['ranks']} | {r['collectives']:,} | {r['steps']} | no result: "
+                         f"{r.get('error') or r.get('skipped')} ||||||")
+            continue
+        lines.append(f"| {r['ranks']} | {r['collectives']:,} | {r['steps']} | {d['events']:,} | "
+                     f"{d['levels']:,} | {d['candidates']} | {d['whatif_s']:.2f} "
+                     f"({d['whatif_cpu_s']:.2f}) | {r['wall_s']:.2f} | "
+                     f"{r['peak_rss_main_mb']:.0f} | {d['residual_max_ns']} |")
+    return "\n".join(lines)
+
+
+def render(main: dict | None, scale: dict | None, ranks: dict | None = None, previous: str = "",
+           whatif: dict | None = None) -> str:
     """RESULTS.md from the latest results of each part; a part with no results here (not
     measured on this machine yet) keeps its section of `previous`, the RESULTS.md before."""
     m = machine()
@@ -391,6 +417,10 @@ def render(main: dict | None, scale: dict | None, ranks: dict | None = None, pre
                 ranks_notes(ranks["rows"]), ""]
     elif RANKS_H in kept:
         out += [kept[RANKS_H]]
+    if whatif:
+        out += [WHATIF_H, "", WHATIF_ABOUT, "", _context(whatif), "", whatif_table(whatif), ""]
+    elif WHATIF_H in kept:
+        out += [kept[WHATIF_H]]
     out += [text for heading, text in kept.items() if heading not in GENERATED]  # written by hand
     return "\n".join(out)
 

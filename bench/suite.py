@@ -212,3 +212,16 @@ def ranks_suite(session: Session, steps: int) -> None:
             session.rows[-1]["same_json_as_local"] = (
                 dask.detail["output_sha256"] == local.detail["output_sha256"])
     shutil.rmtree(CACHES, ignore_errors=True)
+
+
+WHATIF_SIZES = ("8x1000x100", "64x1000x100")
+
+
+def whatif_suite(session: Session) -> None:
+    """The what-if stage (model, every candidate replayed, critical path, replay check) on
+    synthetic runs of RANKS x COLLECTIVES (in all) x STEPS (bench.whatif)."""
+    for size in WHATIF_SIZES:
+        ranks, collectives, steps = (int(x) for x in size.split("x"))
+        label = f"what-if stage, {ranks} ranks x {collectives:,} collectives x {steps} steps"
+        session.measure("whatif", label, ["whatif", "--size", size], repeat=3, ranks=ranks,
+                        collectives=collectives, steps=steps)

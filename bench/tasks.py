@@ -128,6 +128,17 @@ def task_baseline(args) -> dict:
     return {"ledger_rows": len(ledger), "gaps": len(gaps), "collective_rows": len(skew)}
 
 
+def task_whatif(args) -> dict:
+    """The what-if stage alone on a synthetic run of `--size RANKSxCOLLECTIVESxSTEPS`
+    (bench.whatif)."""
+    from bench.whatif import stage
+
+    ranks, collectives, steps = (int(x) for x in args.size.split("x"))
+    cpu = time.process_time()
+    out = stage(ranks, collectives, steps)
+    return {**out, "whatif_cpu_s": time.process_time() - cpu}
+
+
 TASKS = {name[5:]: fn for name, fn in globals().items() if name.startswith("task_")}
 
 
@@ -141,6 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", help="task report: its --steps A:B (new options on a cached run)")
     parser.add_argument("--format", default="table", help="task report: its --format")
     parser.add_argument("--stream", type=Path, help="task modules: write each module's rows to DIR/NAME.parquet")
+    parser.add_argument("--size", default="64x1000x100",
+                        help="task whatif: RANKSxCOLLECTIVESxSTEPS")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = TASKS[args.task](args)

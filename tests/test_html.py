@@ -33,11 +33,14 @@ def test_page_is_self_contained(page):
     assert set(re.findall(r"https?://[^\s\"'<>]+", text)) <= {"http://www.w3.org/2000/svg"}
 
 
-def test_page_has_the_three_plots_and_the_sections(page):
+def test_page_has_the_four_plots_and_the_sections(page):
     _, _, text = page
-    for label in ("per-rank step timeline", "GPU time ledger per rank", "arrival skew per rank and collective"):
+    for label in ("per-rank step timeline", "GPU time ledger per rank", "critical path per step",
+                  "arrival skew per rank and collective"):
         assert f'aria-label="{label}"' in text
-    assert text.count("<svg") == 3
+    assert text.count("<svg") == 4
+    # the straggler's data loading on each step's critical path
+    assert len(re.findall(r"<title>step \d+: rank 3 data_loading", text)) == 3
     assert "straggler: rank 3" in text and "`data_loading`" in text
     assert "Where the GPU time goes" in text and "Across ranks" in text
     assert len(re.findall(r"<title>rank \d+, pg=0 seq=\d+: arrived", text)) == 4 * 6  # one cell per rank x collective

@@ -190,3 +190,41 @@ def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
     body.append(_text(LABEL_W + 11 * 16 + 6, y + 17, f"0 … ≥{peak / 1e3:,.1f} µs after the first arrival"
                       + ("; outlined: last to arrive" if per_bin == 1 else "")))
     return _svg(WIDTH, height, body, "arrival skew per rank and collective")
+
+
+def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
+    """One stacked bar per step (the first `max_steps`): its critical path
+    (crossrank.critical_path), work in the colour of its phase (each piece's rank in its
+    tip), transfer in the communication colour; a bar is as long as its step."""
+    if path.empty:
+        return ""
+    path = path.assign(step=path["step"].fillna(-1).astype(int))
+    steps = sorted(path["step"].unique())[:max_steps]
+    longest = max(path[path["step"].isin(steps)].groupby("step")["ns"].sum().max(), 1)
+    row_h, top = 20, 8
+    plot_w = WIDTH - LABEL_W - 110
+    height = top + row_h * len(steps) + 36
+    phases = path.loc[path["kind"] == "work", "phase"].fillna("outside phases")
+    colors = phase_colors(phases.tolist())
+    body = []
+    for i, step in enumerate(steps):
+        y = top + i * row_h
+        body.append(_text(LABEL_W - 8, y + 14, "run" if step < 0 else f"step {step}", "end"))
+        x = LABEL_W
+        mine = path[path["step"] == step]
+        for r in mine.itertuples():
+            w = r.ns / longest * plot_w
+            if r.kind == "transfer":
+                color, tip = COLORS["comm"], f"transfer of {r.op} (group {r.pg})"
+            else:
+                phase = r.phase if isinstance(r.phase, str) else "outside phases"
+                color, tip = colors[phase], f"rank {int(r.rank)} {phase}"
+            share = 100 * r.ns / max(mine["ns"].sum(), 1)
+            body.append(_rect(x, y + 3, w, row_h - 6, color,
+                              f"step {step}: {tip}, {r.ns / 1e6:.3f} ms ({share:.1f}%)"))
+            x += w
+        total = f"{mine['ns'].sum() / 1e6:,.2f} ms"
+        body.append(_text(x + 8, y + 14, total, "start", 'fill="#555"'))
+    legend = [(name, color) for name, color in colors.items()] + [("transfer", COLORS["comm"])]
+    body += _legend(legend, height - 12)
+    return _svg(WIDTH, height, body, "critical path per step")

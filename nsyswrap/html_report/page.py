@@ -10,7 +10,8 @@ import pandas as pd
 
 from nsyswrap.crossrank import matched_collectives
 from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.html_report.charts import COLORS, ledger_bars, skew_heatmap, step_timeline
+from nsyswrap.html_report.charts import (COLORS, critical_path_bars, ledger_bars, skew_heatmap,
+                                         step_timeline)
 from nsyswrap.opener import DEFAULT_OPENER, Opener
 from nsyswrap.output import check_writable
 from nsyswrap.queries import catalog, run_module
@@ -138,14 +139,21 @@ def _diagnosis_html(report: dict) -> str:
     return "\n".join(parts + ["</div>"])
 
 
-def _plots(run: Run, options: ReportOptions) -> str:
-    """The three plots, over the report's steps (the first MAX_STEPS of them on the timeline)."""
+def _replayed(report: dict) -> bool:
+    """Whether the report's cross-rank section has the replay's critical path."""
+    return any(t["id"] == "critical_path" for s in report["sections"] for t in s.get("tables", []))
+
+
+def _plots(run: Run, options: ReportOptions, report: dict) -> str:
+    """The four plots, over the report's steps (the first MAX_STEPS of them on the timeline)."""
     lo, hi = options.step_from, options.step_to
     ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
     coll = matched_collectives(run, step_pattern=options.step_pattern, step_from=lo, step_to=hi)
     steps = sorted(s for s in ranges["step"].dropna().unique().astype(int).tolist()
                    if (lo is None or s >= lo) and (hi is None or s < hi))
     shown = steps[:MAX_STEPS]
+    path = (run_module(run, "crossrank.critical_path", step_pattern=options.step_pattern,
+                       step_from=lo, step_to=hi) if _replayed(report) else pd.DataFrame())
     ledger = (run_module(run, "ledger.devices", **options.window_params())
               if "ledger.devices" in catalog() else pd.DataFrame())
     return "\n".join([
@@ -160,6 +168,12 @@ def _plots(run: Run, options: ReportOptions) -> str:
                 f"Where each GPU's time went over the window ({options.describe()}; exact unions, all streams).",
                 "these reports have no GPU activity; capture CUDA with nsys profile --trace=cuda "
                 "(nsyswrap launch does by default)."),
+        _figure("Critical path per step", critical_path_bars(path),
+                "What each step's time rests on, walking back from its end on its last rank: the "
+                "work of a rank in a phase (its rank in the tip) or the transfer of a collective "
+                "after its last member arrived; waiting is never on it (crossrank.critical_path).",
+                "no step is replayed: it needs matched collectives and step ranges, and a replay "
+                "residual under 2 % (see the cross-rank section)."),
         _figure("Arrival skew: rank × collective", skew_heatmap(coll),
                 "One cell per matched collective and rank; darker red = arrived later than the first "
                 "rank, so the others waited for it.",
@@ -175,7 +189,7 @@ def html_page(run: Run, report: dict, options: ReportOptions) -> str:
                       for r in run.reports)
     analysed = ReportOptions.from_params(report["options"])  # the window the report chose
     parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>", f'<p class="note">{escape(ranks)}</p>',
-             _diagnosis_html(report), _plots(run, analysed)]
+             _diagnosis_html(report), _plots(run, analysed, report)]
     parts += [_section_html(s) for s in report["sections"]]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
             f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")

@@ -17,8 +17,10 @@ from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
 
 GB_PER_S, BYTES = "GB/s", "bytes"
+PCT, TIMES = "%", "x"
 NO_PHASE = "no phase is longer than on the median rank"
 IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no straggler named
+MAX_RESIDUAL = 0.02   # a replay residual above this share of a step time: no what-if figure
 
 
 def _ms(ns: float) -> str:
@@ -132,6 +134,85 @@ def _alpha_beta_table(fit: pd.DataFrame) -> dict:
                   "(least squares)", rows, ("r2", "sizes"))
 
 
+def _text(x) -> str | None:
+    return x if isinstance(x, str) else None
+
+
+def _int(x) -> int | None:
+    return None if pd.isna(x) else int(x)
+
+
+def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
+    none = "no step is affected"
+    return [
+        {"kind": r.kind, "rank": _int(r.rank), "phase": _text(r.phase), "stage": _int(r.stage),
+         "pg": _text(r.pg), "op": _text(r.op),
+         "gain_ns_per_step": figure(r.gain_ns_per_step, NS), "gain_pct": figure(r.gain_pct, PCT),
+         "pattern": r.pattern, "steps": _text(r.steps),
+         "affected_steps": figure(r.affected_steps, COUNT),
+         "steps_in_window": figure(r.steps_in_window, COUNT),
+         "gain_ns_per_affected_step": figure(r.gain_ns_per_affected_step, NS, none),
+         "residual_ns": figure(r.residual_ns, NS), "noise_ns": figure(r.noise_ns, NS),
+         "share": figure(r.share, FRACTION, "only for kind rank"),
+         "slowdown": figure(r.slowdown, TIMES, "only for kind all")}
+        for r in fixes.itertuples(index=False)
+    ]
+
+
+def _critical_path_rows(path: pd.DataFrame) -> list[dict]:
+    return [
+        {"step": _int(r.step), "kind": r.kind, "rank": _int(r.rank), "phase": _text(r.phase),
+         "pg": _text(r.pg), "op": _text(r.op), "time": figure(r.ns, NS),
+         "share": figure(r.share, FRACTION)}
+        for r in path.itertuples(index=False)
+    ]
+
+
+def _residual_row(check: pd.DataFrame) -> dict:
+    recorded = check["recorded_ns"].where(check["recorded_ns"] > 0)
+    share = (check["residual_ns"] / recorded).dropna()
+    why = "no step to replay"
+
+    def stat(x):
+        return figure(x if len(share) else None, FRACTION, why)
+
+    return {"steps": figure(len(check), COUNT), "median": stat(share.median()),
+            "p90": stat(share.quantile(0.9)), "max": stat(share.max()),
+            "max_ns": figure(check["residual_ns"].max() if len(check) else None, NS, why)}
+
+
+def _whatif(rows) -> tuple[list[dict], list[dict]]:
+    """The replay's tables (residual, what-if fixes, critical path) and what it cannot answer,
+    from `rows(key)`: the modules of crossrank_modules by key."""
+    what = "what a fix would save (the replay)"
+    check = rows("replay_check")
+    if check.empty:
+        return [], [{"what": what, "reason": "no matched collective or no step in the window to "
+                     "replay"}]
+    residual = _residual_row(check)
+    tables = [_table("replay_residual", "Replay check: each rank's step times replayed from the "
+                     "recorded durations vs recorded; residual in % of the step time (median, p90, "
+                     "max over ranks and steps)", [residual], ("max_ns", "steps"))]
+    worst = residual["max"]["value"]
+    if worst is not None and worst > MAX_RESIDUAL:
+        return tables, [{"what": what, "reason": f"replaying the recorded durations misses a "
+                         f"recorded step time by {100 * worst:.1f} % (more than "
+                         f"{100 * MAX_RESIDUAL:.0f} %): collectives end before their last member "
+                         "arrives on the aligned clocks, or ranks wait for something the replay "
+                         "does not see (see crossrank.replay_check)"}]
+    fixes, path = rows("whatif"), rows("critical_path")
+    return tables + [
+        _table("whatif", "What a fix would save: the step time replayed with each candidate fix "
+               "(rank, phase, stage or collective idealised; all: every rank), largest first",
+               _whatif_rows(fixes),
+               ("noise_ns", "residual_ns", "slowdown", "share", "gain_ns_per_affected_step",
+                "steps_in_window", "affected_steps", "stage", "pg", "steps", "op")),
+        _table("critical_path", "Critical path per step: the step time charged to the work of a "
+               "(rank, phase) or the transfer of a (pg, op) it rests on",
+               _critical_path_rows(path), ("share",)),
+    ], []
+
+
 def _step_time_ns(run: Run, options: ReportOptions) -> int:
     ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
     steps = ranges[ranges["phase"].isna()]
@@ -233,7 +314,11 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
             "mismatches": ("crossrank.mismatches", {}),
             "bandwidth": ("crossrank.bandwidth", steps), "split": ("crossrank.comm_split", steps),
             "groups": ("crossrank.groups", pattern),
-            "step_phases": ("crossrank.step_phases", pattern)}
+            "step_phases": ("crossrank.step_phases", pattern),
+            # the what-if replay's (a run of exports only: nsyswrap.crossrank.whatif)
+            "replay_check": ("crossrank.replay_check", steps),
+            "whatif": ("crossrank.whatif", steps),
+            "critical_path": ("crossrank.critical_path", steps)}
 
 
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
@@ -244,16 +329,18 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
         raise refused
     nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
     return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
-                            len(offsets), lambda: _step_time_ns(run, options), nccl=nccl)
+                            len(offsets), lambda: _step_time_ns(run, options), nccl=nccl,
+                            replay=True)
 
 
 def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
-                     nccl: bool | None = None) -> dict:
+                     nccl: bool | None = None, replay: bool = False) -> dict:
     """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
-    `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step);
-    the sample files' report (nsyswrap.sample.analysis) answers through it too. `nccl`:
-    whether the run has NCCL kernels (False: no NCCL bandwidth, the collectives' times are
-    host calls; None: not known)."""
+    `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step),
+    with the what-if replay's tables where `replay` (a run of exports: the replay needs
+    their kernels); the sample files' report (nsyswrap.sample.analysis) answers through it
+    too. `nccl`: whether the run has NCCL kernels (False: no NCCL bandwidth, the
+    collectives' times are host calls; None: not known)."""
     section = {"id": "crossrank",
                "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
@@ -286,15 +373,17 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
         ]
     groups = rows("groups")
     if not groups.empty:
-        rows = groups.astype(object).where(groups.notna(), None).to_dict("records")
+        records = groups.astype(object).where(groups.notna(), None).to_dict("records")
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",
-                                        rows, ("spans_hosts", "captured", "group_size")))
+                                        records, ("spans_hosts", "captured", "group_size")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty and nccl is not False:  # without NCCL kernels: times of host calls
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    section["cannot_answer"] = _cannot_answer(offsets, None if nccl is False else bw, strag)
+    replay, no_replay = _whatif(rows) if replay else ([], [])
+    section["tables"] += replay
+    section["cannot_answer"] = _cannot_answer(offsets, None if nccl is False else bw, strag) + no_replay
     if options.window_nvtx:
         section["cannot_answer"].append({"what": "limiting cross-rank figures to --window-nvtx",
                                          "reason": "they are computed per step (use --steps)"})

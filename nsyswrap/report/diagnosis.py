@@ -39,6 +39,9 @@ MIN_STEPS = 2
 MPI_WAIT = ("the collectives are MPI calls on the host: a wait in one blocks the host, not "
             "the GPU's communication")
 WORST_STEPS = 3
+MIN_GAIN_SHARE = 0.01  # a fix is named when it saves this share of a step where it saves time
+NAMED_PHASE = 0.8      # a rank's fix is told by its phase when that phase holds this much of it
+MAX_CAUSES = 3
 # The time behind each per-device verdict (the cost a finding ranks by).
 DRIVER = {
     "communication-bound": ("exposed_comm_ns", "is exposed communication"),
@@ -206,11 +209,14 @@ def diagnose(report: dict) -> dict:
     run = _Run(report)
     labels = {key: run.label(key) for key in run.totals}
     ranked, context = metric_findings(report, run, labels)
-    findings = _crossrank_findings(report, run)
+    findings = _gain_findings(report, run)
     device_findings = _device_findings(run, labels)
     findings += sorted(device_findings + ranked, key=lambda f: -f["share"]["value"])
     findings += context
+    _with_gains(report, findings)
+    findings = _by_gain(findings)
     _reconcile(report, run, labels, sorted(device_findings, key=lambda f: -f["share"]["value"]))
+    _reconcile_crossrank(report, findings)
     return {
         "headline": _headline(findings, labels, run),
         "findings": findings,
@@ -328,14 +334,14 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
                      " so all of it is waiting")
         text += "."
     step_ns = _median_step(run)
-    share = wait / step_ns if step_ns else None
+    share = lag / step_ns if step_ns else None
     advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {basis} "
               "now); every other rank waits for it in the next collective." if phase else
               f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
               "others wait for it in every collective.")
     return [{
         "id": "straggler", "scope": "cross-rank", "label": f"straggler: rank {rank}",
-        "ranks": [rank], "cost": figure(wait or lag, NS), "cost_basis": basis,
+        "ranks": [rank], "cost": figure(lag, NS), "cost_basis": basis,
         "share": figure(share, FRACTION, "no step ranges to compare with"),
         "text": text, "recommendation": advice,
         "evidence": {"rank": rank, "phase": phase, "lag_per_step": figure(lag, NS),
@@ -349,6 +355,193 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
                      "exposed_comm_per_step": figure(exposed, NS),
                      "steps": figure(n, COUNT), "phase_steps": figure(phase_steps, COUNT)},
     }]
+
+
+def _fix_steps(fix: dict) -> list[int]:
+    return [int(x) for x in (fix.get("steps") or "").split(",") if x]
+
+
+def _significant(fix: dict, step_ns: float) -> bool:
+    """A fix worth naming: it saves time in some step (crossrank.whatif: more than the
+    replay residual and the step noise), at least MIN_GAIN_SHARE of a step where it does."""
+    per_affected = value(fix["gain_ns_per_affected_step"], 0)
+    return fix["pattern"] != "none" and per_affected >= MIN_GAIN_SHARE * step_ns
+
+
+def _causes(fixes: list[dict]) -> list[dict]:
+    """The what-if causes worth naming, largest gain first: a phase whose stalls move between
+    ranks (several ranks' fixes of one phase, each in its own steps: one cause), else a rank
+    with the phase that holds most of its gain."""
+    step_ns = next((value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
+                    for f in fixes if value(f["gain_pct"], 0) > 0), 0.0)
+    sig = [f for f in fixes if _significant(f, step_ns)]
+    per_rank = {(f["rank"], f["phase"]): f for f in sig
+                if f["kind"] == "rank_phase" and f["rank"] is not None}
+    causes, covered = [], set()
+    for f in sig:
+        if f["kind"] != "rank_phase" or f["rank"] is not None:
+            continue
+        mine = [g for (r, p), g in per_rank.items() if p == f["phase"]]
+        pairs = sorted((s, g["rank"]) for g in mine for s in _fix_steps(g))
+        if len(mine) >= 2 and len({s for s, _ in pairs}) == len(pairs):  # each step: one rank
+            causes.append({"fix": f, "phase": f["phase"], "pairs": pairs})
+            covered |= {g["rank"] for g in mine}
+    causes += [{"fix": f, "stage": f["stage"]} for f in sig if f["kind"] == "stage"]
+    for f in sig:
+        if f["kind"] != "rank" or f["rank"] in covered:
+            continue
+        phases = [g for (r, _), g in per_rank.items() if r == f["rank"]]
+        best = max(phases, key=lambda g: value(g["gain_ns_per_step"], 0), default=None)
+        named = best is not None and (value(best["gain_ns_per_step"], 0)
+                                      >= NAMED_PHASE * value(f["gain_ns_per_step"], 0))
+        causes.append({"fix": best if named else f, "rank": f["rank"],
+                       "phase": best["phase"] if named else None})
+    causes.sort(key=lambda c: -value(c["fix"]["gain_ns_per_step"], 0))
+    return causes[:MAX_CAUSES]
+
+
+def _gain_figures(fix: dict) -> tuple[float, float, str]:
+    gain, pct = value(fix["gain_ns_per_step"], 0), value(fix["gain_pct"], 0)
+    steps = f"in {value(fix['affected_steps'], 0)} of {value(fix['steps_in_window'], 0)} steps"
+    return gain, pct, steps
+
+
+def _moving_finding(cause: dict, gain_evidence: dict) -> dict:
+    """Stalls of one phase that move between ranks: one finding naming each (step, rank)."""
+    fix, phase = cause["fix"], cause["phase"]
+    gain, pct, _ = _gain_figures(fix)
+    per_affected = value(fix["gain_ns_per_affected_step"], 0)
+    where = _and([f"rank {r} in step {s}" for s, r in cause["pairs"]])
+    return {
+        "id": "intermittent", "scope": "cross-rank",
+        "label": f"intermittent: {phase} stalls on {where}",
+        "ranks": sorted({r for _, r in cause["pairs"]}), "cost": figure(gain, NS),
+        "cost_basis": "per step", "share": figure(pct / 100, FRACTION),
+        "text": f"Intermittent `{phase}` stalls move between ranks: {where}. Fixing them would "
+                f"save {ms(per_affected)} per affected step, {ms(gain)} per step on average "
+                f"({pct:.0f} % of the step time); no rank is slow in most steps.",
+        "recommendation": f"Find what stalls `{phase}` now and then ({where}): each stall costs "
+                          f"{ms(per_affected)} of step time, on every rank.",
+        "evidence": {"phase": phase, "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
+                     **gain_evidence},
+    }
+
+
+def _stage_finding(cause: dict, gain_evidence: dict) -> dict:
+    """A pipeline stage slower than the others: what making it as fast saves, bubbles included."""
+    fix, stage = cause["fix"], cause["stage"]
+    gain, pct, steps = _gain_figures(fix)
+    return {
+        "id": "slow-stage", "scope": "cross-rank", "label": f"slow pipeline stage: {stage}",
+        "ranks": [], "cost": figure(gain, NS), "cost_basis": "per step",
+        "share": figure(pct / 100, FRACTION),
+        "text": f"Pipeline stage {stage} is slower than the others: making its work as fast as the "
+                f"other stages' would save {ms(gain)} per step ({pct:.0f} % of the step time, "
+                f"{steps}), the bubbles it causes in the other stages included; the send/recv "
+                "waits around it are partly the pipeline's own structure, this is not.",
+        "recommendation": f"Rebalance the pipeline: move layers off stage {stage} (or speed up its "
+                          f"work); that saves {ms(gain)} per step.",
+        "evidence": {"stage": stage, **gain_evidence},
+    }
+
+
+def _rank_finding(cause: dict, gain_evidence: dict, straggler: list[dict]) -> dict:
+    """A rank slow in every step or in some: its gain, then the straggler's evidence (its lag,
+    the others' waiting: figures, not its cost) when the stragglers table names it too."""
+    fix, rank, phase = cause["fix"], cause["rank"], cause["phase"]
+    gain, pct, steps = _gain_figures(fix)
+    per_affected = value(fix["gain_ns_per_affected_step"], 0)
+    persistent = fix["pattern"] == "persistent"
+    kind = "straggler" if persistent else "intermittent"
+    fixing = f"fixing `{phase}` on it" if phase else "making it as fast as the others"
+    saves = (f"{ms(gain)} per step ({pct:.0f} % of the step time, {steps})" if persistent else
+             f"{ms(per_affected)} per affected step, {ms(gain)} per step on average "
+             f"({pct:.0f} %, {steps}: {fix['steps']})")
+    text = (f"Rank {rank} is {'the straggler' if persistent else 'slow in some steps'}: {fixing} "
+            f"would save {saves}.")
+    evidence = {"rank": rank, "phase": phase, **gain_evidence}
+    known = next((f for f in straggler if f["ranks"] == [rank]), None)
+    if known is not None:
+        text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
+        evidence = {**known["evidence"], **evidence}
+        straggler.remove(known)
+    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (it saves {ms(gain)} per "
+              "step); every other rank waits for it in the next collective." if phase else
+              f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it "
+              f"as fast as the others saves {ms(gain)} per step.")
+    return {"id": kind, "scope": "cross-rank", "label": f"{kind}: rank {rank}", "ranks": [rank],
+            "cost": figure(gain, NS), "cost_basis": "per step",
+            "share": figure(pct / 100, FRACTION), "text": text, "recommendation": advice,
+            "evidence": evidence}
+
+
+def _gain_findings(report: dict, run: _Run) -> list[dict]:
+    """Cross-rank findings ranked by what a fix saves (crossrank.whatif), each with its gain
+    beside its evidence; without a replay, the straggler finding alone (its cost: its lag)."""
+    straggler = _crossrank_findings(report, run)
+    fixes = rows(report, "crossrank", "whatif")
+    if not fixes:
+        return straggler
+    out = []
+    for cause in _causes(fixes):
+        fix = cause["fix"]
+        gain, pct, _ = _gain_figures(fix)
+        gain_evidence = {"gain_per_step": figure(gain, NS),
+                         "gain_share": figure(pct / 100, FRACTION),
+                         "gain_per_affected_step": fix["gain_ns_per_affected_step"],
+                         "pattern": fix["pattern"], "affected_steps": _fix_steps(fix)}
+        if "pairs" in cause:
+            out.append(_moving_finding(cause, gain_evidence))
+        elif "stage" in cause:
+            out.append(_stage_finding(cause, gain_evidence))
+        else:
+            out.append(_rank_finding(cause, gain_evidence, straggler))
+    return out
+
+
+def _and(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + items[-1] if items else ""
+
+
+def _with_gains(report: dict, findings: list[dict]) -> None:
+    """Each finding's `gain`: what the replay says fixing it saves per step, else null and
+    why. Exposed communication gets, as evidence, what hiding its costliest collective
+    would save: at most that, for hiding it also removes the waits in it."""
+    fixes = rows(report, "crossrank", "whatif")
+    hide = max((f for f in fixes if f["kind"] == "collective"), default=None,
+               key=lambda f: value(f["gain_ns_per_step"], 0))
+    for f in findings:
+        if f["scope"] == "cross-rank" and f["evidence"].get("gain_per_step"):
+            f["gain"] = f["evidence"]["gain_per_step"]
+            continue
+        if f["id"] == "communication-bound" and hide and value(hide["gain_ns_per_step"], 0) > 0:
+            gain, pct, _ = _gain_figures(hide)
+            f["evidence"]["hide_gain_per_step"] = figure(gain, NS)
+            f["text"] += (f" Hiding {hide['op']} (group {hide['pg']}) completely, waits included, "
+                          f"would save {ms(gain)} per step ({pct:.0f} %) at most.")
+        f["gain"] = figure(None, NS, "the replay does not idealise this cause (crossrank.whatif); "
+                           "its cost is the time it takes, at most what fixing it saves"
+                           if fixes else "no what-if replay of this run (see cannot_answer)")
+
+
+def _by_gain(findings: list[dict]) -> list[dict]:
+    """Findings with a replayed gain first, largest first; then the others in their order."""
+    gained = [f for f in findings if f["gain"]["value"] is not None]
+    rest = [f for f in findings if f not in gained]
+    return sorted(gained, key=lambda f: -f["gain"]["value"]) + rest
+
+
+def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
+    """The cross-rank section's verdict names what the diagnosis names first from the replay
+    (its own kept where it names the same rank)."""
+    first = next((f for f in findings if f["scope"] == "cross-rank"
+                  and f["gain"]["value"] is not None), None)
+    verdict = section(report, "crossrank").get("verdict")
+    if first is None or verdict is None:
+        return
+    same_rank = first["ranks"] and verdict.get("label") == f"straggler: rank {first['ranks'][0]}"
+    if verdict.get("label") != first["label"] and not (len(first["ranks"]) == 1 and same_rank):
+        verdict.update(label=first["label"], reason=first["text"])
 
 
 def _mpi_only(report: dict) -> bool:
@@ -472,7 +665,8 @@ def _headline(findings: list, labels: dict, run: _Run) -> str:
 
 
 def _cannot_answer(report: dict, run: _Run) -> list[dict]:
-    out = []
+    out = [c for c in section(report, "crossrank").get("cannot_answer") or []
+           if c["what"].startswith("what a fix would save")]
     if not run.totals:
         out.append({"what": "where the GPU time goes",
                     "reason": "no report has GPU activity in the window (no CUDA kernel, memcpy "

@@ -41,6 +41,9 @@ SHORT = {
     "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
     "activities": "activ", "gpu_time": "gpu time", "step_mean": "mean", "step_p50": "p50",
     "step_p90": "p90", "step_max": "max", "compute": "comp", "label": "verdict",
+    "gain_ns_per_step": "gain/step", "gain_pct": "gain", "affected_steps": "affected",
+    "steps_in_window": "of steps", "gain_ns_per_affected_step": "gain/affected step",
+    "residual_ns": "residual", "noise_ns": "noise",
     "large_bandwidth": "large", "vs_expected": "vs exp", "of_compute": "of comp",
     "allocs_per_step": "allocs /step", "bytes_per_step": "bytes /step",
     "frees_per_step": "frees /step", "cuda_threads": "cuda thr",
@@ -124,7 +127,8 @@ def first_screen(report: dict, width: int) -> list[str]:
     names = [Path(r["path"]).name for r in report["reports"]]
     files = names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
     lines = [_clip(f"nsyswrap report: {heading(report)} ({files})", width)]
-    lines.append(f"DIAGNOSIS: {d.get('headline', 'none')}")
+    headline = wrap(f"DIAGNOSIS: {d.get('headline', 'none')}", width, indent="   ")
+    lines += [headline[0].lstrip(), *headline[1:]]
     for i, f in enumerate(d.get("findings", []), 1):
         lines += wrap(f["text"], width, indent="   ", first=f"{i:>2} ")
     for c in d.get("cannot_answer", []):
@@ -334,7 +338,7 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
         if is_figure(r.get(time_col)) and r[time_col]["value"] is not None:
             groups.setdefault(tuple(r[k] for k in keys), []).append(r[time_col]["value"])
     stats = []
-    for key, values in sorted(groups.items()):
+    for key, values in sorted(groups.items(), key=lambda kv: [(x is None, x or 0) for x in kv[0]]):
         values.sort()
         stats.append({**dict(zip(keys, key)), "steps": {"value": len(values), "unit": COUNT},
                       **{f"{time_col} {name}": {"value": fn(values), "unit": NS}

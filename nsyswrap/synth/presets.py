@@ -69,6 +69,24 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
                  clock_drift_ppm=(0, 0, 0, 0, 40, 40, 40, 40), autograd_thread=True, end_jitter_ns=0,
                  straggler=Straggler(rank=6, phase="backward", extra_ns=1_000_000, steps=(2, 3, 5, 7))),
     ),
+    "dp_straggler": (
+        "4 data-parallel ranks doing the same work, rank 1 slow in data_loading in every step; "
+        "collectives end at one instant on all members (the planted gain is exact: see README)",
+        Scenario(name="dp_straggler", seed=21, ranks=4, ranks_per_node=2, steps=8,
+                 kernels_per_step=30, modules=4, comm_overlap=("hidden", "partial", "exposed"),
+                 clock_skew_ns=1_500_000, end_jitter_ns=0, same_work=True,
+                 straggler=Straggler(rank=1, phase="data_loading", extra_ns=500_000)),
+    ),
+    "intermittent": (
+        "8 FSDP-like ranks on 2 hosts doing the same work; data loading stalls 1.5 ms on rank 3 in "
+        "step 2, rank 6 in step 4, rank 1 in step 7 and rank 4 in step 8",
+        Scenario(name="intermittent", seed=22, ranks=8, ranks_per_node=4, steps=10,
+                 kernels_per_step=30, modules=4, comm_overlap=("partial",),
+                 clock_skew_ns=1_500_000, end_jitter_ns=0, same_work=True, fsdp=True,
+                 stalls=tuple(Straggler(rank=r, phase="data_loading", extra_ns=1_500_000,
+                                        steps=(s,))
+                              for r, s in ((3, 2), (6, 4), (1, 7), (4, 8)))),
+    ),
     "moe8": (
         "MoE: 8 ranks on 2 hosts, one expert each, all_to_all dispatch/combine (NCCL SendRecv "
         "kernels, unequal per-peer sizes), the expert on rank 6 hot (3x its routing weight), a "
@@ -155,6 +173,7 @@ def preset(name: str, *, ranks: int | None = None, steps: int | None = None,
         gaps=tuple(g for g in sc.gaps if g.rank < sc.ranks and g.step < sc.steps),
         extra_collectives=tuple(x for x in sc.extra_collectives if x.rank < sc.ranks and x.step < sc.steps),
         straggler=sc.straggler if sc.straggler and sc.straggler.rank < sc.ranks else None,
+        stalls=tuple(x for x in sc.stalls if x.rank < sc.ranks),
         hot_expert=sc.hot_expert if sc.hot_expert and sc.hot_expert.rank < sc.ranks else None,
         clock_jump=sc.clock_jump if sc.clock_jump and sc.clock_jump.step < sc.steps else None,
         clock_drift_ppm=sc.clock_drift_ppm if len(sc.clock_drift_ppm or ()) == sc.ranks else None,

@@ -85,7 +85,7 @@ class RankProgram:
         for x in sc.extra_collectives:
             if x.rank == self.rank:
                 self.extras.setdefault(x.step, []).append(x)
-        self.rng = np.random.default_rng([sc.seed, self.rank, 4])
+        self.rng = np.random.default_rng([sc.seed, sc.work_seed(self.rank), 4])
         self.seqs: dict[int, int] = {}
         self.dp = sc.dp_group(self.rank)
         self.not_before = 0        # planted "other" gap: first device's next kernel starts late
@@ -138,6 +138,8 @@ class RankProgram:
             tl.push(f"fwd:{path}")
             if m == 0 and self.sc.p2p_per_step:
                 yield from self.p2p(i)
+            if self.sc.fsdp:
+                yield from self.gather_parameters()
             for _ in range(self.module_kernels["forward"][m]):
                 self.compute("forward", k, durs[k])
                 k += 1
@@ -155,6 +157,16 @@ class RankProgram:
         yield from self.tl.settle()
         for d in self.devices:
             self.tl.wait(d.compute, d.tp_nccl)
+
+    def gather_parameters(self) -> Iterator[None]:
+        """FSDP: the module's parameters all_gathered on the data-parallel stream; its
+        compute waits for them."""
+        sc = self.sc
+        yield from self.collective("all_gather", sc.bucket_bytes // sc.modules, sc.dtype, "partial",
+                                   sc.transfer_of("exposed") // 4)
+        yield from self.tl.settle()
+        for d in self.devices:
+            self.tl.wait(d.compute, d.nccl)
 
     def backward(self, i: int) -> Iterator[None]:
         tl, sc = self.tl, self.sc
@@ -174,10 +186,13 @@ class RankProgram:
                 self.compute("backward", k, durs[k])
                 k += 1
             tl.pop()
-            for _ in range(self.issue_after.get(j, 0) if interleaved else 0):
+            for _ in range(self.issue_after.get(j, 0) if interleaved and not sc.fsdp else 0):
                 yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
+            if sc.fsdp:  # the module's gradients reduce_scattered
+                yield from self.collective("reduce_scatter", sc.bucket_bytes // sc.modules,
+                                           sc.dtype, "partial", transfer // 2)
         tl.pop()
-        for _ in range(0 if interleaved else sc.collectives_per_step):
+        for _ in range(0 if interleaved or sc.fsdp else sc.collectives_per_step):
             yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
         tl.tid = self.trace.pid
         tl.pop()
@@ -227,14 +242,12 @@ class RankProgram:
         return durs.tolist()
 
     def straggle_host(self, phase: str, step: int) -> int:
-        s = self.sc.straggler
-        return (s.extra_ns if s and s.rank == self.rank and s.phase == phase == "data_loading" and s.slows(step)
-                else 0)
+        return sum(s.extra_ns for s in self.sc.planted()
+                   if s.rank == self.rank and s.phase == phase == "data_loading" and s.slows(step))
 
     def straggle_gpu(self, phase: str, step: int) -> int:
-        s = self.sc.straggler
-        return (s.extra_ns if s and s.rank == self.rank and s.phase == phase != "data_loading" and s.slows(step)
-                else 0)
+        return sum(s.extra_ns for s in self.sc.planted()
+                   if s.rank == self.rank and s.phase == phase != "data_loading" and s.slows(step))
 
     def compute(self, phase: str, k: int, dur: int) -> None:
         """The k-th compute kernel of ``phase`` on every device (+ a nested side kernel)."""

@@ -15,7 +15,8 @@ OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other", "stream_wait")
 HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report",
                  "step_name", "end_jitter_ns", "nccl_payloads", "moe", "hot_expert", "pipeline",
-                 "slow_stage", "clock_jump", "link_bytes_per_ns", "link_latency_ns")
+                 "slow_stage", "clock_jump", "link_bytes_per_ns", "link_latency_ns", "stalls",
+                 "same_work", "fsdp")
 # process group ids of the MoE and pipeline shapes (see Scenario.group_members)
 EP_PG, STAGE_DP_PG, P2P_PG = 200, 100, 300
 
@@ -230,13 +231,23 @@ class Scenario:
     # transfers of all_to_all and send/recv (lockstep.exchange_ends): within a node, across nodes
     link_bytes_per_ns: tuple[int, int] = (150, 25)
     link_latency_ns: tuple[int, int] = (3_000, 10_000)
+    # more planted slow-downs, each a Straggler of its own (usually with its steps): stalls
+    # that move between ranks
+    stalls: tuple[Straggler, ...] = ()
+    # every rank draws the same kernel durations, API-call times and gaps: the ranks differ
+    # only by what is planted (and their start), so "as fast as the others" is the unplanted run
+    same_work: bool = False
+    # FSDP-like: each forward module's parameters all_gathered first (compute waits for
+    # them), each backward module's gradients reduce_scattered (instead of the buckets)
+    fsdp: bool = False
 
     def to_dict(self) -> dict:
         """The fields, without the later ones (HYBRID_FIELDS) at their defaults, so that
         scenarios written before them keep their exact truth.json."""
         data = dataclasses.asdict(self)
-        if data["straggler"] is not None and data["straggler"]["steps"] is None:
-            del data["straggler"]["steps"]
+        for planted in [data["straggler"], *data["stalls"]]:
+            if planted is not None and planted["steps"] is None:
+                del planted["steps"]
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for name in HYBRID_FIELDS:
             if data[name] == defaults[name]:
@@ -248,7 +259,7 @@ class Scenario:
         """Inverse of :meth:`to_dict` (lists become tuples, nested dicts dataclasses)."""
         nested = {"straggler": Straggler, "gaps": PlantedGap, "extra_collectives": ExtraCollective,
                   "moe": MoE, "hot_expert": HotExpert, "pipeline": Pipeline,
-                  "slow_stage": SlowStage, "clock_jump": ClockJump}
+                  "slow_stage": SlowStage, "clock_jump": ClockJump, "stalls": Straggler}
         kwargs = {}
         for f in dataclasses.fields(cls):
             if f.name not in data:
@@ -261,6 +272,9 @@ class Scenario:
                     value = dataclasses.replace(value, **{
                         g.name: tuple(getattr(value, g.name)) for g in dataclasses.fields(value)
                         if isinstance(getattr(value, g.name), list)})
+                elif f.name == "stalls":
+                    value = tuple(dataclasses.replace(
+                        v, steps=None if v.steps is None else tuple(v.steps)) for v in value)
             elif isinstance(value, list):
                 value = tuple(value)
             kwargs[f.name] = value
@@ -323,6 +337,22 @@ class Scenario:
         forward = rest // 3
         return {"forward": forward, "backward": rest - forward, "optimizer": optimizer}
 
+    def planted(self) -> tuple[Straggler, ...]:
+        """Every planted slow-down: the straggler and the stalls."""
+        return ((self.straggler,) if self.straggler else ()) + self.stalls
+
+    def has_plant(self) -> bool:
+        """Whether anything slows the run down on purpose (the planted gain's subject)."""
+        return bool(self.planted() or self.hot_expert or self.slow_stage)
+
+    def unplanted(self) -> Scenario:
+        """The same run without its planted slow-downs (the planted gain's baseline)."""
+        return self.replace(straggler=None, stalls=(), hot_expert=None, slow_stage=None)
+
+    def work_seed(self, rank: int) -> int:
+        """The rank whose seeds draw ``rank``'s work: its own, or rank 0's with same_work."""
+        return 0 if self.same_work else rank
+
     def overlap_of_step(self, step: int) -> str:
         return self.comm_overlap[step % len(self.comm_overlap)]
 
@@ -378,9 +408,10 @@ class Scenario:
                 bad(f"comm_overlap {overlap!r} is unknown", f"use one of {OVERLAPS}")
         if not self.comm_overlap:
             bad("comm_overlap is empty", f"give at least one of {OVERLAPS}")
-        s = self.straggler
-        if s is not None and (not 0 <= s.rank < self.ranks or s.phase not in PHASES or s.extra_ns < 0):
-            bad(f"straggler {s} is out of range", f"rank < {self.ranks}, phase in {PHASES}, extra_ns >= 0")
+        for s in self.planted():
+            if not 0 <= s.rank < self.ranks or s.phase not in PHASES or s.extra_ns < 0:
+                bad(f"straggler {s} is out of range",
+                    f"rank < {self.ranks}, phase in {PHASES}, extra_ns >= 0")
         min_gap = 4 * (self.launch_latency_ns + self.host_gap_ns[1] + self.gpu_gap_ns[1])
         for g in self.gaps:
             if not (0 <= g.rank < self.ranks and 0 <= g.step < self.steps):

@@ -41,7 +41,8 @@ class ShapeProgram(RankProgram):
 
     def draw(self, lo_hi: tuple[int, int], n: int, *key: int) -> list[int]:
         """``n`` durations in [lo, hi] for (this rank, ``key``)."""
-        return keyed(self.sc.seed, self.rank, *key).integers(lo_hi[0], lo_hi[1] + 1, n).tolist()
+        rank = self.sc.work_seed(self.rank)  # same_work: rank 0's draws
+        return keyed(self.sc.seed, rank, *key).integers(lo_hi[0], lo_hi[1] + 1, n).tolist()
 
     def kernels(self, phase: str, durations: list[int]) -> None:
         """Compute kernels of ``phase`` on the compute stream, one after the other."""

@@ -41,7 +41,7 @@ class Timeline:
     """The main thread of one rank and the GPU streams it drives."""
 
     def __init__(self, trace: RankTrace, scenario: Scenario, start: int):
-        seed = [scenario.seed, trace.rank]
+        seed = [scenario.seed, scenario.work_seed(trace.rank)]
         self.trace = trace
         self._api_ns = draws(np.random.default_rng([*seed, 1]), *scenario.launch_api_ns)
         self._host_gap = draws(np.random.default_rng([*seed, 2]), *scenario.host_gap_ns)

@@ -24,7 +24,7 @@ from nsyswrap.synth.trace import RankTrace
 
 PTOP = 10
 STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
-OPTIONAL = ("exchanges", "clock_jumps")
+OPTIONAL = ("exchanges", "clock_jumps", "planted_gain")
 TRUE_CAUSE = {"stream_wait": "host_bound"}  # a planted mechanism -> the gap's cause
 
 
@@ -42,6 +42,7 @@ class Truth:
     unmatched_collectives: list[dict]
     straggler: dict | None
     mismatches: list[dict]      # planted extra collectives: rank, step, pg, seq, op, bytes
+    planted_gain: dict | None = None  # what removing the plant saves per step (planted_gain())
     # only in runs that have them (left out of the JSON otherwise, so older truths stay):
     exchanges: list[dict] | None = None    # all_to_all and send/recv: members end apart
     clock_jumps: list[dict] | None = None  # node, host, ranks, at_aligned_ns, at_session_ns, size
@@ -145,7 +146,8 @@ def classify_gap(start: int, end: int, syncs: Measure, launches_at_end: list[int
     return "sync" if 2 * syncs(start, end) >= end - start else "host_bound"
 
 
-def compute_truth(sim: Simulation, report_names: list[str]) -> Truth:
+def compute_truth(sim: Simulation, report_names: list[str],
+                  unplanted: Simulation | None = None) -> Truth:
     sc = sim.scenario
     traces = sim.traces
     offsets = [traces[0].clock_error - t.clock_error for t in traces]
@@ -202,7 +204,39 @@ def compute_truth(sim: Simulation, report_names: list[str]) -> Truth:
         mismatches=[{"rank": tr.rank, "step": step, "pg": pg, "seq": seq, "op": op, "bytes": nbytes}
                     for tr in traces for step, pg, seq, op, nbytes in tr.extras],
         exchanges=exchanges or None, clock_jumps=_clock_jumps(sim, offsets),
+        planted_gain=None if unplanted is None else planted_gain(sim, unplanted),
     )
+
+
+def run_step_times(sim: Simulation) -> dict[int, int]:
+    """Per step, the run's step time in true ns: a step ends when its last rank ends it, and
+    takes from the previous step's end (the first step: from its latest start on any rank)."""
+    ends: dict[int, int] = {}
+    starts: dict[int, int] = {}
+    for tr in sim.traces:
+        for step, start, end in tr.steps:
+            ends[step] = max(ends.get(step, end), end)
+            starts[step] = max(starts.get(step, start), start)
+    out, previous = {}, None
+    for step in sorted(ends):
+        out[step] = ends[step] - (starts[step] if previous is None else previous)
+        previous = ends[step]
+    return out
+
+
+def planted_gain(sim: Simulation, unplanted: Simulation) -> dict:
+    """What the planted slow-downs cost: per step, the run's step time (run_step_times) as
+    generated, the same scenario's step time simulated again without them, and the gain."""
+    recorded, clean = run_step_times(sim), run_step_times(unplanted)
+    steps = [{"step": s, "recorded_ns": recorded[s], "unplanted_ns": clean[s],
+              "gain_ns": recorded[s] - clean[s]} for s in sorted(recorded)]
+    total = sum(r["gain_ns"] for r in steps)
+    return {
+        "definition": "run step time = latest end of the step on any rank - latest end of the "
+                      "previous step (first step: its latest start); gain = step time - step time "
+                      "simulated again without the plant",
+        "steps": steps, "gain_ns_total": total,  # per step: gain_ns_total / len(steps)
+    }
 
 
 def _clock_jumps(sim: Simulation, offsets: list[int]) -> list[dict] | None:

@@ -1,0 +1,99 @@
+-- One row per stretch of a device's time in one report that belongs to one phase, from
+-- the device's first GPU activity (not NCCL) to its last, without gaps, in three states:
+-- busy, the phase whose work the GPU was doing (each activity belongs to the phase that
+-- launched it: the latest phase range, see xr_phases, started in its process by its
+-- launch call and not yet ended; with several streams busy, to the activity started
+-- last); host, idle before the host launched the next activity (the replay takes the
+-- host's phase open then: data loading that launches nothing); queued, idle with the next
+-- activity launched (waiting for something else), the phase of that activity.
+-- Consecutive stretches of one phase range and state are one row. The replay
+-- (nsyswrap.crossrank.whatif) splits a rank's work between two of its events by these
+-- stretches. Times are session ns.
+-- @reads launches, xr_phases
+-- @column pid BIGINT              Process whose activities these are.
+-- @column device BIGINT           CUDA device id.
+-- @column start_ns BIGINT         Stretch start (ns).
+-- @column end_ns BIGINT           Stretch end (ns).
+-- @column phase VARCHAR           Phase text; NULL outside every phase.
+-- @column phase_start_ns BIGINT  Start of that phase's range (which of its ranges; ns).
+-- @column state VARCHAR           busy, host (idle, the next work not yet launched) or queued.
+WITH phases AS (
+    SELECT pid, start_ns, end_ns, phase
+    FROM xr_phases
+),
+work AS (
+    -- each activity (one row per distinct start and end) with the phase that launched it
+    SELECT
+        a.pid,
+        a.device,
+        a.start_ns,
+        a.end_ns,
+        a.launch_ns,
+        CASE WHEN a.launch_ns < p.end_ns THEN p.phase END AS phase,
+        CASE WHEN a.launch_ns < p.end_ns THEN p.start_ns END AS phase_start_ns
+    FROM (
+        SELECT pid, device, kernel_start_ns AS start_ns, kernel_end_ns AS end_ns,
+               min(start_ns) AS launch_ns
+        FROM launches
+        WHERE kind <> 'nccl'
+        GROUP BY pid, device, kernel_start_ns, kernel_end_ns
+    ) AS a
+    ASOF LEFT JOIN phases AS p
+        ON p.pid = a.pid
+        AND p.start_ns <= a.launch_ns
+),
+swept AS (
+    SELECT
+        *,
+        max(end_ns) OVER w AS busy_until_ns,
+        lead(start_ns) OVER w AS next_start_ns,
+        lead(launch_ns) OVER w AS next_launch_ns,
+        lead(phase) OVER w AS next_phase,
+        lead(phase_start_ns) OVER w AS next_phase_start_ns
+    FROM work
+    WINDOW w AS (PARTITION BY pid, device ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING)
+),
+pieces AS (
+    -- busy from the activity's start to the next start (or the running end); then idle
+    -- until the next start: waiting for the host until it launched that activity, then
+    -- queued
+    SELECT pid, device, start_ns, least(coalesce(next_start_ns, busy_until_ns), busy_until_ns) AS end_ns,
+           phase, phase_start_ns, 'busy' AS state
+    FROM swept
+    UNION ALL
+    SELECT pid, device, busy_until_ns, least(greatest(next_launch_ns, busy_until_ns), next_start_ns),
+           next_phase, next_phase_start_ns, 'host'
+    FROM swept
+    WHERE next_start_ns > busy_until_ns
+    UNION ALL
+    SELECT pid, device, greatest(next_launch_ns, busy_until_ns), next_start_ns, next_phase,
+           next_phase_start_ns, 'queued'
+    FROM swept
+    WHERE next_start_ns > greatest(next_launch_ns, busy_until_ns)
+),
+islands AS (
+    SELECT
+        *,
+        sum(CASE WHEN phase_start_ns IS NOT DISTINCT FROM before AND state = was THEN 0 ELSE 1 END)
+        OVER (
+            PARTITION BY pid, device ORDER BY start_ns ROWS UNBOUNDED PRECEDING
+        ) AS island
+    FROM (
+        SELECT
+            *,
+            lag(phase_start_ns) OVER (PARTITION BY pid, device ORDER BY start_ns) AS before,
+            lag(state) OVER (PARTITION BY pid, device ORDER BY start_ns) AS was
+        FROM pieces
+        WHERE end_ns > start_ns
+    )
+)
+SELECT
+    pid,
+    device,
+    min(start_ns) AS start_ns,
+    max(end_ns) AS end_ns,
+    any_value(phase) AS phase,
+    any_value(phase_start_ns) AS phase_start_ns,
+    any_value(state) AS state
+FROM islands
+GROUP BY pid, device, island

@@ -1,0 +1,12 @@
+-- One row per step and what its critical path charges: work of a (rank, phase) or transfer
+-- of a (pg, op) (nsyswrap.crossrank.whatif; see crossrank.critical_path).
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
+-- @reads xr_unrelated, xr_issues, xr_joins, xr_lane_phases
+-- @builder nsyswrap.crossrank.whatif:build
+-- @column step               BIGINT   Step (NULL: a run without step ranges).
+-- @column kind               VARCHAR  work or transfer.
+-- @column rank               INTEGER  Whose work (NULL for transfer).
+-- @column phase              VARCHAR  Its phase (NULL: outside phases, or transfer).
+-- @column pg                 VARCHAR  The collective's group (NULL for work).
+-- @column op                 VARCHAR  The collective (NULL for work).
+-- @column ns                 BIGINT   Time charged (ns).

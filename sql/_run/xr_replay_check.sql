@@ -1,0 +1,10 @@
+-- One row per rank and step: its step time recorded and replayed from the recorded
+-- durations (nsyswrap.crossrank.whatif; see crossrank.replay_check).
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
+-- @reads xr_unrelated, xr_issues, xr_joins, xr_lane_phases
+-- @builder nsyswrap.crossrank.whatif:build
+-- @column rank               INTEGER  Rank.
+-- @column step               BIGINT   Step (NULL: a run without step ranges, the rank's span).
+-- @column recorded_ns        BIGINT   Step range duration as recorded (ns).
+-- @column replayed_ns        BIGINT   As replayed (ns).
+-- @column residual_ns        BIGINT   |replayed_ns - recorded_ns| (ns).

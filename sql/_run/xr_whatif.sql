@@ -1,0 +1,17 @@
+-- One row per candidate fix and step: the run's step time recorded, replayed and replayed
+-- with the fix (nsyswrap.crossrank.whatif; columns: see crossrank.whatif).
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
+-- @reads xr_unrelated, xr_issues, xr_joins, xr_lane_phases
+-- @builder nsyswrap.crossrank.whatif:build
+-- @column kind               VARCHAR  rank, rank_phase, stage, collective or all.
+-- @column rank               INTEGER  The rank idealised (NULL: every rank, or none).
+-- @column phase              VARCHAR  The phase idealised (NULL: every phase, or none).
+-- @column stage              INTEGER  The pipeline stage idealised (NULL: none).
+-- @column pg                 VARCHAR  The group of the collective hidden (NULL: none).
+-- @column op                 VARCHAR  The collective hidden (NULL: none).
+-- @column step               BIGINT   Step (NULL: a run without step ranges, each rank's span).
+-- @column recorded_ns        BIGINT   The run's step time as recorded (ns).
+-- @column replayed_ns        BIGINT   As replayed from the recorded durations (ns).
+-- @column whatif_ns          BIGINT   As replayed with the fix (ns).
+-- @column gain_ns            BIGINT   replayed_ns - whatif_ns (ns).
+-- @column residual_ns        BIGINT   |recorded_ns - replayed_ns| (ns).

@@ -1,0 +1,33 @@
+-- One row per step and charge of its critical path (nsyswrap.crossrank.whatif): walking
+-- back from the step's end on its last rank through the events each one waited for (at a
+-- collective, to its last arriver), the step's time is charged to the work of a (rank,
+-- phase) or to the transfer of a (pg, op); the charges of a step add up exactly to its
+-- replayed step time (see crossrank.whatif: from the previous step's end on its last rank
+-- to this one's). Waiting is never on the path: the path goes to what was waited for.
+-- Work is split by phase as the rank's GPU spent it (the phase that launched the work
+-- running, and while idle the phase of the work that ended the idleness); phase NULL is
+-- time outside every phase. A run without step ranges has one step (NULL).
+-- @scope run
+-- @reads xr_critical_path
+-- @column step BIGINT              Step.
+-- @column kind VARCHAR             work (of a rank in a phase) or transfer (of a
+--                                  collective after its last member arrived).
+-- @column rank INTEGER             The rank whose work it is (NULL for transfer).
+-- @column phase VARCHAR            Its phase (NULL: outside every phase, or transfer).
+-- @column pg VARCHAR               The collective's group (NULL for work).
+-- @column op VARCHAR               The collective (NULL for work).
+-- @column ns BIGINT                Time charged (ns).
+-- @column share DOUBLE             ns / the step's time.
+SELECT
+    step,
+    kind,
+    rank,
+    phase,
+    pg,
+    op,
+    ns,
+    ns / sum(ns) OVER (PARTITION BY step) AS share
+FROM xr_critical_path
+WHERE ($step_from IS NULL OR step >= $step_from)
+    AND ($step_to IS NULL OR step < $step_to)
+ORDER BY step NULLS LAST, ns DESC, kind, rank, phase, pg, op

@@ -1,0 +1,99 @@
+-- One row per candidate fix: the step time it would save, replayed (what-if analysis; the
+-- model and its assumptions: nsyswrap.crossrank.whatif). The run is replayed from its
+-- ranks' work between their events (step starts and ends, the issue of each matched
+-- collective, waits for collectives) and its collectives (each ends at its last member's
+-- arrival plus that member's transfer time), then again with the fix:
+--   rank        rank R idealised: its work in each phase, by each of its events, no slower
+--               than the median other rank's by the same event (the issue of, or the wait
+--               for, the same collective; the step's start or end);
+--   rank_phase  the same for phase P of rank R only (rank NULL: P on every rank);
+--   collective  every collective of op in group pg hidden: each member ends at its own
+--               arrival (no transfer, no waiting); it saves at most that op's exposed time;
+--   all         every rank idealised: gain_ns_per_step is the recorded step time less the
+--               ideal one, slowdown = recorded / ideal.
+-- A step's time: from the previous step's end on its last rank to its own end on its last
+-- rank (the first step: from its latest start). A step is affected by a fix when the fix
+-- saves more there than the step's replay residual and the run's step-to-step noise
+-- (noise_ns: 1.4826 x the median absolute deviation of the steps' times with every rank
+-- idealised, or as replayed where nothing is idealised); a fix that saves time in at least
+-- half the steps is persistent, in fewer intermittent. Rows of candidates that change
+-- nothing are left out; a run without step ranges is one step per rank (step NULL: from
+-- its first collective to its last end).
+-- @scope run
+-- @reads xr_whatif
+-- @column kind VARCHAR             rank, rank_phase, stage, collective or all.
+-- @column rank INTEGER             The rank idealised (NULL: every rank, or none).
+-- @column phase VARCHAR            The phase idealised (NULL: every phase, or none).
+-- @column stage INTEGER            The pipeline stage idealised (NULL: none).
+-- @column pg VARCHAR               The group of the collective hidden (NULL: none).
+-- @column op VARCHAR               The collective hidden (NULL: none).
+-- @column steps VARCHAR            Steps affected (see above), comma-separated.
+-- @column affected_steps BIGINT    How many.
+-- @column steps_in_window BIGINT      Steps in the window.
+-- @column gain_ns_per_step DOUBLE  Step time saved, mean over the window's steps (ns).
+-- @column gain_pct DOUBLE          That, in % of the mean replayed step time.
+-- @column gain_ns_per_affected_step DOUBLE  Mean over the affected steps (ns; NULL: none).
+-- @column pattern VARCHAR          persistent, intermittent or none (see above).
+-- @column residual_ns BIGINT       Largest replay residual of a window step (ns): the
+--                                  replayed step time minus the recorded one, in size.
+-- @column noise_ns BIGINT          The run's step-to-step noise (see above) (ns).
+-- @column share DOUBLE             kind rank: its gain / the gain of idealising all.
+-- @column slowdown DOUBLE          kind all: recorded / ideal step time.
+WITH win AS (
+    SELECT *
+    FROM xr_whatif
+    WHERE ($step_from IS NULL OR step >= $step_from)
+        AND ($step_to IS NULL OR step < $step_to)
+),
+steps AS (
+    SELECT DISTINCT step, replayed_ns
+    FROM win
+),
+ideal AS (
+    SELECT coalesce(
+        (SELECT median(abs(whatif_ns - (SELECT median(whatif_ns) FROM win WHERE kind = 'all')))
+         FROM win WHERE kind = 'all'),
+        (SELECT median(abs(replayed_ns - (SELECT median(replayed_ns) FROM steps))) FROM steps)
+    ) AS mad_ns
+),
+noise AS (
+    SELECT round(1.4826 * mad_ns)::BIGINT AS noise_ns
+    FROM ideal
+),
+marked AS (
+    SELECT w.*, n.noise_ns, w.gain_ns > greatest(w.residual_ns, n.noise_ns) AS affected
+    FROM win AS w
+    CROSS JOIN noise AS n
+),
+per_fix AS (
+    SELECT
+        kind,
+        rank,
+        phase,
+        stage,
+        pg,
+        op,
+        string_agg(step::VARCHAR, ',' ORDER BY step) FILTER (WHERE affected) AS steps,
+        count(*) FILTER (WHERE affected) AS affected_steps,
+        count(*) AS steps_in_window,
+        avg(gain_ns) AS gain_ns_per_step,
+        100 * sum(gain_ns) / nullif(sum(replayed_ns), 0) AS gain_pct,
+        avg(gain_ns) FILTER (WHERE affected) AS gain_ns_per_affected_step,
+        CASE
+            WHEN affected_steps = 0 THEN 'none'
+            WHEN 2 * affected_steps >= steps_in_window THEN 'persistent'
+            ELSE 'intermittent'
+        END AS pattern,
+        max(residual_ns) AS residual_ns,
+        any_value(noise_ns) AS noise_ns,
+        sum(recorded_ns) / nullif(sum(whatif_ns), 0) AS slowdown
+    FROM marked
+    GROUP BY kind, rank, phase, stage, pg, op
+)
+SELECT
+    * EXCLUDE (slowdown),
+    CASE WHEN kind = 'rank' THEN gain_ns_per_step / nullif(
+        max(gain_ns_per_step) FILTER (WHERE kind = 'all') OVER (), 0) END AS share,
+    CASE WHEN kind = 'all' THEN slowdown END AS slowdown
+FROM per_fix
+ORDER BY gain_ns_per_step DESC, kind, rank NULLS FIRST, phase NULLS FIRST, stage, pg, op
