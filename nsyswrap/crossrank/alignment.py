@@ -141,7 +141,8 @@ def solve_clocks(matched: pd.DataFrame, sessions: pd.DataFrame,
     gpu = fit.groupby("rank")["on_gpu"].all()
     rows = []
     for r in ranks:
-        mine = resid[fit.index[fit["rank"] == r]] if r in connected else pd.Series(dtype=float)
+        # (one clock alone, e.g. one report holding several ranks, has no residuals)
+        mine = resid.reindex(fit.index[fit["rank"] == r]).dropna() if r in connected else pd.Series(dtype=float)
         row = {"rank": r, "utc_epoch_ns": utc[r], "host": host[r], "collectives": int(count.get(r, 0))}
         if r in connected:
             source = "kernel" if gpu.get(r, False) else ("nvtx" if r in gpu else "reference")
