@@ -24,7 +24,7 @@ import pyarrow as pa
 from nsyswrap import sql_objects
 from nsyswrap.cache_keys import cache_root, report_key
 from nsyswrap.connection import VIEWS, quote, session
-from nsyswrap.errors import note
+from nsyswrap.errors import limit_error, note
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.sqlite_source import read_batches, typed_select
 
@@ -87,7 +87,13 @@ def build_atomically(target: Path, build) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     try:
-        build(work)
+        try:
+            build(work)
+        except Exception as exc:  # a full disk or too many open files: one line, not a traceback
+            limit = limit_error(exc, target.parent)
+            if limit is None:
+                raise
+            raise limit from exc
         try:
             os.replace(work, target)
         except OSError:  # another process finished first

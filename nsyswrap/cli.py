@@ -14,7 +14,7 @@ import typer
 import typer.core
 
 from nsyswrap import cli_values
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, limit_error
 from nsyswrap.output import Format, ReportFormat, check_writable, write
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
@@ -428,4 +428,10 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, prog_name="nsyswrap")
     except NsysWrapError as exc:
         print(f"Error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except Exception as exc:  # a full disk or the open files limit, met anywhere: one line
+        limit = limit_error(exc)
+        if limit is None:
+            raise  # a bug in nsyswrap: its traceback
+        print(f"Error: {limit}", file=sys.stderr)
         raise SystemExit(1) from None

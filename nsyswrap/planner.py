@@ -39,7 +39,7 @@ from nsyswrap import sql_objects
 from nsyswrap.cache import build_atomically
 from nsyswrap.cache_keys import code_digest, nsyswrap_version
 from nsyswrap.connection import CachedReport, create_view, quote
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, limit_error
 from nsyswrap.pool import map_reports
 
 ROW_GROUP = 16384
@@ -257,6 +257,9 @@ def _ours(obj: sql_objects.SqlObject):
         raise NsysWrapError(obj.name, f"ran out of memory ({str(exc).splitlines()[0]})",
                             "free memory or pass fewer jobs (-j 1)") from exc
     except duckdb.Error as exc:
+        limit = limit_error(exc)  # the disk or the open files limit, not the SQL
+        if limit is not None:
+            raise limit from exc
         raise RuntimeError(f"nsyswrap's packaged SQL {obj.path} failed: a bug in nsyswrap, "
                            "please report it with this traceback") from exc
 

@@ -20,7 +20,7 @@ import pandas as pd
 from nsyswrap import planner, sql_objects
 from nsyswrap.cache import cache_dir_for, normalize
 from nsyswrap.connection import CachedReport, connect
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, limit_error
 from nsyswrap.dask_engine import DaskEngine
 from nsyswrap.opener import DEFAULT_OPENER, Opener  # (callers import them from here too)
 from nsyswrap.pool import map_reports
@@ -76,7 +76,8 @@ class Run:
         try:
             return con.execute(sql, params or {})
         except duckdb.Error as exc:
-            raise NsysWrapError("query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
+            raise limit_error(exc, self.spill_dir) or NsysWrapError(
+                "query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
 
     def close(self) -> None:
         self.connection.close()
