@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import nsyswrap
+import nsyswrap.report  # (the package loads its submodules lazily)
 from test_reliability_inputs import REPORT
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
