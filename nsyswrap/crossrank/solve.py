@@ -64,7 +64,7 @@ def solved(run) -> dict[str, pd.DataFrame]:
     """The run-scope frames, by table name, over the objects bound on `run` now."""
     keys, payload_note = payload_keys(run.df("SELECT * FROM xr_rank_keys"), run.df("SELECT * FROM payload_schemas"))
     members = run_members(run)[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
-    reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
+    reports = _sessions(run)
     run.unrelated = None if run.allow_unrelated else unrelated(run, reports.rename(columns={"report_rank": "rank"}))
     if run.unrelated is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
@@ -75,7 +75,9 @@ def solved(run) -> dict[str, pd.DataFrame]:
     matched["on_gpu"] = ended.groupby([matched["pg"], matched["seq"]]).transform("all").astype(bool)
     matched["start_ns"] = matched["kernel_start_ns"].where(matched["on_gpu"], matched["cpu_start_ns"])
     matched["end_ns"] = matched["kernel_end_ns"].where(matched["on_gpu"], matched["cpu_end_ns"])
-    clock = member_clocks(matched, members, reports, tie_hosts=run.unrelated is None)
+    clock = member_clocks(matched, members, reports.fillna({"utc_epoch_ns": 0}),
+                          tie_hosts=run.unrelated is None)
+    clock["utc_epoch_ns"] = clock["report_rank"].map(dict(zip(reports["report_rank"], reports["utc_epoch_ns"])))
     steps = to_member_ranks(run.df("SELECT rank, pid, step, start_ns, end_ns FROM xr_steps"), members)
     phases = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_phases"), members)
     aligned = time_collectives(matched, clock, steps)
@@ -91,6 +93,19 @@ def solved(run) -> dict[str, pd.DataFrame]:
     out["xr_member_steps"] = steps[["rank", "step", "start_ns", "end_ns"]]
     out["xr_member_phases"] = phases[PHASE_COLUMNS]
     return out
+
+
+def _sessions(run) -> pd.DataFrame:
+    """Each report's rank, UTC session start and host. A report that records no session
+    start (TARGET_INFO_SESSION_START_TIME) is one clock alone, never set beside others."""
+    reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
+    missing = reports.loc[reports["utc_epoch_ns"].isna(), "report_rank"]
+    if len(missing) and len(reports) > 1:
+        path = next((r.path for r in run.reports if r.rank == int(missing.iloc[0])), "report")
+        raise NsysWrapError(path, "records no session start time (TARGET_INFO_SESSION_START_TIME), so "
+                            "its clock cannot be set beside the other reports'",
+                            "export it again with nsys export, or analyse it on its own")
+    return reports
 
 
 def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.DataFrame,
