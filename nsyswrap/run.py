@@ -19,8 +19,10 @@ import pandas as pd
 
 from nsyswrap import planner, sql_objects
 from nsyswrap.cache import cache_dir_for, normalize
+from nsyswrap.cache_keys import cache_root
 from nsyswrap.connection import CachedReport, connect
 from nsyswrap.errors import NsysWrapError, limit_error
+from nsyswrap.leftovers import remove_dead, temp_dir
 from nsyswrap.dask_engine import DaskEngine
 from nsyswrap.opener import DEFAULT_OPENER, Opener  # (callers import them from here too)
 from nsyswrap.pool import map_reports
@@ -94,7 +96,7 @@ def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int |
                 jobs: int = 2, progress: Callable[[int, int], None] | None = None,
                 engine: DaskEngine | None = None) -> Run:
     """A run over reports already normalized."""
-    spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
+    spill = temp_dir("spill")
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
     reports = [Report(c.rank, c.path, "cache") for c in cached]
     return Run(con, reports, spill, cached, jobs, progress, int(memory_limit.removesuffix("MB")),
@@ -119,6 +121,7 @@ def open_run(
     are computed in the same task as the report's normalization (one pass per report,
     instead of a pass of the pool per request that opens each report again).
     """
+    remove_dead(cache_root())  # what killed runs left behind
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)

@@ -13,13 +13,18 @@ number in an INTEGER column (text, a fraction) reads as NULL, never as 0. The
 """
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, limit_error
+from nsyswrap.leftovers import temp_dir
 from nsyswrap.raw_tables import TIME_AND_PLACE
 
 BATCH_ROWS = 262_144
@@ -31,7 +36,59 @@ _PROTOTYPE = {"INTEGER": "0", "REAL": "0.0", "TEXT": "''", "BLOB": "X''"}
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """A stdlib connection that can never write to the report."""
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    return sqlite3.connect(_uri(path), uri=True)
+
+
+def _uri(path: Path) -> str:
+    """How the report is opened: read-only and immutable (SQLite then never looks beside
+    it, nor writes a lock or `-shm` file there), or, while `wal_applied` holds it, its
+    private snapshot with its `-wal` file, read-only."""
+    snapshot = _SNAPSHOTS.get(path.resolve())
+    if snapshot is not None:
+        return f"{snapshot.as_uri()}?mode=ro"
+    return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+
+
+def wal_file(path: Path) -> Path | None:
+    """The report's `-wal` file when it holds committed rows SQLite has not yet copied into
+    the report (a database in WAL mode, header bytes 18-19 = 2, and a `-wal` longer than its
+    32-byte header); None otherwise."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(20)
+        return wal if head[18:20] == b"\x02\x02" and wal.stat().st_size > 32 else None
+    except OSError:
+        return None
+
+
+@contextmanager
+def wal_applied(path: Path):
+    """While it holds, reads of `path` see the rows committed in its `-wal` file too: the
+    report (hard-linked, else copied) and its `-wal` (copied) go into a private temporary
+    directory (`nsyswrap-wal-<pid>-*`), where SQLite may keep its `-shm` index; nothing is
+    written beside the report, which may be read-only. Removed afterwards."""
+    wal = wal_file(path)
+    key = path.resolve()
+    if wal is None or key in _SNAPSHOTS:
+        yield
+        return
+    folder = temp_dir("wal")
+    try:
+        snapshot = folder / path.name
+        try:
+            os.link(path, snapshot)
+        except OSError:  # another file system, or not allowed
+            shutil.copyfile(path, snapshot)
+        shutil.copyfile(wal, folder / wal.name)
+        _SNAPSHOTS[key] = snapshot
+        yield
+    finally:
+        _SNAPSHOTS.pop(key, None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_SNAPSHOTS: dict[Path, Path] = {}  # report -> its snapshot with its -wal (see wal_applied)
 
 
 def table_columns(con: sqlite3.Connection) -> dict[str, set[str]]:
@@ -75,25 +132,36 @@ def read_batches(path: Path, query: str) -> pa.RecordBatchReader:
     """Stream the rows of `query` from the report as Arrow record batches."""
     import adbc_driver_sqlite.dbapi as adbc
 
-    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     try:
-        con = adbc.connect(uri)
+        con = adbc.connect(_uri(path))
         cur = con.cursor()
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
         cur.execute(query)
         reader = cur.fetch_record_batch()
-    except Exception as exc:  # the driver raises its own error types
-        raise NsysWrapError(path, f"cannot be read ({exc})", "check the file is a complete nsys SQLite export") from exc
+    except Exception as exc:  # the driver raises its own error types (its first line: no SQL)
+        raise limit_error(exc) or NsysWrapError(
+            path, f"cannot be read ({str(exc).splitlines()[0]})",
+            "check the file is a complete nsys SQLite export") from exc
 
     def batches():
         try:
             for batch in reader:
                 yield _cleaned(batch)
+        except Exception as exc:  # DuckDB, which reads the batches, says only its own words
+            READ_FAILURES[path] = NsysWrapError(
+                path, f"cannot be read to the end ({str(exc).splitlines()[0]}): it changed or was "
+                "cut short while being read, or is damaged", "re-export or copy the report again")
+            raise
         finally:
             cur.close()
             con.close()
 
     return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+
+READ_FAILURES: dict[Path, NsysWrapError] = {}
+"""Report -> why reading it stopped part way (DuckDB, which consumes the batches, raises an
+error of its own; the caller raises this one instead)."""
 
 
 def _cleaned(batch: pa.RecordBatch) -> pa.RecordBatch:

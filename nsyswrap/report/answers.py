@@ -28,6 +28,7 @@ from pathlib import Path
 
 from nsyswrap.cache_keys import cache_root, code_digest, nsyswrap_version, report_key
 from nsyswrap.errors import note
+from nsyswrap.leftovers import tag
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import to_json
 from nsyswrap.reports import MANIFEST_NAME
@@ -83,7 +84,7 @@ def store(key: str | None, report: dict) -> None:
     if key is None:
         return
     folder = cache_root() / FOLDER
-    work = folder / f".{key}-{os.getpid()}-{os.urandom(4).hex()}.json"
+    work = folder / f".{tag()}{key}{os.urandom(4).hex()}.json"  # (see nsyswrap.leftovers)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with work.open("x") as fh:
