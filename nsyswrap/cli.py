@@ -14,7 +14,7 @@ import typer
 import typer.core
 
 from nsyswrap import cli_values
-from nsyswrap.errors import NsysWrapError, limit_error
+from nsyswrap.errors import NsysWrapError, limit_error, printable
 from nsyswrap.output import Format, ReportFormat, check_writable, write
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
@@ -418,7 +418,7 @@ def export(
     from nsyswrap.launch.export import export_run
 
     for path in export_run(run, force=force, jobs=jobs, nsys=nsys):
-        print(path)
+        print(printable(str(path)))
 
 
 def main(argv: list[str] | None = None) -> None:

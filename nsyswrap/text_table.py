@@ -2,11 +2,15 @@
 
 A table wider than the terminal first shortens long text cells (names, ranges) with an
 ellipsis, then drops columns from the right (never the leading key columns) and says
-which; a header may fold onto two lines at a space. Numbers are never cut.
+which; a header may fold onto two lines at a space. Numbers are never cut. Control
+characters in cells, headers and wrapped text (a crafted kernel name holding ESC sequences
+or a newline) are shown escaped (`errors.printable`): they never reach the terminal raw.
 """
 from __future__ import annotations
 
 import textwrap
+
+from nsyswrap.errors import printable
 
 GAP = 2
 TEXT_MIN = 12       # text cells are shortened no further than this
@@ -37,6 +41,8 @@ def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int
     (numbers) per column; the first `keep` columns are never dropped; the text of the
     columns in `whole` (e.g. verdicts) is never shortened, like numbers; the columns in
     `drop_first` go before the others."""
+    headers = [printable(h) for h in headers]
+    rows = [[printable(c) for c in row] for row in rows]
     right_or_whole = [r or i in whole for i, r in enumerate(right)]
     cols = list(range(len(headers)))
     split = [_header_split(h) for h in headers]
@@ -88,7 +94,7 @@ def _pad(text: str, width: int, right: bool) -> str:
 
 def wrap(text: str, width: int, indent: str = "", first: str = "") -> list[str]:
     """Words wrapped to `width`; a number stays with its unit (`0.99 ms`, `26 %`)."""
-    glued = text
+    glued = printable(text)
     for unit in (" ms", " us", " ns", " s ", " %", " GB/s", " MB", " kB"):
         glued = glued.replace(unit, NBSP + unit[1:])
     lines = textwrap.wrap(glued, width, initial_indent=first or indent, subsequent_indent=indent,
