@@ -105,7 +105,7 @@ class DaskEngine:
         address = _address(self.address) if self.address else _scheduler_address(self.scheduler_file)
         try:
             client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:
             raise NsysWrapError(self.name, f"no Dask scheduler answers ({exc})",
                                 "start `dask scheduler` and its workers, or check the address") from None
         try:
@@ -144,11 +144,14 @@ def _address(address: str, where: str | Path | None = None) -> str:
     nothing listens, fails at once (in at most PROBE_S), not after the client's timeout."""
     from distributed.comm import parse_address
     from distributed.comm.addressing import parse_host_port
+    from distributed.comm.registry import backends
 
     full = address if "://" in address else f"tcp://{address}"
     fix = "write e.g. tcp://node001:8786, the address `dask scheduler` prints"
     try:
         protocol, location = parse_address(full, strict=True)
+        if protocol not in backends:
+            raise ValueError(f"unknown protocol {protocol!r}, not one of {', '.join(sorted(backends))}")
         host, port = parse_host_port(location, default_port=8786) if protocol in ("tcp", "tls") else (None, None)
         if host is not None and (not host or any(c.isspace() for c in host)):
             raise ValueError(f"bad host {host!r}")
