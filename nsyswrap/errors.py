@@ -50,22 +50,27 @@ def limit_error(exc: BaseException, where: str | Path | None = None) -> NsysWrap
     code = getattr(exc, "errno", None)
     text = str(exc)
     if code in _FILES or any(t in text for t in _FILES_TEXT):
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        more = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
-        return NsysWrapError("open files", f"the limit of {soft} open files per process "
-                             "(ulimit -n) was reached",
-                             f"raise it, e.g. ulimit -n 4096 (at most {more} here)")
+        return open_files_error()
     if code in _FULL or any(t in text for t in _FULL_TEXT):
         quota = code == errno.EDQUOT or "quota" in text
         named = re.search(r'"(/[^"\\]+)\\?"', text)  # DuckDB names the file it could not write
         file = named.group(1) if named else getattr(exc, "filename", None)
         if file is not None and (where is None or not str(file).startswith(str(where))):
             where = Path(file).parent  # not under `where`: e.g. DuckDB's spill directory
+            where = where.parent if where.name.startswith(".build-") else where  # (being removed)
         return NsysWrapError(where or "disk",
                              "cannot be written: " + ("the disk quota is used up" if quota
                                                       else "no space is left on its device"),
                              "free space there, or point NSYSWRAP_CACHE_DIR (the cache) or TMPDIR "
                              "(temporary files) at a directory with room")
     return None
+
+
+def open_files_error() -> NsysWrapError:
+    """The one-line error of the open files limit (`ulimit -n`) reached."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    most = "unlimited" if hard == resource.RLIM_INFINITY else f"{hard}"
+    return NsysWrapError("open files", f"the limit of {soft} open files per process (ulimit -n) was reached",
+                         f"raise it, e.g. ulimit -n 4096 (at most {most} here)")
