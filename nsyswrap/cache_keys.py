@@ -73,7 +73,9 @@ def content_key(path: Path) -> str:
         with wal.open("rb") as fh:
             wal_head = fh.read(32)
             fh.seek(max(0, st.st_size - page))
-            key += f"-wal{st.st_size}-{st.st_mtime_ns}-" + hashlib.sha256(wal_head + fh.read(page)).hexdigest()[:16]
+            tail = fh.read(page)
+        digest = hashlib.sha256(wal_head + tail).hexdigest()[:16]
+        key += f"-wal{st.st_size}-{st.st_mtime_ns}-{digest}"
     return key
 
 

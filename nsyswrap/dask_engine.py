@@ -102,7 +102,8 @@ class DaskEngine:
             from distributed import Client
         except ImportError:
             raise NsysWrapError("--engine dask", "needs dask.distributed, which is not installed", INSTALL) from None
-        address = _address(self.address) if self.address else _scheduler_address(self.scheduler_file)
+        address = (_address(self.address) if self.address
+                   else _scheduler_address(self.scheduler_file))
         try:
             client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
@@ -125,7 +126,7 @@ def _scheduler_address(scheduler_file: Path) -> str:
     """The address in the file `dask scheduler --scheduler-file F` writes (read here, so that
     a file that is not one fails at once instead of being waited on)."""
     fix = "pass the file `dask scheduler --scheduler-file F` writes, once it has started"
-    for attempt in range(SCHEDULER_FILE_TRIES):  # (the scheduler may be writing it)
+    for _ in range(SCHEDULER_FILE_TRIES):  # (the scheduler may be writing it)
         try:
             info = json.loads(Path(scheduler_file).read_text())
             if isinstance(info, dict) and isinstance(info.get("address"), str):
@@ -151,19 +152,23 @@ def _address(address: str, where: str | Path | None = None) -> str:
     try:
         protocol, location = parse_address(full, strict=True)
         if protocol not in backends:
-            raise ValueError(f"unknown protocol {protocol!r}, not one of {', '.join(sorted(backends))}")
-        host, port = parse_host_port(location, default_port=8786) if protocol in ("tcp", "tls") else (None, None)
+            known = ", ".join(sorted(backends))
+            raise ValueError(f"unknown protocol {protocol!r}, not one of {known}")
+        host, port = None, None
+        if protocol in ("tcp", "tls"):
+            host, port = parse_host_port(location, default_port=8786)
         if host is not None and (not host or any(c.isspace() for c in host)):
             raise ValueError(f"bad host {host!r}")
     except ValueError as exc:
-        raise NsysWrapError(where or address, f"is not a Dask scheduler address ({exc})", fix) from None
+        raise NsysWrapError(where or address, f"is not a Dask scheduler address ({exc})",
+                            fix) from None
     if host is not None:
         try:
             socket.create_connection((host, port), timeout=PROBE_S).close()
         except OSError as exc:
             raise NsysWrapError(where or address, f"no Dask scheduler listens at {full} "
-                                f"({exc.strerror or exc})",
-                                "start `dask scheduler` and its workers, or check the address") from None
+                                f"({exc.strerror or exc})", "start `dask scheduler` and its "
+                                "workers, or check the address") from None
     return full
 
 
@@ -235,5 +240,5 @@ def _workers(client) -> int:
     try:
         return len(client.nthreads())
     except (OSError, TimeoutError) as exc:
-        raise NsysWrapError(client.scheduler.address, f"the Dask scheduler stopped answering ({exc})",
-                            "check the scheduler, or use --engine local") from None
+        raise NsysWrapError(client.scheduler.address, "the Dask scheduler stopped answering "
+                            f"({exc})", "check the scheduler, or use --engine local") from None

@@ -72,5 +72,6 @@ def open_files_error() -> NsysWrapError:
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     most = "unlimited" if hard == resource.RLIM_INFINITY else f"{hard}"
-    return NsysWrapError("open files", f"the limit of {soft} open files per process (ulimit -n) was reached",
+    return NsysWrapError("open files",
+                         f"the limit of {soft} open files per process (ulimit -n) was reached",
                          f"raise it, e.g. ulimit -n 4096 (at most {most} here)")

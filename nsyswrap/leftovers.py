@@ -9,6 +9,7 @@ temporary directory, `.<key>-*.json` stored answers half written. Each is named
 no longer alive (`remove_dead`). A directory of a live process, or of another host sharing
 the cache, is never touched.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,9 @@ def remove_dead(cache: Path) -> None:
 
 def _dirs(folder: Path) -> list[Path]:
     try:
-        return [Path(e.path) for e in os.scandir(folder) if not e.name.startswith(".") and e.is_dir()]
+        return [
+            Path(e.path) for e in os.scandir(folder) if not e.name.startswith(".") and e.is_dir()
+        ]
     except OSError:
         return []
 
@@ -65,7 +68,7 @@ def _sweep(folder: Path, prefixes: tuple[str, ...]) -> None:
         return
     for name in names:
         prefix = next(p for p in prefixes if name.startswith(p))
-        owner = _OWNER.fullmatch(name[len(prefix):].removesuffix(".json"))
+        owner = _OWNER.fullmatch(name[len(prefix) :].removesuffix(".json"))
         if owner is None or owner["host"] != host() or alive(int(owner["pid"])):
             continue
         path = folder / name

@@ -52,7 +52,8 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
 
 # The columns that say when and where an event ran: a row whose value there is not a whole
 # number (see sqlite_source) counts in its `_not_integer`, and the views leave it out.
-TIME_AND_PLACE = frozenset({"start", "end", "deviceId", "contextId", "streamId", "globalPid", "globalTid"})
+TIME_AND_PLACE = frozenset({"start", "end", "deviceId", "contextId", "streamId", "globalPid",
+                            "globalTid"})
 
 # Rows of TARGET_INFO_SYSTEM_ENV worth reading (others can hold huge or non-UTF-8 values).
 RAW_FILTERS = {"system_env": "\"name\" = 'Hostname'", "nvtx_payload": "\"binaryData\" IS NOT NULL"}

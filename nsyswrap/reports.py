@@ -86,10 +86,12 @@ def _manifest_rank(path: Path) -> int | None:
         return None
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise NsysWrapError(manifest, f"entry {i} of its ranks is {type(entry).__name__} {entry!r:.40}, "
-                                "not an object", "fix or remove the manifest (nsyswrap launch writes it)")
+            raise NsysWrapError(manifest, f"entry {i} of its ranks is {type(entry).__name__} "
+                                f"{entry!r:.40}, not an object",
+                                "fix or remove the manifest (nsyswrap launch writes it)")
         named = [entry.get("sqlite"), entry.get("report"), *_list(entry.get("reports"))]
-        if any(isinstance(n, str) and (Path(n).name == path.name or Path(n).stem == path.stem) for n in named):
+        if any(isinstance(n, str) and path.name in (Path(n).name, Path(n).stem + path.suffix)
+               for n in named):
             rank = entry.get("rank")
             if isinstance(rank, str) and re.fullmatch(r"[0-9]+", rank):
                 rank = int(rank)
@@ -146,7 +148,8 @@ def _recorded_in(con, path: Path) -> tuple[int | None, str]:
     for name in ENV_RANKS:
         ranks = {m.group(1) for v in env if (m := re.fullmatch(name + r'="?([0-9]+)"?', v))}
         if len(ranks) == 1:
-            return _checked(int(ranks.pop()), path, f"from {name} in its environment"), f"environment ({name})"
+            rank = _checked(int(ranks.pop()), path, f"from {name} in its environment")
+            return rank, f"environment ({name})"
     return None, "environment"
 
 

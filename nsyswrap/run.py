@@ -79,7 +79,8 @@ class Run:
             return con.execute(sql, params or {})
         except duckdb.Error as exc:
             raise limit_error(exc, self.spill_dir) or NsysWrapError(
-                "query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
+                "query", str(exc).splitlines()[0],
+                "check the SQL against the views listed by `nsyswrap views`") from exc
 
     def close(self) -> None:
         self.connection.close()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -125,7 +124,8 @@ def _integer(column: str) -> str:
     the value with its CAST compares numbers (text that reads as one is converted), so 'n/a'
     (CAST: 0), 2.5 (CAST: 2) and 9.3e18 (CAST: the int64 limit) all differ from theirs."""
     c = f'"{column}"'
-    return f"CASE WHEN CAST({c} AS INTEGER) = {c} THEN CAST({c} AS INTEGER) WHEN {c} IS NOT NULL THEN {NOT_INTEGER} END"
+    return (f"CASE WHEN CAST({c} AS INTEGER) = {c} THEN CAST({c} AS INTEGER) "
+            f"WHEN {c} IS NOT NULL THEN {NOT_INTEGER} END")
 
 
 def read_batches(path: Path, query: str) -> pa.RecordBatchReader:

@@ -41,7 +41,8 @@ def check_readable(path: Path) -> None:
         mode = os.stat(path).st_mode
         if special_file(mode):
             raise NsysWrapError(path, f"is {special_file(mode)}, not a report file",
-                                "pass the .sqlite files themselves (or move it out of the run directory)")
+                                "pass the .sqlite files themselves (or move it out of the run "
+                                "directory)")
         if stat.S_ISDIR(mode):
             os.listdir(path)
         else:
@@ -87,7 +88,8 @@ def check_header(path: Path) -> None:
 
 def inspect_tables(path: Path) -> dict[str, set[str]]:
     """The tables and columns of a valid nsys export; raises for anything else."""
-    from nsyswrap.sqlite_source import connect_readonly, table_columns, wal_applied  # (pyarrow: not for `check_readable`)
+    # (pyarrow loads with it: not for `check_readable`)
+    from nsyswrap.sqlite_source import connect_readonly, table_columns, wal_applied
 
     check_header(path)
     try:
@@ -95,9 +97,8 @@ def inspect_tables(path: Path) -> dict[str, set[str]]:
             con = connect_readonly(path)
             try:
                 tables = table_columns(con)
-                has_events = any(
-                    con.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchall() for t in EVENT_TABLES if t in tables
-                )
+                has_events = any(con.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchall()
+                                 for t in EVENT_TABLES if t in tables)
             finally:
                 con.close()
     except sqlite3.DatabaseError as exc:

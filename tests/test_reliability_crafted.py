@@ -3,6 +3,7 @@ stored as text or missing, repeated string ids, committed rows in a `-wal` file,
 or extreme session start, a report holding several ranks, a report that breaks while read.
 Values that can be set aside are left out and counted (the data-quality note says what and
 why); what cannot is one line naming the file; never a traceback, never a silent answer."""
+
 from __future__ import annotations
 
 import json
@@ -13,18 +14,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, SHARED
+from test_reliability_inputs import assert_one_line_error
 
 import nsyswrap
 import nsyswrap.report  # (the package loads its submodules lazily)
-from conftest import FIXTURES, SHARED
-from test_reliability_inputs import assert_one_line_error
 
 REPORT = FIXTURES / "run2" / "rank0.sqlite"
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 INT64_MAX = 2**63 - 1
 
 
-def crafted(folder: Path, *statements: str, source: Path = REPORT, name: str = "rank0.sqlite") -> Path:
+def crafted(
+    folder: Path, *statements: str, source: Path = REPORT, name: str = "rank0.sqlite"
+) -> Path:
     """A copy of `source` in `folder` changed by SQL `statements`."""
     folder.mkdir(parents=True, exist_ok=True)
     report = Path(shutil.copy(source, folder / name))
@@ -38,7 +41,11 @@ def crafted(folder: Path, *statements: str, source: Path = REPORT, name: str = "
 
 def untyped(table: str) -> list[str]:
     """Statements that remake `table` without types or NOT NULL (so it can hold text)."""
-    return [f"CREATE TABLE t_ AS SELECT * FROM {table}", f"DROP TABLE {table}", f"ALTER TABLE t_ RENAME TO {table}"]
+    return [
+        f"CREATE TABLE t_ AS SELECT * FROM {table}",
+        f"DROP TABLE {table}",
+        f"ALTER TABLE t_ RENAME TO {table}",
+    ]
 
 
 def quality(report: Path) -> dict:
@@ -46,8 +53,12 @@ def quality(report: Path) -> dict:
 
 
 def kernels(report: Path) -> int:
-    return int(nsyswrap.sql("SELECT count(*) AS n FROM kernels WHERE kind <> 'memcpy' AND kind <> 'memset'",
-                            [report]).n[0])
+    return int(
+        nsyswrap.sql(
+            "SELECT count(*) AS n FROM kernels WHERE kind <> 'memcpy' AND kind <> 'memset'",
+            [report],
+        ).n[0]
+    )
 
 
 def section(result: dict, section_id: str) -> dict:
@@ -58,22 +69,42 @@ def section(result: dict, section_id: str) -> dict:
 def original() -> dict:
     """The untouched report's kernel count and compute time per device."""
     ledger = nsyswrap.query("ledger.devices", [REPORT])
-    return {"kernels": kernels(REPORT), "compute": int(ledger.compute_busy_ns.sum()),
-            "span": int(ledger.span_ns.max())}
+    return {
+        "kernels": kernels(REPORT),
+        "compute": int(ledger.compute_busy_ns.sum()),
+        "span": int(ledger.span_ns.max()),
+    }
 
 
 # --- events outside the capture: left out and counted ----------------------------------------
 
-@pytest.mark.parametrize("start, end", [
-    (9_220_000_000_000_000_000, 9_220_000_000_000_000_807),  # an 807 ns kernel near the int64 limit
-    (2**62, 2**62 + 1_000),
-    (86_400_000_000_000, 86_400_000_050_000),                  # a day after a 10 ms capture
-    (-5_000, 3_000),                                           # before the session start
-    (-(2**63) + 1, INT64_MAX),                                 # both int64 limits at once
-    (1_000, INT64_MAX),
-], ids=["near-int64-max", "2^62", "a-day-later", "before-start", "int64-limits", "ends-at-int64-max"])
+
+@pytest.mark.parametrize(
+    "start, end",
+    [
+        (
+            9_220_000_000_000_000_000,
+            9_220_000_000_000_000_807,
+        ),  # an 807 ns kernel near the int64 limit
+        (2**62, 2**62 + 1_000),
+        (86_400_000_000_000, 86_400_000_050_000),  # a day after a 10 ms capture
+        (-5_000, 3_000),  # before the session start
+        (-(2**63) + 1, INT64_MAX),  # both int64 limits at once
+        (1_000, INT64_MAX),
+    ],
+    ids=[
+        "near-int64-max",
+        "2^62",
+        "a-day-later",
+        "before-start",
+        "int64-limits",
+        "ends-at-int64-max",
+    ],
+)
 def test_a_kernel_outside_the_capture_is_left_out_and_counted(tmp_path, original, start, end):
-    report = crafted(tmp_path, f'UPDATE {KERNELS} SET start = {start}, "end" = {end} WHERE rowid = 7')
+    report = crafted(
+        tmp_path, f'UPDATE {KERNELS} SET start = {start}, "end" = {end} WHERE rowid = 7'
+    )
     q = quality(report)
     assert q["kernels_outside_capture"] + q["kernels_longer_than_capture"] == 1
     assert kernels(report) == original["kernels"] - 1
@@ -83,47 +114,81 @@ def test_a_kernel_outside_the_capture_is_left_out_and_counted(tmp_path, original
 def test_the_report_says_what_was_left_out_and_why(tmp_path, original):
     """Damage of every kind at once: the figures stay those of the sound events, and the
     data-quality section counts each kind (also in its JSON)."""
-    report = crafted(tmp_path, *untyped(KERNELS), *untyped("CUPTI_ACTIVITY_KIND_RUNTIME"), *untyped("StringIds"),
-                     f'UPDATE {KERNELS} SET start = 9220000000000000000, "end" = 9220000000000000807 WHERE rowid = 3',
-                     f'UPDATE {KERNELS} SET start = -40, "end" = 900 WHERE rowid = 4',
-                     f"UPDATE {KERNELS} SET start = 'n/a' WHERE rowid IN (5, 6)",
-                     f"UPDATE {KERNELS} SET deviceId = NULL WHERE rowid = 8",
-                     f"UPDATE {KERNELS} SET deviceId = 'GPU-1' WHERE rowid = 9",
-                     "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = 'x' WHERE rowid < 4",
-                     "INSERT INTO StringIds SELECT id + 0, value || '!' FROM StringIds WHERE id < 3")
+    report = crafted(
+        tmp_path,
+        *untyped(KERNELS),
+        *untyped("CUPTI_ACTIVITY_KIND_RUNTIME"),
+        *untyped("StringIds"),
+        f'UPDATE {KERNELS} SET start = 9220000000000000000, "end" = start + 807 WHERE rowid = 3',
+        f'UPDATE {KERNELS} SET start = -40, "end" = 900 WHERE rowid = 4',
+        f"UPDATE {KERNELS} SET start = 'n/a' WHERE rowid IN (5, 6)",
+        f"UPDATE {KERNELS} SET deviceId = NULL WHERE rowid = 8",
+        f"UPDATE {KERNELS} SET deviceId = 'GPU-1' WHERE rowid = 9",
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET \"end\" = 'x' WHERE rowid < 4",
+        "INSERT INTO StringIds SELECT id + 0, value || '!' FROM StringIds WHERE id < 3",
+    )
     result = json.loads(json.dumps(nsyswrap.report.report([report])))
     dq = section(result, "data_quality")
     (row,) = dq["tables"][0]["rows"]
-    counts = {k: row[k]["value"] for k in ("outside", "not_integer", "no_device", "other_events", "ids_repeated")}
-    assert counts == {"outside": 2, "not_integer": 3, "no_device": 1, "other_events": 3,
-                      "ids_repeated": counts["ids_repeated"]} and counts["ids_repeated"] >= 1
+    counts = {
+        k: row[k]["value"]
+        for k in ("outside", "not_integer", "no_device", "other_events", "ids_repeated")
+    }
+    assert (
+        counts
+        == {
+            "outside": 2,
+            "not_integer": 3,
+            "no_device": 1,
+            "other_events": 3,
+            "ids_repeated": counts["ids_repeated"],
+        }
+        and counts["ids_repeated"] >= 1
+    )
     notes = " ".join(dq["notes"])
     assert "6 of 126 kernels left out of every figure" in notes and "3 other events" in notes, notes
     ledger = next(t for t in section(result, "single_rank")["tables"] if t["id"] == "ledger")
     assert ledger["rows"][0]["span"]["value"] <= original["span"]  # never 9.2e18 ns
 
 
-@pytest.mark.parametrize("table, where", [
-    ("CUPTI_ACTIVITY_KIND_MEMCPY", "rowid = 2"),
-    ("CUPTI_ACTIVITY_KIND_RUNTIME", "rowid IN (3, 30, 33)"),
-    ("NVTX_EVENTS", "rowid = 5"),
-    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "rowid = 1"),
-])
+@pytest.mark.parametrize(
+    "table, where",
+    [
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "rowid = 2"),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "rowid IN (3, 30, 33)"),
+        ("NVTX_EVENTS", "rowid = 5"),
+        ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "rowid = 1"),
+    ],
+)
 @pytest.mark.parametrize("start", [INT64_MAX - 10, -(2**40)], ids=["late", "early"])
 def test_other_events_outside_the_capture_are_left_out_and_counted(tmp_path, table, where, start):
-    report = crafted(tmp_path, f'UPDATE {table} SET start = {start}, "end" = {start} + 10 WHERE {where}')
-    expected = sqlite3.connect(report).execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0]
+    report = crafted(
+        tmp_path, f'UPDATE {table} SET start = {start}, "end" = {start} + 10 WHERE {where}'
+    )
+    expected = (
+        sqlite3.connect(report).execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0]
+    )
     assert quality(report)["events_left_out"] == expected
     assert nsyswrap.query("ledger.devices", [report]).span_ns.max() < 10**9
 
 
 # --- text in integer columns is never 0 ---------------------------------------------------------
 
-@pytest.mark.parametrize("value, every", [("'n/a'", 3), ("'none'", 2), ("2.5", 5), ("X'00ff'", 4), ("''", 7)],
-                         ids=["n/a", "none", "fraction", "blob", "empty"])
+
+@pytest.mark.parametrize(
+    "value, every",
+    [("'n/a'", 3), ("'none'", 2), ("2.5", 5), ("X'00ff'", 4), ("''", 7)],
+    ids=["n/a", "none", "fraction", "blob", "empty"],
+)
 @pytest.mark.parametrize("column", ["start", "end"])
-def test_a_time_that_is_not_a_whole_number_is_left_out_and_counted(tmp_path, original, column, value, every):
-    report = crafted(tmp_path, *untyped(KERNELS), f'UPDATE {KERNELS} SET "{column}" = {value} WHERE rowid % {every} = 0')
+def test_a_time_that_is_not_a_whole_number_is_left_out_and_counted(
+    tmp_path, original, column, value, every
+):
+    report = crafted(
+        tmp_path,
+        *untyped(KERNELS),
+        f'UPDATE {KERNELS} SET "{column}" = {value} WHERE rowid % {every} = 0',
+    )
     hit = 126 // every
     assert quality(report)["kernels_not_integer"] == hit
     assert kernels(report) == original["kernels"] - hit
@@ -131,22 +196,35 @@ def test_a_time_that_is_not_a_whole_number_is_left_out_and_counted(tmp_path, ori
     assert 0 < compute <= original["compute"]  # not 156 s from a start cast to 0
 
 
-@pytest.mark.parametrize("value, left_out", [
-    ("'GPU-' || deviceId", 126), ("'cuda:0'", 126), ("CAST(deviceId AS TEXT)", 0), ("deviceId + 0.0", 0),
-], ids=["named", "cuda-colon", "digits-as-text", "whole-real"])
+@pytest.mark.parametrize(
+    "value, left_out",
+    [
+        ("'GPU-' || deviceId", 126),
+        ("'cuda:0'", 126),
+        ("CAST(deviceId AS TEXT)", 0),
+        ("deviceId + 0.0", 0),
+    ],
+    ids=["named", "cuda-colon", "digits-as-text", "whole-real"],
+)
 def test_a_device_stored_as_text(tmp_path, original, value, left_out):
     """Text that is a whole number reads as that number; any other text is no device (left
     out and counted), never device 0."""
     report = crafted(tmp_path, *untyped(KERNELS), f"UPDATE {KERNELS} SET deviceId = {value}")
     assert quality(report)["kernels_not_integer"] == left_out
     assert kernels(report) == original["kernels"] - left_out
-    devices = nsyswrap.sql("SELECT DISTINCT device FROM kernels WHERE bytes IS NULL", [report]).device.tolist()
+    devices = nsyswrap.sql(
+        "SELECT DISTINCT device FROM kernels WHERE bytes IS NULL", [report]
+    ).device.tolist()
     assert devices == ([] if left_out == 126 else [0])
 
 
 @pytest.mark.parametrize("every", [1, 5])
 def test_kernels_without_a_device_are_left_out_and_counted(tmp_path, original, every):
-    report = crafted(tmp_path, *untyped(KERNELS), f"UPDATE {KERNELS} SET deviceId = NULL WHERE rowid % {every} = 0")
+    report = crafted(
+        tmp_path,
+        *untyped(KERNELS),
+        f"UPDATE {KERNELS} SET deviceId = NULL WHERE rowid % {every} = 0",
+    )
     assert quality(report)["kernels_no_device"] == 126 // every
     assert kernels(report) == original["kernels"] - 126 // every
     assert nsyswrap.report.report([report])["sections"]  # (every kernel gone: no traceback)
@@ -154,16 +232,25 @@ def test_kernels_without_a_device_are_left_out_and_counted(tmp_path, original, e
 
 @pytest.mark.parametrize("copies", [1, 3])
 def test_repeated_string_ids_never_multiply_rows(tmp_path, original, copies):
-    report = crafted(tmp_path, *untyped("StringIds"),
-                     *[f"INSERT INTO StringIds SELECT id, value || '~{i}' FROM StringIds WHERE id % 2 = {i % 2}"
-                       for i in range(copies)])
+    report = crafted(
+        tmp_path,
+        *untyped("StringIds"),
+        *[
+            f"INSERT INTO StringIds SELECT id, value || '~{i}' FROM StringIds "
+            f"WHERE id % 2 = {i % 2}"
+            for i in range(copies)
+        ],
+    )
     assert kernels(report) == original["kernels"]
-    assert nsyswrap.sql("SELECT count(*) AS n FROM api_calls", [report]).n[0] == \
-        nsyswrap.sql("SELECT count(*) AS n FROM api_calls", [REPORT]).n[0]
+    assert (
+        nsyswrap.sql("SELECT count(*) AS n FROM api_calls", [report]).n[0]
+        == nsyswrap.sql("SELECT count(*) AS n FROM api_calls", [REPORT]).n[0]
+    )
     assert quality(report)["string_ids_repeated"] > 0
 
 
 # --- the session start ------------------------------------------------------------------------
+
 
 def test_a_report_without_a_session_start_alone_is_read(tmp_path):
     report = crafted(tmp_path, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = NULL")
@@ -171,16 +258,22 @@ def test_a_report_without_a_session_start_alone_is_read(tmp_path):
     assert result["sections"]
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = NULL",
-    "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = 'yesterday'",
-    "DELETE FROM TARGET_INFO_SESSION_START_TIME",
-], ids=["null", "text", "no-row"])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = NULL",
+        "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = 'yesterday'",
+        "DELETE FROM TARGET_INFO_SESSION_START_TIME",
+    ],
+    ids=["null", "text", "no-row"],
+)
 def test_a_report_without_a_session_start_beside_others_is_one_line(cli, tmp_path, statement):
     statements = untyped("TARGET_INFO_SESSION_START_TIME") + [statement]
     crafted(tmp_path / "run", *statements, name="rank0.sqlite")
     shutil.copy(FIXTURES / "run2" / "rank1.sqlite", tmp_path / "run" / "rank1.sqlite")
-    assert_one_line_error(cli("report", tmp_path / "run"), "rank0.sqlite: records no session start time")
+    assert_one_line_error(
+        cli("report", tmp_path / "run"), "rank0.sqlite: records no session start time"
+    )
 
 
 @pytest.mark.parametrize("utc", [INT64_MAX - 1, INT64_MAX - 10**12, 0])
@@ -192,6 +285,7 @@ def test_a_session_start_near_the_int64_limits(cli, tmp_path, utc):
 
 
 # --- several ranks in one report (one clock) -------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def one_report_two_ranks(tmp_path_factory) -> Path:
@@ -214,15 +308,20 @@ def test_one_report_holding_several_ranks_is_analysed(cli, one_report_two_ranks,
     assert code == 0 and "Traceback" not in err, err
 
 
-@pytest.mark.skipif(not (SHARED / "nsys-sqlite" / "public" / "nsysai__h100_2gpu_1s.sqlite").exists(),
-                    reason="shared/nsys-sqlite/public is missing")
+@pytest.mark.skipif(
+    not (SHARED / "nsys-sqlite" / "public" / "nsysai__h100_2gpu_1s.sqlite").exists(),
+    reason="shared/nsys-sqlite/public is missing",
+)
 def test_a_real_one_node_capture_whose_kernels_match(cli, tmp_path):
     """The layout `nsys profile torchrun ...` writes on one node: its busiest kernel renamed
     to an NCCL collective so that both processes' calls match."""
     real = SHARED / "nsys-sqlite" / "public" / "nsysai__h100_2gpu_1s.sqlite"
-    report = crafted(tmp_path, "UPDATE StringIds SET value = 'ncclDevKernel_AllGather_RING_LL' WHERE id = "
-                     f"(SELECT shortName FROM {KERNELS} GROUP BY shortName ORDER BY count(*) DESC LIMIT 1)",
-                     source=real)
+    report = crafted(
+        tmp_path,
+        "UPDATE StringIds SET value = 'ncclDevKernel_AllGather_RING_LL' WHERE id = "
+        f"(SELECT shortName FROM {KERNELS} GROUP BY shortName ORDER BY count(*) DESC LIMIT 1)",
+        source=real,
+    )
     code, out, err = cli("report", report, "-f", "json")
     assert code == 0 and "Traceback" not in err, err
     assert len(json.loads(out)["ranks"]) == 2
@@ -230,16 +329,19 @@ def test_a_real_one_node_capture_whose_kernels_match(cli, tmp_path):
 
 # --- committed rows in a -wal file ----------------------------------------------------------
 
+
 @pytest.fixture
 def wal_report(tmp_path) -> Path:
     """A report in WAL mode whose committed changes are still only in its -wal file: a
     third of its kernels deleted, and the directory then made read-only."""
     folder = tmp_path / "wal"
     report = crafted(folder)
-    code = (f"import sqlite3, os\ncon = sqlite3.connect({str(report)!r})\n"
-            "con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA wal_autocheckpoint=0')\n"
-            f"con.execute('DELETE FROM {KERNELS} WHERE rowid % 3 = 0'); con.commit()\n"
-            "os._exit(0)\n")  # ends without a checkpoint: the rows stay in the -wal file
+    code = (
+        f"import sqlite3, os\ncon = sqlite3.connect({str(report)!r})\n"
+        "con.execute('PRAGMA journal_mode=WAL'); con.execute('PRAGMA wal_autocheckpoint=0')\n"
+        f"con.execute('DELETE FROM {KERNELS} WHERE rowid % 3 = 0'); con.commit()\n"
+        "os._exit(0)\n"
+    )  # ends without a checkpoint: the rows stay in the -wal file
     subprocess.run([sys.executable, "-c", code], check=True)
     assert (folder / "rank0.sqlite-wal").stat().st_size > 32
     yield report
@@ -266,6 +368,7 @@ def test_a_new_commit_in_the_wal_file_is_read_again(wal_report, original):
 
 # --- a report that breaks while it is read --------------------------------------------------
 
+
 @pytest.mark.parametrize("table", [KERNELS, "CUPTI_ACTIVITY_KIND_RUNTIME"])
 def test_a_report_damaged_part_way_is_one_line_without_the_sql(cli, tmp_path, monkeypatch, table):
     """The header and the first rows read; a page further on does not (as when the file is
@@ -279,13 +382,18 @@ def test_a_report_damaged_part_way_is_one_line_without_the_sql(cli, tmp_path, mo
     report = tmp_path / "run" / "rank0.sqlite"
     with sqlite3.connect(report) as con:
         try:
-            pages = [p for (p,) in con.execute(f"SELECT pageno FROM dbstat WHERE name = '{table}' "
-                                               "AND pagetype = 'leaf' ORDER BY pageno")]
+            pages = [
+                p
+                for (p,) in con.execute(
+                    f"SELECT pageno FROM dbstat WHERE name = '{table}' "
+                    "AND pagetype = 'leaf' ORDER BY pageno"
+                )
+            ]
         except sqlite3.OperationalError:
             pytest.skip("this SQLite has no dbstat table")
         size = con.execute("PRAGMA page_size").fetchone()[0]
     data = bytearray(report.read_bytes())
-    data[(pages[-1] - 1) * size:pages[-1] * size] = b"\xff" * size
+    data[(pages[-1] - 1) * size : pages[-1] * size] = b"\xff" * size
     report.write_bytes(data)
     line = assert_one_line_error(cli("report", report), "rank0.sqlite: cannot be read to the end")
     assert "SELECT" not in line

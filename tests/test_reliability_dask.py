@@ -2,6 +2,7 @@
 fails in seconds with one line; a cluster that loses its workers while reports wait is an
 error within WORKERS_TIMEOUT_S (a lost worker's reports are retried on the others), never an
 endless wait."""
+
 from __future__ import annotations
 
 import os
@@ -11,7 +12,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import FIXTURES
 from test_reliability_inputs import assert_one_line_error
 
@@ -26,31 +26,45 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("address, needle", [
-    ("not a url", "is not a Dask scheduler address"),
-    ("tcp://", "is not a Dask scheduler address"),
-    ("tcp://host name:8786", "is not a Dask scheduler address"),
-    ("foo://x:1", "is not a Dask scheduler address"),
-    ("tcp://127.0.0.1:{free}", "no Dask scheduler listens at"),
-    ("127.0.0.1:{free}", "no Dask scheduler listens at"),
-    ("tcp://no-such-host.invalid:8786", "no Dask scheduler listens at"),
-], ids=["words", "empty", "space", "protocol", "nothing-listens", "no-protocol", "unknown-host"])
+@pytest.mark.parametrize(
+    "address, needle",
+    [
+        ("not a url", "is not a Dask scheduler address"),
+        ("tcp://", "is not a Dask scheduler address"),
+        ("tcp://host name:8786", "is not a Dask scheduler address"),
+        ("foo://x:1", "is not a Dask scheduler address"),
+        ("tcp://127.0.0.1:{free}", "no Dask scheduler listens at"),
+        ("127.0.0.1:{free}", "no Dask scheduler listens at"),
+        ("tcp://no-such-host.invalid:8786", "no Dask scheduler listens at"),
+    ],
+    ids=["words", "empty", "space", "protocol", "nothing-listens", "no-protocol", "unknown-host"],
+)
 def test_a_bad_scheduler_address_fails_in_seconds(cli, address, needle):
     started = time.monotonic()
-    result = cli("sql", "SELECT 1", RUN, "--engine", "dask", "--scheduler-address",
-                 address.format(free=_free_port()))
+    result = cli(
+        "sql",
+        "SELECT 1",
+        RUN,
+        "--engine",
+        "dask",
+        "--scheduler-address",
+        address.format(free=_free_port()),
+    )
     assert_one_line_error(result, needle)
     assert time.monotonic() - started < 20
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("garbage{", "is not a scheduler file"),
-    ("", "is not a scheduler file"),
-    ('{"address": 5}', "holds no scheduler address"),
-    ('["tcp://127.0.0.1:8786"]', "holds no scheduler address"),
-    ('{"address": "not a url"}', "is not a Dask scheduler address"),
-    ('{"address": "tcp://127.0.0.1:{free}"}', "no Dask scheduler listens at"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("garbage{", "is not a scheduler file"),
+        ("", "is not a scheduler file"),
+        ('{"address": 5}', "holds no scheduler address"),
+        ('["tcp://127.0.0.1:8786"]', "holds no scheduler address"),
+        ('{"address": "not a url"}', "is not a Dask scheduler address"),
+        ('{"address": "tcp://127.0.0.1:{free}"}', "no Dask scheduler listens at"),
+    ],
+)
 def test_a_bad_scheduler_file_fails_in_seconds(cli, tmp_path, text, needle):
     scheduler_file = tmp_path / "scheduler.json"
     scheduler_file.write_text(text.replace("{free}", str(_free_port())))
@@ -67,8 +81,9 @@ def test_a_lost_worker_is_retried_and_a_cluster_without_workers_is_an_error(monk
     from nsyswrap.errors import NsysWrapError
 
     monkeypatch.setattr(engine_module, "WORKERS_TIMEOUT_S", 3)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
     client = distributed.Client(cluster, set_as_default=False)
     engine = engine_module.DaskEngine(address=client.scheduler.address)
     try:

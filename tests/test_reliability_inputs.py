@@ -195,7 +195,8 @@ def run_dir(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize("ranks, needle", [
-    ([{"sqlite": "rank0.sqlite", "rank": "x"}], "gives rank0.sqlite the rank 'x', not a whole number"),
+    ([{"sqlite": "rank0.sqlite", "rank": "x"}],
+     "gives rank0.sqlite the rank 'x', not a whole number"),
     ([{"sqlite": "rank0.sqlite", "rank": 1.5}], "the rank 1.5, not a whole number"),
     ([{"sqlite": "rank0.sqlite", "rank": True}], "the rank True, not a whole number"),
     ([{"report": "rank0.nsys-rep"}], "gives rank0.sqlite no rank"),
@@ -224,11 +225,13 @@ def test_a_rank_above_int32_in_a_file_name_is_one_line(cli, tmp_path, name):
     assert_one_line_error(cli("sql", "SELECT 1", report), "outside 0 to 2,147,483,647")
 
 
-@pytest.mark.parametrize("pattern, found", [("(r)ank", "'r'"), ("(ra)nk", "'ra'"), (r"(\d*)rank", "''"),
-                                            ("(x)?rank", "None"), (r"(\w+)\.sqlite", "'rank0'")])
+@pytest.mark.parametrize("pattern, found", [("(r)ank", "'r'"), ("(ra)nk", "'ra'"),
+                                            (r"(\d*)rank", "''"), ("(x)?rank", "None"),
+                                            (r"(\w+)\.sqlite", "'rank0'")])
 def test_a_rank_pattern_whose_group_finds_no_number_is_one_line(cli, pattern, found):
     assert_one_line_error(cli("sql", "SELECT 1", REPORT, "--rank-pattern", pattern),
-                          f"--rank-pattern {pattern}: finds {found} in rank0.sqlite, not a rank number")
+                          f"--rank-pattern {pattern}: finds {found} in rank0.sqlite, "
+                          "not a rank number")
 
 
 # --- special files are refused before they are opened ----------------------------------------
@@ -249,8 +252,8 @@ def _special(kind: str, path: Path) -> Path:
 
 def _no_hang(argv: list, timeout: float = 120) -> tuple[int, str, str]:
     """`nsyswrap ARGV` in a process of its own, so that a regression hangs only it."""
-    done = subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, argv)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, argv)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return done.returncode, done.stdout, done.stderr
 
 
@@ -268,5 +271,6 @@ def test_a_fifo_as_output_or_scheduler_file_is_refused(tmp_path):
     fifo = _special("fifo", tmp_path / "out.csv")
     assert_one_line_error(_no_hang(["sql", "SELECT 1", REPORT, "-f", "csv", "-o", fifo, "--force"]),
                           "out.csv: is a named pipe (FIFO), not a regular file")
-    assert_one_line_error(_no_hang(["sql", "SELECT 1", REPORT, "--engine", "dask", "--scheduler-file", fifo]),
+    dask = ["--engine", "dask", "--scheduler-file", fifo]
+    assert_one_line_error(_no_hang(["sql", "SELECT 1", REPORT, *dask]),
                           "is a named pipe (FIFO), not a scheduler file")

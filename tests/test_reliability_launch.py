@@ -86,14 +86,16 @@ def test_a_stuck_nsys_export_is_stopped_and_the_rest_kept(standin, tmp_path, mon
     ("99999999999999999999", "names a rank above"),
 ])
 def test_a_huge_rank_selection_is_one_line(cli, tmp_path, ranks, needle):
-    result = cli("launch", "--ranks", ranks, "--out", tmp_path / "run", "--", sys.executable, "-c", "pass")
+    result = cli("launch", "--ranks", ranks, "--out", tmp_path / "run", "--",
+                 sys.executable, "-c", "pass")
     assert_one_line_error(result, needle)
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("ranks, passed", [("0-29999", "0-29999"), ("0-9999,10000-20000,7", "0-20000"),
-                                           ("5,1,3,2", "1-3,5")])
-def test_a_large_rank_selection_reaches_every_rank_as_ranges(standin, tmp_path, ranks, passed):
+@pytest.mark.parametrize("ranks, passed", [("0-29999", "0-29999"), ("5,1,3,2", "1-3,5"),
+                                           ("0-9999,10000-20000,7", "0-20000")])
+def test_a_large_rank_selection_reaches_every_rank_as_ranges(
+        standin, tmp_path, ranks, passed):  # noqa: F811
     out = tmp_path / "run"
     cfg = LaunchConfig.build([sys.executable, "-c", "pass"], out=out, ranks=ranks, export=False)
     args = cfg.wrapper_args()
@@ -105,14 +107,15 @@ def test_a_large_rank_selection_reaches_every_rank_as_ranges(standin, tmp_path, 
     assert [r["status"] for r in data["ranks"]] == ["ok"]
 
 
-def test_a_launcher_that_cannot_start_leaves_the_manifest_failed(standin, tmp_path):
+def test_a_launcher_that_cannot_start_leaves_the_manifest_failed(standin, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     too_long = "x" * 300_000  # one argument over Linux's limit (128 KiB): "Argument list too long"
     cfg = LaunchConfig.build([sys.executable, "-c", "pass", too_long], out=out, export=False)
     with pytest.raises(NsysWrapError, match="cannot be started"):
         launch(cfg)
     data = manifest(out)
-    assert data["status"] == "failed" and "cannot be started" in data["note"] and "ended_utc" in data
+    assert data["status"] == "failed" and "cannot be started" in data["note"]
+    assert "ended_utc" in data
 
 
 def test_nsys_removed_during_export_is_one_line(tmp_path, monkeypatch):
@@ -121,7 +124,8 @@ def test_nsys_removed_during_export_is_one_line(tmp_path, monkeypatch):
     bin_dir.mkdir()
     nsys = bin_dir / "nsys"
     nsys.write_text(f"#!{sys.executable}\nimport os, sys\n"
-                    "if sys.argv[1:] == ['--version']:\n    print('NVIDIA Nsight Systems version 2024.6.2')\n"
+                    "if sys.argv[1:] == ['--version']:\n"
+                    "    print('NVIDIA Nsight Systems version 2024.6.2')\n"
                     "else:\n    os.remove(sys.argv[0])\n")
     nsys.chmod(0o755)
     run = tmp_path / "run"

@@ -1,6 +1,7 @@
 """Terminal output is safe: control characters in kernel names, NVTX texts, column names and
 file names (a crafted trace) are shown escaped in tables, the report's text and error
 lines; a newline never splits the one-line error. JSON stays exact (and escaped by JSON)."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
-from nsyswrap.errors import printable
 from test_reliability_inputs import assert_one_line_error
+
+from nsyswrap.errors import printable
 
 REPORT = FIXTURES / "run2" / "rank0.sqlite"
 CONTROL = [chr(c) for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]]
@@ -36,22 +37,33 @@ def crafted(request, tmp_path_factory) -> tuple[Path, str]:
     name = NAMES[request.param]
     report = Path(shutil.copy(REPORT, tmp_path_factory.mktemp("crafted") / "rank0.sqlite"))
     con = sqlite3.connect(report)
-    con.execute("UPDATE StringIds SET value = ? WHERE id = (SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL "
-                "GROUP BY shortName ORDER BY count(*) DESC LIMIT 1)", (name,))
-    con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS "
-                "WHERE text LIKE 'fwd%')", (name,))
+    con.execute(
+        "UPDATE StringIds SET value = ? WHERE id = (SELECT shortName "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "GROUP BY shortName ORDER BY count(*) DESC LIMIT 1)",
+        (name,),
+    )
+    con.execute(
+        "UPDATE NVTX_EVENTS SET text = ? WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS "
+        "WHERE text LIKE 'fwd%')",
+        (name,),
+    )
     con.commit()
     con.close()
     return report, name
 
 
-@pytest.mark.parametrize("args", [
-    ["report", "{r}", "--detail"],
-    ["report", "{r}", "--section", "single_rank"],
-    ["query", "kernels.summary", "{r}"],
-    ["query", "nvtx.gpu_time_by_text", "{r}"],
-    ["sql", "SELECT name, name AS other FROM kernels ORDER BY name", "{r}"],
-], ids=["report-detail", "report-section", "query-kernels", "query-nvtx", "sql"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "{r}", "--detail"],
+        ["report", "{r}", "--section", "single_rank"],
+        ["query", "kernels.summary", "{r}"],
+        ["query", "nvtx.gpu_time_by_text", "{r}"],
+        ["sql", "SELECT name, name AS other FROM kernels ORDER BY name", "{r}"],
+    ],
+    ids=["report-detail", "report-section", "query-kernels", "query-nvtx", "sql"],
+)
 def test_names_reach_the_terminal_escaped(cli, crafted, args):
     report, name = crafted
     code, out, err = cli(*[str(report) if a == "{r}" else a for a in args])
@@ -73,7 +85,9 @@ def test_column_names_are_escaped(cli, header):
     assert code == 0 and raw_control(out) == [] and printable(header) in out
 
 
-@pytest.mark.parametrize("name", ["r\x1b]0;t\x07ank0.sqlite", "rank0\n.sqlite", "rank\x1b[2J0\r.sqlite"])
+@pytest.mark.parametrize(
+    "name", ["r\x1b]0;t\x07ank0.sqlite", "rank0\n.sqlite", "rank\x1b[2J0\r.sqlite"]
+)
 def test_file_names_are_escaped_in_the_error_line(cli, tmp_path, name):
     bad = tmp_path / name
     bad.write_bytes(b"not a database" * 20)

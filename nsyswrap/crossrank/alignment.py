@@ -142,7 +142,8 @@ def solve_clocks(matched: pd.DataFrame, sessions: pd.DataFrame,
     rows = []
     for r in ranks:
         # (one clock alone, e.g. one report holding several ranks, has no residuals)
-        mine = resid.reindex(fit.index[fit["rank"] == r]).dropna() if r in connected else pd.Series(dtype=float)
+        mine = (resid.reindex(fit.index[fit["rank"] == r]).dropna() if r in connected
+                else pd.Series(dtype=float))
         row = {"rank": r, "utc_epoch_ns": utc[r], "host": host[r], "collectives": int(count.get(r, 0))}
         if r in connected:
             source = "kernel" if gpu.get(r, False) else ("nvtx" if r in gpu else "reference")

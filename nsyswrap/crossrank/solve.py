@@ -77,7 +77,8 @@ def solved(run) -> dict[str, pd.DataFrame]:
     matched["end_ns"] = matched["kernel_end_ns"].where(matched["on_gpu"], matched["cpu_end_ns"])
     clock = member_clocks(matched, members, reports.fillna({"utc_epoch_ns": 0}),
                           tie_hosts=run.unrelated is None)
-    clock["utc_epoch_ns"] = clock["report_rank"].map(dict(zip(reports["report_rank"], reports["utc_epoch_ns"])))
+    utc = dict(zip(reports["report_rank"], reports["utc_epoch_ns"]))
+    clock["utc_epoch_ns"] = clock["report_rank"].map(utc)
     steps = to_member_ranks(run.df("SELECT rank, pid, step, start_ns, end_ns FROM xr_steps"), members)
     phases = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_phases"), members)
     aligned = time_collectives(matched, clock, steps)
@@ -102,8 +103,8 @@ def _sessions(run) -> pd.DataFrame:
     missing = reports.loc[reports["utc_epoch_ns"].isna(), "report_rank"]
     if len(missing) and len(reports) > 1:
         path = next((r.path for r in run.reports if r.rank == int(missing.iloc[0])), "report")
-        raise NsysWrapError(path, "records no session start time (TARGET_INFO_SESSION_START_TIME), so "
-                            "its clock cannot be set beside the other reports'",
+        raise NsysWrapError(path, "records no session start time (TARGET_INFO_SESSION_START_TIME), "
+                            "so its clock cannot be set beside the other reports'",
                             "export it again with nsys export, or analyse it on its own")
     return reports
 

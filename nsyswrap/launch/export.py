@@ -91,8 +91,8 @@ def _export_one(nsys: str, report: Path) -> Optional[str]:
     blobs = ["--include-blobs=true"] if include_blobs(nsys) else []
     with tempfile.TemporaryFile("w+") as said:
         try:
-            done = subprocess.Popen([nsys, "export", "--type=sqlite", *blobs, "--force-overwrite=true",
-                                     f"--output={tmp}", str(report)],
+            done = subprocess.Popen([nsys, "export", "--type=sqlite", *blobs,
+                                     "--force-overwrite=true", f"--output={tmp}", str(report)],
                                     stdout=said, stderr=said, text=True, start_new_session=True)
         except OSError as exc:  # e.g. nsys removed or replaced while the run is exported
             return f"{nsys} cannot be started ({exc.strerror})"

@@ -34,11 +34,13 @@ def parse_ranks(text: str, where: str = "--ranks") -> frozenset[int]:
             raise NsysWrapError(where, f"{text!r} is not a list of ranks", "write e.g. 0,1,7 or 0-3,8")
         spans.append((int(low), int(high or low)))
     if max(high for _, high in spans) > MAX_RANK:
-        raise NsysWrapError(where, f"{text!r} names a rank above {MAX_RANK:,}", "ranks are 32-bit numbers")
+        raise NsysWrapError(where, f"{text!r} names a rank above {MAX_RANK:,}",
+                            "ranks are 32-bit numbers")
     selected = sum(high - low + 1 for low, high in spans)  # (counted before any set is built)
     if selected > MAX_SELECTED:
-        raise NsysWrapError(where, f"{text!r} selects {selected:,} ranks, more than nsyswrap profiles "
-                            f"at once ({MAX_SELECTED:,})", "leave --ranks out to profile every rank, or select fewer")
+        raise NsysWrapError(where, f"{text!r} selects {selected:,} ranks, more than nsyswrap "
+                            f"profiles at once ({MAX_SELECTED:,})",
+                            "leave --ranks out to profile every rank, or select fewer")
     return frozenset(r for low, high in spans for r in range(low, high + 1))
 
 

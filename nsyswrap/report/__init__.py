@@ -83,5 +83,6 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
 
     pattern = {"step_pattern": options.step_pattern}
     wanted = [*single_rank_modules(options).values(), *((f"trace.{t}", {}) for t in TABLES),
-              ("trace.data_quality", {}), ("trace.left_out", {}), ("crossrank.clock_offsets", pattern)]
+              ("trace.data_quality", {}), ("trace.left_out", {}),
+              ("crossrank.clock_offsets", pattern)]
     return replace(opener, plan=tuple((name, bind(get(name), params)) for name, params in wanted))

@@ -19,7 +19,8 @@ LEFT_OUT = {"kernels_end_before_start": ("end_lt_start", "end before start"),
 def data_quality_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout); `notes` holds one line
     per problem found, also shown as the table's title."""
-    quality = run_module(run, "trace.data_quality").merge(run_module(run, "trace.left_out"), on="rank")
+    quality = run_module(run, "trace.data_quality").merge(run_module(run, "trace.left_out"),
+                                                          on="rank")
     names = {r.rank: r.path.name for r in run.reports}
     rows, notes, cannot = [], [], []
     for q in quality.itertuples(index=False):
@@ -50,8 +51,8 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
             notes.append(f"rank {q.rank}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
                          "(read with replacement characters)")
         if q.string_ids_repeated:
-            notes.append(f"rank {q.rank}: {q.string_ids_repeated} StringIds rows repeat an id (each id "
-                         "keeps its smallest value)")
+            notes.append(f"rank {q.rank}: {q.string_ids_repeated} StringIds rows repeat an id "
+                         "(each id keeps its smallest value)")
     title = "Data quality: " + ("; ".join(notes) if notes else "nothing left out or repaired")
     return {"id": "data_quality", "title": "Data quality", "verdict": None, "recommendations": [],
             "notes": notes, "tables": [{"id": "data_quality", "title": title, "rows": rows}],
