@@ -65,7 +65,7 @@ def wal_file(path: Path) -> Path | None:
 def wal_applied(path: Path):
     """While it holds, reads of `path` see the rows committed in its `-wal` file too: the
     report (hard-linked, else copied) and its `-wal` (copied) go into a private temporary
-    directory (`nsyswrap-wal-<pid>-*`), where SQLite may keep its `-shm` index; nothing is
+    directory (`nsyswrap-wal-<host>-<pid>-*`), where SQLite may keep its `-shm` index; nothing is
     written beside the report, which may be read-only. Removed afterwards."""
     wal = wal_file(path)
     key = path.resolve()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, SHARED
+from test_reliability_data import damaged_copy as crafted
 from test_reliability_inputs import assert_one_line_error
 
 import nsyswrap
@@ -23,20 +24,6 @@ import nsyswrap.report  # (the package loads its submodules lazily)
 REPORT = FIXTURES / "run2" / "rank0.sqlite"
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 INT64_MAX = 2**63 - 1
-
-
-def crafted(
-    folder: Path, *statements: str, source: Path = REPORT, name: str = "rank0.sqlite"
-) -> Path:
-    """A copy of `source` in `folder` changed by SQL `statements`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    report = Path(shutil.copy(source, folder / name))
-    con = sqlite3.connect(report)
-    for statement in statements:
-        con.execute(statement)
-    con.commit()
-    con.close()
-    return report
 
 
 def untyped(table: str) -> list[str]:
@@ -119,7 +106,8 @@ def test_the_report_says_what_was_left_out_and_why(tmp_path, original):
         *untyped(KERNELS),
         *untyped("CUPTI_ACTIVITY_KIND_RUNTIME"),
         *untyped("StringIds"),
-        f'UPDATE {KERNELS} SET start = 9220000000000000000, "end" = start + 807 WHERE rowid = 3',
+        f'UPDATE {KERNELS} SET start = 9220000000000000000, "end" = 9220000000000000807 '
+        "WHERE rowid = 3",
         f'UPDATE {KERNELS} SET start = -40, "end" = 900 WHERE rowid = 4',
         f"UPDATE {KERNELS} SET start = 'n/a' WHERE rowid IN (5, 6)",
         f"UPDATE {KERNELS} SET deviceId = NULL WHERE rowid = 8",

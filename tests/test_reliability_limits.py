@@ -240,3 +240,16 @@ def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert list(cache.rglob(".build-*")) == [] and list(temp.glob("nsyswrap-*")) == []
+
+
+def test_a_bug_in_nsyswrap_keeps_its_traceback(cli, cache, monkeypatch):
+    """The limits are recognised by what they say; any other failure is a bug and is raised
+    as it is (no one-line error hides it)."""
+    import nsyswrap.report.data_quality
+
+    def broken(run, options):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(nsyswrap.report.data_quality, "data_quality_section", broken)
+    with pytest.raises(ZeroDivisionError):
+        cli("report", RUN)
