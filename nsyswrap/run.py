@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
