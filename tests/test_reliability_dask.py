@@ -1,7 +1,7 @@
 """Dask faults: a malformed address or scheduler file, or an address where nothing listens,
-fails in seconds with one line; a cluster that loses its workers while reports wait is an
-error within WORKERS_TIMEOUT_S (a lost worker's reports are retried on the others), never an
-endless wait."""
+fails in seconds with one line (when the cluster is first needed: a cold cache here); a
+cluster that loses its workers while reports wait is an error within WORKERS_TIMEOUT_S (a
+lost worker's reports are retried on the others), never an endless wait."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _free_port() -> int:
     ],
     ids=["words", "empty", "space", "protocol", "nothing-listens", "no-protocol", "unknown-host"],
 )
-def test_a_bad_scheduler_address_fails_in_seconds(cli, address, needle):
+def test_a_bad_scheduler_address_fails_in_seconds(cli, cache, address, needle):
     started = time.monotonic()
     result = cli(
         "sql",
@@ -65,7 +65,7 @@ def test_a_bad_scheduler_address_fails_in_seconds(cli, address, needle):
         ('{"address": "tcp://127.0.0.1:{free}"}', "no Dask scheduler listens at"),
     ],
 )
-def test_a_bad_scheduler_file_fails_in_seconds(cli, tmp_path, text, needle):
+def test_a_bad_scheduler_file_fails_in_seconds(cli, cache, tmp_path, text, needle):
     scheduler_file = tmp_path / "scheduler.json"
     scheduler_file.write_text(text.replace("{free}", str(_free_port())))
     started = time.monotonic()
