@@ -69,24 +69,12 @@ def original() -> dict:
 @pytest.mark.parametrize(
     "start, end",
     [
-        (
-            9_220_000_000_000_000_000,
-            9_220_000_000_000_000_807,
-        ),  # an 807 ns kernel near the int64 limit
-        (2**62, 2**62 + 1_000),
+        (9_220_000_000_000_000_000, 9_220_000_000_000_000_807),  # 807 ns near the int64 limit
         (86_400_000_000_000, 86_400_000_050_000),  # a day after a 10 ms capture
         (-5_000, 3_000),  # before the session start
         (-(2**63) + 1, INT64_MAX),  # both int64 limits at once
-        (1_000, INT64_MAX),
     ],
-    ids=[
-        "near-int64-max",
-        "2^62",
-        "a-day-later",
-        "before-start",
-        "int64-limits",
-        "ends-at-int64-max",
-    ],
+    ids=["near-int64-max", "a-day-later", "before-start", "int64-limits"],
 )
 def test_a_kernel_outside_the_capture_is_left_out_and_counted(tmp_path, original, start, end):
     report = crafted(
@@ -140,15 +128,15 @@ def test_the_report_says_what_was_left_out_and_why(tmp_path, original):
 
 
 @pytest.mark.parametrize(
-    "table, where",
+    "table, where, start",
     [
-        ("CUPTI_ACTIVITY_KIND_MEMCPY", "rowid = 2"),
-        ("CUPTI_ACTIVITY_KIND_RUNTIME", "rowid IN (3, 30, 33)"),
-        ("NVTX_EVENTS", "rowid = 5"),
-        ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "rowid = 1"),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "rowid = 2", INT64_MAX - 10),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "rowid IN (3, 30, 33)", -(2**40)),
+        ("NVTX_EVENTS", "rowid = 5", 2**61),
+        ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "rowid = 1", -1),
     ],
+    ids=["copy-late", "api-early", "nvtx-late", "sync-early"],
 )
-@pytest.mark.parametrize("start", [INT64_MAX - 10, -(2**40)], ids=["late", "early"])
 def test_other_events_outside_the_capture_are_left_out_and_counted(tmp_path, table, where, start):
     report = crafted(
         tmp_path, f'UPDATE {table} SET start = {start}, "end" = {start} + 10 WHERE {where}'
@@ -164,11 +152,11 @@ def test_other_events_outside_the_capture_are_left_out_and_counted(tmp_path, tab
 
 
 @pytest.mark.parametrize(
-    "value, every",
-    [("'n/a'", 3), ("'none'", 2), ("2.5", 5), ("X'00ff'", 4), ("''", 7)],
+    "column, value, every",
+    [("start", "'n/a'", 3), ("end", "'none'", 2), ("start", "2.5", 5), ("end", "X'00ff'", 4),
+     ("start", "''", 7)],
     ids=["n/a", "none", "fraction", "blob", "empty"],
 )
-@pytest.mark.parametrize("column", ["start", "end"])
 def test_a_time_that_is_not_a_whole_number_is_left_out_and_counted(
     tmp_path, original, column, value, every
 ):
@@ -188,11 +176,10 @@ def test_a_time_that_is_not_a_whole_number_is_left_out_and_counted(
     "value, left_out",
     [
         ("'GPU-' || deviceId", 126),
-        ("'cuda:0'", 126),
         ("CAST(deviceId AS TEXT)", 0),
         ("deviceId + 0.0", 0),
     ],
-    ids=["named", "cuda-colon", "digits-as-text", "whole-real"],
+    ids=["named", "digits-as-text", "whole-real"],
 )
 def test_a_device_stored_as_text(tmp_path, original, value, left_out):
     """Text that is a whole number reads as that number; any other text is no device (left
@@ -218,7 +205,7 @@ def test_kernels_without_a_device_are_left_out_and_counted(tmp_path, original, e
     assert nsyswrap.report.report([report])["sections"]  # (every kernel gone: no traceback)
 
 
-@pytest.mark.parametrize("copies", [1, 3])
+@pytest.mark.parametrize("copies", [3])
 def test_repeated_string_ids_never_multiply_rows(tmp_path, original, copies):
     report = crafted(
         tmp_path,
@@ -250,10 +237,9 @@ def test_a_report_without_a_session_start_alone_is_read(tmp_path):
     "statement",
     [
         "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = NULL",
-        "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = 'yesterday'",
         "DELETE FROM TARGET_INFO_SESSION_START_TIME",
     ],
-    ids=["null", "text", "no-row"],
+    ids=["null", "no-row"],
 )
 def test_a_report_without_a_session_start_beside_others_is_one_line(cli, tmp_path, statement):
     statements = untyped("TARGET_INFO_SESSION_START_TIME") + [statement]
@@ -264,7 +250,7 @@ def test_a_report_without_a_session_start_beside_others_is_one_line(cli, tmp_pat
     )
 
 
-@pytest.mark.parametrize("utc", [INT64_MAX - 1, INT64_MAX - 10**12, 0])
+@pytest.mark.parametrize("utc", [INT64_MAX - 1, 0])
 def test_a_session_start_near_the_int64_limits(cli, tmp_path, utc):
     crafted(tmp_path / "run", f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = {utc}")
     code, out, err = cli("report", tmp_path / "run", "-f", "json")
