@@ -2,9 +2,9 @@
 process has died.
 
 A run killed part way (`kill -9`, a node lost) leaves what it was writing: `.build-*`
-directories in the cache (an entry half built), `nsyswrap-spill-*` (DuckDB's spill),
-`nsyswrap-wal-*` (a report's snapshot) and `nsyswrap-cache-*` (a fallback cache) in the
-temporary directory, `.<key>-*.json` stored answers half written. Each is named
+directories in the store (an entry half built; `.damaged-*`, `.evicted-*` half removed),
+`nsyswrap-spill-*` (DuckDB's spill), `nsyswrap-wal-*` (a report's snapshot) and
+`nsyswrap-cache-*` (a fallback cache) in the temporary directory. Each is named
 `<prefix><host>-<pid>-<random>`; the next run removes those of this host whose process is
 no longer alive (`remove_dead`). A directory of a live process, or of another host sharing
 the cache, is never touched.
@@ -13,7 +13,6 @@ the cache, is never touched.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import tempfile
@@ -22,7 +21,6 @@ from pathlib import Path
 from nsyswrap.processes import alive
 
 TEMP_PREFIXES = ("nsyswrap-spill-", "nsyswrap-wal-", "nsyswrap-cache-")
-_OWNER = re.compile(r"(?P<host>.+)-(?P<pid>[0-9]+)-[^-]*")  # (after the prefix)
 
 
 def host() -> str:
@@ -40,16 +38,12 @@ def temp_dir(kind: str) -> Path:
 
 
 def remove_dead(cache: Path) -> None:
-    """Remove the work directories and files of dead processes of this host: in the
-    temporary directory, and in `cache` (its top level, each entry's `objects/` and
-    `runs/*/`, and `answers/`)."""
+    """Remove the work directories of dead processes of this host: in the temporary
+    directory, and in the store's folders of `cache` (`nsyswrap.store`: `.build-*` of an
+    entry half written, `.damaged-*` and `.evicted-*` of one half removed)."""
     _sweep(Path(tempfile.gettempdir()), TEMP_PREFIXES)
-    _sweep(cache, (".build-", ".damaged-"))
-    _sweep(cache / "answers", (".",))
-    for entry in _dirs(cache):
-        _sweep(entry / "objects", (".build-",))
-        for run in _dirs(entry / "runs"):
-            _sweep(run, (".build-",))
+    for folder in _dirs(cache):
+        _sweep(folder, (".build-", ".damaged-", ".evicted-"))
 
 
 def _dirs(folder: Path) -> list[Path]:
@@ -66,16 +60,10 @@ def _sweep(folder: Path, prefixes: tuple[str, ...]) -> None:
         names = [e.name for e in os.scandir(folder) if e.name.startswith(prefixes)]
     except OSError:
         return
+    mine = f"{host()}-"
     for name in names:
-        prefix = next(p for p in prefixes if name.startswith(p))
-        owner = _OWNER.fullmatch(name[len(prefix) :].removesuffix(".json"))
-        if owner is None or owner["host"] != host() or alive(int(owner["pid"])):
-            continue
-        path = folder / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                path.unlink()
-            except OSError:
-                pass
+        rest = name[len(next(p for p in prefixes if name.startswith(p))):]
+        pid = rest[len(mine):].partition("-")[0] if rest.startswith(mine) else ""
+        if not pid.isdigit() or alive(int(pid)):
+            continue  # another host's, a name of an older nsyswrap, or a live process's
+        shutil.rmtree(folder / name, ignore_errors=True)

@@ -1,6 +1,7 @@
 -- One row per report: what nsyswrap left out of every figure or repaired while reading it.
 -- @include _macros
--- @reads raw_analysis, raw_kernel, raw_memcpy, raw_memset, raw_sync, raw_runtime, raw_nvtx, raw_strings
+-- @reads raw_analysis, raw_kernel, raw_memcpy, raw_memset, raw_sync, raw_runtime, raw_osrt,
+-- @reads raw_gpu_memory, raw_nvtx, raw_strings
 -- Events whose times cannot be right (event_defect in _macros.sql: no time, end before
 -- start, longer than the capture, before the session start or after the capture's end,
 -- a time or place that is not a whole number) and GPU activities without a device are left
@@ -14,7 +15,7 @@
 -- @column kernels_outside_capture BIGINT          Kernels left out: starting before the session start (time 0) or ending after the capture's end.
 -- @column kernels_not_integer BIGINT              Kernels left out: a time, device, context, stream or process column holds no whole number (text, a fraction).
 -- @column kernels_no_device BIGINT                Kernels left out: no device (deviceId NULL).
--- @column events_left_out BIGINT                  Other events left out for the same reasons: copies, memsets, synchronizations, CUDA API calls, NVTX ranges and marks.
+-- @column events_left_out BIGINT                  Other events left out for the same reasons: copies, memsets, synchronizations, CUDA API calls, OS runtime calls, GPU memory events, NVTX ranges and marks.
 -- @column nvtx_ranges BIGINT                      NVTX push/pop and start/end ranges.
 -- @column nvtx_ranges_without_text BIGINT         Of those, ranges with neither text nor a registered string.
 -- @column strings_repaired BIGINT                 Names and NVTX texts that were not valid UTF-8, read with U+FFFD replacement characters.
@@ -53,6 +54,10 @@ device_events AS (  -- copies and memsets (the kernels view's other rows) need a
     SELECT start, "end", _not_integer, FALSE FROM raw_sync WHERE _proto = 0
     UNION ALL
     SELECT start, "end", _not_integer, FALSE FROM raw_runtime WHERE _proto = 0
+    UNION ALL
+    SELECT start, "end", _not_integer, FALSE FROM raw_osrt WHERE _proto = 0 AND eventClass = 27
+    UNION ALL
+    SELECT start, start, _not_integer, FALSE FROM raw_gpu_memory WHERE _proto = 0
 ),
 other_counts AS (
     SELECT count(*) FILTER (
