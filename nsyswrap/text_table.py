@@ -7,7 +7,9 @@ a header may fold onto two lines at a space. Numbers are never cut.
 Which columns go: a table declares the columns that may be dropped at narrow widths
 (`droppable`, in the order they go); the others answer its title and stay. A table that
 declares nothing loses the columns in `drop_first`, then columns from the right (never
-the leading key columns). Control characters in cells, headers and wrapped text (a crafted kernel name holding ESC
+the leading key columns).
+
+Control characters in cells, headers and wrapped text (a crafted kernel name holding ESC
 sequences or a newline) are shown escaped (`errors.printable`): they never reach the
 terminal raw.
 """

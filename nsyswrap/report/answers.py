@@ -85,4 +85,5 @@ def save(entry: Path | None, report: dict) -> None:
         store.write(entry, lambda work: (work / FILE).write_text(to_json(report)),
                     about=", ".join(r["path"] for r in report["reports"]))
     except (OSError, NsysWrapError) as exc:  # (a full disk is one, see store.write)
-        note(f"could not store the answer in {entry.parent} ({getattr(exc, 'strerror', None) or exc})")
+        why = getattr(exc, "strerror", None) or exc
+        note(f"could not store the answer in {entry.parent} ({why})")
