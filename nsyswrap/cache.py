@@ -12,17 +12,19 @@ opens read the Parquet files only.
 from __future__ import annotations
 
 import re
-import tempfile
+import shutil
 from collections import Counter
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from nsyswrap import sql_objects, store
 from nsyswrap.cache_keys import report_key
 from nsyswrap.connection import VIEWS, quote, session
+from nsyswrap.leftovers import temp_dir
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
-from nsyswrap.sqlite_source import read_batches, typed_select
+from nsyswrap.sqlite_source import READ_FAILURES, read_batches, typed_select, wal_applied
 
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx", "osrt", "gpu_memory"}
 VIEW_PARQUET = "FORMAT parquet, PARQUET_VERSION v2"
@@ -51,9 +53,18 @@ def _damaged_file(entry: Path) -> Path | None:
 
 def normalize(path: Path, tables: dict[str, set[str]], target: Path) -> None:
     """Fill `target` (the report's `cache_dir_for`, found by the caller: a worker process
-    may see another environment) with `<view>.parquet`, unless it is there."""
-    if not (target / "session.parquet").exists():
-        store.write(target, lambda work: _build(path, tables, work), about=str(path))
+    may see another environment) with `<view>.parquet`, unless it is there. A report that
+    cannot be read to the end (damaged, or changed while read) is one line naming it."""
+    if (target / "session.parquet").exists():
+        return
+    try:
+        with wal_applied(path):
+            store.write(target, lambda work: _build(path, tables, work), about=str(path))
+    except duckdb.Error:
+        failure = READ_FAILURES.pop(path, None)
+        if failure is None:
+            raise  # not the report's: a bug in nsyswrap
+        raise failure from None
 
 
 def _raw(path: Path, key: str, tables: dict[str, set[str]]):
@@ -75,8 +86,9 @@ def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
     readers = Counter(r for view in VIEWS for r in sql_objects.get(view).reads if r.startswith("raw_"))
     # One thread per report: the build is paced by the single stream out of SQLite and
     # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.
-    with tempfile.TemporaryDirectory(prefix="nsyswrap-spill-") as spill:
-        con = session(memory_limit="1GB", spill_dir=Path(spill), threads=1)
+    spill = temp_dir("spill")
+    try:
+        con = session(memory_limit="1GB", spill_dir=spill, threads=1)
         try:
             con.execute(sql_objects.get("_macros").sql)
             held: dict[str, bool] = {}  # raw table -> held in a DuckDB table (else registered)
@@ -99,6 +111,8 @@ def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
                         con.unregister(name)
         finally:
             con.close()
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def _load(con, name: str, source, shared: bool) -> bool:

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from nsyswrap.errors import note
+from nsyswrap.leftovers import temp_dir
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.sql_files import sql_root
 
@@ -38,7 +39,7 @@ def _usable(wanted: Path) -> Path:
         if free < MIN_FREE_BYTES:
             raise OSError(28, f"only {free >> 20} MB free")
     except OSError as exc:
-        fallback = Path(tempfile.mkdtemp(prefix="nsyswrap-cache-"))
+        fallback = temp_dir("cache")
         atexit.register(shutil.rmtree, fallback, ignore_errors=True)
         note(f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for this run "
              "(set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)")
@@ -55,7 +56,8 @@ def report_key(path: Path) -> str:
 
 def content_key(path: Path) -> str:
     """Changes with the report's content even when size and mtime do not: SQLite's file
-    change counter (header bytes 24-28) and a hash of the first and last pages."""
+    change counter (header bytes 24-28) and a hash of the first and last pages; and, for a
+    report in WAL mode, the same of its `-wal` file (rows committed there are read too)."""
     with path.open("rb") as fh:
         head = fh.read(100)
         page = int.from_bytes(head[16:18], "big") if len(head) >= 18 else 0
@@ -64,7 +66,17 @@ def content_key(path: Path) -> str:
         first = fh.read(page)
         fh.seek(max(0, path.stat().st_size - page))
         last = fh.read(page)
-    return head[24:28].hex() + hashlib.sha256(first + last).hexdigest()[:16]
+    key = head[24:28].hex() + hashlib.sha256(first + last).hexdigest()[:16]
+    wal = path.with_name(path.name + "-wal")
+    if head[18:20] == b"\x02\x02" and wal.is_file():
+        st = wal.stat()
+        with wal.open("rb") as fh:
+            wal_head = fh.read(32)
+            fh.seek(max(0, st.st_size - page))
+            tail = fh.read(page)
+        digest = hashlib.sha256(wal_head + tail).hexdigest()[:16]
+        key += f"-wal{st.st_size}-{st.st_mtime_ns}-{digest}"
+    return key
 
 
 def format_digest() -> str:

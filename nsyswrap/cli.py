@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 import typer.core
 
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, limit_error, printable
 from nsyswrap.output import Format, ReportFormat, check_writable, write
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
@@ -567,7 +567,7 @@ def export(
     from nsyswrap.launch.export import export_run
 
     for path in export_run(run, force=force, jobs=jobs, nsys=nsys):
-        print(path)
+        print(printable(str(path)))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -576,4 +576,10 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, prog_name="nsyswrap")
     except NsysWrapError as exc:
         print(f"Error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except Exception as exc:  # a full disk or the open files limit, met anywhere: one line
+        limit = limit_error(exc)
+        if limit is None:
+            raise  # a bug in nsyswrap: its traceback
+        print(f"Error: {limit}", file=sys.stderr)
         raise SystemExit(1) from None

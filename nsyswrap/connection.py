@@ -52,10 +52,19 @@ def session(*, memory_limit: str, spill_dir: Path, threads: int | None = None) -
 
 def create_view(con: duckdb.DuckDBPyConnection, name: str, parts: list[tuple[int, Path, Path]]) -> None:
     """View `name` over Parquet files, one per report: (rank, report path, file), with
-    `rank` and `report` first."""
-    selects = [f"SELECT {int(rank)}::INTEGER AS rank, {quote(str(report))} AS report, * "
-               f"FROM read_parquet({quote(str(file))})" for rank, report, file in parts]
-    con.execute(f'CREATE OR REPLACE VIEW "{name}" AS ' + "\nUNION ALL\n".join(selects))
+    `rank` and `report` first, the files' rows in the order given.
+
+    One `read_parquet` over the list of files, not a UNION ALL of one scan per file: DuckDB
+    opens every branch of a UNION ALL when the query starts (one file descriptor per report
+    and view read, which hits `ulimit -n` at a few hundred reports), but a list a few files at
+    a time. Each row's rank and report are looked up by its file's position (`file_index`)."""
+    files = ", ".join(quote(str(file)) for _, _, file in parts)
+    ranks = ", ".join(str(int(rank)) for rank, _, _ in parts)
+    reports = ", ".join(quote(str(report)) for _, report, _ in parts)
+    con.execute(f'CREATE OR REPLACE VIEW "{name}" AS '
+                f"SELECT [{ranks}][file_index::BIGINT + 1]::INTEGER AS rank, "
+                f"[{reports}][file_index::BIGINT + 1] AS report, * "
+                f"FROM read_parquet([{files}], union_by_name = true)")
 
 
 def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,

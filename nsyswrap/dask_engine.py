@@ -11,20 +11,30 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
+import socket
+import stat
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TypeVar
 
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.validate import special_file
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 ADDRESS_VARIABLE = "DASK_SCHEDULER_ADDRESS"
 CONNECT_TIMEOUT_S = 30
+PROBE_S = 5  # a scheduler address where nothing answers in this long fails at once
+SCHEDULER_FILE_TRIES = 4  # a scheduler file that is not one, read this many times 0.5 s apart
 WORKERS_TIMEOUT_S = 60
+"""A cluster without workers this long, at the start or while reports wait (a lost worker's
+reports are retried on the others, as distributed does, up to 3 times), is an error."""
+POLL_S = 1.0
 _CLIENTS: dict = {}  # DaskEngine -> its connected distributed.Client
 INSTALL = "install it with pip install 'nsyswrap[dask]' (on the client and the workers)"
 
@@ -47,9 +57,15 @@ class DaskEngine:
         if not scheduler_file and not address:
             raise NsysWrapError("--engine dask", "needs a scheduler",
                                 f"pass --scheduler-file F or --scheduler-address tcp://HOST:PORT, or set {ADDRESS_VARIABLE}")
-        if scheduler_file and not Path(scheduler_file).is_file():
-            raise NsysWrapError(scheduler_file, "does not exist",
-                                "pass the file `dask scheduler --scheduler-file F` writes, once it has started")
+        if scheduler_file:
+            fix = "pass the file `dask scheduler --scheduler-file F` writes, once it has started"
+            try:
+                mode = os.stat(scheduler_file).st_mode
+            except OSError:
+                raise NsysWrapError(scheduler_file, "does not exist", fix) from None
+            if not stat.S_ISREG(mode):  # (a FIFO would be waited on forever)
+                raise NsysWrapError(scheduler_file, f"is {special_file(mode) or 'a directory'}, "
+                                    "not a scheduler file", fix)
         return cls(Path(scheduler_file) if scheduler_file else None, address)
 
     @property
@@ -86,13 +102,11 @@ class DaskEngine:
             from distributed import Client
         except ImportError:
             raise NsysWrapError("--engine dask", "needs dask.distributed, which is not installed", INSTALL) from None
+        address = (_address(self.address) if self.address
+                   else _scheduler_address(self.scheduler_file))
         try:
-            if self.scheduler_file:
-                client = Client(scheduler_file=str(self.scheduler_file), timeout=CONNECT_TIMEOUT_S,
-                                set_as_default=False)
-            else:
-                client = Client(self.address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+            client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
             raise NsysWrapError(self.name, f"no Dask scheduler answers ({exc})",
                                 "start `dask scheduler` and its workers, or check the address") from None
         try:
@@ -106,6 +120,56 @@ class DaskEngine:
             client.close()
             raise
         return client
+
+
+def _scheduler_address(scheduler_file: Path) -> str:
+    """The address in the file `dask scheduler --scheduler-file F` writes (read here, so that
+    a file that is not one fails at once instead of being waited on)."""
+    fix = "pass the file `dask scheduler --scheduler-file F` writes, once it has started"
+    for _ in range(SCHEDULER_FILE_TRIES):  # (the scheduler may be writing it)
+        try:
+            info = json.loads(Path(scheduler_file).read_text())
+            if isinstance(info, dict) and isinstance(info.get("address"), str):
+                return _address(info["address"], scheduler_file)
+            problem = "holds no scheduler address (a JSON object with \"address\")"
+        except ValueError as exc:
+            problem = f"is not a scheduler file ({exc})"
+        except OSError as exc:
+            raise NsysWrapError(scheduler_file, f"cannot be read ({exc.strerror})", fix) from None
+        time.sleep(0.5)
+    raise NsysWrapError(scheduler_file, problem, fix)
+
+
+def _address(address: str, where: str | Path | None = None) -> str:
+    """`address` (`tcp://HOST:PORT`, or `HOST:PORT`) checked: a malformed one, or one where
+    nothing listens, fails at once (in at most PROBE_S), not after the client's timeout."""
+    from distributed.comm import parse_address
+    from distributed.comm.addressing import parse_host_port
+    from distributed.comm.registry import backends
+
+    full = address if "://" in address else f"tcp://{address}"
+    fix = "write e.g. tcp://node001:8786, the address `dask scheduler` prints"
+    try:
+        protocol, location = parse_address(full, strict=True)
+        if protocol not in backends:
+            known = ", ".join(sorted(backends))
+            raise ValueError(f"unknown protocol {protocol!r}, not one of {known}")
+        host, port = None, None
+        if protocol in ("tcp", "tls"):
+            host, port = parse_host_port(location, default_port=8786)
+        if host is not None and (not host or any(c.isspace() for c in host)):
+            raise ValueError(f"bad host {host!r}")
+    except ValueError as exc:
+        raise NsysWrapError(where or address, f"is not a Dask scheduler address ({exc})",
+                            fix) from None
+    if host is not None:
+        try:
+            socket.create_connection((host, port), timeout=PROBE_S).close()
+        except OSError as exc:
+            raise NsysWrapError(where or address, f"no Dask scheduler listens at {full} "
+                                f"({exc.strerror or exc})", "start `dask scheduler` and its "
+                                "workers, or check the address") from None
+    return full
 
 
 def _in_directory(cwd: str, fn: Callable[[T], R], item: T) -> R:
@@ -134,17 +198,47 @@ def _check_code(client, name: str) -> None:
 
 
 def _gather(client, futures, progress: Callable[[int, int], None] | None) -> list:
+    """The futures' results, raising the first task's error; never an unbounded wait: a
+    cluster left without workers for WORKERS_TIMEOUT_S while tasks wait (distributed would
+    wait for new ones forever), or a scheduler that stops answering, is an error."""
     from distributed import as_completed
     from distributed.client import FutureCancelledError
     from distributed.scheduler import KilledWorker
 
+    finished = as_completed(futures, loop=client.loop)
+    done_count, checked, alone_since = 0, time.monotonic(), None
     try:
-        for done, future in enumerate(as_completed(futures, loop=client.loop), 1):
-            if future.status == "error":
-                future.result()  # raises the task's own error
-            if progress:
-                progress(done, len(futures))
+        while done_count < len(futures):
+            batch = finished.next_batch(block=False)
+            for future in batch:
+                if future.status == "error":
+                    future.result()  # raises the task's own error
+                done_count += 1
+                if progress:
+                    progress(done_count, len(futures))
+            if batch or time.monotonic() - checked < POLL_S:
+                time.sleep(0 if batch else 0.05)
+                continue
+            checked = time.monotonic()
+            if _workers(client):
+                alone_since = None
+                continue
+            alone_since = alone_since or checked
+            if checked - alone_since >= WORKERS_TIMEOUT_S:
+                raise NsysWrapError("Dask workers", f"all gone for {WORKERS_TIMEOUT_S} s with "
+                                    f"{len(futures) - done_count} of {len(futures)} reports left",
+                                    "check the workers' memory and logs, start workers again, "
+                                    "or use --engine local")
         return [f.result() for f in futures]
     except (KilledWorker, FutureCancelledError) as exc:
         raise NsysWrapError("Dask workers", f"stopped while working on a report ({type(exc).__name__}: {exc})",
                             "check the workers' memory and logs, or use --engine local") from None
+
+
+def _workers(client) -> int:
+    """How many workers the scheduler has now (a scheduler that does not answer is an error)."""
+    try:
+        return len(client.nthreads())
+    except (OSError, TimeoutError) as exc:
+        raise NsysWrapError(client.scheduler.address, "the Dask scheduler stopped answering "
+                            f"({exc})", "check the scheduler, or use --engine local") from None

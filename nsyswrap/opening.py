@@ -11,8 +11,10 @@ from pathlib import Path
 
 from nsyswrap import planner
 from nsyswrap.cache import cache_dir_for, normalize
+from nsyswrap.cache_keys import cache_root
 from nsyswrap.connection import CachedReport
 from nsyswrap.dask_engine import DaskEngine
+from nsyswrap.leftovers import remove_dead
 from nsyswrap.plan import Plan, Scope
 from nsyswrap.plan import compile as compile_plan
 from nsyswrap.pool import map_reports
@@ -43,6 +45,7 @@ def open_run(
     closes, the store is held within `cache_max` (`nsyswrap.store.cap_bytes`: "" the
     default cap).
     """
+    remove_dead(cache_root())  # what killed runs left behind
     paths = expand(inputs)
     tables = {p: inspect_tables(p) for p in paths}
     reports = assign_ranks(paths, rank_pattern)

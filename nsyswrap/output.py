@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.validate import special_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,6 +42,9 @@ def check_writable(output: Path | None, force: bool) -> None:
         raise NsysWrapError(output, "is a directory", "give a file name, e.g. --output DIR/result.csv")
     if output.exists() and not force:
         raise NsysWrapError(output, "already exists", "pass --force to overwrite it or choose another --output")
+    if output.exists() and special_file(output.stat().st_mode):  # opening a FIFO would wait
+        raise NsysWrapError(output, f"is {special_file(output.stat().st_mode)}, not a regular file",
+                            "choose a file name for --output (or leave it out to print)")
     folder = output.absolute().parent
     if not folder.is_dir():
         raise NsysWrapError(output, f"cannot be written: directory {folder} does not exist",

@@ -12,9 +12,10 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, TypeVar
 
 from nsyswrap.dask_engine import DaskEngine
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, open_files_error
 from nsyswrap.processes import start_worker
 
+POOL_FILES = 24  # file descriptors a pool needs free: its workers' pipes, and some to spare
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -35,6 +36,7 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
             if progress:
                 progress(done, len(items))
         return out
+    _check_open_files()
     # forkserver: workers fork from a clean server process, never from this one, which
     # may hold DuckDB threads; the server imports nsyswrap once for all workers.
     context = multiprocessing.get_context("forkserver")
@@ -57,6 +59,20 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
                             "check free memory, or pass jobs=1 (-j 1) to work in one process") from None
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+def _check_open_files() -> None:
+    """Refuse to start workers that could not be started: each takes a few file descriptors
+    here (pipes) while the run holds its own (a bounded number, see README), and a pool
+    that runs out of them part way leaves its server process complaining."""
+    import resource
+
+    try:
+        held = len(os.listdir("/proc/self/fd"))
+    except OSError:  # not Linux: nothing to check
+        return
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < held + POOL_FILES:
+        raise open_files_error()
 
 
 @contextmanager

@@ -53,9 +53,14 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "gpus": (("TARGET_INFO_GPU",), {"id": I, "name": T, "smCount": I, "totalMemory": I}),
     "session_start": (("TARGET_INFO_SESSION_START_TIME",), {"utcEpochNs": I, "utcTime": T}),
     "meta": (("META_DATA_EXPORT", "EXPORT_META_DATA"), {"name": T, "value": T}),
-    "analysis": (("ANALYSIS_DETAILS",), {"duration": I}),
+    "analysis": (("ANALYSIS_DETAILS",), {"duration": I, "stopTime": I}),
     "system_env": (("TARGET_INFO_SYSTEM_ENV",), {"name": T, "value": T}),
 }
+
+# The columns that say when and where an event ran: a row whose value there is not a whole
+# number (see sqlite_source) counts in its `_not_integer`, and the views leave it out.
+TIME_AND_PLACE = frozenset({"start", "end", "deviceId", "contextId", "streamId", "globalPid",
+                            "globalTid"})
 
 # Rows of TARGET_INFO_SYSTEM_ENV worth reading (others can hold huge or non-UTF-8 values):
 # the host name, and the recorded environment (nsys before 2021 has no Hostname row; the

@@ -24,6 +24,7 @@ from nsyswrap.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES, check_readable
 DEFAULT_RANK_PATTERN = r"rank(\d+)"
 ENV_RANKS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 MANIFEST_NAME = "manifest.json"
+MAX_RANK = 2**31 - 1  # ranks are 32-bit integers (MPI, torch.distributed, the views' rank)
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,15 @@ def expand(inputs: str | Path | list[str | Path]) -> list[Path]:
                 raw = [p for p in path.iterdir() if p.suffix in RAW_REPORT_SUFFIXES]
                 fix = EXPORT_HINT if raw else "pass a directory holding .sqlite exports"
                 raise NsysWrapError(path, "holds no .sqlite reports", fix)
+            for report in reports:  # (a FIFO among them must be refused before it is opened)
+                check_readable(report)
             found.extend(reports)
         elif not path.exists() and glob.has_magic(text):
             matches = sorted((Path(p) for p in glob.glob(text)), key=_natural_key)
             if not matches:
                 raise NsysWrapError(text, "matches no files", "check the pattern")
+            for match in matches:
+                check_readable(match)
             found.extend(matches)
         else:
             found.append(path)
@@ -67,18 +72,48 @@ def _natural_key(path: Path) -> list:
 
 
 def _manifest_rank(path: Path) -> int | None:
+    """The rank the launcher's manifest beside `path` gives it; None without a manifest (or
+    with a `manifest.json` that is no launch manifest: not an object with a `ranks` list)
+    or when the manifest does not name the report. A manifest entry naming the report whose
+    rank is not a whole number from 0 to MAX_RANK (a hand edit) is an error."""
     manifest = path.parent / MANIFEST_NAME
     if not manifest.is_file():
         return None
     try:
-        entries = json.loads(manifest.read_text()).get("ranks", [])
-    except (ValueError, AttributeError):
+        entries = json.loads(manifest.read_text())["ranks"]
+    except (OSError, ValueError, TypeError, KeyError):
         return None
-    for entry in entries:
-        named = [entry.get("sqlite"), entry.get("report"), *(entry.get("reports") or [])]
-        if any(n and (Path(str(n)).name == path.name or Path(str(n)).stem == path.stem) for n in named):
-            return int(entry["rank"])
+    if not isinstance(entries, list):
+        return None
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise NsysWrapError(manifest, f"entry {i} of its ranks is {type(entry).__name__} "
+                                f"{entry!r:.40}, not an object",
+                                "fix or remove the manifest (nsyswrap launch writes it)")
+        named = [entry.get("sqlite"), entry.get("report"), *_list(entry.get("reports"))]
+        if any(isinstance(n, str) and path.name in (Path(n).name, Path(n).stem + path.suffix)
+               for n in named):
+            rank = entry.get("rank")
+            if isinstance(rank, str) and re.fullmatch(r"[0-9]+", rank):
+                rank = int(rank)
+            if isinstance(rank, bool) or not isinstance(rank, int):
+                said = "no rank" if rank is None else f"the rank {rank!r:.40}, not a whole number"
+                raise NsysWrapError(manifest, f"gives {path.name} {said}",
+                                    "fix or remove the manifest (nsyswrap launch writes it)")
+            return _checked(rank, path, f"from {manifest}")
     return None
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _checked(rank: int, path: Path, source: str) -> int:
+    """`rank` if it can be a rank (0 to MAX_RANK), else the one-line error."""
+    if not 0 <= rank <= MAX_RANK:
+        raise NsysWrapError(path, f"has rank {rank} ({source}), outside 0 to {MAX_RANK:,}",
+                            "give it its real rank (rename it, or pass --rank-pattern)")
+    return rank
 
 
 def _rows(con, sql: str) -> list[str]:
@@ -93,23 +128,29 @@ def _recorded_rank(path: Path) -> tuple[int | None, str]:
     (`MPI Rank N`), else the process environment (capture metadata, then the target's
     DeviceEnvironment), variables in ENV_RANKS order. SLURM_PROCID is last: under
     mpirun inside one SLURM task it is 0 on every rank."""
-    from nsyswrap.sqlite_source import connect_readonly  # (it loads pyarrow: not for `expand`)
+    from nsyswrap.sqlite_source import connect_readonly, wal_applied  # (pyarrow: not for `expand`)
 
-    con = connect_readonly(path)
+    with wal_applied(path):
+        return _recorded_in(connect_readonly(path), path)
+
+
+def _recorded_in(con, path: Path) -> tuple[int | None, str]:
+    """`_recorded_rank` read over `con`, the report's connection (closed here)."""
     try:
         mpi = {m.group(1) for v in _rows(con, "SELECT text FROM NVTX_EVENTS WHERE eventType = 39")
-               if (m := re.fullmatch(r"MPI Rank (\d+)", v))}
+               if (m := re.fullmatch(r"MPI Rank ([0-9]+)", v))}
         if len(mpi) == 1:
-            return int(mpi.pop()), "MPI rank (nsys)"
+            return _checked(int(mpi.pop()), path, "from its MPI thread name"), "MPI rank (nsys)"
         env = _rows(con, "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'")
         for blob in _rows(con, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"):
             env += re.split(r"[\x00;\n]", blob)
     finally:
         con.close()
     for name in ENV_RANKS:
-        ranks = {m.group(1) for v in env if (m := re.fullmatch(name + r'="?(\d+)"?', v))}
+        ranks = {m.group(1) for v in env if (m := re.fullmatch(name + r'="?([0-9]+)"?', v))}
         if len(ranks) == 1:
-            return int(ranks.pop()), f"environment ({name})"
+            rank = _checked(int(ranks.pop()), path, f"from {name} in its environment")
+            return rank, f"environment ({name})"
     return None, "environment"
 
 
@@ -169,6 +210,15 @@ def refuse_duplicates(paths: list[Path]) -> None:
                                     "give each capture once")
 
 
+def _named_rank(found: str | None, path: Path, rank_pattern: str) -> int:
+    """The rank that the group of `--rank-pattern` found in the file name."""
+    if found is None or not re.fullmatch(r"[0-9]+", found):
+        raise NsysWrapError(f"--rank-pattern {rank_pattern}",
+                            f"finds {found!r} in {path.name}, not a rank number",
+                            r"make its group match the digits, e.g. 'rank(\d+)'")
+    return _checked(int(found), path, "from its file name")
+
+
 def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) -> list[Report]:
     """Give every report its rank; raise on duplicates or on a run that mixes named and unnamed."""
     try:
@@ -183,7 +233,7 @@ def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) ->
     for path in paths:
         rank, source = _manifest_rank(path), "manifest"
         if rank is None and (m := pattern.search(path.name)):
-            rank, source = int(m.group(1)), "file name"
+            rank, source = _named_rank(m.group(1), path, rank_pattern), "file name"
         if rank is None:
             rank, source = _recorded_rank(path)
         found.append((path, rank, source))

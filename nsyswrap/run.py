@@ -7,7 +7,6 @@ rank, normalize) is `nsyswrap.opening`.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,8 @@ import pandas as pd
 from nsyswrap import sql_objects, store
 from nsyswrap.connection import CachedReport, connect
 from nsyswrap.dask_engine import DaskEngine
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, limit_error
+from nsyswrap.leftovers import temp_dir
 from nsyswrap.reports import Report
 
 MEMORY_LIMIT_MB = 2048
@@ -77,7 +77,9 @@ class Run:
         try:
             return con.execute(sql, params or {})
         except duckdb.Error as exc:
-            raise NsysWrapError("query", str(exc).splitlines()[0], "check the SQL against the views listed by `nsyswrap views`") from exc
+            raise limit_error(exc, self.spill_dir) or NsysWrapError(
+                "query", str(exc).splitlines()[0],
+                "check the SQL against the views listed by `nsyswrap views`") from exc
 
     def close(self) -> None:
         self.connection.close()
@@ -102,6 +104,9 @@ def ours(obj: sql_objects.SqlObject):
         raise NsysWrapError(obj.name, f"ran out of memory ({str(exc).splitlines()[0]})",
                             "free memory or pass fewer jobs (-j 1)") from exc
     except duckdb.Error as exc:
+        limit = limit_error(exc)  # the disk or the open files limit, not the SQL
+        if limit is not None:
+            raise limit from exc
         raise RuntimeError(f"nsyswrap's packaged SQL {obj.path} failed: a bug in nsyswrap, "
                            "please report it with this traceback") from exc
 
@@ -110,7 +115,7 @@ def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int |
                 jobs: int = 2, progress: Callable[[int, int], None] | None = None,
                 engine: DaskEngine | None = None) -> Run:
     """A run over reports already normalized."""
-    spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
+    spill = temp_dir("spill")
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
     reports = [Report(c.rank, c.path, "cache") for c in cached]
     run = Run(con, reports, spill, cached, jobs, progress, int(memory_limit.removesuffix("MB")),

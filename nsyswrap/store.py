@@ -38,7 +38,8 @@ from pathlib import Path
 
 from nsyswrap import processes
 from nsyswrap.cache_keys import cache_root
-from nsyswrap.errors import NsysWrapError, note
+from nsyswrap.errors import NsysWrapError, limit_error, note
+from nsyswrap.leftovers import tag
 
 KINDS = ("views", "objects", "runs", "answers")
 INDEX = "entry.json"
@@ -68,9 +69,15 @@ def write(target: Path, build, about: str = "") -> None:
     rename, with its index line (`entry.json`); when another process finished first, its
     entry stays."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+    work = Path(tempfile.mkdtemp(prefix=f".build-{tag()}", dir=target.parent))  # see leftovers
     try:
-        build(work)
+        try:
+            build(work)
+        except Exception as exc:  # a full disk or too many open files: one line, not a traceback
+            limit = limit_error(exc, target.parent)
+            if limit is None:
+                raise
+            raise limit from exc
         size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file())
         name, _, _ = target.name.rpartition("-")
         index = {"kind": target.parent.name, "name": name, "about": about, "bytes": size}
@@ -113,7 +120,7 @@ def damaged(path: Path) -> Path | None:
 def discard(path: Path, why: str) -> None:
     """Remove entry `path` (another process may be removing it too), saying why."""
     note(why)
-    trash = path.with_name(f".damaged-{os.getpid()}-{path.name}")
+    trash = path.with_name(f".damaged-{tag()}{path.name}")
     try:
         os.replace(path, trash)
     except OSError:  # another process moved it first
@@ -220,7 +227,7 @@ def evict(cap: int) -> list[dict]:
             break
         if str(e["path"]) in held:
             continue
-        trash = e["path"].with_name(f".evicted-{os.getpid()}-{e['path'].name}")
+        trash = e["path"].with_name(f".evicted-{tag()}{e['path'].name}")
         try:
             os.replace(e["path"], trash)
         except OSError:  # another process removed it first

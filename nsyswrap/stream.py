@@ -31,10 +31,10 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
             listed = ", ".join(quote(str(f)) for f in files)
             sql = f"SELECT * FROM read_parquet([{listed}], union_by_name = true)"
         else:  # sorted as run_module does (stable: ties keep rank, then row order)
-            parts = "\nUNION ALL BY NAME\n".join(
-                f"SELECT * REPLACE ({rank} AS rank), {i} AS _part "
-                f"FROM read_parquet({quote(str(f))}, file_row_number = true)"
-                for i, f in enumerate(files))
+            # one scan over the list (a few files open at a time, see connection.create_view)
+            listed = ", ".join(quote(str(f)) for f in files)
+            parts = (f"SELECT * REPLACE ({rank} AS rank), file_index AS _part FROM "
+                     f"read_parquet([{listed}], union_by_name = true, file_row_number = true)")
             order = "".join(f'"{k}"{" DESC" if d else ""}, ' for k, d in keys)
             sql = (f"SELECT * EXCLUDE (_part, file_row_number) FROM ({parts}) "
                    f"ORDER BY {order}_part, file_row_number")

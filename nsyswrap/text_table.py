@@ -8,10 +8,16 @@ Which columns go: a table declares the columns that may be dropped at narrow wid
 (`droppable`, in the order they go); the others answer its title and stay. A table that
 declares nothing loses the columns in `drop_first`, then columns from the right (never
 the leading key columns).
+
+Control characters in cells, headers and wrapped text (a crafted kernel name holding ESC
+sequences or a newline) are shown escaped (`errors.printable`): they never reach the
+terminal raw.
 """
 from __future__ import annotations
 
 import textwrap
+
+from nsyswrap.errors import printable
 
 GAP = 2
 TEXT_MIN = 12       # text cells are shortened no further than this
@@ -71,6 +77,8 @@ def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int
     shortened to 24 characters before any goes, and further after); without it the
     columns in `drop_first` go first, then columns from the right. Only a table whose
     other columns still do not fit loses more, from the right."""
+    headers = [printable(h) for h in headers]
+    rows = [[printable(c) for c in row] for row in rows]
     right_or_whole = [r or i in whole for i, r in enumerate(right)]
     cols = list(range(len(headers)))
     split = [_header_split(h) for h in headers]
@@ -133,7 +141,7 @@ def _pad(text: str, width: int, right: bool) -> str:
 
 def wrap(text: str, width: int, indent: str = "", first: str = "") -> list[str]:
     """Words wrapped to `width`; a number stays with its unit (`0.99 ms`, `26 %`)."""
-    glued = text
+    glued = printable(text)
     for unit in (" ms", " us", " ns", " s ", " %", " GB/s", " MB", " kB"):
         glued = glued.replace(unit, NBSP + unit[1:])
     lines = textwrap.wrap(glued, width, initial_indent=first or indent, subsequent_indent=indent,

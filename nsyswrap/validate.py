@@ -23,11 +23,26 @@ RAW_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
 EXPORT_HINT = "export it first: nsyswrap export RUN_DIR (or nsys export --type sqlite FILE)"
 
 
+SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def special_file(mode: int) -> str | None:
+    """What a file of `mode` (st_mode) is when it is no regular file or directory: opening a
+    FIFO without a writer waits forever, a device or socket holds no report."""
+    return next((what for test, what in SPECIAL if test(mode)), None)
+
+
 def check_readable(path: Path) -> None:
     """Reject a path that cannot be reached or read (missing, broken or looping link,
-    no permission), naming why, before any work starts."""
+    no permission, a FIFO, socket or device), naming why, before any work starts (and
+    before anything opens it)."""
     try:
         mode = os.stat(path).st_mode
+        if special_file(mode):
+            raise NsysWrapError(path, f"is {special_file(mode)}, not a report file",
+                                "pass the .sqlite files themselves (or move it out of the run "
+                                "directory)")
         if stat.S_ISDIR(mode):
             os.listdir(path)
         else:
@@ -73,18 +88,19 @@ def check_header(path: Path) -> None:
 
 def inspect_tables(path: Path) -> dict[str, set[str]]:
     """The tables and columns of a valid nsys export; raises for anything else."""
-    from nsyswrap.sqlite_source import connect_readonly, table_columns  # (pyarrow: not for `check_readable`)
+    # (pyarrow loads with it: not for `check_readable`)
+    from nsyswrap.sqlite_source import connect_readonly, table_columns, wal_applied
 
     check_header(path)
     try:
-        con = connect_readonly(path)
-        try:
-            tables = table_columns(con)
-            has_events = any(
-                con.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchall() for t in EVENT_TABLES if t in tables
-            )
-        finally:
-            con.close()
+        with wal_applied(path):
+            con = connect_readonly(path)
+            try:
+                tables = table_columns(con)
+                has_events = any(con.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchall()
+                                 for t in EVENT_TABLES if t in tables)
+            finally:
+                con.close()
     except sqlite3.DatabaseError as exc:
         raise NsysWrapError(path, f"is a damaged SQLite file ({exc})", "re-export or copy the report again") from exc
     if "StringIds" not in tables or not any(t in tables for t in META_TABLES):

@@ -12,13 +12,17 @@ from pathlib import Path
 import pytest
 
 import nsyswrap
+import nsyswrap.report  # (the package loads its submodules lazily)
 from test_reliability_inputs import REPORT
 
 KERNELS = "CUPTI_ACTIVITY_KIND_KERNEL"
 
 
-def _damaged(folder: Path, *statements: str) -> Path:
-    report = Path(shutil.copy(REPORT, folder / "rank0.sqlite"))
+def damaged_copy(folder: Path, *statements: str, source: Path = REPORT,
+                 name: str = "rank0.sqlite") -> Path:
+    """A copy of `source` in `folder` changed by SQL `statements`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    report = Path(shutil.copy(source, folder / name))
     con = sqlite3.connect(report)
     for statement in statements:
         con.execute(statement)
@@ -31,7 +35,7 @@ def _damaged(folder: Path, *statements: str) -> Path:
 def damaged(tmp_path_factory) -> Path:
     """Two kernels ending before they start, one with a flipped bit in its end (1.6 days),
     one without an end, one kernel name and one NVTX text that are not UTF-8."""
-    return _damaged(
+    return damaged_copy(
         tmp_path_factory.mktemp("damaged"),
         f'CREATE TABLE k AS SELECT * FROM {KERNELS}',  # the copy has no NOT NULL constraints
         f'DROP TABLE {KERNELS}',
@@ -94,7 +98,7 @@ def test_a_report_with_repaired_names_prints_as_json(cli, damaged):
 
 
 def test_nvtx_ranges_without_text_are_not_no_nvtx_ranges(tmp_path):
-    report = _damaged(tmp_path, "UPDATE NVTX_EVENTS SET text = NULL, textId = NULL")
+    report = damaged_copy(tmp_path, "UPDATE NVTX_EVENTS SET text = NULL, textId = NULL")
     result = nsyswrap.report.report([report])
     reasons = [c["reason"] for c in _section(result, "single_rank")["cannot_answer"]]
     assert any("NVTX ranges all have no text" in r for r in reasons)
@@ -103,7 +107,7 @@ def test_nvtx_ranges_without_text_are_not_no_nvtx_ranges(tmp_path):
 
 
 def test_a_capture_without_a_kernel_table_says_no_cuda_kernels_captured(tmp_path):
-    report = _damaged(tmp_path, f"DROP TABLE {KERNELS}")
+    report = damaged_copy(tmp_path, f"DROP TABLE {KERNELS}")
     result = nsyswrap.report.report([report])
     reasons = [c["reason"] for c in _section(result, "data_quality")["cannot_answer"]]
     assert any(r.startswith("no CUDA kernels captured") for r in reasons)

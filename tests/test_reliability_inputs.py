@@ -183,3 +183,94 @@ def test_a_reversed_step_window_in_query_is_the_error_of_report_steps(cli):
     assert_one_line_error(cli("report", REPORT, "--steps", "5:2"), "selects no step")
     assert_one_line_error(cli("query", "gaps.idle", REPORT, "-p", "step_from=5", "-p", "step_to=2"),
                           "-p step_from=5 -p step_to=2: selects no step (step_to must exceed step_from)")
+
+
+# --- manifests, ranks and rank patterns (round 3) --------------------------------------------
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    folder = tmp_path / "run"
+    shutil.copytree(RUN2, folder)
+    return folder
+
+
+@pytest.mark.parametrize("ranks, needle", [
+    ([{"sqlite": "rank0.sqlite", "rank": "x"}],
+     "gives rank0.sqlite the rank 'x', not a whole number"),
+    ([{"sqlite": "rank0.sqlite", "rank": 1.5}], "the rank 1.5, not a whole number"),
+    ([{"sqlite": "rank0.sqlite", "rank": True}], "the rank True, not a whole number"),
+    ([{"report": "rank0.nsys-rep"}], "gives rank0.sqlite no rank"),
+    (["rank0.sqlite", "rank1.sqlite"], "entry 0 of its ranks is str 'rank0.sqlite', not an object"),
+    ([None], "entry 0 of its ranks is NoneType"),
+    ([{"sqlite": "rank0.sqlite", "rank": 2**31}, {"sqlite": "rank1.sqlite", "rank": 1}],
+     "has rank 2147483648 (from"),
+    ([{"sqlite": "rank0.sqlite", "rank": -3}], "has rank -3 (from"),
+], ids=["text", "fraction", "bool", "no-rank", "strings", "null", "above-int32", "negative"])
+def test_a_bad_manifest_entry_is_one_line(cli, run_dir, ranks, needle):
+    (run_dir / "manifest.json").write_text(json.dumps({"ranks": ranks}))
+    assert_one_line_error(cli("sql", "SELECT 1", run_dir), needle)
+
+
+@pytest.mark.parametrize("text", ['{"ranks": 7}', "[1, 2]", "not json {", '{"other": []}'])
+def test_a_manifest_json_that_is_no_launch_manifest_is_ignored(cli, run_dir, text):
+    (run_dir / "manifest.json").write_text(text)
+    code, out, err = cli("sql", "SELECT rank FROM session ORDER BY rank", run_dir, "-f", "csv")
+    assert code == 0 and out.split() == ["rank", "0", "1"], err
+
+
+@pytest.mark.parametrize("name", ["rank2147483648.sqlite", "rank99999999999.sqlite",
+                                  "rank18446744073709551616.sqlite"])
+def test_a_rank_above_int32_in_a_file_name_is_one_line(cli, tmp_path, name):
+    report = Path(shutil.copy(REPORT, tmp_path / name))
+    assert_one_line_error(cli("sql", "SELECT 1", report), "outside 0 to 2,147,483,647")
+
+
+@pytest.mark.parametrize("pattern, found", [("(r)ank", "'r'"), ("(ra)nk", "'ra'"),
+                                            (r"(\d*)rank", "''"), ("(x)?rank", "None"),
+                                            (r"(\w+)\.sqlite", "'rank0'")])
+def test_a_rank_pattern_whose_group_finds_no_number_is_one_line(cli, pattern, found):
+    assert_one_line_error(cli("sql", "SELECT 1", REPORT, "--rank-pattern", pattern),
+                          f"--rank-pattern {pattern}: finds {found} in rank0.sqlite, "
+                          "not a rank number")
+
+
+# --- special files are refused before they are opened ----------------------------------------
+
+def _special(kind: str, path: Path) -> Path:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    else:
+        os.symlink("/dev/null", path)  # a character device, by a report's name
+    return path
+
+
+def _no_hang(argv: list, timeout: float = 120) -> tuple[int, str, str]:
+    """`nsyswrap ARGV` in a process of its own, so that a regression hangs only it."""
+    done = subprocess.run([sys.executable, "-m", "nsyswrap", *map(str, argv)], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("kind, what", [("fifo", "a named pipe (FIFO)"), ("socket", "a socket"),
+                                        ("device", "a character device")])
+def test_a_special_file_among_the_reports_is_refused_before_it_is_opened(tmp_path, kind, what):
+    run = tmp_path / "run"
+    shutil.copytree(RUN2, run)
+    special = _special(kind, run / "rank2.sqlite")
+    assert_one_line_error(_no_hang(["report", run]), f"rank2.sqlite: is {what}, not a report file")
+    assert_one_line_error(_no_hang(["sql", "SELECT 1", special]), f"is {what}")
+
+
+def test_a_fifo_as_output_or_scheduler_file_is_refused(tmp_path):
+    fifo = _special("fifo", tmp_path / "out.csv")
+    assert_one_line_error(_no_hang(["sql", "SELECT 1", REPORT, "-f", "csv", "-o", fifo, "--force"]),
+                          "out.csv: is a named pipe (FIFO), not a regular file")
+    dask = ["--engine", "dask", "--scheduler-file", fifo]
+    assert_one_line_error(_no_hang(["sql", "SELECT 1", REPORT, *dask]),
+                          "is a named pipe (FIFO), not a scheduler file")

@@ -75,3 +75,65 @@ def test_a_stuck_nsys_export_is_stopped_and_the_rest_kept(standin, tmp_path, mon
         export_run(tmp_path)
     assert time.monotonic() - started < 30
     assert (tmp_path / "h.rank0.nsys-rep").read_text() == "report"
+
+
+# --- rank selections of any size (round 3) --------------------------------------------------
+
+@pytest.mark.parametrize("ranks, needle", [
+    ("0-1000000000", "selects 1,000,000,001 ranks"),
+    ("0-70000,80000", "selects 70,002 ranks"),
+    ("3,5-2147483648", "names a rank above 2,147,483,647"),
+    ("99999999999999999999", "names a rank above"),
+])
+def test_a_huge_rank_selection_is_one_line(cli, tmp_path, ranks, needle):
+    result = cli("launch", "--ranks", ranks, "--out", tmp_path / "run", "--",
+                 sys.executable, "-c", "pass")
+    assert_one_line_error(result, needle)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("ranks, passed", [("0-29999", "0-29999"), ("5,1,3,2", "1-3,5"),
+                                           ("0-9999,10000-20000,7", "0-20000")])
+def test_a_large_rank_selection_reaches_every_rank_as_ranges(
+        standin, tmp_path, ranks, passed):  # noqa: F811
+    out = tmp_path / "run"
+    cfg = LaunchConfig.build([sys.executable, "-c", "pass"], out=out, ranks=ranks, export=False)
+    args = cfg.wrapper_args()
+    assert args[args.index("--ranks") + 1] == passed
+    assert LaunchConfig.from_wrapper_args([*args, "--", "x"]).ranks == cfg.ranks
+    assert launch(cfg) == 0
+    data = manifest(out)
+    assert data["status"] == "ok" and len(data["options"]["ranks"]) == len(cfg.ranks)
+    assert [r["status"] for r in data["ranks"]] == ["ok"]
+
+
+def test_a_launcher_that_cannot_start_leaves_the_manifest_failed(standin, tmp_path):  # noqa: F811
+    out = tmp_path / "run"
+    too_long = "x" * 300_000  # one argument over Linux's limit (128 KiB): "Argument list too long"
+    cfg = LaunchConfig.build([sys.executable, "-c", "pass", too_long], out=out, export=False)
+    with pytest.raises(NsysWrapError, match="cannot be started"):
+        launch(cfg)
+    data = manifest(out)
+    assert data["status"] == "failed" and "cannot be started" in data["note"]
+    assert "ended_utc" in data
+
+
+def test_nsys_removed_during_export_is_one_line(tmp_path, monkeypatch):
+    """nsys answers `--version` and `help`, then is gone when the export starts."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    nsys = bin_dir / "nsys"
+    nsys.write_text(f"#!{sys.executable}\nimport os, sys\n"
+                    "if sys.argv[1:] == ['--version']:\n"
+                    "    print('NVIDIA Nsight Systems version 2024.6.2')\n"
+                    "else:\n    os.remove(sys.argv[0])\n")
+    nsys.chmod(0o755)
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank in range(2):
+        (run / f"h.rank{rank}.nsys-rep").write_text("report")
+    with pytest.raises(NsysWrapError) as caught:
+        export_run(run, nsys=str(nsys))
+    message = str(caught.value)
+    assert "nsys export failed (2 of 2 reports)" in message and "cannot be started" in message
+    assert "\n" not in message and not list(run.glob("*.sqlite"))

@@ -393,7 +393,8 @@ def _clock_row(
         }
     drift = c.fit["drift"]
     offset = round(c.fit["offset"]) + int(np.round((utc[r] - utc[c.origin]) * drift / 1e9))
-    mine = resid[fit.index[fit["rank"] == r]] if len(resid) else pd.Series(dtype=float)
+    # (one clock alone, e.g. one report holding several ranks, has no residuals)
+    mine = resid.reindex(fit.index[fit["rank"] == r]).dropna()
     gpu = fit.loc[fit["rank"] == r, "on_gpu"]
     source = (
         ("kernel" if gpu.all() else "nvtx")

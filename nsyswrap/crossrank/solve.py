@@ -52,8 +52,7 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     rank_keys = inputs.frame("xr_rank_keys")
     keys, payload_note = payload_keys(rank_keys, inputs.frame("payload_schemas"))
     members = inputs.frame("xr_members", MEMBER_COLUMNS).drop_duplicates(ignore_index=True)
-    reports = inputs.frame("session", ["rank", "utc_epoch_ns", "host"]).sort_values(
-        "rank", ignore_index=True).rename(columns={"rank": "report_rank"})
+    reports = _sessions(inputs)
     ends = inputs.frame("xr_processes", ["rank", "last_end_ns"]).groupby(
         "rank", as_index=False)["last_end_ns"].max().rename(columns={"last_end_ns": "end_ns"})
     refused = None if inputs.allow_unrelated else unrelated(
@@ -62,13 +61,16 @@ def build(inputs) -> dict[str, pd.DataFrame]:
         keys = keys.iloc[:0]  # nothing is matched across runs
     keys = to_member_ranks(keys, members)
     tie_hosts = refused is None
-    calls, groups, pending = match(keys, payload_note, clock_of(members, reports, tie_hosts))
+    known = reports.fillna({"utc_epoch_ns": 0})  # one report without a start: its own clock
+    calls, groups, pending = match(keys, payload_note, clock_of(members, known, tie_hosts))
     matched = timed(calls[calls["matches"].eq(True)])
     report_steps = inputs.frame("xr_steps", ["rank", "pid", "step", "start_ns", "end_ns"])
     report_phases = inputs.frame("xr_phases").drop(columns="report")
     barriers = matched.loc[matched["barrier"].astype(bool)]
-    clock = member_clocks(barriers, members, reports, tie_hosts,
+    clock = member_clocks(barriers, members, known, tie_hosts,
                           report_events(rank_keys, report_steps, report_phases))
+    clock["utc_epoch_ns"] = clock["report_rank"].map(dict(zip(reports["report_rank"],
+                                                               reports["utc_epoch_ns"])))
     if not pending.empty:
         x_calls, x_groups = exchanges(pending, clock)
         calls = pd.concat([calls, x_calls[calls.columns]], ignore_index=True)
@@ -95,6 +97,21 @@ def build(inputs) -> dict[str, pd.DataFrame]:
             {"report": str(refused.where), "problem": refused.problem, "fix": refused.fix}],
             columns=["report", "problem", "fix"]),
     }
+
+
+def _sessions(inputs) -> pd.DataFrame:
+    """Each report's rank (`report_rank`), UTC session start and host. A report that records
+    no session start (TARGET_INFO_SESSION_START_TIME) is one clock alone, never set beside
+    others."""
+    reports = inputs.frame("session", ["rank", "utc_epoch_ns", "host"]).sort_values(
+        "rank", ignore_index=True).rename(columns={"rank": "report_rank"})
+    missing = reports.loc[reports["utc_epoch_ns"].isna(), "report_rank"]
+    if len(missing) and len(reports) > 1:
+        path = next((r.path for r in inputs.reports if r.rank == int(missing.iloc[0])), "report")
+        raise NsysWrapError(path, "records no session start time (TARGET_INFO_SESSION_START_TIME), "
+                            "so its clock cannot be set beside the other reports'",
+                            "export it again with nsys export, or analyse it on its own")
+    return reports
 
 
 def clock_of(members: pd.DataFrame, reports: pd.DataFrame,

@@ -9,7 +9,7 @@ from typing import Optional
 from nsyswrap.annotate.auto import parse_kinds
 from nsyswrap.annotate.steps import CaptureWindow, parse_window
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.launch.ranks import parse_ranks
+from nsyswrap.launch.ranks import format_ranks, parse_ranks
 from nsyswrap.sample.capture import parse_rule
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
@@ -88,7 +88,7 @@ class LaunchConfig:
         """Options that give the per-rank wrapper this configuration (see `from_wrapper_args`)."""
         args = ["--out", str(self.out), "--trace", self.trace, "--nsys", self.nsys]
         if self.ranks is not None:
-            args += ["--ranks", ",".join(map(str, sorted(self.ranks)))]
+            args += ["--ranks", format_ranks(self.ranks)]  # (short: argv has a size limit)
         if self.window is not None:
             args += ["--steps", f"{self.window.start}:{self.window.stop}"]
             if self.window.every:

@@ -90,9 +90,12 @@ def _export_one(nsys: str, report: Path) -> Optional[str]:
     tmp.parent.mkdir(exist_ok=True)
     blobs = ["--include-blobs=true"] if include_blobs(nsys) else []
     with tempfile.TemporaryFile("w+") as said:
-        done = subprocess.Popen([nsys, "export", "--type=sqlite", *blobs, "--force-overwrite=true",
-                                 f"--output={tmp}", str(report)],
-                                stdout=said, stderr=said, text=True, start_new_session=True)
+        try:
+            done = subprocess.Popen([nsys, "export", "--type=sqlite", *blobs,
+                                     "--force-overwrite=true", f"--output={tmp}", str(report)],
+                                    stdout=said, stderr=said, text=True, start_new_session=True)
+        except OSError as exc:  # e.g. nsys removed or replaced while the run is exported
+            return f"{nsys} cannot be started ({exc.strerror})"
         stuck = wait_or_stop(done, lambda: (file_sizes([tmp]), tree_cpu_ticks(done.pid)), stall_limit())
         said.seek(0)
         text = said.read().strip()

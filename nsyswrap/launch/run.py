@@ -28,6 +28,7 @@ from nsyswrap.launch.manifest import (CAPTURE_FILES, MANIFEST, RANKS_DIR, SAMPLE
                                       files_of_run, now_utc, rank_record_path, read_rank_records,
                                       short_host, write_json, write_manifest)
 from nsyswrap.launch.nsys import find_nsys
+from nsyswrap.launch.ranks import format_ranks
 from nsyswrap.launch.rank import rank_command
 from nsyswrap.launch.rewrite import rewrite
 from nsyswrap.processes import alive
@@ -43,8 +44,8 @@ def plan(cfg: LaunchConfig) -> tuple[list[str], Optional[int]]:
     argv, ranks = rewrite(list(cfg.command), wrapper)
     absent = sorted(r for r in cfg.ranks or () if ranks is not None and r >= ranks)
     if absent:
-        raise NsysWrapError(f"--ranks {','.join(map(str, sorted(cfg.ranks)))}",
-                            f"names rank(s) {', '.join(map(str, absent))}, but the command starts "
+        raise NsysWrapError(f"--ranks {format_ranks(cfg.ranks)}",
+                            f"names rank(s) {format_ranks(absent)}, but the command starts "
                             f"{ranks} rank(s), 0 to {ranks - 1}", f"choose ranks below {ranks}")
     return argv, ranks
 
@@ -79,7 +80,12 @@ def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
                 "launcher_host": short_host(), "started_utc": now_utc(), "status": "running"}
     write_manifest(cfg.out, manifest)
     console.print(f"nsyswrap: profiling {_which_ranks(cfg)} into {cfg.out}", markup=False, highlight=False)
-    code, stopped_by = _supervise(argv, Path(cfg.command[0]).name)
+    try:
+        code, stopped_by = _supervise(argv, Path(cfg.command[0]).name)
+    except NsysWrapError as exc:  # the command never started: the manifest says so
+        manifest.update(ended_utc=now_utc(), status="failed", note=str(exc))
+        write_manifest(cfg.out, manifest)
+        raise
     _wait_for_nsys(cfg.out, console)
     status = "interrupted" if stopped_by else ("ok" if code == 0 else "failed")
     manifest.update(ended_utc=now_utc(), exit_code=code, status=status, stopped_by=stopped_by)
@@ -184,7 +190,7 @@ def _options(cfg: LaunchConfig) -> dict:
 def _which_ranks(cfg: LaunchConfig) -> str:
     if not cfg.profiles:
         return f"no rank (sampling every {cfg.sample_every}th step of every rank)"
-    return "every rank" if cfg.ranks is None else "rank(s) " + ",".join(map(str, sorted(cfg.ranks)))
+    return "every rank" if cfg.ranks is None else "rank(s) " + format_ranks(cfg.ranks)
 
 
 def _own_version() -> str:

@@ -137,7 +137,8 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
               *memory_modules(likely).values(), *host_modules(likely).values(),
               ("steps.spans", pattern), ("ledger.devices", pattern),
               *((f"trace.{t}", {}) for t in TABLES),
-              ("trace.data_quality", {}), *crossrank_modules(likely).values()]
+              ("trace.data_quality", {}), ("trace.left_out", {}),
+              *crossrank_modules(likely).values()]
     typed = [(name, bind(get(name), params)) for name, params in wanted]
     # and the rank identity every per-report result takes (nsyswrap.rank_labels)
     return replace(opener, plan=(*typed, (rank_labels.MAP, {})))

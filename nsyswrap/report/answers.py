@@ -27,7 +27,7 @@ from pathlib import Path
 
 from nsyswrap import store
 from nsyswrap.cache_keys import code_digest, nsyswrap_version, report_key
-from nsyswrap.errors import note
+from nsyswrap.errors import NsysWrapError, note
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import to_json
 from nsyswrap.reports import MANIFEST_NAME
@@ -84,5 +84,6 @@ def save(entry: Path | None, report: dict) -> None:
     try:
         store.write(entry, lambda work: (work / FILE).write_text(to_json(report)),
                     about=", ".join(r["path"] for r in report["reports"]))
-    except OSError as exc:
-        note(f"could not store the answer in {entry.parent} ({exc.strerror or exc})")
+    except (OSError, NsysWrapError) as exc:  # (a full disk is one, see store.write)
+        why = getattr(exc, "strerror", None) or exc
+        note(f"could not store the answer in {entry.parent} ({why})")

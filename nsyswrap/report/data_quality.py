@@ -1,7 +1,7 @@
 """The report's data-quality section: per rank, what nsyswrap left out of every figure or
-repaired while reading the report (module `trace.data_quality`), reports without kernels,
-and across ranks the collective calls left out of every cross-rank figure (with why) and
-each clock that jumped or whose drift was refused (`crossrank.groups`,
+repaired while reading the report (modules `trace.data_quality` and `trace.left_out`), reports
+without kernels, and across ranks the collective calls left out of every cross-rank figure
+(with why) and each clock that jumped or whose drift was refused (`crossrank.groups`,
 `crossrank.clock_offsets`)."""
 from __future__ import annotations
 
@@ -12,13 +12,17 @@ from nsyswrap.run import Run
 
 LEFT_OUT = {"kernels_end_before_start": ("end_lt_start", "end before start"),
             "kernels_null_time": ("no_time", "no start or end"),
-            "kernels_longer_than_capture": ("too_long", "longer than the whole capture")}
+            "kernels_longer_than_capture": ("too_long", "longer than the whole capture"),
+            "kernels_outside_capture": ("outside", "outside the capture"),
+            "kernels_not_integer": ("not_integer", "a time or place that is not a whole number"),
+            "kernels_no_device": ("no_device", "no device")}
 
 
 def data_quality_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout); `notes` holds one line
     per problem found, also shown as the table's title."""
-    quality = run_module(run, "trace.data_quality")
+    quality = run_module(run, "trace.data_quality").merge(run_module(run, "trace.left_out"),
+                                                          on="rank")
     names = {r.rank: r.path.name for r in run.reports}
     rows, notes, cannot = [], [], []
     for q in quality.itertuples(index=False):
@@ -26,8 +30,10 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         rows.append({"rank": int(q.rank), "capture": figure(q.capture_ns, NS, "the report records no capture duration"),
                      "kernels": figure(q.kernels_captured, COUNT),
                      **{key: figure(getattr(q, column), COUNT) for column, (key, _) in LEFT_OUT.items()},
+                     "other_events": figure(q.events_left_out, COUNT),
                      "nvtx": figure(q.nvtx_ranges, COUNT), "nvtx_no_text": figure(q.nvtx_ranges_without_text, COUNT),
-                     "repaired": figure(q.strings_repaired, COUNT)})
+                     "repaired": figure(q.strings_repaired, COUNT),
+                     "ids_repeated": figure(q.string_ids_repeated, COUNT)})
         if not q.kernels_captured:
             cannot.append({"what": f"the CUDA kernels of rank {q.rank} ({names.get(q.rank)})",
                            "reason": "no CUDA kernels captured (the report has no kernel rows); "
@@ -35,13 +41,20 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         if left_out:
             detail = ", ".join(f"{n} {label}" for label, n in left_out.items())
             notes.append(f"rank {q.rank}: {sum(left_out.values())} of {q.kernels_captured} kernels left out of "
-                         f"every figure ({detail}): their times cannot be right")
+                         f"every figure ({detail}): their times or places cannot be right")
+        if q.events_left_out:
+            notes.append(f"rank {q.rank}: {q.events_left_out} other events (copies, memsets, "
+                         "synchronizations, CUDA API calls, NVTX events) left out of every figure: "
+                         "their times or places cannot be right")
         if q.nvtx_ranges_without_text:
             notes.append(f"rank {q.rank}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges have no "
                          "text (kept, but they cannot be named)")
         if q.strings_repaired:
             notes.append(f"rank {q.rank}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
                          "(read with replacement characters)")
+        if q.string_ids_repeated:
+            notes.append(f"rank {q.rank}: {q.string_ids_repeated} StringIds rows repeat an id "
+                         "(each id keeps its smallest value)")
     notes += crossrank_notes(run, options)
     title = "Data quality: " + ("; ".join(notes) if notes else "nothing left out or repaired")
     return {"id": "data_quality", "title": "Data quality", "verdict": None, "recommendations": [],

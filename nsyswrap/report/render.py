@@ -13,7 +13,7 @@ import shlex
 import statistics
 from pathlib import Path
 
-from nsyswrap.errors import NsysWrapError
+from nsyswrap.errors import NsysWrapError, printable
 from nsyswrap.output import ReportFormat, check_writable
 from nsyswrap.report.diagnosis import quantile
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, cell_text, is_figure, time_unit
@@ -62,7 +62,8 @@ def write_report(report: dict, fmt: ReportFormat, output: Path | None, force: bo
         text = to_json(report)
     else:
         width = console.width if output is None else FILE_WIDTH
-        text = "\n".join(render_text(report, width, detail=detail, section=section)) + "\n"
+        lines = render_text(report, width, detail=detail, section=section)
+        text = "\n".join(map(printable, lines)) + "\n"  # (names may hold control characters)
     if output is None:
         console.file.write(text)
         console.file.flush()
@@ -224,6 +225,7 @@ def _num(cell: dict, divisor: float, digits: int) -> str:
 
 
 def _clip(text: str, width: int) -> str:
+    text = printable(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -15,9 +15,21 @@ CREATE OR REPLACE MACRO mem_kind_name(k) AS CASE k
 CREATE OR REPLACE MACRO sync_type_name(t) AS CASE t
     WHEN 1 THEN 'event_sync' WHEN 2 THEN 'stream_wait' WHEN 3 THEN 'stream_sync'
     WHEN 4 THEN 'context_sync' ELSE 'unknown' END;
--- Why a kernel's times cannot be right (NULL when they can): such kernels are left out of
--- the kernels view, hence of every figure, and counted by the data_quality view.
-CREATE OR REPLACE MACRO kernel_defect(start_ns, end_ns, capture_ns) AS CASE
+-- Why an event's times cannot be right (NULL when they can): such events are left out of
+-- their view, hence of every figure, and counted by the data_quality view. `not_integer`:
+-- how many of its time and place columns held no whole number (read as NULL, see
+-- sqlite_source); `capture_ns`: the capture's duration; `capture_end_ns`: capture_end.
+-- Comparisons come first, so no subtraction overflows (CASE tries each WHEN only on the
+-- rows the ones before did not take).
+CREATE OR REPLACE MACRO event_defect(start_ns, end_ns, not_integer, capture_ns, capture_end_ns) AS CASE
+    WHEN not_integer > 0 THEN 'not_integer'
     WHEN end_ns IS NULL OR start_ns IS NULL THEN 'null_time'
     WHEN end_ns < start_ns THEN 'end_before_start'
-    WHEN end_ns - start_ns > capture_ns THEN 'longer_than_capture' END;
+    WHEN start_ns < 0 THEN 'outside_capture'
+    WHEN end_ns - start_ns > capture_ns THEN 'longer_than_capture'
+    WHEN end_ns > capture_end_ns THEN 'outside_capture' END;
+-- The end of the capture on the session clock (ns), from ANALYSIS_DETAILS: the later of its
+-- duration and stop time (events are timed from the session start, 0); a report that
+-- records neither: 30 days, longer than any capture.
+CREATE OR REPLACE MACRO capture_end(duration_ns, stop_ns) AS
+    coalesce(greatest(duration_ns, stop_ns), 2592000000000000);

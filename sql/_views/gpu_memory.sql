@@ -4,7 +4,9 @@
 -- otherwise. With PyTorch's caching allocator these are its segments (reserved
 -- memory), not single tensors.
 -- @include _macros
--- @reads raw_gpu_memory
+-- @reads raw_gpu_memory, raw_analysis
+-- Events whose time cannot be right (event_defect, by their one time) are left out (and
+-- counted by data_quality).
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id.
 -- @column context BIGINT          CUDA context id.
@@ -28,4 +30,9 @@ SELECT
     correlationId AS correlation_id,
     streamId AS stream
 FROM raw_gpu_memory
+CROSS JOIN (
+    SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+    FROM raw_analysis WHERE _proto = 0
+) AS c
 WHERE _proto = 0
+    AND event_defect(start, start, _not_integer, c.ns, c.end_ns) IS NULL

@@ -17,7 +17,8 @@
 -- @column coll_op VARCHAR         Collective parsed from an NCCL kernel name, else NULL.
 -- @column bytes BIGINT            Bytes moved or set (NULL for kernels).
 WITH strings AS (
-    SELECT id, value FROM raw_strings WHERE _proto = 0
+    -- one value per id (a repeated id, counted by data_quality, must not multiply rows)
+    SELECT id, min(value) AS value FROM raw_strings WHERE _proto = 0 GROUP BY id
 ),
 kernel_names AS (
     -- name-derived columns, computed once per distinct string rather than per row
@@ -61,9 +62,15 @@ kernel_rows AS (
         ON s.id = k.shortName
     LEFT JOIN kernel_names AS d
         ON d.id = k.demangledName
+    CROSS JOIN (
+        SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+        FROM raw_analysis WHERE _proto = 0
+    ) AS c
     WHERE k._proto = 0
-        -- kernels whose times cannot be right are counted by data_quality instead
-        AND kernel_defect(k.start, k."end", (SELECT max(duration) FROM raw_analysis WHERE _proto = 0)) IS NULL
+        -- kernels whose times cannot be right or without a device are counted by
+        -- data_quality instead
+        AND event_defect(k.start, k."end", k._not_integer, c.ns, c.end_ns) IS NULL
+        AND k.deviceId IS NOT NULL
 )
 SELECT * FROM kernel_rows
 UNION ALL

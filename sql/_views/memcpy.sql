@@ -1,6 +1,8 @@
 -- One row per memcpy of one report.
 -- @include _macros
--- @reads raw_memcpy
+-- @reads raw_memcpy, raw_analysis
+-- Copies whose times cannot be right (event_defect) or without a device are left out (and
+-- counted by data_quality).
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id.
 -- @column context BIGINT          CUDA context id.
@@ -28,4 +30,10 @@ SELECT
     coalesce(mem_kind_name(srcKind), 'Unknown') AS src_kind,
     coalesce(mem_kind_name(dstKind), 'Unknown') AS dst_kind
 FROM raw_memcpy
+CROSS JOIN (
+    SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+    FROM raw_analysis WHERE _proto = 0
+) AS c
 WHERE _proto = 0
+    AND event_defect(start, "end", _not_integer, c.ns, c.end_ns) IS NULL
+    AND deviceId IS NOT NULL

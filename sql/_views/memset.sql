@@ -1,6 +1,8 @@
 -- One row per memset of one report.
 -- @include _macros
--- @reads raw_memset
+-- @reads raw_memset, raw_analysis
+-- Memsets whose times cannot be right (event_defect) or without a device are left out (and
+-- counted by data_quality).
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id.
 -- @column context BIGINT          CUDA context id.
@@ -21,4 +23,10 @@ SELECT
     correlationId AS correlation_id,
     bytes
 FROM raw_memset
+CROSS JOIN (
+    SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+    FROM raw_analysis WHERE _proto = 0
+) AS c
 WHERE _proto = 0
+    AND event_defect(start, "end", _not_integer, c.ns, c.end_ns) IS NULL
+    AND deviceId IS NOT NULL

@@ -1,9 +1,11 @@
 -- One row per NVTX range or mark of one report, with its text and domain resolved.
 -- @include _macros
--- @reads raw_nvtx, raw_strings
+-- @reads raw_nvtx, raw_strings, raw_analysis
 -- Text comes from `text` or, for registered strings, StringIds via `textId`.
 -- Domain names are per process (eventType 75 rows); domain 0 is 'default'.
--- Ranges left open at the end of the capture end at the report's last NVTX time.
+-- Ranges left open at the end of the capture end at the report's last NVTX time. Events
+-- whose times cannot be right (event_defect; a mark or an open range by its start) are left
+-- out (and counted by data_quality).
 -- @column pid BIGINT              Process id, decoded from globalTid.
 -- @column tid BIGINT              Thread that opened the range.
 -- @column end_tid BIGINT          Thread that closed a start/end range (else NULL).
@@ -19,7 +21,15 @@
 -- @column int_value BIGINT        Integer payload, if given.
 -- @column double_value DOUBLE     Floating-point payload, if given.
 WITH events AS (
-    SELECT * FROM raw_nvtx WHERE _proto = 0
+    SELECT e.*
+    FROM raw_nvtx AS e
+    CROSS JOIN (
+        SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+        FROM raw_analysis WHERE _proto = 0
+    ) AS c
+    WHERE e._proto = 0
+        AND (e.eventType NOT IN (34, 59, 60, 70, 71)  -- (domain names etc.: no event)
+             OR event_defect(e.start, coalesce(e."end", e.start), e._not_integer, c.ns, c.end_ns) IS NULL)
 ),
 domains AS (
     SELECT
@@ -57,7 +67,7 @@ SELECT
     coalesce(e.doubleValue, e.floatValue) AS double_value
 FROM events AS e
 CROSS JOIN last_time AS l
-LEFT JOIN (SELECT id, value FROM raw_strings WHERE _proto = 0) AS s
+LEFT JOIN (SELECT id, min(value) AS value FROM raw_strings WHERE _proto = 0 GROUP BY id) AS s
     ON s.id = e.textId
 LEFT JOIN domains AS d
     ON d.pid = pid_of(e.globalTid)

@@ -21,7 +21,7 @@ SELECT
     e.domainId AS domain_id,
     e.binaryData AS payload
 FROM raw_nvtx_payload AS e
-LEFT JOIN (SELECT id, value FROM raw_strings WHERE _proto = 0) AS s
+LEFT JOIN (SELECT id, min(value) AS value FROM raw_strings WHERE _proto = 0 GROUP BY id) AS s
     ON s.id = e.textId
 WHERE e._proto = 0
     AND e.eventType IN (34, 59, 60, 70, 71)

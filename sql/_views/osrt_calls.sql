@@ -4,7 +4,8 @@
 -- Only calls (event class 27, TRACE_PROCESS_EVENT_OS_RUNTIME), not the start and finish
 -- markers of the tracing itself.
 -- @include _macros
--- @reads raw_osrt, raw_strings
+-- @reads raw_osrt, raw_strings, raw_analysis
+-- Calls whose times cannot be right (event_defect) are left out (and counted by data_quality).
 -- @column pid BIGINT              Process id, decoded from globalTid.
 -- @column tid BIGINT              Thread that made the call.
 -- @column api VARCHAR             Function name, e.g. pthread_cond_timedwait.
@@ -22,7 +23,12 @@ SELECT
     o."end" - o.start AS dur_ns,
     o.nestingLevel AS nesting_level
 FROM raw_osrt AS o
-LEFT JOIN (SELECT id, value FROM raw_strings WHERE _proto = 0) AS s
+LEFT JOIN (SELECT id, min(value) AS value FROM raw_strings WHERE _proto = 0 GROUP BY id) AS s
     ON s.id = o.nameId
+CROSS JOIN (
+    SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+    FROM raw_analysis WHERE _proto = 0
+) AS c
 WHERE o._proto = 0
     AND o.eventClass = 27
+    AND event_defect(o.start, o."end", o._not_integer, c.ns, c.end_ns) IS NULL

@@ -1,8 +1,9 @@
 -- One row per CUDA synchronization of one report (CUPTI SYNCHRONIZATION table).
 -- @include _macros
--- @reads raw_sync
+-- @reads raw_sync, raw_analysis
 -- The span is the host-side wait. deviceId is 0 on every row in real exports,
--- so attribute syncs by pid and context, not device.
+-- so attribute syncs by pid and context, not device. Syncs whose times cannot be right
+-- (event_defect) are left out (and counted by data_quality).
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           deviceId as exported (unreliable, see above).
 -- @column context BIGINT          CUDA context id.
@@ -23,4 +24,9 @@ SELECT
     correlationId AS correlation_id,
     sync_type_name(syncType) AS sync_type
 FROM raw_sync
+CROSS JOIN (
+    SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+    FROM raw_analysis WHERE _proto = 0
+) AS c
 WHERE _proto = 0
+    AND event_defect(start, "end", _not_integer, c.ns, c.end_ns) IS NULL
