@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import os
 import shutil
 from contextlib import contextmanager
@@ -157,13 +158,46 @@ def _read_stored(run, table: str, stored: Path) -> bool:
 
 @functools.cache
 def python_built() -> dict:
-    """Run objects computed in Python instead of by their SQL body (which only types
-    them): name -> builder(run, name, params, table), which creates table `table`.
-    The cross-rank solve (nsyswrap.crossrank.solve: matching, the global clock solve,
-    per-collective timing) makes its six tables once per run and parameter values."""
+    """Objects computed in Python instead of by their SQL body (which only types them):
+    name -> builder(run, name, params, table), which creates table `table`. The
+    cross-rank solve (nsyswrap.crossrank.solve: matching, the global clock solve,
+    per-collective timing) makes its six run tables once per run and parameter values;
+    the per-report objects of `arrow_built` are made from their rows."""
     from nsyswrap.crossrank import solve  # (it imports nsyswrap.run, which imports this)
 
-    return {name: solve.build for name in solve.RUN_SCOPE_TABLES}
+    return {**{name: solve.build for name in solve.RUN_SCOPE_TABLES},
+            **{name: _into_table(builder) for name, builder in arrow_built().items()}}
+
+
+@functools.cache
+def arrow_built() -> dict:
+    """Per-report objects computed in Python: name -> builder(run, name, params), which
+    returns the rows as an Arrow table of the types the header declares, `rank` first: the
+    device timeline and what is read off it (nsyswrap.device_timeline)."""
+    from nsyswrap import device_timeline as timeline
+
+    return {"device_timeline": timeline.build_timeline, "window_unions": timeline.build_window_unions,
+            "step_unions": timeline.build_step_unions, "nccl_overlap": timeline.build_nccl_overlap,
+            "idle_gap_rows": timeline.build_idle_gap_rows}
+
+
+def _into_table(builder):
+    def build(run, name: str, params: dict, table: str) -> None:
+        with _registered(run, builder(run, name, params)) as rows:
+            run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM "{rows}"')
+
+    return build
+
+
+@contextmanager
+def _registered(run, rows: pa.Table):
+    """`rows` readable on the run's connection by the name it yields."""
+    name = f"nsyswrap_rows_{id(rows)}"
+    run.connection.register(name, rows)
+    try:
+        yield name
+    finally:
+        run.connection.unregister(name)
 
 
 def _ranked(run) -> list[CachedReport]:
@@ -229,15 +263,20 @@ def _store(run, name: str, params: dict, target: Path) -> None:
 
     def build(work: Path) -> None:
         prepare(run, name, params)
+        builder = arrow_built().get(name)
         with _ours(obj):
-            _copy(run, obj, values, work / "rows.parquet")
+            if builder is None:
+                _copy(run, obj, obj.sql, values, work / "rows.parquet")
+                return
+            with _registered(run, builder(run, name, params)) as rows:
+                _copy(run, obj, f'SELECT * FROM "{rows}"', {}, work / "rows.parquet")
 
     build_atomically(target, build)
 
 
-def _copy(run, obj: sql_objects.SqlObject, values: dict, target: Path) -> None:
-    """COPY the rows of `obj` to Parquet file `target` (an object without `rank`, `report`)."""
-    sql = obj.sql
+def _copy(run, obj: sql_objects.SqlObject, sql: str, values: dict, target: Path) -> None:
+    """COPY the rows of `obj` (`sql` with `values`) to Parquet file `target` (an object
+    without `rank`, `report`)."""
     if obj.kind == "report":
         columns = [d[0] for d in run.connection.execute(
             f"SELECT * FROM ({sql}) LIMIT 0", values).description]
@@ -262,8 +301,20 @@ def _ours(obj: sql_objects.SqlObject):
 
 
 def _key(name: str, values: dict, rank: int | None = None) -> str:
-    text = repr((name, rank, sql_objects.digest(name), sorted(values.items()), nsyswrap_version()))
+    text = repr((name, rank, sql_objects.digest(name), _built_digest(name), sorted(values.items()),
+                 nsyswrap_version()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _built_digest(name: str) -> str:
+    """Changes whenever the Python builder of `name` or of anything it needs changes."""
+    h = hashlib.sha256()
+    builders = {**python_built(), **arrow_built()}
+    for path in sorted({inspect.getsourcefile(builders[n]) for n in sql_objects.needs(name)
+                        if n in builders}):
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def declared_order(frame: pd.DataFrame, module: sql_objects.SqlObject, *,

@@ -52,7 +52,7 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
     lambda entry: (entry / "nvtx.parquet").unlink(),
     lambda entry: (entry / "session.parquet").write_bytes(b"PAR1 not really"),
     lambda entry: _truncate(next(entry.glob("objects/ledger.devices-*/rows.parquet"))),
-    lambda entry: _truncate(next(entry.glob("objects/device_sweep-*/rows.parquet"))),
+    lambda entry: _truncate(next(entry.glob("objects/device_timeline-*/rows.parquet"))),
 ], ids=["truncated-view", "missing-view", "garbage-view", "truncated-result", "truncated-reduction"])
 def test_a_damaged_entry_is_rebuilt_and_said_so(cli, cache, built, damage):
     report, pristine = built

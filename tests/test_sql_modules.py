@@ -187,7 +187,7 @@ def test_nothing_is_inferred_from_sql_text(tmp_path, monkeypatch):
         run_module(run, "gaps.by_cause")
         built = {p.name.rsplit("-", 1)[0] for p in tmp_path.rglob("objects/*")}
     needed = {n for n in sql_objects.needs("gaps.by_cause") if sql_objects.get(n).kind == "report"}
-    assert needed == {"device_windows", "device_step_regions", "device_sync_islands", "device_sweep",
+    assert needed == {"device_windows", "device_step_regions", "device_sync_islands", "device_timeline",
                       "idle_gap_rows"} and built == needed | {"gaps.by_cause"}
 
 

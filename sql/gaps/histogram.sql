@@ -1,6 +1,6 @@
 -- One row per (rank, device, cause, length bucket) of the idle gaps in the window.
 -- Buckets are decades: [0, 1 us), [1 us, 10 us), ... , [10 ms, 100 ms), [100 ms, inf).
--- @reads idle_gaps
+-- @reads idle_gap_rows
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -29,7 +29,7 @@ WITH bucketed AS (
             WHEN dur_ns < 100000000 THEN 10000000
             ELSE 100000000
         END::BIGINT AS bucket_lo_ns
-    FROM idle_gaps
+    FROM idle_gap_rows
 )
 SELECT
     rank,

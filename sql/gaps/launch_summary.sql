@@ -1,6 +1,6 @@
 -- One row per (rank, device) with kernels in the window: launch latency percentiles
--- and how many kernels are tiny (shorter than tiny_kernel_ns).
--- @include metrics
+-- and how many kernels are tiny (shorter than tiny_kernel_ns), read off the device timeline.
+-- @reads device_timeline, device_windows
 -- @param window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
 -- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @param step_from BIGINT = NULL       Limit the window to steps >= this number.
@@ -18,6 +18,19 @@
 -- @column tiny_kernel_ns BIGINT        Their summed duration (ns).
 -- @scope report
 -- @order rank, device
+WITH launched AS (
+    SELECT
+        t.rank,
+        t.device,
+        t.start_ns - t.launch_ns AS latency_ns,
+        t.end_ns - t.start_ns AS dur_ns
+    FROM device_timeline AS t
+    JOIN device_windows AS w
+        ON w.rank = t.rank
+        AND w.device = t.device
+    WHERE t.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
+        AND t.kernel
+)
 SELECT
     rank,
     device,
@@ -30,6 +43,6 @@ SELECT
     count(*) FILTER (WHERE dur_ns < $tiny_kernel_ns) AS tiny_kernels,
     coalesce(sum(dur_ns) FILTER (WHERE dur_ns < $tiny_kernel_ns), 0)::BIGINT
         AS tiny_kernel_ns
-FROM window_launch_latency($window_nvtx, $step_pattern, $step_from, $step_to)
+FROM launched
 GROUP BY rank, device
 ORDER BY rank, device
