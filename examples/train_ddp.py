@@ -4,12 +4,16 @@
         torchrun --nproc-per-node 2 examples/train_ddp.py --steps 4
 
 It knows nothing about nsyswrap unless --mark-steps is given; then it marks its steps and
-phases itself with nsyswrap.step and NVTX ranges.
+phases itself with nsyswrap.step and nsyswrap.phase. --mark-phases marks only the phases
+(data_loading, forward, backward, optimizer), leaving the steps to `--annotate steps`.
+`--slow 2:20:40:30` makes rank 2's data loading 30 ms slower in steps 20 to 39 (a
+straggler to find, e.g. with `nsyswrap launch --sample`).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 
 import torch
 import torch.distributed as dist
@@ -43,19 +47,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--mark-steps", action="store_true", help="mark steps and phases with nsyswrap")
+    parser.add_argument("--mark-phases", action="store_true", help="mark only the phases (NVTX)")
+    parser.add_argument("--slow", metavar="RANK:FROM:TO:MS", default="",
+                        help="make RANK's data loading MS ms slower in steps FROM to TO-1")
     args = parser.parse_args()
+    slow_rank, slow_from, slow_to, slow_ms = (map(int, args.slow.split(":")) if args.slow
+                                              else (-1, 0, 0, 0))
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(TinyNet())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    step, phase = _markers(args.mark_steps)
+    step, phase = _markers(args.mark_steps, args.mark_phases)
     generator = torch.Generator().manual_seed(dist.get_rank())
+    x = torch.randn(args.steps * args.batch, 32, generator=generator)
+    data = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
+    batches = iter(torch.utils.data.DataLoader(data, batch_size=args.batch))
     for i in range(args.steps):
         with step(i):
             with phase("data_loading"):
-                x = torch.randn(args.batch, 32, generator=generator)
-                y = x.sum(dim=1, keepdim=True)
+                x, y = next(batches)
+                if dist.get_rank() == slow_rank and slow_from <= i < slow_to:
+                    time.sleep(slow_ms / 1000)
             with phase("forward"):
                 loss = nn.functional.mse_loss(model(x), y)
             with phase("backward"):
@@ -72,14 +85,13 @@ def main() -> None:
     dist.destroy_process_group()
 
 
-def _markers(enabled: bool):
-    if not enabled:
-        return (lambda i: contextlib.nullcontext()), (lambda name: contextlib.nullcontext())
-    import nvtx
-
+def _markers(steps: bool, phases: bool):
+    nothing = lambda _: contextlib.nullcontext()  # noqa: E731
+    if not (steps or phases):
+        return nothing, nothing
     import nsyswrap
 
-    return nsyswrap.step, (lambda name: nvtx.annotate(name, domain="nsyswrap"))
+    return (nsyswrap.step if steps else nothing), nsyswrap.phase
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ _LAZY = {
     "annotate_collectives": "nsyswrap.annotate.collectives",
     "step": "nsyswrap.annotate.steps",
     "capture_window": "nsyswrap.annotate.steps",
+    "phase": "nsyswrap.annotate.phases",
+    "sampler": "nsyswrap.sample.sampler",
     "export_run": "nsyswrap.launch.export",
     "diff": "nsyswrap.comparison",
 }

@@ -28,7 +28,7 @@ from nsyswrap.errors import note
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.sqlite_source import read_batches, typed_select
 
-STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx"}
+STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx", "osrt", "gpu_memory"}
 VIEW_PARQUET = "FORMAT parquet, PARQUET_VERSION v2"
 """How a view is written: Parquet 2 (delta-encoded integers, dictionary-encoded strings)
 writes a 1 M-kernel report's views ~15 % cheaper than Parquet 1, reads them back faster and

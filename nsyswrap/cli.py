@@ -89,6 +89,20 @@ RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", hel
 Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")]
 StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
 WindowNvtx = Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")]
+FlopsPerStep = Annotated[Optional[float], typer.Option(
+    "--flops-per-step", metavar="N",
+    help="Model FLOPs one GPU computes per step: MFU and achieved TFLOP/s per step and rank.")]
+ModelParams = Annotated[Optional[float], typer.Option(
+    "--model-params", metavar="P",
+    help="Model parameters: FLOPs per step = 6 x P x T (with --tokens-per-step).")]
+TokensPerStep = Annotated[Optional[float], typer.Option(
+    "--tokens-per-step", metavar="T",
+    help="Tokens one GPU processes per step (with --model-params).")]
+PeakTflops = Annotated[Optional[float], typer.Option(
+    "--peak-tflops", metavar="X",
+    help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].")]
+Dtype = Annotated[str, typer.Option(
+    "--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
 
 
@@ -246,17 +260,32 @@ def report(
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
     allow_unrelated: Annotated[bool, typer.Option("--allow-unrelated", help="Analyse reports across ranks even when their captures are far apart in time (different runs).")] = False,
+    flops_per_step: FlopsPerStep = None,
+    model_params: ModelParams = None,
+    tokens_per_step: TokensPerStep = None,
+    peak_tflops: PeakTflops = None,
+    dtype: Dtype = "bf16",
 ) -> None:
     """Diagnose REPORTS: where the step time goes, what to do.
 
     The diagnosis and key figures per rank come first, then the time ledger, collective
-    exposure, idle gaps, steps and stragglers."""
+    exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
+    memory and the host's CUDA and OS calls."""
     from nsyswrap.report import ReportOptions, report as build_report, write_report
+    from nsyswrap.sample.inputs import split_inputs
 
     check_writable(output, force)
-    options = ReportOptions.parse(steps, window_nvtx, step_pattern)
+    options = ReportOptions.parse(steps, window_nvtx, step_pattern, flops_per_step=flops_per_step,
+                                  model_params=model_params, tokens_per_step=tokens_per_step,
+                                  peak_tflops=peak_tflops, dtype=dtype)
     opener = _opener(rank_pattern, jobs, allow_unrelated, engine, scheduler_file, scheduler_address)
-    if html is None:
+    exports, samples = split_inputs(reports)
+    if samples:  # sample files of the always-on sampler, alone or beside exports
+        from nsyswrap.sample.analysis import report_with_samples
+
+        result = report_with_samples(exports, samples, options, opener=opener, html=html,
+                                     force=force)
+    elif html is None:
         result = build_report(reports, options, opener=opener)
     else:
         from nsyswrap.html_report import report_with_html
@@ -383,7 +412,9 @@ def launch(
     ranks: Annotated[Optional[str], typer.Option("--ranks", metavar="LIST", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.")] = None,
     steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).")] = None,
     every: Annotated[Optional[int], typer.Option("--every", metavar="N", help="Capture the --steps window again every N steps.")] = None,
-    annotate: Annotated[str, typer.Option("--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps (comma list) or all.")] = "",
+    annotate: Annotated[str, typer.Option(
+        "--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps, "
+        "sample (comma list) or all (the first three).")] = "",
     trace: Annotated[str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")] = "cuda,nvtx,osrt",
     nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", metavar="OPTION", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
     nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
@@ -392,6 +423,23 @@ def launch(
     jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
     precompute: Annotated[bool, typer.Option("--precompute", help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).")] = False,
+    memory: Annotated[bool, typer.Option(
+        "--memory", help="Record GPU memory allocations (nsys --cuda-memory-usage=true) for the "
+                         "report's GPU memory table.")] = False,
+    sample: Annotated[bool, typer.Option(
+        "--sample", help="Time every 10th step of every rank, its phases and collectives, into "
+        "samples.rank<R>.jsonl in --out (CUDA events, or host timers without CUDA); without "
+        "--ranks, --steps or --capture-when no rank runs under nsys.")] = False,
+    sample_every: Annotated[Optional[int], typer.Option(
+        "--sample-every", metavar="N", help="Sample every Nth step (implies --sample) "
+        "[default: 10].")] = None,
+    sample_steps: Annotated[Optional[str], typer.Option(
+        "--sample-steps", metavar="A:B", help="Sample only from step A to B-1 (A: to the end; "
+        "implies --sample).")] = None,
+    capture_when: Annotated[Optional[str], typer.Option(
+        "--capture-when", metavar="RULE", help="Capture steps with nsys on --ranks (default all) "
+        "when a sampled step takes more than K x the running median: slower=K[,steps=N]"
+        "[,after=M][,captures=C] or a JSON file (implies --sample).")] = None,
 ) -> None:
     from datetime import datetime
 
@@ -401,7 +449,9 @@ def launch(
     cfg = LaunchConfig.build(ctx.args, out=out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"),
                              ranks=ranks, steps=steps, every=every, trace=trace, nsys_args=nsys_arg,
                              annotate=annotate, nsys=nsys, force=force, export=export, jobs=jobs, dry_run=dry_run,
-                             precompute=precompute)
+                             precompute=precompute, memory=memory, sample=sample,
+                             sample_every=sample_every, sample_steps=sample_steps,
+                             capture_when=capture_when)
     raise typer.Exit(run_launch(cfg))
 
 

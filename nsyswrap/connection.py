@@ -12,7 +12,7 @@ from nsyswrap.sql_guard import SAFE_CONFIG
 VIEWS = (
     "memcpy", "memset", "kernels", "syncs", "api_calls", "launches",
     "nvtx", "collectives", "devices", "processes", "session", "data_quality", "nvtx_payloads",
-    "payload_schemas",
+    "payload_schemas", "osrt_calls", "gpu_memory",
 )
 
 

@@ -336,3 +336,32 @@ def _concat(tables: list[pa.Table]) -> pd.DataFrame:
     del kept, tables
     return table.to_pandas(self_destruct=True, split_blocks=True)
 
+
+
+def result_over(connection, name: str, params: dict, given: frozenset[str]) -> pd.DataFrame:
+    """Module `name` with `params` (typed and complete) over a connection that already holds
+    the objects `given` as tables of their names and columns (run objects made elsewhere:
+    the cross-rank objects of sample files, nsyswrap.sample.analysis). What lies between
+    them and `name` is computed from its SQL, in the order of what it reads; what only
+    the given objects need is not."""
+    order: list[str] = []
+
+    def visit(n: str) -> None:
+        obj = sql_objects.get(n)
+        for dep in obj.includes + obj.reads:
+            if dep not in order and dep not in given and sql_objects.get(dep).kind != "view":
+                visit(dep)
+        order.append(n)
+
+    visit(name)
+    for needed in order[:-1]:
+        obj = sql_objects.get(needed)
+        with _ours(obj):
+            if obj.kind == "library":
+                connection.execute(obj.sql)
+            else:
+                connection.execute(f'CREATE OR REPLACE TABLE "{needed}" AS {obj.sql}',
+                                   obj.bound(params))
+    module = sql_objects.get(name)
+    with _ours(module):
+        return connection.execute(module.sql, module.bound(params)).df()

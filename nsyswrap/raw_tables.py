@@ -41,6 +41,13 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "payload_entries": (("NVTX_PAYLOAD_SCHEMA_ENTRIES",), {
         "domainId": I, "schemaId": I, "idx": I, "type": I, "name": T, "offset": I,
     }),
+    "osrt": (("OSRT_API",), {
+        "start": I, "end": I, "eventClass": I, "globalTid": I, "nameId": I, "nestingLevel": I,
+    }),
+    "gpu_memory": (("CUDA_GPU_MEMORY_USAGE_EVENTS",), {
+        "start": I, "globalPid": I, "deviceId": I, "contextId": I, "address": I, "bytes": I,
+        "memKind": I, "memoryOperationType": I, "correlationId": I, "streamId": I,
+    }),
     "strings": (("StringIds",), {"id": I, "value": T}),
     "processes": (("PROCESSES",), {"globalPid": I, "pid": I, "name": T}),
     "gpus": (("TARGET_INFO_GPU",), {"id": I, "name": T, "smCount": I, "totalMemory": I}),

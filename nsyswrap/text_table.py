@@ -1,8 +1,13 @@
 """Plain-text tables that fit a width: cells are never wrapped or split.
 
-A table wider than the terminal first shortens long text cells (names, ranges) with an
-ellipsis, then drops columns from the right (never the leading key columns) and says
-which; a header may fold onto two lines at a space. Numbers are never cut.
+A table wider than the terminal first shortens long text cells (names, ranges) in the
+middle, keeping what tells the column's values apart, then drops columns and says which;
+a header may fold onto two lines at a space. Numbers are never cut.
+
+Which columns go: a table declares the columns that may be dropped at narrow widths
+(`droppable`, in the order they go); the others answer its title and stay. A table that
+declares nothing loses the columns in `drop_first`, then columns from the right (never
+the leading key columns).
 """
 from __future__ import annotations
 
@@ -26,17 +31,45 @@ def _header_split(header: str) -> list[str]:
     return best
 
 
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+def _shorten(text: str, width: int, head: int | None = None) -> str:
+    """`text` in `width` characters: its first `head` (default: about half) and its last
+    ones around an ellipsis."""
+    if len(text) <= width:
+        return text
+    width = max(width, 2)
+    head = width // 2 if head is None else head
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
+def shorten_column(values: list[str], width: int) -> list[str]:
+    """Each value in `width` characters, cut in the middle where the column's values stay
+    told apart: of the ways to split what is kept between head and tail, the one leaving
+    the most distinct values (ties: nearest an even split, then the longer head)."""
+    if all(len(v) <= width for v in values):
+        return list(values)
+    width = max(width, 2)
+    even = width // 2
+    best, best_key = None, None
+    for head in range(1, width - 1):
+        short = [_shorten(v, width, head) for v in values]
+        key = (len(set(short)), -abs(head - even), head)
+        if best_key is None or key > best_key:
+            best, best_key = short, key
+    return best if best is not None else [_shorten(v, width) for v in values]
 
 
 def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int,
         keep: int = 1, whole: frozenset[int] = frozenset(),
-        drop_first: tuple[int, ...] = ()) -> tuple[list[str], list[str]]:
+        drop_first: tuple[int, ...] = (),
+        droppable: tuple[int, ...] | None = None) -> tuple[list[str], list[str]]:
     """(lines, dropped headers) of a table no wider than `width`. `right`: right-align
     (numbers) per column; the first `keep` columns are never dropped; the text of the
-    columns in `whole` (e.g. verdicts) is never shortened, like numbers; the columns in
-    `drop_first` go before the others."""
+    columns in `whole` (e.g. verdicts) is never shortened, like numbers. `droppable`: the
+    table's declaration of the columns that may go at this width, in that order (text is
+    shortened to 24 characters before any goes, and further after); without it the
+    columns in `drop_first` go first, then columns from the right. Only a table whose
+    other columns still do not fit loses more, from the right."""
     right_or_whole = [r or i in whole for i, r in enumerate(right)]
     cols = list(range(len(headers)))
     split = [_header_split(h) for h in headers]
@@ -55,15 +88,25 @@ def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int
     widths = {c: max(natural(c), len(headers[c])) for c in cols}  # headers on one line
     if total(widths) > width:
         widths = {c: natural(c) for c in cols}
-    for cap in (TEXT_MAX, 24, TEXT_MIN):
+    dropped = []
+
+    def drop(candidates) -> None:
+        for c in candidates:
+            if total(widths) > width and c in cols and cols.index(c) >= keep:
+                cols.remove(c)
+                dropped.append(headers[c])
+
+    caps = (TEXT_MAX, 24, TEXT_MIN)
+    for cap in caps:
         if total(widths) <= width:
             break
+        if cap == TEXT_MIN and droppable is not None:
+            drop(droppable)  # declared columns go before names are cut short
+            if total(widths) <= width:
+                break
         widths = {c: natural(c, cap) for c in cols}
-    dropped = []
-    for c in drop_first:
-        if total(widths) > width and c in cols and cols.index(c) >= keep:
-            cols.remove(c)
-            dropped.append(headers[c])
+    if droppable is None:
+        drop(drop_first)
     while total(widths) > width and len(cols) > keep:
         dropped.append(headers[cols.pop()])
     dropped.sort(key=headers.index)
@@ -76,9 +119,10 @@ def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int
             line.append(_pad(_shorten(part, widths[c]), widths[c], right[c]))
     out = [(" " * GAP).join(line).rstrip() for line in head_lines]
     out.append((" " * GAP).join("-" * widths[c] for c in cols))
-    for r in rows:
-        out.append((" " * GAP).join(_pad(_shorten(r[c], widths[c]) if not right_or_whole[c] else r[c],
-                                         widths[c], right[c]) for c in cols).rstrip())
+    shown = {c: [r[c] for r in rows] if right_or_whole[c] else
+             shorten_column([r[c] for r in rows], widths[c]) for c in cols}
+    for i in range(len(rows)):
+        out.append((" " * GAP).join(_pad(shown[c][i], widths[c], right[c]) for c in cols).rstrip())
     return out, dropped
 
 

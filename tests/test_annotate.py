@@ -47,6 +47,19 @@ class Recorder:
     def end(self, range_id):
         self.events.append(("end", range_id))
 
+    def mark(self, text):
+        self.events.append(("mark", text))
+
+    def sequence(self) -> list[str]:
+        """Every event in order as text: `push T`, `pop`, `start T`, `end T`, `mark T`."""
+        texts, out = {}, []
+        for event in self.events:
+            if event[0] == "start":
+                texts[event[2]] = event[1]
+            out.append(event[0] if event[0] == "pop" else
+                       f"end {texts[event[1]]}" if event[0] == "end" else f"{event[0]} {event[1]}")
+        return out
+
     def texts(self, kind="push"):
         return [e[1] for e in self.events if e[0] == kind]
 
@@ -79,7 +92,7 @@ class Recorder:
 @pytest.fixture
 def rec(monkeypatch):
     calls, recorder = ranges.nvtx_calls(), Recorder()
-    for name in ("push", "pop", "start", "end"):
+    for name in ("push", "pop", "start", "end", "mark"):
         monkeypatch.setattr(calls, name, getattr(recorder, name))
     monkeypatch.setattr(calls, "attributes", lambda text: text)
     monkeypatch.setattr(steps, "_state", steps._State())
@@ -189,7 +202,8 @@ def test_step_as_call_and_as_context_manager(rec):
     steps.end()
     with steps.step(5):
         pass
-    assert rec.nested() == [(0, "step:0"), (1, "work0"), (0, "step:1"), (1, "work1"), (0, "step:5")]
+    assert rec.sequence() == ["start step:0", "push work0", "pop", "end step:0", "start step:1", "push work1",
+                              "pop", "end step:1", "start step:5", "end step:5"]
 
 
 def test_capture_window_brackets_its_steps(rec):
@@ -198,7 +212,8 @@ def test_capture_window_brackets_its_steps(rec):
         with steps.step(i):
             pass
     steps._close_all()
-    assert rec.nested() == [(0, "step:0"), (0, "capture"), (1, "step:1"), (1, "step:2"), (0, "step:3"), (0, "step:4")]
+    assert [e for e in rec.sequence() if e.startswith(("start", "push", "pop"))] == [
+        "start step:0", "push capture", "start step:1", "start step:2", "pop", "start step:3", "start step:4"]
 
 
 def test_capture_window_repeats_and_follows_the_environment(rec, monkeypatch):
@@ -207,7 +222,10 @@ def test_capture_window_repeats_and_follows_the_environment(rec, monkeypatch):
     for i in range(6):
         steps.step(i)
     steps._close_all()
-    captured = [text for depth, text in rec.nested() if depth == 1]
+    captured, inside = [], False
+    for event in rec.sequence():
+        inside = event == "push capture" or (inside and event != "pop")
+        captured += [event.removeprefix("start ")] if inside and event.startswith("start") else []
     assert captured == ["step:1", "step:4"]
 
 
@@ -233,8 +251,30 @@ def test_automatic_steps_follow_forward_and_optimizer(rec):
             model(torch.randn(2, 4)).sum().backward()
             optimizer.step()
         with torch.no_grad():
-            model(torch.randn(2, 4))  # evaluation opens no step
-    assert rec.nested() == [(0, "step:0"), (0, "step:1")]
+            model(torch.randn(2, 4))  # evaluation confirms no step
+    # step 2 opened as step 1 ended; no training forward came: it is marked unfinished
+    assert [e for e in rec.sequence() if "step" in e] == [
+        "start step:0", "end step:0", "start step:1", "end step:1", "start step:2",
+        "mark step:2 unfinished", "end step:2"]
+
+
+def test_automatic_steps_cover_the_data_loading_before_the_forward(rec):
+    """A step runs from the end of the previous optimizer step (the first: the first data
+    fetch) to the end of its own: the data loading before the forward is inside it."""
+    model = tiny()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4, 4)), batch_size=2)
+    iterate = torch.utils.data.DataLoader.__iter__
+    with automatic_steps():
+        for (x,) in loader:  # the first fetch opens step 0
+            rec.push("data_loading")
+            rec.pop()
+            model(x).sum().backward()
+            optimizer.step()
+    assert [e for e in rec.sequence() if "step" in e or "data" in e] == [
+        "start step:0", "push data_loading", "end step:0", "start step:1", "push data_loading", "end step:1",
+        "start step:2", "mark step:2 unfinished", "end step:2"]
+    assert torch.utils.data.DataLoader.__iter__ is iterate  # taken off again
 
 
 def test_automatic_steps_stand_aside_for_nsyswrap_step(rec):
@@ -245,7 +285,8 @@ def test_automatic_steps_stand_aside_for_nsyswrap_step(rec):
             with steps.step(10 + i):
                 model(torch.randn(2, 4)).sum().backward()
                 optimizer.step()
-    assert rec.nested() == [(0, "step:10"), (0, "step:11")]
+    assert [e for e in rec.sequence() if "step" in e] == ["start step:10", "end step:10", "start step:11",
+                                                          "end step:11"]
 
 
 def test_parse_kinds():
@@ -273,7 +314,7 @@ def test_startup_annotates_once_torch_is_imported(tmp_path):
         from torch.nn.modules import module
         from torch.optim import optimizer
         assert len(module._global_forward_pre_hooks) == 3, module._global_forward_pre_hooks  # steps, modules, DDP
-        assert len(optimizer._global_optimizer_post_hooks) == 1
+        assert len(optimizer._global_optimizer_post_hooks) == 2  # steps; the DDP search's end
         assert torch.distributed.all_reduce.__wrapped__ is not None
         print("ok")
     """, tmp_path, NSYSWRAP_ANNOTATE="all")
@@ -369,3 +410,19 @@ def test_collectives_carry_op_bytes_dtype_group_and_sequence(tmp_path):
         "coll:all_reduce bytes=8 dtype=float32 pg=1 size=2 seq=0",
     ]
     assert rank1["texts"] == [t.replace("coll:send", "coll:recv") for t in rank0["texts"]]
+
+
+def test_the_search_for_ddp_models_ends_with_the_first_optimizer_step():
+    from torch.nn.modules import module
+
+    from nsyswrap.annotate.collectives import annotate_collectives
+
+    before = len(module._global_forward_pre_hooks)
+    handle = annotate_collectives()
+    assert len(module._global_forward_pre_hooks) == before + 1  # every module call pays for it
+    model = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(2)).sum().backward()
+    optimizer.step()
+    assert len(module._global_forward_pre_hooks) == before
+    handle.remove()

@@ -34,7 +34,8 @@ def ddp_run(tmp_path_factory) -> Path:
     """One annotated 2-rank run of examples/train_ddp.py, exported to SQLite."""
     out = tmp_path_factory.mktemp("e2e") / "run"
     done = nsyswrap_cli("launch", "--annotate", "modules,collectives,steps", "--trace", "nvtx,osrt", "--out", out,
-                        "--", "torchrun", "--nproc-per-node", "2", "examples/train_ddp.py", "--steps", STEPS)
+                        "--", "torchrun", "--nproc-per-node", "2", "examples/train_ddp.py", "--steps", STEPS,
+                        "--mark-phases")
     assert done.returncode == 0, done.stderr[-4000:]
     assert len(list(out.glob("*.sqlite"))) == 2, done.stderr[-4000:]
     return out
@@ -106,9 +107,29 @@ def test_step_ranges_hold_each_training_step(ddp_run):
         FROM nvtx s LEFT JOIN nvtx f
           ON f.rank = s.rank AND f.text = 'fwd:DistributedDataParallel'
          AND f.start_ns >= s.start_ns AND f.end_ns <= s.end_ns
-        WHERE s.text LIKE 'step:%' AND s.event_type = 'push_pop'
+        WHERE s.text LIKE 'step:%' AND s.event_type = 'start_end'
         GROUP BY ALL ORDER BY ALL""", [ddp_run])
-    assert rows.values.tolist() == [[rank, f"step:{i}", 1] for rank in (0, 1) for i in range(STEPS)]
+    # the step opened after the last optimizer step holds no forward: marked unfinished
+    assert rows.values.tolist() == [[rank, f"step:{i}", int(i < STEPS)] for rank in (0, 1)
+                                    for i in range(STEPS + 1)]
+    marks = nsyswrap.sql("SELECT rank, text FROM nvtx WHERE event_type = 'mark' ORDER BY ALL", [ddp_run])
+    assert marks.values.tolist() == [[rank, f"step:{STEPS} unfinished"] for rank in (0, 1)]
+
+
+def test_zero_code_steps_cover_the_whole_iteration(ddp_run):
+    """--annotate steps: a step runs from the end of the previous optimizer step (the first:
+    the first data fetch) to the end of its own, so the data loading before the forward is
+    one of its phases; the unfinished step after the loop is no step."""
+    phases = nsyswrap.query("crossrank.step_phases", [ddp_run])
+    steps = phases[phases.phase.isna()]
+    assert steps.groupby("rank").step.apply(list).to_dict() == {r: list(range(STEPS)) for r in (0, 1)}
+    named = phases.dropna(subset=["phase"]).sort_values(["rank", "step", "start_ns"]).groupby(
+        ["rank", "step"]).phase.apply(list)
+    assert len(named) == 2 * STEPS, named
+    for (rank, step), names in named.items():  # (a range around optimizer.step() ends after it)
+        assert names[:3] == ["data_loading", "forward", "backward"], (rank, step, names)
+    loads = nsyswrap.sql("SELECT count(*) AS n FROM nvtx WHERE text = 'data_loading'", [ddp_run]).n[0]
+    assert loads == 2 * STEPS  # every one of them is inside a step
 
 
 def test_step_window_captures_only_those_steps(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from nsyswrap import open_run
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.render import render_text
-from nsyswrap.text_table import fit, wrap
+from nsyswrap.text_table import fit, shorten_column, wrap
 
 from conftest import FIXTURES
 
@@ -82,6 +82,24 @@ def test_fit_drops_columns_and_never_cuts_numbers():
     assert dropped and "21,594,123" in "\n".join(lines)
     assert "compute_" in lines[0] and "only_ns" in lines[1]  # the header folds, cells do not
     assert "…" in lines[-1]  # long text is shortened, not wrapped
+
+
+def test_a_table_keeps_the_columns_it_does_not_declare_droppable():
+    headers = ["step", "rank", "lag", "jitter", "extra", "phase"]
+    rows = [["1", "2", "0.958", "0.021", "x" * 30, "data_loading"]]
+    right = [False, False, True, True, False, True]
+    lines, dropped = fit(headers, rows, right, 36)  # undeclared: from the right
+    assert "phase" in dropped
+    lines, dropped = fit(headers, rows, right, 36, droppable=(4, 3))
+    assert dropped == ["jitter", "extra"] and "data_loading" in lines[-1]
+
+
+def test_names_are_shortened_in_the_middle_and_stay_told_apart():
+    names = ["nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopB_TNT",
+             "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNT", "elementwise_kernel"]
+    short = shorten_column(names, 12)
+    assert len(set(short)) == 3 and all(len(s) <= 12 for s in short)
+    assert short[0].startswith("nvjet") and short[0].endswith("TNT") and "…" in short[0]
 
 
 def test_wrap_keeps_numbers_with_their_units():

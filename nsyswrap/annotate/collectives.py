@@ -14,7 +14,8 @@ Each call becomes a push/pop range on the calling thread with the text
 The range covers issuing the call; with `async_op=True` that is all it covers, and nothing
 waits on the returned work. DDP's gradient all-reduce runs in C++; a DDP model without its
 own communication hook gets torch's Python `allreduce_hook` (the same all-reduce and
-averaging, issued through `dist.all_reduce`) at its first forward, so it is annotated too.
+averaging, issued through `dist.all_reduce`) at its first forward, so it is annotated too,
+if that forward comes before the end of the first optimizer step (then the search stops).
 """
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch.nn.modules.module import register_module_forward_pre_hook
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from nsyswrap.annotate.handle import Annotation
+from nsyswrap.annotate.observers import INSIDE
 from nsyswrap.annotate.ranges import nvtx_calls
 
 # op: (parameter whose tensor(s) give bytes and dtype, multiply its bytes by the group size)
@@ -78,7 +81,11 @@ def annotate_collectives() -> Annotation:
             if getattr(module, op, None) is original:
                 setattr(module, op, wrapped)
                 undo.append(functools.partial(setattr, module, op, original))
-    undo.append(register_module_forward_pre_hook(_ddp_python_allreduce).remove)
+    # DDP models are looked for until the first optimizer step ends: a global module hook
+    # takes every module call off PyTorch's fast path (about a microsecond each).
+    looking = register_module_forward_pre_hook(_ddp_python_allreduce)
+    found = register_optimizer_step_post_hook(lambda *_: (looking.remove(), found.remove()))
+    undo += [looking.remove, found.remove]
 
     def deactivate():
         global _active
@@ -92,6 +99,7 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
     position = {name: i for i, name in enumerate(inspect.signature(original).parameters)}
     payload_name, scaled = PAYLOAD[op]
     peer_name = PEER.get(op)
+    async_op = op in ("isend", "irecv")  # waited on later (the others: with async_op=True)
     calls = nvtx_calls()
 
     def arg(args, kwargs, name):
@@ -109,13 +117,20 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
         if peer_name:
             group = arg(args, kwargs, "group") or c10d._get_default_group()
             pg, size = _pair(group, pg, arg(args, kwargs, peer_name), arg(args, kwargs, "group_" + peer_name)), 2
+        seq = next(counters[pg])
         calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} "
-                                    f"seq={next(counters[pg])}"))
+                                    f"seq={seq}"))
+        tokens = [(o, o.collective_begin(op, pg, size, nbytes, seq)) for o in INSIDE]
         _issuing.active = True
+        work = None
         try:
-            return original(*args, **kwargs)
+            work = original(*args, **kwargs)
+            return work
         finally:
             _issuing.active = False
+            waited_later = async_op or bool(arg(args, kwargs, "async_op")) if tokens else False
+            for observer, token in tokens:
+                observer.collective_end(token, work, waited_later)
             calls.pop()
 
     return annotated

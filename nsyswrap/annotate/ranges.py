@@ -1,7 +1,8 @@
 """NVTX ranges in the `nsyswrap` domain, through the `nvtx` package (imported on first use).
 
 `nvtx_calls()` gives `attributes(text)` (build once, reuse for texts that repeat), `push`/`pop`
-(nested ranges on the calling thread) and `start`/`end` (ranges that may end on another thread).
+(nested ranges on the calling thread), `start`/`end` (ranges that may end on another thread)
+and `mark(text)` (an instant).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class _Nvtx:
             raise NsysWrapError(
                 "nsyswrap.annotate", "the nvtx package is not installed", "pip install 'nsyswrap[torch]' (or nvtx)"
             ) from None
+        self.mark = lambda text: nvtx.mark(message=text, domain=DOMAIN)  # public in every release
         if hasattr(nvtx, "get_domain"):  # nvtx >= 0.2.11: a public Domain object
             domain = nvtx.get_domain(DOMAIN)
             self.attributes = lambda text: domain.get_event_attributes(message=text)
@@ -42,7 +44,7 @@ class _Nvtx:
             self.end = end_range
         else:  # NVTX_DISABLE is set
             self.attributes = str
-            self.push = self.start = self.end = lambda _: None
+            self.push = self.start = self.end = self.mark = lambda _: None
             self.pop = lambda: None
 
 

@@ -1,8 +1,16 @@
 """Training steps as `step:<i>` ranges, and the capture window that starts and stops nsys.
 
 `step(i)` opens step i and closes the step before it, so it works as a call at the top of
-each step or as `with nsyswrap.step(i): ...`. Steps are push/pop ranges: mark them on the
-thread that runs the training loop.
+each step or as `with nsyswrap.step(i): ...`. Steps are start/end ranges (not push/pop:
+closing one never closes a range the program opened inside it, e.g. an `optimizer` range
+around the optimizer step that ends an automatic step); mark them on the thread that runs
+the training loop.
+
+A step opened ahead of its work (`begin(i, confirmed=False)`: automatic steps open the next
+step as the previous one ends) that is closed before any work confirmed it leaves the mark
+`step:<i> unfinished` (UNFINISHED) just inside its end: it held no iteration (what ran after
+the training loop), and the step definition (`step_ranges` in sql/_macros/metrics.sql)
+leaves such a range out.
 
 While a step inside the capture window is open, a `capture` range (domain `nsyswrap`) is
 open around the steps and, when CUDA is in use, cudaProfilerStart/Stop bracket it: nsys
@@ -17,11 +25,13 @@ import sys
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional, Union
 
+from nsyswrap.annotate.observers import STEPS
 from nsyswrap.annotate.ranges import nvtx_calls
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.ranks import env_rank, parse_ranks
 
 CAPTURE_RANGE = "capture"
+UNFINISHED = "step:{} unfinished"
 STEPS_VARIABLE, EVERY_VARIABLE = "NSYSWRAP_CAPTURE_STEPS", "NSYSWRAP_CAPTURE_EVERY"
 
 
@@ -57,6 +67,8 @@ def parse_window(steps: str, every: Union[int, str, None] = None, where: str = "
 @dataclass
 class _State:
     open_step: Optional[int] = None  # the step whose range is open
+    range_id: object = None  # its NVTX range id
+    confirmed: bool = True  # work of the open step was seen (see the module doc)
     manual: bool = False  # the program calls step() itself: automatic steps stand aside
     capturing: bool = False
     window: Optional[CaptureWindow] = None
@@ -95,23 +107,40 @@ class step:
             end()
 
 
-def begin(i: int) -> None:
-    """Close the open step, start or stop capture for step i, and open step i."""
+def begin(i: int, confirmed: bool = True) -> None:
+    """Close the open step, start or stop capture for step i, and open step i (ahead of
+    its work when not `confirmed`: see the module doc)."""
     end()
     _follow_window(i)
     calls = nvtx_calls()
-    calls.push(calls.attributes(f"step:{i}"))
-    _state.open_step = i
+    _state.range_id = calls.start(calls.attributes(f"step:{i}"))
+    _state.open_step, _state.confirmed = i, confirmed
+    for observer in STEPS:
+        observer.step_begin(i)
     if not _state.exit_hook:
         atexit.register(_close_all)
         _state.exit_hook = True
 
 
+def confirm() -> None:
+    """The open step's work has begun: it is a step of its own."""
+    _state.confirmed = True
+
+
 def end() -> None:
-    """Close the open step, if any."""
+    """Close the open step, if any (marked unfinished when no work confirmed it)."""
     if _state.open_step is not None:
-        nvtx_calls().pop()
-        _state.open_step = None
+        for observer in STEPS:
+            observer.step_end()
+        calls = nvtx_calls()
+        if not _state.confirmed:
+            calls.mark(UNFINISHED.format(_state.open_step))
+        calls.end(_state.range_id)
+        _state.open_step, _state.range_id, _state.confirmed = None, None, True
+
+
+def is_confirmed() -> bool:
+    return _state.confirmed
 
 
 def is_open() -> bool:

@@ -15,6 +15,7 @@ from nsyswrap.errors import NsysWrapError
 
 MANIFEST = "manifest.json"
 RANKS_DIR = "ranks"
+SAMPLE_FILES, CAPTURE_FILES = "samples.rank*.jsonl", "capture.*.json"  # launch --sample writes them
 
 
 def now_utc() -> str:
@@ -68,6 +69,7 @@ def files_of_run(out: Path) -> set[Path]:
                 base = Path(report).name.removesuffix(".nsys-rep")
                 names |= {f"{base}.nsys-rep", f"{base}.sqlite", f"{base}.qdstrm"}
         names |= {Path(p).name for p in manifest.get("sqlite") or []}
+        names |= {Path(p).name for key in ("samples", "captures") for p in manifest.get(key) or []}
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise NsysWrapError(out, f"is not a run nsyswrap launch wrote ({out / MANIFEST}: {exc})",
                             "--force replaces only such runs: choose another --out") from None

@@ -14,6 +14,7 @@ from nsyswrap.annotate.ranges import DOMAIN
 from nsyswrap.annotate.steps import CAPTURE_RANGE
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
+from nsyswrap.sample.capture import parse_rule
 
 MIN_VERSION = (2021, 1)
 # nsyswrap's defaults for training; an --nsys-arg naming the same option replaces the default.
@@ -124,10 +125,12 @@ def report_stem(out: Path, host: str, rank: int) -> Path:
 def nsys_argv(rank: int, cfg: LaunchConfig, host: str) -> list[str]:
     """`nsys profile ... <cfg.command>` for this rank (cfg.command is the rank's own program)."""
     options = dict(DEFAULTS)
-    if cfg.window is not None:
+    if cfg.window is not None or cfg.capture_when is not None:  # the program opens the window
         options["--capture-range"] = "nvtx"
         options["--nvtx-capture"] = f"{CAPTURE_RANGE}@{DOMAIN}"
-        options["--capture-range-end"] = "repeat" if cfg.window.every else "stop"
+        again = (cfg.window.every if cfg.window is not None
+                 else parse_rule(cfg.capture_when).captures > 1)
+        options["--capture-range-end"] = "repeat" if again else "stop"
     if cfg.force:
         options["--force-overwrite"] = "true"
     given = {arg.split("=")[0] for arg in cfg.nsys_args}

@@ -7,6 +7,7 @@ in <out>/ranks/; and exits with the program's exit code.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -25,6 +26,8 @@ from nsyswrap.launch.nsys import (QDSTRM_FIX, file_sizes, nsys_argv, report_stem
                                   tree_cpu_ticks, wait_or_stop)
 from nsyswrap.launch.ranks import env_rank
 from nsyswrap.processes import alive
+from nsyswrap.sample.capture import VARIABLE as RULE_VARIABLE
+from nsyswrap.sample.sampler import VARIABLE as SAMPLE_VARIABLE
 
 STARTUP_DIR = Path(__file__).resolve().parent.parent / "annotate" / "startup"
 STARTED_VARIABLE = "NSYSWRAP_STARTED"  # file that startup/sitecustomize.py creates when Python starts
@@ -32,7 +35,7 @@ NSYS_ATTEMPTS = 3  # nsys 2022.4 sometimes dies before starting the program on a
 
 
 def is_profiled(rank: int, cfg: LaunchConfig) -> bool:
-    return cfg.ranks is None or rank in cfg.ranks
+    return cfg.profiles and (cfg.ranks is None or rank in cfg.ranks)
 
 
 def rank_command(rank: int, cfg: LaunchConfig, host: str,
@@ -47,6 +50,11 @@ def rank_command(rank: int, cfg: LaunchConfig, host: str,
         env[STEPS_VARIABLE] = f"{cfg.window.start}:{cfg.window.stop}"
         if cfg.window.every:
             env[EVERY_VARIABLE] = str(cfg.window.every)
+    if "sample" in cfg.annotate:
+        env[SAMPLE_VARIABLE] = json.dumps({"out_dir": str(cfg.out), "every": cfg.sample_every,
+                                           "start": cfg.sample_start, "end": cfg.sample_end})
+    if cfg.capture_when is not None:
+        env[RULE_VARIABLE] = cfg.capture_when
     argv = nsys_argv(rank, cfg, host) if is_profiled(rank, cfg) else list(cfg.command)
     return argv, env
 

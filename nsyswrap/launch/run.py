@@ -24,7 +24,8 @@ from rich.console import Console
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.export import TMP_DIR, export_run
-from nsyswrap.launch.manifest import (MANIFEST, RANKS_DIR, files_of_run, now_utc, rank_record_path, read_rank_records,
+from nsyswrap.launch.manifest import (CAPTURE_FILES, MANIFEST, RANKS_DIR, SAMPLE_FILES,
+                                      files_of_run, now_utc, rank_record_path, read_rank_records,
                                       short_host, write_json, write_manifest)
 from nsyswrap.launch.nsys import find_nsys
 from nsyswrap.launch.rank import rank_command
@@ -32,7 +33,7 @@ from nsyswrap.launch.rewrite import rewrite
 from nsyswrap.processes import alive
 
 WRAPPER_MODULE = "nsyswrap.launch.rank"
-RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite")
+RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite", SAMPLE_FILES, CAPTURE_FILES)
 NSYS_WAIT_S = 600  # how long to wait for nsys to finish a report after the launcher has exited
 
 
@@ -71,7 +72,7 @@ def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
         for line in rank_lines(cfg, argv, ranks):
             console.print(line, markup=False, highlight=False, soft_wrap=True)
         return 0
-    nsys_path, nsys_version = find_nsys(cfg.nsys)
+    nsys_path, nsys_version = find_nsys(cfg.nsys) if cfg.profiles else (None, None)
     _prepare_out(cfg)
     manifest = {"nsyswrap_version": _own_version(), "command": list(cfg.command), "launched": argv,
                 "options": _options(cfg), "nsys": {"path": nsys_path, "version": nsys_version},
@@ -82,6 +83,9 @@ def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
     _wait_for_nsys(cfg.out, console)
     status = "interrupted" if stopped_by else ("ok" if code == 0 else "failed")
     manifest.update(ended_utc=now_utc(), exit_code=code, status=status, stopped_by=stopped_by)
+    if "sample" in cfg.annotate:  # what the ranks' samplers wrote (launch --force may replace it)
+        manifest.update(samples=sorted(p.name for p in cfg.out.glob(SAMPLE_FILES)),
+                        captures=sorted(p.name for p in cfg.out.glob(CAPTURE_FILES)))
     write_manifest(cfg.out, manifest)
     if cfg.export and (any(cfg.out.glob("*.nsys-rep")) or any(cfg.out.glob("*.qdstrm"))):
         try:
@@ -90,8 +94,10 @@ def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
         except NsysWrapError as exc:
             console.print(f"nsyswrap: export: {exc}", markup=False, highlight=False)
         write_manifest(cfg.out, manifest)
+    after = (f"nsyswrap list, then nsyswrap query NAME {cfg.out}" if cfg.profiles
+             else f"nsyswrap report {cfg.out}")
     console.print(f"nsyswrap: {status}, exit code {code}; manifest: {cfg.out / MANIFEST}\n"
-                  f"next: nsyswrap list, then nsyswrap query NAME {cfg.out}", markup=False, highlight=False)
+                  f"next: {after}", markup=False, highlight=False)
     return code
 
 
@@ -176,6 +182,8 @@ def _options(cfg: LaunchConfig) -> dict:
 
 
 def _which_ranks(cfg: LaunchConfig) -> str:
+    if not cfg.profiles:
+        return f"no rank (sampling every {cfg.sample_every}th step of every rank)"
     return "every rank" if cfg.ranks is None else "rank(s) " + ",".join(map(str, sorted(cfg.ranks)))
 
 

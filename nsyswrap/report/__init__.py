@@ -35,12 +35,16 @@ __all__ = ["ReportFormat", "ReportOptions", "build_report", "planned", "report",
 
 def sections() -> list:
     """Every section, in order (imported when a report is built: they load pandas and DuckDB)."""
+    from nsyswrap.report.compute import compute_section
     from nsyswrap.report.cross_rank import crossrank_section
     from nsyswrap.report.data_quality import data_quality_section
+    from nsyswrap.report.host import host_section
+    from nsyswrap.report.memory import memory_section
     from nsyswrap.report.single_rank import single_rank_section
     from nsyswrap.report.trace_facts import trace_section
 
-    return [single_rank_section, crossrank_section, trace_section, data_quality_section]
+    return [single_rank_section, compute_section, crossrank_section, memory_section,
+            host_section, trace_section, data_quality_section]
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
@@ -54,6 +58,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
                     for r in run.reports],
         "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),
+        "mfu_inputs": options.mfu_params(),
         "sections": [section(run, options) for section in sections()],
     }
     return {**report, "diagnosis": diagnose(report)}
@@ -78,10 +83,15 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     it (see nsyswrap.run.open_run): the modules the sections ask for, with their
     parameters (what they miss is computed when asked for, in a later pass)."""
     from nsyswrap.queries import bind, get
+    from nsyswrap.report.compute import compute_modules
+    from nsyswrap.report.host import host_modules
+    from nsyswrap.report.memory import memory_modules
     from nsyswrap.report.single_rank import single_rank_modules
     from nsyswrap.report.trace_facts import TABLES
 
     pattern = {"step_pattern": options.step_pattern}
-    wanted = [*single_rank_modules(options).values(), *((f"trace.{t}", {}) for t in TABLES),
+    wanted = [*single_rank_modules(options).values(), *compute_modules(options).values(),
+              *memory_modules(options).values(), *host_modules(options).values(),
+              *((f"trace.{t}", {}) for t in TABLES),
               ("trace.data_quality", {}), ("crossrank.clock_offsets", pattern)]
     return replace(opener, plan=tuple((name, bind(get(name), params)) for name, params in wanted))

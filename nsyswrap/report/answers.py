@@ -45,7 +45,7 @@ def answer_key(paths: list[Path], options: ReportOptions, rank_pattern: str,
     except OSError:
         return None
     text = repr((reports, [str(p) for p in paths], sorted(manifests.items()), rank_pattern,
-                 allow_unrelated, sorted(options.window_params().items()), code_digest(),
+                 allow_unrelated, sorted(options.all_params().items()), code_digest(),
                  nsyswrap_version()))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
-from nsyswrap.crossrank.metrics import (bandwidth, clock_offsets, comm_split, matched_collectives,
-                                        mismatches, stragglers)
+from nsyswrap.crossrank.metrics import clock_offsets
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
+from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.run import Run
 
@@ -23,10 +23,6 @@ IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no strag
 def _ms(ns: float) -> str:
     """A duration for people: `1.234 ms`."""
     return f"{ns / 1e6:,.3f} ms"
-
-
-def _table(table_id: str, title: str, rows: list[dict]) -> dict:
-    return {"id": table_id, "title": title, "rows": rows}
 
 
 def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
@@ -46,9 +42,11 @@ def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
     ]
     return [
         _table("clock_offsets", "Clock offsets to the reference rank: aligned = UTC session start + t + offset; "
-               "shift = session time to run time", offset_rows),
+               "shift = session time to run time", offset_rows,
+               ("method", "host", "rank_source", "pid", "report_rank", "shift")),
         _table("clock_uncertainty", "Clock alignment uncertainty: robust spread (1.4826 x MAD) and largest "
-               "residual of the per-collective end differences", quality_rows),
+               "residual of the per-collective end differences", quality_rows,
+               ("max_residual", "offset_uncertainty")),
     ]
 
 
@@ -77,7 +75,7 @@ def _waits_table(coll: pd.DataFrame) -> dict:
         for rank, r in per.iterrows()
     ]
     return _table("rank_waits", "Per rank: time waited inside matched collectives, mean arrival vs the "
-                  "median rank, and how often it arrived last", rows)
+                  "median rank, and how often it arrived last", rows, ("collectives", "last"))
 
 
 def _comm_split_table(split: pd.DataFrame) -> dict:
@@ -91,7 +89,8 @@ def _comm_split_table(split: pd.DataFrame) -> dict:
               "transfer": figure(r.transfer_ns, NS), "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives")}
              for r in split.dropna(subset=["step"]).itertuples(index=False)]
     return _table("comm_split", "Time in matched collectives per rank (all steps, then per step): waiting for "
-                  "the last member to arrive vs transfer after it arrived", rows)
+                  "the last member to arrive vs transfer after it arrived", rows,
+                  ("collectives", "in_collectives"))
 
 
 def _mismatch_table(miss: pd.DataFrame) -> dict:
@@ -101,7 +100,7 @@ def _mismatch_table(miss: pd.DataFrame) -> dict:
         for _, r in miss.iterrows()
     ]
     return _table("mismatches", "Collective keys (pg, seq) not matched across ranks, left out of every "
-                  "cross-rank figure", rows)
+                  "cross-rank figure", rows, ("ops", "bytes"))
 
 
 def _bandwidth_table(bw: pd.DataFrame) -> dict:
@@ -113,7 +112,8 @@ def _bandwidth_table(bw: pd.DataFrame) -> dict:
         for _, r in bw.iterrows()
     ]
     return _table("bandwidth", "NCCL bandwidth per op and size: transfer = shortest duration across "
-                  "ranks; busbw = algbw x NCCL's bus factor", rows)
+                  "ranks; busbw = algbw x NCCL's bus factor", rows,
+                  ("spans_hosts", "collectives", "ranks", "transfer"))
 
 
 def _alpha_beta_table(fit: pd.DataFrame) -> dict:
@@ -127,7 +127,7 @@ def _alpha_beta_table(fit: pd.DataFrame) -> dict:
         for _, r in fit.iterrows()
     ]
     return _table("alpha_beta", "Alpha-beta fit per op: transfer = latency + bytes / bandwidth "
-                  "(least squares)", rows)
+                  "(least squares)", rows, ("r2", "sizes"))
 
 
 def _step_time_ns(run: Run, options: ReportOptions) -> int:
@@ -219,41 +219,53 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
 
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
-    section = {"id": "crossrank", "title": "Across ranks: clock alignment, collective waits, stragglers",
-               "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
     offsets = clock_offsets(run)
     if run.unrelated is not None:
         raise run.unrelated
-    if len(offsets) < 2:
+    return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
+                            len(offsets), lambda: _step_time_ns(run, options))
+
+
+def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -> dict:
+    """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
+    `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step);
+    the sample files' report (nsyswrap.sample.analysis) answers through it too."""
+    section = {"id": "crossrank",
+               "title": "Across ranks: clock alignment, collective waits, stragglers",
+               "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
+    if ranks < 2:
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
                                          "ranks (reports, or processes with GPU work in one report)"})
         return section
     pattern = {"step_pattern": options.step_pattern}
     steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
-    offsets = clock_offsets(run, **pattern)
-    coll = matched_collectives(run, **steps)
-    strag = stragglers(run, **steps)
-    miss = mismatches(run)
-    bw = bandwidth(run, **steps)
-    split = comm_split(run, **steps)
+    offsets = module("crossrank.clock_offsets", **pattern)
+    coll = module("crossrank.collectives", **steps)
+    strag = module("crossrank.stragglers", **steps)
+    miss = module("crossrank.mismatches")
+    bw = module("crossrank.bandwidth", **steps)
+    split = module("crossrank.comm_split", **steps)
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
-    section["verdict"] = _verdict(run_row, _step_time_ns(run, options))
+    section["verdict"] = _verdict(run_row, step_time_ns())
     section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(run_row, split)
     section["tables"] = _offsets_tables(offsets)
     if not coll.empty:
         section["tables"] += [
             _table("stragglers", "Straggler per step (the rank whose lateness imposed the most wait) and over "
                    "all steps; phase = the range in the step that is longest vs the median rank",
-                   _straggler_rows(strag)),
+                   _straggler_rows(strag),
+                   ("affected_steps", "slow_steps", "jitter", "collectives", "last", "significant",
+                    "share_of_wait")),
             _waits_table(coll),
             _comm_split_table(split),
         ]
-    groups = run_module(run, "crossrank.groups", **pattern)
+    groups = module("crossrank.groups", **pattern)
     if not groups.empty:
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",
-                                        groups.astype(object).where(groups.notna(), None).to_dict("records")))
+                                        groups.astype(object).where(groups.notna(), None).to_dict("records"),
+                                        ("spans_hosts", "captured", "group_size")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty:

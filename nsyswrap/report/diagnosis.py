@@ -12,7 +12,10 @@ It reads only the report dict's sections (their stable table ids and columns), n
   waiting-for-peers, never communication-bound (the per-device labels of the report are
   set to the same labels, so no part of the report contradicts another);
 * recommendations follow the findings and cite their figures; framework advice only for
-  frameworks the trace section saw.
+  frameworks the trace section saw;
+* the compute, memory and host sections add findings where they change the answer
+  (nsyswrap.report.metric_findings): ranked among the per-device findings by their cost,
+  or, without a cost of their own (MFU, GPU memory), after them as context.
 
 Costs are per step when the report found steps, else over the analysed span (the run,
 for the straggler), as each finding's `cost_basis` says. Step
@@ -22,7 +25,8 @@ from __future__ import annotations
 
 import statistics
 
-from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, is_figure
+from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, rows, section, value
+from nsyswrap.report.metric_findings import metric_findings
 from nsyswrap.report.verdict import (NOT_ENOUGH, Evidence, Totals, ms, recommendations,
                                      verdict)
 
@@ -45,22 +49,6 @@ ADVICE_TOPICS = {
     "host-bound": ("sync", "launch"),
     "compute-bound": ("compute",),
 }
-
-
-def section(report: dict, section_id: str) -> dict:
-    return next((s for s in report["sections"] if s["id"] == section_id), {})
-
-
-def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
-    tables = section(report, section_id).get("tables", [])
-    return next((t["rows"] for t in tables if t["id"] == table_id), [])
-
-
-def value(cell, default=None):
-    """The plain value of a figure (or of a plain cell)."""
-    if is_figure(cell):
-        return default if cell["value"] is None else cell["value"]
-    return default if cell is None else cell
 
 
 def _ranks(ranks: list[int], of: int | None = None) -> str:
@@ -154,8 +142,10 @@ def diagnose(report: dict) -> dict:
     per-device labels (shares.verdict, the single-rank verdict) to the diagnosis' labels."""
     run = _Run(report)
     labels = {key: run.label(key) for key in run.totals}
+    ranked, context = metric_findings(report, run, labels)
     findings = _crossrank_findings(report, run)
-    findings += sorted(_device_findings(run, labels), key=lambda f: -f["share"]["value"])
+    findings += sorted(_device_findings(run, labels) + ranked, key=lambda f: -f["share"]["value"])
+    findings += context
     _reconcile(report, run, labels)
     return {
         "headline": _headline(findings, labels, run),

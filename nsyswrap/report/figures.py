@@ -29,8 +29,35 @@ def share(part, whole, reason: str) -> dict:
     return figure(float(part) / float(whole), FRACTION)
 
 
+def table(table_id: str, title: str, rows: list[dict], droppable: tuple[str, ...] = ()) -> dict:
+    """A report table: `{"id", "title", "rows"}`, and `droppable`, the columns a narrow
+    terminal may leave out, in the order they go (nsyswrap.text_table.fit): every other
+    column answers the title and stays. A table without the key is fitted by the old rule
+    (secondary columns, then from the right)."""
+    spec = {"id": table_id, "title": title, "rows": rows}
+    return {**spec, "droppable": list(droppable)} if droppable else spec
+
+
 def is_figure(obj) -> bool:
     return isinstance(obj, dict) and "unit" in obj and "value" in obj
+
+
+def value(cell, default=None):
+    """The plain value of a figure (or of a plain cell)."""
+    if is_figure(cell):
+        return default if cell["value"] is None else cell["value"]
+    return default if cell is None else cell
+
+
+def section(report: dict, section_id: str) -> dict:
+    """A section of a report dict by id ({} when absent)."""
+    return next((s for s in report["sections"] if s["id"] == section_id), {})
+
+
+def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
+    """The rows of a table of a report dict by section and table id ([] when absent)."""
+    tables = section(report, section_id).get("tables", [])
+    return next((t["rows"] for t in tables if t["id"] == table_id), [])
 
 
 def time_unit(longest_ns: float) -> tuple[str, float]:

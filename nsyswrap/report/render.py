@@ -9,6 +9,7 @@ are a flag away: `--detail` (every table in full) or `--section NAME`.
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 from pathlib import Path
 
@@ -40,6 +41,9 @@ SHORT = {
     "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
     "activities": "activ", "gpu_time": "gpu time", "step_mean": "mean", "step_p50": "p50",
     "step_p90": "p90", "step_max": "max", "compute": "comp", "label": "verdict",
+    "large_bandwidth": "large", "vs_expected": "vs exp", "of_compute": "of comp",
+    "allocs_per_step": "allocs /step", "bytes_per_step": "bytes /step",
+    "frees_per_step": "frees /step", "cuda_threads": "cuda thr",
 }
 
 
@@ -74,7 +78,37 @@ def render_text(report: dict, width: int = 80, *, detail: bool = False,
     lines += ["", *wrap("More: --detail shows every row; --section NAME one section or table "
                         f"({', '.join(_names(report))}); --format json every figure; --html "
                         "plots.", width)]
+    return lines + capture_lines(report, width)
+
+
+def capture_lines(report: dict, width: int) -> list[str]:
+    """The report's last lines when it suggests an nsys capture (the sampler's report):
+    the commands, broken into shell lines that fit the width."""
+    capture = report.get("capture")
+    if "capture" not in report:
+        return []
+    if capture is None:
+        return ["", *wrap("Nothing to capture: no rank is significantly slower than the others in "
+                          "the sampled steps.", width)]
+    lines = ["", *wrap(f"Capture it with nsys ({capture['why']}):", width),
+             *_shell(capture["command"], width)]
+    if capture.get("when"):
+        lines += wrap("It comes and goes: or catch it in the act, when a step is slower than "
+                      "usual:", width)
+        lines += _shell(capture["when"], width)
     return lines
+
+
+def _shell(command: str, width: int) -> list[str]:
+    """A command as shell lines of at most `width` columns, joined by backslashes (a word
+    longer than a line keeps its own line)."""
+    lines, line = [], "  "
+    for word in map(shlex.quote, shlex.split(command)):
+        if len(line) + len(word) + 2 > width and line.strip():
+            lines.append(line + " \\")
+            line = "    "
+        line += ("" if line.isspace() else " ") + word
+    return lines + [line]
 
 
 def heading(report: dict) -> str:
@@ -235,7 +269,10 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
     keep = sum(1 for c in columns[:3] if c in KEYS) or 1
     whole = frozenset(i for i, c in enumerate(columns) if c in ("verdict", "label"))
     drop_first = tuple(i for i, c in enumerate(columns) if c in SECONDARY)
-    lines, dropped = fit(headers, cells, right, width, keep, whole, drop_first)
+    declared = spec.get("droppable")
+    droppable = None if declared is None else tuple(columns.index(c) for c in declared
+                                                    if c in columns)
+    lines, dropped = fit(headers, cells, right, width, keep, whole, drop_first, droppable)
     title = spec["title"] + (f" (times in {unit_name})" if times else "")
     out = wrap(title, width)
     out += lines
@@ -248,8 +285,8 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
 
 
 def _summary(spec: dict) -> tuple[list[dict], list[str]]:
-    """A long table as statistics of its first time column per (rank, device), the rows
-    that are not per step (e.g. `all`), and the worst rows."""
+    """A long table as its rows over all steps (`all`) where it has them, else as
+    statistics of its first time column per (rank, device); and its worst rows."""
     rows = spec["rows"]
     columns = list(dict.fromkeys(k for row in rows for k in row))
     time_col = next((c for c in columns if any(is_figure(r.get(c)) and r[c]["unit"] == NS
@@ -260,6 +297,13 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
     keys = [c for c in ("rank", "device") if c in columns]
     per_step = [r for r in rows if isinstance(r.get("step"), int)]
     other = [r for r in rows if not isinstance(r.get("step"), int)]
+    worst = sorted(per_step, key=lambda r: -(r[time_col]["value"] or 0))[:3]
+    worst_text = ", ".join(
+        " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: "
+        f"{ms(r[time_col]['value'])}" for r in worst)
+    if other:  # the table's own rows over all steps (`all`) summarize it
+        return other, [f"rows over all steps; the most {time_col.replace('_', ' ')} in one "
+                       f"step: {worst_text}; {more}"]
     groups: dict[tuple, list[int]] = {}
     for r in per_step:
         if is_figure(r.get(time_col)) and r[time_col]["value"] is not None:
@@ -272,9 +316,5 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
                          for name, fn in (("mean", statistics.fmean),
                                           ("p50", lambda v: quantile(v, .5)),
                                           ("p90", lambda v: quantile(v, .9)), ("max", max))}})
-    worst = sorted(per_step, key=lambda r: -(r[time_col]["value"] or 0))[:3]
-    worst_text = ", ".join(
-        " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: "
-        f"{ms(r[time_col]['value'])}" for r in worst)
-    return stats + other, [f"statistics of {time_col} per step; longest: {worst_text}; {more}"]
+    return stats, [f"statistics of {time_col} per step; longest: {worst_text}; {more}"]
 

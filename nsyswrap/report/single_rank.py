@@ -9,6 +9,7 @@ import pandas as pd
 from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.queries import run_module, run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
+from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
 from nsyswrap.report.verdict import Evidence, Totals, naive_note, recommendations, verdict
 from nsyswrap.run import Run
@@ -121,10 +122,6 @@ def _totals(row: pd.Series, gaps: pd.DataFrame) -> Totals:
     )
 
 
-def _table(table_id: str, title: str, rows: list[dict]) -> dict:
-    return {"id": table_id, "title": title, "rows": rows}
-
-
 def _key(row) -> dict:
     return {"rank": int(row["rank"]), "device": int(row["device"])}
 
@@ -139,7 +136,7 @@ def _ledger_table(ledger: pd.DataFrame) -> dict:
         for _, r in ledger.iterrows()
     ]
     return _table("ledger", "Time ledger: compute_only + both + comm_only + copy_only + idle "
-                  "= span", rows)
+                  "= span", rows, ("copy_busy", "comm_busy", "compute_busy"))
 
 
 def _shares_table(ledger: pd.DataFrame, totals: dict) -> dict:
@@ -158,7 +155,7 @@ def _shares_table(ledger: pd.DataFrame, totals: dict) -> dict:
             "verdict": verdict(totals[(int(r["rank"]), int(r.device))])["label"],
         })
     return _table("shares", "Shares of the span; overlap = both / comm busy (exact) beside the "
-                  "naive (compute + comm - span) / comm", rows)
+                  "naive (compute + comm - span) / comm", rows, ("naive_overlap_ratio",))
 
 
 def _collectives_table(summary: pd.DataFrame) -> dict | None:
@@ -171,7 +168,8 @@ def _collectives_table(summary: pd.DataFrame) -> dict | None:
          "exposed_time": figure(r.exposed_ns, NS)}
         for _, r in summary.iterrows()
     ]
-    return _table("collectives", "NCCL kernels hidden behind compute on the same device", rows)
+    return _table("collectives", "NCCL kernels hidden behind compute on the same device", rows,
+    ("overlapped", "nccl_time"))
 
 
 def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
@@ -189,7 +187,8 @@ def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
         for _, r in top.iterrows()
     ]
     return _table("top_exposed", f"Most exposed NCCL kernels (top {TOP_EXPOSED}); context = "
-                  "innermost NVTX range around the launch call", rows)
+                  "innermost NVTX range around the launch call", rows,
+                  ("compute_stream", "duration", "exposure"))
 
 
 def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
@@ -212,7 +211,8 @@ def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
             })
     return _table("idle_gaps", "Idle gaps (nothing on any stream) by cause: other = the next "
                   "kernel was already queued, else sync = host syncs cover half the gap, else "
-                  "host_bound = the next kernel was launched after the GPU went idle", rows)
+                  "host_bound = the next kernel was launched after the GPU went idle", rows,
+                  ("longest", "gaps"))
 
 
 def _histogram_table(hist: pd.DataFrame) -> dict | None:
@@ -226,7 +226,7 @@ def _histogram_table(hist: pd.DataFrame) -> dict | None:
         rows.append({"rank": int(rank), "device": int(device), "length": label,
                      **{c: figure(counts.get(c, 0), COUNT) for c in CAUSES},
                      "total": figure(part.total_ns.sum(), NS)})
-    return _table("gap_histogram", "Idle gaps by length and cause (counts)", rows)
+    return _table("gap_histogram", "Idle gaps by length and cause (counts)", rows, ("total",))
 
 
 def _duration(ns: float) -> str:
@@ -251,7 +251,8 @@ def _launch_table(launch: pd.DataFrame) -> dict | None:
         for _, r in launch.iterrows()
     ]
     return _table("launches", f"Launch latency (kernel start - launch call start); tiny = shorter "
-                  f"than {TINY_KERNEL_NS / 1000:g} us", rows)
+                  f"than {TINY_KERNEL_NS / 1000:g} us", rows,
+                  ("latency_max", "kernel_p50", "launched", "tiny_kernels", "kernels"))
 
 
 def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
@@ -266,7 +267,7 @@ def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
         for r in steps.itertuples(index=False)  # one row per step: thousands
     ]
     return _table("steps", f"Steps (NVTX ranges like {options.step_pattern!r}); compute and "
-                  "comm are busy unions", rows)
+                  "comm are busy unions", rows, ("copy_only",))
 
 
 def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
@@ -285,7 +286,8 @@ def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
         for _, r in top.head(TOP_RANGES).iterrows()
     ]
     return _table("nvtx_gpu_time", f"GPU time launched inside NVTX ranges, whole capture (top "
-                  f"{TOP_RANGES}; summed kernel time; nested ranges include their children)", rows)
+                  f"{TOP_RANGES}; summed kernel time; nested ranges include their children)", rows,
+                  ("copies", "nccl", "compute", "ranges", "kernels", "range_time"))
 
 
 def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:

@@ -32,22 +32,36 @@ FROM kernels;
 -- Step ranges: NVTX ranges (not marks) LIKE step_pattern, with their step number: the
 -- last integer of the text, else the range's order by start in its process (0, 1, ...:
 -- a range named just `train_step` every iteration). With the default pattern `step:%`
--- a process without `step:` ranges takes PyTorch profiler's `ProfilerStep#<i>`. The one
--- definition of a step, for the single-rank metrics and the cross-rank objects alike.
+-- a process without `step:` ranges takes PyTorch profiler's `ProfilerStep#<i>`. A range
+-- holding the mark `<its text> unfinished` on its thread (nsyswrap's automatic steps: a
+-- step opened after the last optimizer step) is no step. The one definition of a step,
+-- for the single-rank metrics and the cross-rank objects alike.
 CREATE OR REPLACE MACRO step_ranges(step_pattern) AS TABLE
-WITH matched AS (
-    SELECT
-        rank,
-        pid,
-        tid,
-        text,
-        start_ns,
-        end_ns,
-        NOT (text LIKE step_pattern) AS fallback
+WITH unfinished AS (
+    SELECT rank, pid, tid, start_ns, text
     FROM nvtx
-    WHERE event_type <> 'mark'
-        AND (text LIKE step_pattern
-            OR (step_pattern = 'step:%' AND regexp_full_match(text, 'ProfilerStep#\d+')))
+    WHERE event_type = 'mark'
+        AND text LIKE '% unfinished'
+),
+matched AS (
+    SELECT
+        n.rank,
+        n.pid,
+        n.tid,
+        n.text,
+        n.start_ns,
+        n.end_ns,
+        NOT (n.text LIKE step_pattern) AS fallback
+    FROM nvtx AS n
+    ANTI JOIN unfinished AS u
+        ON u.rank = n.rank
+        AND u.pid = n.pid
+        AND u.tid = n.tid
+        AND u.text = n.text || ' unfinished'
+        AND u.start_ns BETWEEN n.start_ns AND n.end_ns
+    WHERE n.event_type <> 'mark'
+        AND (n.text LIKE step_pattern
+            OR (step_pattern = 'step:%' AND regexp_full_match(n.text, 'ProfilerStep#\d+')))
 ),
 chosen AS (
     SELECT *

@@ -1,6 +1,7 @@
 -- One row per phase of one rank: an NVTX range directly inside a step range
 -- (step_ranges in sql/_macros/metrics.sql) on the same thread (one level deeper, ending
--- inside it; zero-length and `coll:` ranges are not phases), with its host time (duration less the CUDA synchronize calls and
+-- inside it; zero-length and `coll:` ranges are not phases, nor ranges across a step's
+-- edge, which are left out of the nesting), with its host time (duration less the CUDA synchronize calls and
 -- collective ranges started in it: waiting for others is not lag) and the GPU time
 -- of the compute kernels launched while it ran by ANY thread of its process (the
 -- autograd engine launches backward kernels from its own threads). Times are
@@ -19,22 +20,52 @@
 -- @column host_ns BIGINT          end_ns - start_ns less the waits started in it
 --                                 (at least 0) (ns).
 -- @column gpu_ns BIGINT           GPU time of the compute kernels launched in it (ns).
-WITH thread_ranges AS (
-    -- NVTX ranges on threads that hold step ranges (zero-length ones left out);
-    -- `thread` packs (pid, tid) into one key.
-    SELECT
-        (n.pid << 24) | n.tid AS thread,
-        n.pid,
-        n.tid,
-        n.start_ns,
-        n.end_ns,
-        n.text
+WITH step_edges AS (
+    -- of steps starting together on a thread, the longest
+    SELECT pid, tid, start_ns, max(end_ns) AS end_ns
+    FROM step_ranges($step_pattern)
+    GROUP BY pid, tid, start_ns
+),
+all_ranges AS (
+    -- NVTX ranges on threads that hold step ranges (zero-length ones left out)
+    SELECT n.pid, n.tid, n.start_ns, n.end_ns, n.text
     FROM nvtx AS n
-    SEMI JOIN (SELECT DISTINCT pid, tid FROM step_ranges($step_pattern)) AS s
+    SEMI JOIN (SELECT DISTINCT pid, tid FROM step_edges) AS s
         ON s.pid = n.pid
         AND s.tid = n.tid
     WHERE n.event_type <> 'mark'
         AND n.end_ns > n.start_ns
+),
+crossing AS (
+    -- ranges across a step's edge: starting in a step and ending after it (a range
+    -- around the optimizer step that ends an automatic step), or ending inside a step
+    -- that started after them. No phase, and left out of the nesting depths.
+    SELECT r.pid, r.tid, r.start_ns, r.end_ns, r.text
+    FROM all_ranges AS r
+    ASOF JOIN step_edges AS s
+        ON s.pid = r.pid
+        AND s.tid = r.tid
+        AND r.start_ns >= s.start_ns
+    WHERE r.start_ns < s.end_ns
+        AND r.end_ns > s.end_ns
+    UNION
+    SELECT r.pid, r.tid, r.start_ns, r.end_ns, r.text
+    FROM all_ranges AS r
+    ASOF JOIN step_edges AS s
+        ON s.pid = r.pid
+        AND s.tid = r.tid
+        AND r.end_ns > s.start_ns
+    WHERE s.start_ns > r.start_ns
+        AND r.end_ns < s.end_ns
+),
+thread_ranges AS (
+    -- `thread` packs (pid, tid) into one key.
+    SELECT (pid << 24) | tid AS thread, pid, tid, start_ns, end_ns, text
+    FROM (
+        SELECT * FROM all_ranges
+        EXCEPT ALL
+        SELECT * FROM crossing
+    )
 ),
 edges AS (
     SELECT thread, pid, tid, start_ns AS t, 1 AS delta, start_ns, end_ns, text

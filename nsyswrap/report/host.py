@@ -1,0 +1,72 @@
+"""The host section of `nsyswrap report`: what the host's threads do while the GPU works,
+so that launch-bound and host-blocked steps show their cause. A CUDA API summary (calls,
+total, median by function: long synchronize calls are the host waiting for the GPU,
+long launch calls launch overhead) and, when nsys traced it, an OS runtime summary
+(with the time on the threads that call CUDA) per rank. Layout: see nsyswrap.report."""
+from __future__ import annotations
+
+import pandas as pd
+
+from nsyswrap.queries import run_modules
+from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.run import Run
+
+TOP_CALLS = 8  # functions per rank in each table
+
+
+def host_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """The section's modules, `key: (module, params)`."""
+    window = options.window_params()
+    return {"api": ("host.cuda_api", window), "osrt": ("host.osrt", window)}
+
+
+def host_section(run: Run, options: ReportOptions) -> dict:
+    """Build the section dict: tables cuda_api and osrt."""
+    frames = run_modules(run, host_modules(options))
+    tables, cannot = [], []
+    if frames["api"].empty:
+        cannot.append({"what": "the CUDA API summary", "reason": "no CUDA API call was traced in "
+                       "the window (capture with nsys profile --trace=cuda)"})
+    else:
+        tables.append(_api_table(_top(frames["api"])))
+    if frames["osrt"].empty:
+        cannot.append({"what": "the OS runtime summary", "reason": "the OS runtime was not traced "
+                       "(nsys profile --trace=osrt; nsyswrap launch traces it by default)"})
+    else:
+        tables.append(_osrt_table(_top(frames["osrt"])))
+    return {"id": "host", "title": "The host: CUDA API and OS runtime calls", "verdict": None,
+            "recommendations": [], "tables": tables, "cannot_answer": cannot}
+
+
+def _top(calls: pd.DataFrame) -> pd.DataFrame:
+    """The TOP_CALLS functions with the longest total per rank (the rows come longest first)."""
+    return calls.groupby("rank", sort=True, group_keys=False).head(TOP_CALLS)
+
+
+def _process(calls: pd.DataFrame):
+    """A row's process column: shown only when some rank has several processes."""
+    several = calls.groupby("rank").pid.nunique().max() > 1
+    return (lambda r: {"pid": int(r.pid)}) if several else (lambda r: {})
+
+
+def _api_table(api: pd.DataFrame) -> dict:
+    pid = _process(api)
+    rows = [{"rank": int(r.rank), **pid(r), "api": r.api, "calls": figure(r.calls, COUNT),
+             "total": figure(r.total_ns, NS), "share": figure(r.share, FRACTION),
+             "median": figure(r.median_ns, NS), "p90": figure(r.p90_ns, NS),
+             "max": figure(r.max_ns, NS)} for r in api.itertuples(index=False)]
+    return table("cuda_api", f"CUDA API calls per rank (top {TOP_CALLS} by total time; share of "
+                 "the process's CUDA call time): long synchronize calls wait for the GPU, long "
+                 "launch calls are launch overhead", rows, ("max", "p90"))
+
+
+def _osrt_table(osrt: pd.DataFrame) -> dict:
+    pid = _process(osrt)
+    rows = [{"rank": int(r.rank), **pid(r), "api": r.api, "calls": figure(r.calls, COUNT),
+             "threads": figure(r.threads, COUNT), "total": figure(r.total_ns, NS),
+             "cuda_threads": figure(r.cuda_thread_ns, NS), "median": figure(r.median_ns, NS),
+             "max": figure(r.max_ns, NS)} for r in osrt.itertuples(index=False)]
+    return table("osrt", f"OS runtime calls per rank (top {TOP_CALLS} by total time; cuda "
+                 "threads = the part on threads that launch GPU work, where a wait holds back "
+                 "the next launch)", rows, ("max", "threads", "median"))
