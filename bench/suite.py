@@ -74,12 +74,12 @@ def fresh_cache(name: str) -> Path:
 
 
 def drop_results(cache: Path) -> Callable[[], None]:
-    """What deletes the cached per-report results (the stored objects and module rows in
-    `<cache>/<report>/objects/`) and the stored report answers (`<cache>/answers`), keeping the
-    normalized views and the cross-rank reductions (`objects/xr_*`): the next call computes its
-    metrics again."""
+    """What deletes the cached per-report results (the stored objects and module rows,
+    `<cache>/objects/`) and the stored report answers (`<cache>/answers`), keeping the
+    normalized views, the cross-rank reductions (`objects/xr_*`) and the run objects
+    (`<cache>/runs`): the next call computes its metrics again."""
     def drop() -> None:
-        for results in cache.glob("*/objects/*"):
+        for results in cache.glob("objects/*"):
             if not results.name.startswith("xr_"):
                 shutil.rmtree(results)
         drop_answers(cache)()

@@ -15,7 +15,7 @@ _LAZY = {
     "sql": "nsyswrap.api",
     "Opener": "nsyswrap.opener",
     "Run": "nsyswrap.run",
-    "open_run": "nsyswrap.run",
+    "open_run": "nsyswrap.opening",
     "DaskEngine": "nsyswrap.dask_engine",
     "annotate_model": "nsyswrap.annotate.modules",
     "annotate_collectives": "nsyswrap.annotate.collectives",

@@ -7,8 +7,8 @@ import pandas as pd
 
 from nsyswrap import sql_objects
 from nsyswrap.connection import VIEWS
+from nsyswrap.opener import DEFAULT_OPENER, Opener
 from nsyswrap.queries import catalog, run_module
-from nsyswrap.run import DEFAULT_OPENER, Opener
 from nsyswrap.sql_guard import check_read_only, lock
 
 

@@ -6,25 +6,21 @@ entry (a truncated or missing Parquet file) is found when the report is opened, 
 and built again, each with a one-line note.
 
 The first open of a report reads its tables once (see `sqlite_source`) and
-writes one Parquet file per view; later opens read the Parquet files only. The
-per-report objects computed later live beside them (see `nsyswrap.planner`).
+writes one Parquet file per view, an entry of the store (`nsyswrap.store`: views); later
+opens read the Parquet files only.
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 
-from nsyswrap import sql_objects
-from nsyswrap.cache_keys import cache_root, report_key
+from nsyswrap import sql_objects, store
+from nsyswrap.cache_keys import report_key
 from nsyswrap.connection import VIEWS, quote, session
-from nsyswrap.errors import note
 from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.sqlite_source import read_batches, typed_select
 
@@ -36,64 +32,28 @@ takes half the space."""
 
 
 def cache_dir_for(path: Path) -> Path:
-    """The cache directory of one report version; a damaged entry there is removed first."""
-    target = cache_root() / hashlib.sha256(report_key(path).encode()).hexdigest()[:24]
+    """The store entry of one report version's views; a damaged one is removed first."""
+    target = store.entry("views", path.stem, report_key(path))
     damaged = _damaged_file(target)
     if damaged is not None:
-        note(f"{path}: cache entry {damaged} was damaged; building it again")
-        trash = target.with_name(f".damaged-{os.getpid()}-{target.name}")
-        try:
-            os.replace(target, trash)
-        except OSError:  # another process moved it first
-            pass
-        shutil.rmtree(trash, ignore_errors=True)
+        store.discard(target, f"{path}: cache entry {damaged} was damaged; building it again")
     return target
 
 
 def _damaged_file(entry: Path) -> Path | None:
-    """A Parquet file of a cache entry that is truncated or not Parquet, or a missing view
-    of a built entry; None when the entry is sound (or absent)."""
+    """A view's Parquet file of a built entry that is missing, truncated or not Parquet;
+    None when the entry is sound (or absent)."""
     if not (entry / "session.parquet").exists():
         return None
     missing = [entry / f"{v}.parquet" for v in VIEWS if not (entry / f"{v}.parquet").exists()]
-    if missing:
-        return missing[0]
-    for file in entry.rglob("*.parquet"):
-        if any(part.startswith(".") for part in file.relative_to(entry).parts):
-            continue  # being written by another process (`.build-*`), not damaged
-        try:
-            size = file.stat().st_size
-            with file.open("rb") as fh:
-                start = fh.read(4)
-                fh.seek(max(0, size - 8))
-                tail = fh.read(8)
-        except OSError:
-            return file
-        footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else size
-        if start != b"PAR1" or tail[4:] != b"PAR1" or footer + 12 > size:
-            return file
-    return None
+    return missing[0] if missing else store.damaged(entry)
 
 
 def normalize(path: Path, tables: dict[str, set[str]], target: Path) -> None:
     """Fill `target` (the report's `cache_dir_for`, found by the caller: a worker process
     may see another environment) with `<view>.parquet`, unless it is there."""
     if not (target / "session.parquet").exists():
-        build_atomically(target, lambda work: _build(path, tables, work))
-
-
-def build_atomically(target: Path, build) -> None:
-    """`build(work)` fills a fresh directory that then becomes `target` in one rename."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
-    try:
-        build(work)
-        try:
-            os.replace(work, target)
-        except OSError:  # another process finished first
-            pass
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        store.write(target, lambda work: _build(path, tables, work), about=str(path))
 
 
 def _raw(path: Path, key: str, tables: dict[str, set[str]]):

@@ -5,7 +5,10 @@ commands), so `nsyswrap --help` answers at once. Commands are listed in workflow
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,13 +16,12 @@ from typing import Annotated, Optional
 import typer
 import typer.core
 
-from nsyswrap import cli_values
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.output import Format, ReportFormat, check_writable, write
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
 ORDER = ("launch", "export", "report", "diff", "timeline", "query", "sql", "list", "views",
-         "generate")
+         "plan", "cache", "generate")
 
 
 class _WorkflowOrder(typer.core.TyperGroup):
@@ -104,6 +106,9 @@ PeakTflops = Annotated[Optional[float], typer.Option(
 Dtype = Annotated[str, typer.Option(
     "--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
+AllowUnrelated = Annotated[bool, typer.Option("--allow-unrelated", help=(
+    "Analyse reports across ranks even when their captures are far apart in time "
+    "(different runs)."))]
 
 
 class EngineName(str, Enum):
@@ -116,16 +121,45 @@ SchedulerFile = Annotated[Optional[Path], typer.Option("--scheduler-file", metav
 SchedulerAddress = Annotated[Optional[str], typer.Option("--scheduler-address", metavar="ADDRESS", help="--engine dask: tcp://HOST:PORT (default $DASK_SCHEDULER_ADDRESS).")]
 
 
-def _opener(rank_pattern: str, jobs: int, allow_unrelated: bool = False, engine: EngineName = EngineName.local,
-            scheduler_file: Path | None = None, scheduler_address: str | None = None):
-    """Reading options plus a progress bar on stderr (a terminal only) while reports are
-    normalized."""
-    from nsyswrap.opener import Opener
-    from nsyswrap.pool import find_engine
+CACHE_MAX_HELP = ("Cap of the cache, e.g. 20G, 500M or 10% (of the free disk); least recently "
+                  "used entries go first [default: $NSYSWRAP_CACHE_MAX, else 25%].")
+CacheMax = Annotated[str | None,
+                     typer.Option("--cache-max", metavar="SIZE", help=CACHE_MAX_HELP)]
+ENGINE_OPTIONS = {  # name: (annotation, default): every command that opens reports takes them
+    "rank_pattern": (RankPattern, r"rank(\d+)"),
+    "jobs": (Jobs, 2),
+    "engine": (EngineOpt, EngineName.local),
+    "scheduler_file": (SchedulerFile, None),
+    "scheduler_address": (SchedulerAddress, None),
+    "cache_max": (CacheMax, None),
+}
 
-    return Opener(rank_pattern=rank_pattern, jobs=jobs, allow_unrelated=allow_unrelated,
-                  progress=_progress_bar() if sys.stderr.isatty() else None,
-                  engine=find_engine(engine.value, scheduler_file, scheduler_address))
+
+def opens_reports(command):
+    """Give `command` the engine options (ENGINE_OPTIONS, defined here once) and, in its
+    `opener` parameter, the Opener they make: reading options, the engine, the cache's cap,
+    and a progress bar on stderr (a terminal only) while reports are read."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "opener"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                               annotation=kind) for name, (kind, default) in ENGINE_OPTIONS.items()]
+
+    @functools.wraps(command)
+    def with_opener(*args, **kwargs):
+        from nsyswrap.opener import Opener
+        from nsyswrap.pool import find_engine
+
+        given = {name: kwargs.pop(name) for name in ENGINE_OPTIONS}
+        opener = Opener(rank_pattern=given["rank_pattern"], jobs=given["jobs"],
+                        progress=_progress_bar() if sys.stderr.isatty() else None,
+                        engine=find_engine(given["engine"].value, given["scheduler_file"],
+                                           given["scheduler_address"]),
+                        cache_max=given["cache_max"] or "")
+        return command(*args, opener=opener, **kwargs)
+
+    with_opener.__signature__ = signature.replace(parameters=own + added)
+    with_opener.__annotations__ = {p.name: p.annotation for p in own + added}
+    return with_opener
 
 
 def _progress_bar():
@@ -177,6 +211,7 @@ def list_queries(fmt: Fmt = Format.table) -> None:
 
 
 @app.command()
+@opens_reports
 def query(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Prebuilt query, e.g. kernels.summary (see `nsyswrap list`).")],
     reports: Reports,
@@ -184,17 +219,12 @@ def query(
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Force = False,
-    rank_pattern: RankPattern = r"rank(\d+)",
-    jobs: Jobs = 2,
-    engine: EngineOpt = EngineName.local,
-    scheduler_file: SchedulerFile = None,
-    scheduler_address: SchedulerAddress = None,
+    opener=None,
 ) -> None:
     """Run prebuilt query NAME over REPORTS."""
     from nsyswrap import api
 
     check_writable(output, force)
-    opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
     if output is not None and fmt in (Format.csv, Format.parquet):  # streamed: millions of rows fit
         api.query_to_file(name, reports, output, fmt.value, opener=opener, **_params(param))
         return
@@ -203,6 +233,7 @@ def query(
 
 
 @app.command()
+@opens_reports
 def sql(
     text: Annotated[str, typer.Argument(metavar="SQL", help="SQL over the views (see `nsyswrap views`); $name for parameters.")],
     reports: Reports,
@@ -210,17 +241,12 @@ def sql(
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Force = False,
-    rank_pattern: RankPattern = r"rank(\d+)",
-    jobs: Jobs = 2,
-    engine: EngineOpt = EngineName.local,
-    scheduler_file: SchedulerFile = None,
-    scheduler_address: SchedulerAddress = None,
+    opener=None,
 ) -> None:
     """Run ad-hoc SQL over the normalized views of REPORTS."""
     from nsyswrap import api
 
     check_writable(output, force)
-    opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
     result = api.sql(text, reports, opener=opener, **_params(param))
     write(result, fmt, output, force, console)
 
@@ -243,6 +269,7 @@ def views(fmt: Fmt = Format.table) -> None:
 
 
 @app.command()
+@opens_reports
 def report(
     reports: Reports,
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="table for people; json: every figure with its unit, null with a reason.")] = ReportFormat.table,
@@ -251,20 +278,16 @@ def report(
     steps: Steps = None,
     window_nvtx: WindowNvtx = None,
     step_pattern: StepPattern = "step:%",
-    rank_pattern: RankPattern = r"rank(\d+)",
-    jobs: Jobs = 2,
-    engine: EngineOpt = EngineName.local,
-    scheduler_file: SchedulerFile = None,
-    scheduler_address: SchedulerAddress = None,
     html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page: the diagnosis, then plots.")] = None,
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
-    allow_unrelated: Annotated[bool, typer.Option("--allow-unrelated", help="Analyse reports across ranks even when their captures are far apart in time (different runs).")] = False,
+    allow_unrelated: AllowUnrelated = False,
     flops_per_step: FlopsPerStep = None,
     model_params: ModelParams = None,
     tokens_per_step: TokensPerStep = None,
     peak_tflops: PeakTflops = None,
     dtype: Dtype = "bf16",
+    opener=None,
 ) -> None:
     """Diagnose REPORTS: where the step time goes, what to do.
 
@@ -278,7 +301,7 @@ def report(
     options = ReportOptions.parse(steps, window_nvtx, step_pattern, flops_per_step=flops_per_step,
                                   model_params=model_params, tokens_per_step=tokens_per_step,
                                   peak_tflops=peak_tflops, dtype=dtype)
-    opener = _opener(rank_pattern, jobs, allow_unrelated, engine, scheduler_file, scheduler_address)
+    opener = replace(opener, allow_unrelated=allow_unrelated)
     exports, samples = split_inputs(reports)
     if samples:  # sample files of the always-on sampler, alone or beside exports
         from nsyswrap.sample.analysis import report_with_samples
@@ -297,6 +320,7 @@ def report(
 
 
 @app.command()
+@opens_reports
 def diff(
     base: Annotated[str, typer.Argument(metavar="BASE", help="BASE run: a run directory, a quoted glob, a manifest.json or one report .sqlite.")],
     new: Annotated[str, typer.Argument(metavar="NEW", help="NEW run, the same way.")],
@@ -306,11 +330,10 @@ def diff(
     steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Compare only steps A to B-1, e.g. 2:5 (either side may be left out).")] = None,
     window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Compare only steps overlapping NVTX ranges LIKE this.")] = None,
     step_pattern: StepPattern = "step:%",
-    rank_pattern: RankPattern = r"rank(\d+)",
-    jobs: Jobs = 2,
     html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page.")] = None,
     fail_on_regression: Annotated[Optional[float], typer.Option("--fail-on-regression", min=0, metavar="PCT", help="Exit 1 when NEW is significantly worse than BASE by more than PCT %.")] = None,
     metric: Annotated[str, typer.Option("--metric", metavar="ID", help="Figure the gate checks: an id of --format csv, e.g. step_time:rank=2.")] = "step_time",
+    opener=None,
 ) -> None:
     """Did it help? Compare run NEW against run BASE.
 
@@ -323,7 +346,7 @@ def diff(
 
     check_outputs(output, html, force)
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
-    result = diff_runs(base, new, options, force=force, opener=_opener(rank_pattern, jobs))
+    result = diff_runs(base, new, options, force=force, opener=opener)
     write_diff(result, fmt, output, force, console, html)
     if fail_on_regression is not None:
         code, line = gate(result, fail_on_regression, metric)
@@ -332,6 +355,7 @@ def diff(
 
 
 @app.command()
+@opens_reports
 def timeline(
     reports: Reports,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],
@@ -340,11 +364,7 @@ def timeline(
     step_pattern: StepPattern = "step:%",
     max_events: Annotated[Optional[int], typer.Option("--max-events", min=1, metavar="N", help="Keep at most this many events, longest first [default: 100,000].")] = None,
     force: Force = False,
-    rank_pattern: RankPattern = r"rank(\d+)",
-    jobs: Jobs = 2,
-    engine: EngineOpt = EngineName.local,
-    scheduler_file: SchedulerFile = None,
-    scheduler_address: SchedulerAddress = None,
+    opener=None,
 ) -> None:
     """Write an aligned trace of all ranks for Perfetto.
 
@@ -353,10 +373,82 @@ def timeline(
     from nsyswrap.timeline import write_timeline
 
     limit = {} if max_events is None else {"max_events": max_events}
-    opener = _opener(rank_pattern, jobs, engine=engine, scheduler_file=scheduler_file, scheduler_address=scheduler_address)
     events = write_timeline(reports, output, ReportOptions.parse(steps, window_nvtx, step_pattern),
                             opener=opener, force=force, **limit)
     print(f"wrote {output}: {events:,} events")
+
+
+@app.command()
+@opens_reports
+def plan(
+    reports: Reports,
+    fmt: Fmt = Format.table,
+    output: Output = None,
+    force: Force = False,
+    steps: Steps = None,
+    window_nvtx: WindowNvtx = None,
+    step_pattern: StepPattern = "step:%",
+    allow_unrelated: AllowUnrelated = False,
+    opener=None,
+) -> None:
+    """Show what `nsyswrap report` would compute for REPORTS, what is stored, and why.
+
+    Reads no report (only its header, to name its rank): the stored answer, the reports'
+    views, then every step in order: per report (in the worker pool), on the run, and
+    the results the report's sections ask for, each with what is stored of it."""
+    from nsyswrap.report import ReportOptions, explain
+
+    check_writable(output, force)
+    options = ReportOptions.parse(steps, window_nvtx, step_pattern)
+    found = explain(reports, options, opener=replace(opener, allow_unrelated=allow_unrelated))
+    if fmt is not Format.table or output is not None:
+        return write(found["steps"], fmt, output, force, console)
+    from nsyswrap.text_table import wrap
+
+    for line in found["summary"]:
+        print("\n".join(wrap(line, console.width, indent="  ")))
+    for r in found["steps"].itertuples(index=False):
+        head = f"{r.stage:<10}  {r.name}" + (f" ({r.params})" if r.params else "")
+        stored = "" if r.stored == "-" else f"stored {r.stored}, "
+        todo = f"computes {r.compute}" if r.stage == "per report" else (
+            "computed" if r.compute == "yes" else "read from the store")
+        if r.stage == "connection":
+            todo = "loaded on the connection"
+        print("\n".join(wrap(f"{head}: {stored}{todo}; {r.why}", console.width,
+                             indent=" " * 17, first=f"{r.step:>3}  ")))
+
+
+cache_app = typer.Typer(help="Show or empty the cache (normalized views, stored results and "
+                        "answers).", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("info")
+def cache_info(
+    fmt: Fmt = Format.table,
+    cache_max: CacheMax = None,
+) -> None:
+    """What the cache holds: entries and bytes per kind, its cap and where it is."""
+    from nsyswrap import store
+
+    table = store.info(cache_max or "")
+    if fmt is not Format.table:
+        return write(table["kinds"], fmt, None, False, console)
+    from nsyswrap.text_table import wrap
+
+    for line in table["summary"]:
+        print("\n".join(wrap(line, console.width, indent="  ")))
+    write(table["kinds"], fmt, None, False, console)
+
+
+@cache_app.command("clear")
+def cache_clear() -> None:
+    """Remove every cache entry that no running nsyswrap is using."""
+    from nsyswrap import store
+
+    removed, freed, kept = store.clear()
+    print(f"removed {removed:,} entries ({store.human(freed)})"
+          + (f"; {kept:,} in use kept" if kept else ""))
 
 
 def _presets_help() -> str:
@@ -473,7 +565,6 @@ def export(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one `Error: ...` line and exit code 1."""
-    cli_values.install()
     try:
         app(args=argv, prog_name="nsyswrap")
     except NsysWrapError as exc:

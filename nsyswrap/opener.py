@@ -25,13 +25,16 @@ class Opener:
     allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
     engine: DaskEngine | None = None  # None: local worker processes (see nsyswrap.pool)
     plan: tuple[tuple[str, dict], ...] = ()  # what the caller will ask for (see open_run)
+    cache_max: str = ""  # the store's cap (nsyswrap.store.cap_bytes; "": the default)
 
     def open(self, inputs: list[str | Path]) -> Run:
-        from nsyswrap.run import open_run
+        from nsyswrap import store
+        from nsyswrap.opening import open_run
 
+        store.cap_bytes(self.cache_max)  # a bad --cache-max is refused before any work
         run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,
-                       engine=self.engine, plan=self.plan)
-        run.allow_unrelated = self.allow_unrelated
+                       engine=self.engine, plan=self.plan, cache_max=self.cache_max,
+                       allow_unrelated=self.allow_unrelated)
         return run
 
 

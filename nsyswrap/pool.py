@@ -38,7 +38,7 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
     # forkserver: workers fork from a clean server process, never from this one, which
     # may hold DuckDB threads; the server imports nsyswrap once for all workers.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["nsyswrap.run"])
+    context.set_forkserver_preload(["nsyswrap.opening"])
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context,
                                initializer=start_worker, initargs=(os.getpid(),))
     try:

@@ -19,8 +19,8 @@ def precompute(reports: list[Path]) -> None:
     """Normalize `reports` and cache their reductions and per-rank results, in this
     process: the rank's node does its own share."""
     from nsyswrap import planner, sql_objects
+    from nsyswrap.opener import Opener
     from nsyswrap.report import ReportOptions, build_report
-    from nsyswrap.run import Opener
 
     with Opener(jobs=1).open(reports) as run:
         run.store_per_report = True
@@ -28,7 +28,7 @@ def precompute(reports: list[Path]) -> None:
         # every per-report object (the cross-rank section's, the timeline's), default parameters
         wanted = [n for o in sql_objects.objects().values() for n in sql_objects.needs(o.name)
                   if sql_objects.get(n).kind == "report"]
-        planner._stored(run, [(n, {}) for n in dict.fromkeys(wanted)])
+        planner.stored_rows(run, [(n, {}) for n in dict.fromkeys(wanted)])
 
 
 def export_and_precompute(reports: list[Path], nsys: str) -> str | None:

@@ -9,7 +9,7 @@ import difflib
 
 import pandas as pd
 
-from nsyswrap import planner, sql_objects
+from nsyswrap import planner, rank_labels, sql_objects
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.run import Run
 from nsyswrap.sql_objects import CONVERT, SqlObject
@@ -63,13 +63,19 @@ def run_modules(run: Run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.D
     return {key: labelled(run, get(wanted[key][0]), frame) for key, frame in rows.items()}
 
 
+def object_rows(run: Run, name: str, **params) -> pd.DataFrame:
+    """The rows of per-report or run object `name` (`sql/_reductions`, `sql/_run`) for
+    `params` (its own, defaults for the rest): how domain code reads a declared object."""
+    obj = sql_objects.get(name)
+    planner.bind(run, name, obj.values(params))
+    return run.connection.execute(f'SELECT * FROM "{name}"').df()
+
+
 def labelled(run: Run, module: SqlObject, rows: pd.DataFrame) -> pd.DataFrame:
     """A module's rows with the run's rank identity: a per-report module's `rank` is its
-    report's (nsyswrap.crossrank.ranks.label_ranks relabels it, then the rows take the
-    module's order again); a run module's rows already carry it."""
-    from nsyswrap.crossrank.ranks import label_ranks  # (nsyswrap.crossrank imports this module)
-
+    report's (nsyswrap.rank_labels relabels it, then the rows take the module's order
+    again); a run module's rows already carry it."""
     if not module.per_report:
         return rows
-    out = label_ranks(run, rows)
+    out = rank_labels.label(run, rows)
     return out if out is rows else planner.declared_order(out, module, ranks_in_order=False)

@@ -1,15 +1,14 @@
 """A run: several per-rank reports behind one DuckDB connection with the normalized views.
 
 What SQL objects need (libraries, per-report and run objects) the planner binds on the
-connection when asked for them (`nsyswrap.planner`); work on each report alone runs in a
-pool of worker processes, its results cached per report.
+connection when asked for them (`nsyswrap.planner`); opening reports as a run (validate,
+rank, normalize) is `nsyswrap.opening`.
 """
 from __future__ import annotations
 
-import functools
-import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -17,20 +16,16 @@ from typing import Callable
 import duckdb
 import pandas as pd
 
-from nsyswrap import planner, sql_objects
-from nsyswrap.cache import cache_dir_for, normalize
+from nsyswrap import sql_objects, store
 from nsyswrap.connection import CachedReport, connect
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.dask_engine import DaskEngine
-from nsyswrap.opener import DEFAULT_OPENER, Opener  # (callers import them from here too)
-from nsyswrap.pool import map_reports
-from nsyswrap.reports import DEFAULT_RANK_PATTERN, Report, assign_ranks, expand
-from nsyswrap.validate import inspect_tables
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.reports import Report
 
 MEMORY_LIMIT_MB = 2048
 """DuckDB's memory cap for a run, shared by the run's connection and its workers."""
 
-@dataclass
+@dataclass(eq=False)  # a run is itself: hashable by identity
 class Run:
     connection: duckdb.DuckDBPyConnection
     reports: list[Report]
@@ -47,24 +42,30 @@ class Run:
     """Run objects computed so far (a table per object and parameter values)."""
     allow_unrelated: bool = False
     """Analyse reports across runs even when their capture spans are far apart."""
-    unrelated: NsysWrapError | None = None
-    """Why the reports are not one run (set by nsyswrap.crossrank.solve), if they are not."""
-    solved: dict = field(default_factory=dict)
-    """step_pattern -> the frames of the cross-rank solve (nsyswrap.crossrank.solve.build)."""
-    ranks: dict = field(default_factory=dict)
-    """The run's ranks, once known (nsyswrap.crossrank.ranks: `members`, `one_each`)."""
     engine: DaskEngine | None = None  # None: per-report work in local worker processes
     store_per_report: bool = False
     """Store per-report module results even for one report (launch --precompute: the
     run of all reports then finds them)."""
+    lease: store.Lease = field(default_factory=store.Lease)
+    """The store entries this run uses: kept from eviction until it closes."""
+    cache_max: str | None = None
+    """The store's cap (`--cache-max`), applied when the run closes; None: no eviction
+    (a worker's run over one report)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The connection, with every macro library loaded."""
         for library in sql_objects.of_kind("library"):
             if library.path.parent.name == "_macros":
-                planner.load_library(self, library.name)
+                self.load_library(library.name)
         return self.connection
+
+    def load_library(self, name: str) -> None:
+        """Run macro library `name` on the connection, once."""
+        if name not in self.libraries:
+            with ours(sql_objects.get(name)):
+                self.connection.execute(sql_objects.get(name).sql)
+            self.libraries.add(name)
 
     def df(self, sql: str, params: dict | None = None) -> pd.DataFrame:
         """Run ad-hoc SQL over the views and the macro libraries with bound parameters."""
@@ -81,12 +82,28 @@ class Run:
     def close(self) -> None:
         self.connection.close()
         shutil.rmtree(self.spill_dir, ignore_errors=True)
+        self.lease.release()
+        if self.cache_max is not None:
+            store.evict(store.cap_bytes(self.cache_max))
 
     def __enter__(self) -> "Run":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@contextmanager
+def ours(obj: sql_objects.SqlObject):
+    """A failure of nsyswrap's own SQL is a bug: it keeps its traceback and says so."""
+    try:
+        yield
+    except duckdb.OutOfMemoryException as exc:
+        raise NsysWrapError(obj.name, f"ran out of memory ({str(exc).splitlines()[0]})",
+                            "free memory or pass fewer jobs (-j 1)") from exc
+    except duckdb.Error as exc:
+        raise RuntimeError(f"nsyswrap's packaged SQL {obj.path} failed: a bug in nsyswrap, "
+                           "please report it with this traceback") from exc
 
 
 def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int | None = None,
@@ -96,49 +113,7 @@ def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int |
     spill = Path(tempfile.mkdtemp(prefix="nsyswrap-spill-"))
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
     reports = [Report(c.rank, c.path, "cache") for c in cached]
-    return Run(con, reports, spill, cached, jobs, progress, int(memory_limit.removesuffix("MB")),
-               engine=engine)
-
-
-def open_run(
-    inputs: list[str | Path],
-    *,
-    rank_pattern: str = DEFAULT_RANK_PATTERN,
-    jobs: int = 2,
-    progress: Callable[[int, int], None] | None = None,
-    engine: DaskEngine | None = None,
-    plan: tuple[tuple[str, dict], ...] = (),
-) -> Run:
-    """Validate the reports, normalize each (cached) and open the views over all of them.
-
-    `jobs` reports are normalized at a time in worker processes (memory stays bounded
-    by that, not by the number of ranks), or on `engine`'s workers;
-    `progress(done, total)` is called after each. `plan` names the modules and objects
-    `(name, params)` the caller will ask for: the per-report objects and modules they read
-    are computed in the same task as the report's normalization (one pass per report,
-    instead of a pass of the pool per request that opens each report again).
-    """
-    paths = expand(inputs)
-    tables = {p: inspect_tables(p) for p in paths}
-    reports = assign_ranks(paths, rank_pattern)
-    cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
-    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planner.planned(cached, list(plan)))
-            if targets or not (c.views_dir / "session.parquet").exists()]
-    workers = max(1, min(jobs, len(todo)))
-    work = functools.partial(_normalize, f"{MEMORY_LIMIT_MB // workers}MB",
-                             max(1, (os.cpu_count() or 1) // workers))
-    map_reports(work, todo, jobs, progress, engine)
-    run = open_cached(cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress,
-                      engine=engine)
-    run.reports = reports
+    run = Run(con, reports, spill, cached, jobs, progress, int(memory_limit.removesuffix("MB")),
+              engine=engine)
+    run.lease.hold(*(c.views_dir for c in cached))
     return run
-
-
-def _normalize(memory_limit: str, threads: int,
-               item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]]) -> None:
-    """In a worker: a report's normalized views, then its planned per-report objects and
-    modules (see `nsyswrap.planner.planned`), under `memory_limit` with `threads` threads."""
-    cached, tables, targets = item
-    normalize(cached.path, tables, cached.views_dir)
-    if targets:
-        planner._compute(memory_limit, threads, (cached, targets))

@@ -5,8 +5,10 @@
     -- @include metrics               Macro libraries it calls (`sql/_macros/<name>.sql`).
     -- @reads kernels, device_sweep   Views and objects it reads by name.
     -- @param step_from BIGINT = NULL What the parameter does.
-    -- @column dur_ns BIGINT          What the column holds, with its unit.
+    -- @column dur_ns BIGINT          What the column holds, with its unit (none: as in the
+                                      first object it reads that has the column).
     -- @order rank, device, start_ns  Order of its rows (columns, DESC allowed).
+    -- @builder nsyswrap.crossrank.solve:build   (objects) built in Python by this function.
 
 Kinds, by folder: `_views` (normalized views, built once per report), `_macros` (libraries
 of table macros: they read views only), `_reductions` (per-report objects: computed per
@@ -15,17 +17,26 @@ per-report results) and every other folder (public modules `<area>.<name>`). Not
 inferred from the SQL text: what an object needs is what its header says, and a test
 checks each header against what the object really reads and returns.
 
+An object built in Python names its builder (`@builder module:function`, see
+`nsyswrap.builders`) and has no SQL body: its `@column` types are the single source of its
+table's types, and the builder reads only what `@reads` declares.
+
 Values reach the SQL only as bound `$name` parameters; parameters flow by name from an
 object to the objects it reads, so every object declares the parameters of what it reads.
+Request variables (`sql/_request.sql`: the window, the step pattern) are declared there
+once: an object binds one without declaring it, and takes it as a parameter wherever it
+or something it reads binds it.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsyswrap.cache_keys import code_digest
 from nsyswrap.raw_tables import RAW_TABLES
 from nsyswrap.sql_files import sql_root
 
@@ -38,6 +49,8 @@ CONVERT = {
     "BOOLEAN": lambda v: str(v).lower() in ("1", "true", "yes"),
 }
 KINDS = {"_views": "view", "_macros": "library", "_reductions": "report", "_run": "run"}
+REQUEST = "_request.sql"
+"""The request variables' file, at the top of sql/."""
 
 
 class HeaderError(ValueError):
@@ -77,6 +90,8 @@ class SqlObject:
     sql: str
     uses: frozenset[str]
     """The parameters its SQL binds (the others pass to what it reads)."""
+    builder: str | None = None
+    """`module:function` that builds it in Python (see nsyswrap.builders), else None."""
 
     @property
     def per_report(self) -> bool:
@@ -108,14 +123,14 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
     header = lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("--")), len(lines))]
     if not header or header[0].startswith("-- @"):
         raise HeaderError(f"{path}: has no summary line; start it with '-- what one row is'")
-    params, columns, includes, reads, order = [], [], [], [], []
+    params, columns, includes, reads, order, builder = [], [], [], [], [], None
     scope = {"view": "report", "report": "report", "run": "run"}.get(kind, "")
     for lineno, line in enumerate(header, 1):
         m = _DIRECTIVE.match(line)
         if not m:
             continue
         key, rest, where = m[1], m[2], f"{path}:{lineno}"
-        if key == "param":
+        if key == "param" or (key == "var" and kind == "request"):
             p = _PARAM.match(rest)
             if not p or p[2] not in CONVERT:
                 raise HeaderError(f"{where}: write '-- @param NAME TYPE = DEFAULT doc' with TYPE "
@@ -138,19 +153,36 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
             scope = rest.split()[0]
         elif key == "order":
             order += [(k.split()[0], k.upper().endswith(" DESC")) for k in rest.split(",")]
+        elif key == "builder":
+            if kind not in ("report", "run") or not re.fullmatch(r"[\w.]+:\w+", rest.strip()):
+                raise HeaderError(f"{where}: write '-- @builder package.module:function' in a "
+                                  "per-report (_reductions) or run (_run) object")
+            builder = rest.strip()
         else:
             raise HeaderError(f"{where}: unknown directive @{key}")
     if kind == "module" and not scope:
         raise HeaderError(f"{path}: a module declares '-- @scope report' or '-- @scope run'")
     body = "\n".join(lines[len(header):])
+    if builder is not None and (body.strip() or not columns):
+        raise HeaderError(f"{path}: an object built in Python ({builder}) declares its "
+                          "@column lines and has no SQL body")
     used = set(_USE.findall(re.sub(r"--[^\n]*", "", body)))
-    declared = {p.name for p in params}
+    declared = {p.name for p in params} | (set(request_variables()) if kind != "request" else set())
     if kind != "library" and used - declared:
         raise HeaderError(f"{path}: uses undeclared parameters {sorted(used - declared)}")
     intro = [ln.lstrip("- ").strip() for ln in header]
     summary = " ".join(intro[: next((i for i, ln in enumerate(intro) if ln.startswith("@")), len(intro))])
     return SqlObject(name, kind, path, summary, scope, tuple(includes), tuple(reads),
-                     tuple(params), tuple(columns), tuple(order), body, frozenset(used))
+                     tuple(params), tuple(columns), tuple(order), body, frozenset(used), builder)
+
+
+@functools.cache
+def request_variables() -> dict[str, Param]:
+    """The request variables by name (`sql/_request.sql`), in their order."""
+    path = sql_root() / REQUEST
+    if not path.exists():
+        return {}
+    return {p.name: p for p in parse(path, "request", "request").params}
 
 
 @functools.cache
@@ -161,6 +193,8 @@ def objects() -> dict[str, SqlObject]:
     found = {}
     for path in sorted(root.rglob("*.sql")):
         rel = path.relative_to(root)
+        if rel == Path(REQUEST):
+            continue
         kind = KINDS.get(rel.parts[0], "module")
         if kind == "view" and path.stem == "_macros":
             kind = "library"
@@ -174,14 +208,56 @@ def objects() -> dict[str, SqlObject]:
                 raise HeaderError(f"{obj.path}: needs {needed}, which no file of sql/ defines")
             if needed in found and (found[needed].kind == "library") != (needed in obj.includes):
                 raise HeaderError(f"{obj.path}: @include names macro libraries, @reads the rest")
-    return found
+    for name in found:
+        _in_order(name, found)  # no cycle
+    return _with_column_docs(_with_variables(found))
+
+
+def _with_column_docs(found: dict[str, SqlObject]) -> dict[str, SqlObject]:
+    """Each `@column` line without a description takes that of the same column in the
+    first object it reads that has one (a column passed on is described where it is made);
+    none there is a HeaderError naming the file."""
+    out: dict[str, SqlObject] = {}
+
+    def resolved(name: str) -> SqlObject:
+        if name not in out:
+            obj = found[name]
+            columns = []
+            for c in obj.columns:
+                if not c.doc:
+                    docs = [d.doc for r in obj.reads if r in found
+                            for d in resolved(r).columns if d.name == c.name and d.doc]
+                    if not docs:
+                        raise HeaderError(f"{obj.path}: column {c.name} has no description, "
+                                          "and no object it reads describes it")
+                    c = dataclasses.replace(c, doc=docs[0])
+                columns.append(c)
+            out[name] = dataclasses.replace(obj, columns=tuple(columns))
+        return out[name]
+
+    for name in found:
+        resolved(name)
+    return out
+
+
+def _with_variables(found: dict[str, SqlObject]) -> dict[str, SqlObject]:
+    """Each object with, before its own parameters, the request variables that it or
+    anything it needs binds (in their declared order)."""
+    variables = request_variables()
+    out = {}
+    for name, obj in found.items():
+        bound = {v for n in _in_order(name, found) for v in found[n].uses if v in variables}
+        own = {p.name for p in obj.params}
+        inherited = tuple(p for v, p in variables.items() if v in bound and v not in own)
+        out[name] = dataclasses.replace(obj, params=inherited + obj.params) if inherited else obj
+    return out
 
 
 def check_params(name: str) -> None:
-    """Every parameter of `name` is used by its SQL or by an object it needs, and it
-    declares every parameter of the objects it needs (none is left at its default)."""
+    """Every parameter of `name` is used by its SQL (or builder) or by an object it needs,
+    and it declares every parameter of the objects it needs (none is left at its default)."""
     obj = get(name)
-    used = obj.uses
+    used = obj.uses | ({p.name for p in obj.params} if obj.builder else set())
     below = {p.name for n in needs(name)[:-1] for p in get(n).params}
     declared = {p.name for p in obj.params}
     if declared - used - below:
@@ -202,13 +278,25 @@ def of_kind(kind: str) -> list[SqlObject]:
 @functools.cache
 def needs(name: str) -> tuple[str, ...]:
     """Every object `name` needs, itself last, each after what it needs (no views)."""
+    return _in_order(name, objects())
+
+
+def _in_order(name: str, found: dict[str, SqlObject]) -> tuple[str, ...]:
+    """`needs` over the objects `found`. A cycle of headers (an object that needs itself
+    through what it reads or includes) is a HeaderError naming the files of the cycle."""
     out: list[str] = []
+    path: list[str] = []
 
     def visit(n: str) -> None:
-        obj = get(n)
-        for dep in obj.includes + obj.reads:
-            if dep not in out and dep in objects() and get(dep).kind != "view":
+        if n in path:
+            cycle = path[path.index(n):] + [n]
+            raise HeaderError("a cycle of @reads/@include: " + " -> ".join(
+                f"{c} ({found[c].path})" for c in cycle))
+        path.append(n)
+        for dep in found[n].includes + found[n].reads:
+            if dep not in out and dep in found and found[dep].kind != "view":
                 visit(dep)
+        path.pop()
         if n not in out:
             out.append(n)
 
@@ -218,8 +306,11 @@ def needs(name: str) -> tuple[str, ...]:
 
 @functools.cache
 def digest(name: str) -> str:
-    """Changes whenever the SQL of `name` or of anything it needs changes."""
+    """Changes whenever the SQL of `name` or of anything it needs changes, or nsyswrap's
+    Python code where one of them is built in Python."""
     h = hashlib.sha256()
     for n in needs(name):
         h.update(get(n).path.read_bytes())
+    if any(get(n).builder for n in needs(name)):
+        h.update(code_digest().encode())
     return h.hexdigest()[:16]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsyswrap.connection import quote
 from nsyswrap import planner
-from nsyswrap.crossrank.ranks import rank_sql
+from nsyswrap.connection import quote
+from nsyswrap.rank_labels import label_sql
 from nsyswrap.queries import bind, get, run_module
 from nsyswrap.run import Run
 
@@ -22,9 +22,9 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
     values = bind(module, params)
     labels: dict = {}
     if module.per_report and run.cached:
-        files, = planner._stored(run, [(name, values)])
+        files, = planner.stored_rows(run, [(name, values)])
         keys = list(module.order)
-        rank, labels = rank_sql(run, [c.name for c in module.columns])  # the run's rank identity
+        rank, labels = label_sql(run, [c.name for c in module.columns])  # the run's rank identity
         if not labels and (not keys or keys[0] == ("rank", False)):
             # Reports in rank order, each one's rows in order: DuckDB keeps the order of the
             # files and of their rows (preserve_insertion_order), nothing to sort or hold.

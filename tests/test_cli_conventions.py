@@ -19,7 +19,7 @@ def test_list_shows_whole_descriptions(cli):
 
 def test_unknown_query_suggests_a_name(cli):
     code, _, err = cli("query", "kernels.sumary", FIXTURES / "run2")
-    assert code == 1 and "did you mean kernels.summary or" in err
+    assert code == 1 and "did you mean kernels.summary" in err  # the closest name first
 
 
 def test_version(cli):
@@ -38,7 +38,7 @@ def test_help_imports_no_heavy_module_and_lists_the_workflow_order():
     assert out.strip().endswith("[]")
     listed = re.findall(r"^  (\w+) ", out.split("Commands:")[1], re.M)
     order = ["launch", "export", "report", "diff", "timeline", "query", "sql", "list", "views",
-             "generate"]
+             "plan", "cache", "generate"]
     assert listed == [c for c in order if c in listed] and len(listed) >= 9
     assert "list[" not in out and "<str>" not in out
 
@@ -58,3 +58,18 @@ def test_usage_names_values_not_python_types(cli):
         code, out, _ = cli(command, "--help")
         assert code == 0
         assert not re.search(r"<(list\[|str>|int|path>|bool>)", out), command
+
+
+@pytest.mark.parametrize("command", ["report", "diff", "timeline", "query", "sql", "plan"])
+def test_every_command_that_opens_reports_takes_the_engine_options(command):
+    """Defined once (nsyswrap.cli.ENGINE_OPTIONS), the same on every such command."""
+    import typer
+
+    from nsyswrap.cli import ENGINE_OPTIONS, app
+
+    group = typer.main.get_command(app)
+    options = {o for p in group.commands[command].params if p.param_type_name == "option"
+               for o in p.opts}
+    assert {"--rank-pattern", "--jobs", "--engine", "--scheduler-file", "--scheduler-address",
+            "--cache-max"} <= options
+    assert len(ENGINE_OPTIONS) == 6

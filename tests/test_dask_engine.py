@@ -71,7 +71,7 @@ def test_per_rank_query_by_address_from_the_environment(cli, cluster, cache, mon
     assert code == 0, err
     assert remote == local and local.count("\n") > 10
     names = {task["key"].split("-")[0] for task in stream.data}
-    assert names == {"_normalize", "_compute"}, names  # _compute: the planner's per-report modules
+    assert names == {"_normalize", "compute"}, names  # compute: the planner's per-report steps
 
 
 def test_bad_report_on_a_worker_is_one_line(cli, cluster, cache, tmp_path):

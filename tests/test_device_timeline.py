@@ -53,7 +53,7 @@ def compare(run, params: dict, what: str) -> None:
     for name in MODULES:
         values = {**values, **sql_objects.get(name).values(params)}
         planner.prepare(run, name, values)
-    planner.load_library(run, "metrics")
+    run.load_library("metrics")
     for obj in REPLACED:
         sql = _renamed(REFERENCE[obj].split("\n", 1)[1])
         con.execute(f"CREATE OR REPLACE TEMP TABLE ref_{obj} AS {sql}", _used(sql, values))

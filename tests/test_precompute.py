@@ -14,7 +14,7 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.precompute import precompute
 from nsyswrap.report import report
-from nsyswrap.run import Opener
+from nsyswrap.opener import Opener
 
 
 def test_after_each_rank_alone_the_run_only_reduces(tmp_path, monkeypatch):
@@ -48,6 +48,6 @@ def test_launch_precompute_fills_the_cache(tmp_path):
                           env={**os.environ, "NSYSWRAP_CACHE_DIR": str(env_cache)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(list(out.glob("*.sqlite"))) == 1
-    entries = list(env_cache.iterdir())
+    entries = list((env_cache / "views").iterdir())
     assert len(entries) == 1 and (entries[0] / "session.parquet").exists()
-    assert any(entries[0].glob("objects/*/rows.parquet"))  # the planner's per-report objects and results
+    assert any(env_cache.glob("objects/*/rows.parquet"))  # per-report objects and results

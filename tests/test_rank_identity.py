@@ -13,7 +13,7 @@ import pytest
 from nsyswrap import open_run
 from nsyswrap.api import query_to_file
 from nsyswrap.crossrank import clock_offsets
-from nsyswrap.crossrank.ranks import rank_maps
+from nsyswrap.crossrank.ranks import rank_map
 from nsyswrap.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.render import heading
@@ -132,7 +132,12 @@ def test_a_device_shared_by_processes_is_labelled_by_the_busiest_then_lowest_ran
         "report_rank": [0, 0, 0, 0, 2], "pid": [10, 10, 11, 11, 20], "rank": [0, 0, 1, 1, 2],
         "rank_source": ["device order"] * 4 + ["file name"],
         "device": [0, 1, 0, 1, 0], "activities": [5, 7, 9, 7, 3]})
-    by_pid, by_device, by_report = rank_maps(members)
+    rows = rank_map(members)
+    by_pid = {(r.report_rank, r.pid): r.rank for r in rows.dropna(subset=["pid"]).itertuples()}
+    by_device = {(r.report_rank, r.device): r.rank
+                 for r in rows.dropna(subset=["device"]).itertuples()}
+    by_report = {r.report_rank: r.rank
+                 for r in rows[rows.pid.isna() & rows.device.isna()].itertuples()}
     assert by_pid == {(0, 10): 0, (0, 11): 1, (2, 20): 2}
     assert by_device == {(0, 0): 1, (0, 1): 0, (2, 0): 2}
     assert by_report == {0: 0, 2: 2}

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import nsyswrap
 from test_reliability_inputs import REPORT
 
 COUNT = "SELECT count(*) AS n FROM kernels"
@@ -33,7 +32,7 @@ def _truncate(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
-    """(report, its complete cache entry: views, per-report objects, per-rank results)."""
+    """(report, a store holding its views, per-report objects and per-rank results)."""
     from nsyswrap.precompute import precompute
 
     folder = tmp_path_factory.mktemp("built")
@@ -43,25 +42,33 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
         precompute([report])  # per-report objects and the report's per-rank results
     finally:
         os.environ["NSYSWRAP_CACHE_DIR"] = saved
-    (entry,) = [p for p in (folder / "cache").iterdir() if p.is_dir()]
-    return report, entry
+    return report, folder / "cache"
+
+
+def _views(store: Path) -> Path:
+    return next((store / "views").iterdir())
 
 
 @pytest.mark.parametrize("damage", [
-    lambda entry: _truncate(entry / "kernels.parquet"),
-    lambda entry: (entry / "nvtx.parquet").unlink(),
-    lambda entry: (entry / "session.parquet").write_bytes(b"PAR1 not really"),
-    lambda entry: _truncate(next(entry.glob("objects/ledger.devices-*/rows.parquet"))),
-    lambda entry: _truncate(next(entry.glob("objects/device_timeline-*/rows.parquet"))),
-], ids=["truncated-view", "missing-view", "garbage-view", "truncated-result", "truncated-reduction"])
+    lambda store: _truncate(_views(store) / "kernels.parquet"),
+    lambda store: (_views(store) / "nvtx.parquet").unlink(),
+    lambda store: (_views(store) / "session.parquet").write_bytes(b"PAR1 not really"),
+    lambda store: _truncate(next(store.glob("objects/window_unions-*/rows.parquet"))),
+    lambda store: _truncate(next(store.glob("objects/device_windows-*/rows.parquet"))),
+], ids=["truncated-view", "missing-view", "garbage-view", "truncated-unions", "truncated-window"])
 def test_a_damaged_entry_is_rebuilt_and_said_so(cli, cache, built, damage):
+    """A damaged view is found when its report is opened, a damaged object or result when
+    it is read (ledger.devices reads window_unions and device_windows; what only they read
+    is not read while they are stored)."""
     report, pristine = built
-    entry = shutil.copytree(pristine, cache / pristine.name)
-    damage(entry)
-    count, err = _count(cli, report)
-    assert count == nsyswrap.sql(COUNT, [REPORT]).n[0]
-    assert f"cache entry {entry}/" in err and "was damaged; building it again" in err
-    assert _count(cli, report) == (count, "")  # healed: no note the next time
+    expected = cli("query", "ledger.devices", report, "-f", "csv")[1]
+    shutil.rmtree(cache)
+    shutil.copytree(pristine, cache)
+    damage(cache)
+    code, out, err = cli("query", "ledger.devices", report, "-f", "csv")
+    assert code == 0 and out == expected
+    assert f"cache entry {cache}/" in err and "was damaged; building it again" in err
+    assert cli("query", "ledger.devices", report, "-f", "csv") == (0, expected, "")  # healed
 
 
 def test_a_report_rewritten_with_the_same_size_and_mtime_is_read_again(cli, cache, report):
@@ -99,8 +106,8 @@ def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, m
 
 def test_an_entry_another_process_is_writing_is_not_damaged(cli, cache, built):
     report, pristine = built
-    entry = shutil.copytree(pristine, cache / pristine.name)
-    partial = entry / "objects" / ".build-other" / "rows.parquet"
+    shutil.copytree(pristine, cache)
+    partial = cache / "objects" / ".build-other" / "rows.parquet"
     partial.parent.mkdir(parents=True)
     partial.write_bytes(b"PAR1 half written")
     assert _count(cli, report)[1] == "" and partial.exists()

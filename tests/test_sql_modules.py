@@ -16,15 +16,16 @@ from nsyswrap.connection import VIEWS, session
 from nsyswrap.queries import bind, catalog, run_module
 
 from conftest import FIXTURES
+from test_import_graph import ENGINE
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_RUN = FIXTURES / "run4_straggler"
 MODULES = sorted(catalog())
 OBJECTS = sorted(o.name for o in sql_objects.objects().values() if o.kind in ("report", "run"))
-# Run objects computed in Python (nsyswrap.planner.python_built: the cross-rank solve) have
-# a body that only types them; their @reads name what the solve reads, not checked here.
+# Objects built in Python (`@builder`, nsyswrap.builders) have no SQL body: their builder
+# can read only what @reads declares (nsyswrap.builders.Inputs refuses anything else).
 CHECKED = sorted(o.name for o in sql_objects.objects().values() if o.kind != "view"
-                 and o.path.parent.name != "_views" and o.name not in planner.python_built())
+                 and o.path.parent.name != "_views" and not o.builder)
 UPDATE = os.environ.get("NSYSWRAP_UPDATE_GOLDEN") == "1"
 
 
@@ -187,8 +188,14 @@ def test_nothing_is_inferred_from_sql_text(tmp_path, monkeypatch):
         run_module(run, "gaps.by_cause")
         built = {p.name.rsplit("-", 1)[0] for p in tmp_path.rglob("objects/*")}
     needed = {n for n in sql_objects.needs("gaps.by_cause") if sql_objects.get(n).kind == "report"}
-    assert needed == {"device_windows", "device_step_regions", "device_sync_islands", "device_timeline",
-                      "idle_gap_rows"} and built == needed | {"gaps.by_cause"}
+    assert needed == {"device_windows", "device_step_regions", "device_sync_islands",
+                      "device_timeline", "idle_gap_rows"}
+    # and the run's rank identity its rows take (nsyswrap.rank_labels: run object rank_map)
+    labels = {n for n in sql_objects.needs("rank_map") if sql_objects.get(n).kind == "report"}
+    # and what their builders make in the same call (device_timeline: nccl_overlap)
+    builders = {sql_objects.get(n).builder for n in needed} - {None}
+    made = {o.name for o in sql_objects.objects().values() if o.builder in builders}
+    assert built == needed | labels | made | {"gaps.by_cause"}
 
 
 def test_sections_hold_no_sql():
@@ -203,3 +210,26 @@ def test_sections_hold_no_sql():
     for path in [*(root / "report").glob("*.py"), *(root / "html_report").glob("*.py")]:
         found = words.search(path.read_text())
         assert found is None, f"{path.name}: {found[0]!r}"
+
+
+# The engine's modules run SQL (tests/test_import_graph.py lists them); so do the synthetic
+# report writer's, which write nsys's own SQLite export format, not analysis.
+SQL_RUNNERS = {f"{name}.py" for name in ENGINE} | {"synth/writer.py", "synth/schema.py",
+                                                   "synth/extract_schema.py"}
+
+
+def test_no_sql_in_python_outside_the_engine():
+    """Every package and module outside the engine (domain, sections, CLI) holds no SQL
+    text and runs no query: what it needs is a declared object or module in sql/."""
+    root = Path(__file__).resolve().parents[1] / "nsyswrap"
+    words = re.compile(r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP)\b|\b(run|con|connection|self)"
+                       r"\.(df|execute|sql)\(|\.con\b")
+    checked = 0
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel in SQL_RUNNERS:
+            continue
+        found = words.search(path.read_text())
+        assert found is None, f"nsyswrap/{rel}: {found[0]!r}"
+        checked += 1
+    assert checked > 60

@@ -68,14 +68,17 @@ def test_tied_lookups_repeat_exactly(name, tmp_path, monkeypatch):
             pd.testing.assert_frame_equal(again, runs[0], obj=f"{name} {report.name}")
 
 
-def test_collective_step_of_tied_ranges_is_the_lowest_step():
-    """crossrank's lookup (pandas): whatever the order of the step ranges, of those
-    starting together the lowest step, if it still holds the call."""
-    from nsyswrap.crossrank.solve import _step_of
+def test_collective_step_of_tied_ranges_is_the_lowest_step(tmp_path, monkeypatch):
+    """The cross-rank solve places a call by step_lookup (the one rule: of steps starting
+    together the lowest, if it still holds the instant); step_at only finds the region
+    holding it, whatever the order of the rows."""
+    from nsyswrap.crossrank.solve import step_at
 
-    calls = pd.DataFrame({"rank": [0, 0, 0, 0], "cpu_start_ns": [5, 15, 35, 45]})
-    steps = pd.DataFrame({"rank": [0] * 4, "step": [3, 2, 1, 0],
-                          "start_ns": [30, 30, 0, 0], "end_ns": [50, 40, 100, 20]})
-    for order in ([0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]):
-        got = _step_of(calls, steps.iloc[order])
-        assert got.tolist()[:3] == [0, 0, 2] and pd.isna(got.iloc[3])  # step 2 ended at 40
+    lookup = _rows(RANK0, "step_lookup", TIED, tmp_path, monkeypatch)
+    tied = lookup[lookup["start_ns"] == 1_343_585].set_index("step")
+    assert list(tied.index) == [0, 1] and tied.loc[1, "region_end_ns"] == 1_343_585
+    # inside both tied ranges (step 0 holds them); inside step 6 after the tied step 5 ended
+    calls = pd.DataFrame({"rank": 0, "cpu_start_ns": [1_403_269, 1_480_310, 4_547_710]})
+    for order in ([*range(len(lookup))], [*range(len(lookup))][::-1]):
+        got = step_at(calls, "cpu_start_ns", lookup.iloc[order])
+        assert got.tolist()[:2] == [0, 0] and pd.isna(got.iloc[2])

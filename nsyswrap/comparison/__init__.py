@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsyswrap.comparison import compare, comparability, headline
+from nsyswrap.comparison import comparability, compare, headline
 from nsyswrap.comparison.samples import add_samples, identify, run_inputs
 from nsyswrap.comparison.significance import METHOD
+from nsyswrap.opener import DEFAULT_OPENER, Opener
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.run import DEFAULT_OPENER, Opener
 
 SPLIT_NOTE = ("time in matched collectives is split into `waited` (before the last rank "
               "arrived) and `transfer` (the rest), as crossrank.comm_split; `beyond_wait` is "

@@ -9,7 +9,6 @@ better). The steps are those of `steps.ledger` in the window (`--steps`, `--wind
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from nsyswrap.crossrank import metrics as crossrank
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.queries import run_module
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.report.single_rank import _like_regex
 from nsyswrap.reports import MANIFEST_NAME
 from nsyswrap.run import Run
 
@@ -28,33 +26,10 @@ LAUNCH_OPTIONS = {"trace": "--trace", "nsys_args": "--nsys-arg", "annotate": "--
 """manifest.json option -> nsyswrap launch's option: the capture options compared."""
 LEDGER_PARTS = ("compute_only", "both", "exposed_comm", "copy_only", "idle")
 HIGHER_IS_BETTER = {"compute_only", "both", "busbw"}
-COUNTER = re.compile(r"(,\s*|\s+)(seq|op_id)\s*=\s*\d+")  # as nvtx.gpu_time_by_text cuts them
 META = ["id", "section", "metric", "rank", "device", "item", "unit", "better"]
-
-# GPU time per (rank, step, kernel name): each kernel goes to the step whose range (the
-# one step definition: step_ranges in sql/_macros/metrics.sql) started last before it
-# began (of steps starting together the lowest, as step_regions); the last step holds
-# work up to its range's end.
-KERNELS_BY_STEP = r"""
-WITH steps AS (
-    SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM step_ranges($step_pattern) GROUP BY rank, step
-),
-regions AS (
-    SELECT rank, step, start_ns,
-        coalesce(lead(start_ns) OVER (PARTITION BY rank ORDER BY start_ns, step DESC),
-            end_ns) AS region_end_ns
-    FROM steps
-)
-SELECT k.rank, r.step, k.name, k.kind, sum(k.dur_ns)::BIGINT AS gpu_ns
-FROM kernels AS k
-ASOF JOIN (SELECT * FROM regions WHERE region_end_ns > start_ns) AS r
-    ON k.rank = r.rank AND k.start_ns >= r.start_ns
-WHERE k.start_ns < r.region_end_ns
-GROUP BY k.rank, r.step, k.name, k.kind
-ORDER BY k.rank, r.step, k.name
-"""
-
+TRACED = ("gpu_activity", "cuda_api", "nvtx", "collective_ranges")
+"""What the capture recorded (trace.capture's counts): the trace options, as the reports
+show them."""
 
 @dataclass
 class RunSamples:
@@ -102,17 +77,17 @@ def identify(run: Run, label: str, options: ReportOptions) -> RunSamples:
                             f"{options.step_pattern!r} in {options.describe()})",
                             "pass --step-pattern, e.g. 'ProfilerStep#%', or annotate steps")
     whole = run_module(run, "kernels.summary")
+    capture = run_module(run, "trace.capture")
+    groups = run_module(run, "collectives.groups")
     return RunSamples(
         label=label,
         ranks=[r.rank for r in run.reports],
         devices=sorted({(int(r), int(d)) for r, d in zip(steps["rank"], steps["device"])}),
-        groups=sorted({(str(g), int(n)) for g, n in run.df(
-            "SELECT DISTINCT pg, group_size FROM collectives").itertuples(index=False)}),
+        groups=sorted({(str(g), int(n)) for g, n in zip(groups["pg"], groups["group_size"])}),
         kernel_ns=whole.groupby("name")["total_ns"].sum().astype(int).to_dict(),
         range_texts=_range_texts(run),
-        traced=_traced(run),
-        nsys_versions=sorted(set(run.df("SELECT nsys_version FROM session")["nsys_version"]
-                                 .dropna().astype(str))),
+        traced={k: bool(capture[k].sum()) for k in TRACED},
+        nsys_versions=sorted(set(capture["nsys_version"].dropna().astype(str))),
         launch_options=_launch_options(run),
         step_ledger=steps,
     )
@@ -122,7 +97,7 @@ def add_samples(run: Run, found: RunSamples, options: ReportOptions) -> None:
     """Fill `found.samples` and `found.stragglers`."""
     params = options.window_params()
     steps, step_set = found.step_ledger, found.steps
-    kernels = run.df(KERNELS_BY_STEP, {"step_pattern": options.step_pattern})
+    kernels = run_module(run, "kernels.by_step", step_pattern=options.step_pattern)
     kernels = kernels[kernels["step"].isin(step_set)]
     span = {"step_from": options.step_from, "step_to": options.step_to}
     many = len(run.reports) > 1
@@ -135,7 +110,7 @@ def add_samples(run: Run, found: RunSamples, options: ReportOptions) -> None:
         _idle(metrics.idle_gaps(run, **params), steps),
         _phases(crossrank.phase_lag(run, **span), step_set),
         _per_item(kernels, "kernel", "name", step_set),
-        _per_item(_ranges(run, options, steps), "range", "text", step_set),
+        _per_item(_ranges(run, options), "range", "text", step_set),
         _collectives(coll, run) if not coll.empty else None,
     ]
     samples = pd.concat([p for p in parts if p is not None and not p.empty], ignore_index=True)
@@ -247,20 +222,11 @@ def _per_item(df: pd.DataFrame, section: str, name: str, steps: list[int]) -> pd
     return _rows(df, section=section, metric="gpu_time", unit="ns", value="gpu_ns", item=name)
 
 
-def _ranges(run: Run, options: ReportOptions, steps: pd.DataFrame) -> pd.DataFrame:
-    """GPU time launched inside each NVTX range (counters cut from the text), by the step
-    its range started in; step ranges themselves are left out."""
-    ranges = run_module(run, "nvtx.range_gpu_time")
-    ranges = ranges[(ranges["gpu_ns"] > 0) & ~ranges["text"].str.match(_like_regex(
-        options.step_pattern))]
-    if ranges.empty:
-        return pd.DataFrame()
-    # merge_asof takes the last of equal starts: there, the lowest step (as step_regions)
-    starts = (steps.groupby(["rank", "step"], as_index=False)["start_ns"].min()
-              .sort_values(["start_ns", "step"], ascending=[True, False], kind="stable"))
-    ranges = pd.merge_asof(ranges.sort_values("start_ns"), starts, on="start_ns", by="rank")
-    ranges = ranges.dropna(subset=["step"])
-    ranges["text"] = ranges["text"].str.replace(COUNTER, "", regex=True)
+def _ranges(run: Run, options: ReportOptions) -> pd.DataFrame:
+    """GPU time launched inside each NVTX range text (counters cut), by the step its range
+    started in (nvtx.gpu_time_by_step: step ranges themselves left out), over the ranks."""
+    ranges = run_module(run, "nvtx.gpu_time_by_step", step_pattern=options.step_pattern)
+    ranges = ranges[ranges["gpu_ns"] > 0]
     return ranges.groupby(["text", "step"], as_index=False)["gpu_ns"].sum()
 
 
@@ -303,9 +269,8 @@ def _stragglers(run: Run, span: dict) -> pd.DataFrame:
 
 def _range_texts(run: Run) -> set[str]:
     """NVTX range texts with numbers generalized (step:3 and step:4 are one text)."""
-    texts = run.df("SELECT DISTINCT text FROM nvtx WHERE event_type <> 'mark' "
-                   "AND text IS NOT NULL")["text"]
-    return set(texts.str.replace(COUNTER, "", regex=True).str.replace(r"\d+", "#", regex=True))
+    texts = run_module(run, "nvtx.gpu_time_by_text")["text"].dropna()
+    return set(texts.str.replace(r"\d+", "#", regex=True))
 
 
 def _launch_options(run: Run) -> dict | None:
@@ -317,13 +282,3 @@ def _launch_options(run: Run) -> dict | None:
     except (OSError, ValueError, AttributeError):
         return None
     return {k: options.get(k) for k in LAUNCH_OPTIONS}
-
-
-def _traced(run: Run) -> dict[str, bool]:
-    """What the capture recorded (the trace options, as far as the reports show them)."""
-    counts = run.df("""SELECT
-        (SELECT count(*) FROM kernels) AS gpu_activity,
-        (SELECT count(*) FROM api_calls) AS cuda_api,
-        (SELECT count(*) FROM nvtx) AS nvtx,
-        (SELECT count(*) FROM collectives) AS collective_ranges""").iloc[0]
-    return {k: bool(v) for k, v in counts.items()}

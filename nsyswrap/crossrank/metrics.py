@@ -7,8 +7,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.queries import run_module
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.queries import object_rows, run_module
 from nsyswrap.run import Run
+
+
+def unrelated(run: Run, **params) -> NsysWrapError | None:
+    """Why the reports cannot be one run (their captures are far apart), if they cannot
+    (the solve's verdict, run object xr_unrelated); None with --allow-unrelated."""
+    rows = object_rows(run, "xr_unrelated", **params)
+    if rows.empty:
+        return None
+    return NsysWrapError(rows["report"][0], rows["problem"][0], rows["fix"][0])
 
 
 def clock_offsets(run: Run, **params) -> pd.DataFrame:

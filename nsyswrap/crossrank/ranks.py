@@ -12,17 +12,18 @@ Order of trust: the launcher's manifest, the file name, the `MPI Rank N` nsys re
 the process environment, then the order given / the device order. NCCL's ranks are used
 only when every rank not placed by a more trusted source has one and all ranks differ.
 
-This is the run's one rank identity: every result labels its rows with it
-(`label_ranks`). A per-device row (ledger, gaps, steps, ...) carries the rank of the
-process that ran the most GPU activities on that device (ties: the lowest rank); a row
-of one process, that process's rank; a row of neither, the lowest rank of its report.
+This is the run's one rank identity: the run objects `xr_members` and `rank_map` (built
+here, `build`), with which the engine labels every per-report result
+(nsyswrap.rank_labels). A per-device row (ledger, gaps, steps, ...) carries the rank of
+the process that ran the most GPU activities on that device (ties: the lowest rank); a
+row of one process, that process's rank; a row of neither, the lowest rank of its report.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap import planner
 from nsyswrap.crossrank.nccl_payload import payload_keys, world_ranks
+from nsyswrap.queries import object_rows, run_module
 
 MEMBER_COLUMNS = ["report_rank", "pid", "rank", "rank_source"]
 TRUSTED = ("manifest", "file name", "MPI rank (nsys)")  # sources NCCL's rank does not override
@@ -82,111 +83,57 @@ def to_member_ranks(frame: pd.DataFrame, members: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["rank", "report_rank"]).rename(columns={"member": "rank"})
 
 
-def run_members(run) -> pd.DataFrame:
-    """`member_ranks` of an open run, with each rank's GPU activities per device
-    (report_rank, pid, rank, rank_source, device, activities; device NULL for a rank
-    without GPU work). Computed once per run of cached reports."""
-    if "members" in run.ranks and run.cached:
-        return run.ranks["members"]
-    for name in ("xr_processes", "xr_rank_keys"):
-        planner.prepare(run, name, {})
-        planner.bind(run, name, {})
-    processes = run.df("SELECT rank, pid, device, activities FROM xr_processes")
-    keys = run.df("SELECT * FROM xr_rank_keys")
-    schemas = run.df("SELECT * FROM payload_schemas")
-    members = member_ranks(processes, payload_keys(keys, schemas)[0], run.reports, world_ranks(keys, schemas))
+MAP_COLUMNS = ["report_rank", "pid", "device", "rank"]
+
+
+def build(inputs) -> dict[str, pd.DataFrame]:
+    """Builder of the run objects `xr_members` and `rank_map` (their headers name it, see
+    nsyswrap.builders). xr_members: `member_ranks` with each rank's GPU activities per
+    device (device NULL for a rank without GPU work). rank_map: how the engine labels a
+    per-report result with the run's ranks (see the module doc), none when every report is
+    one rank, its own: by (report_rank, pid), else (report_rank, device: the rank of the
+    process that ran the most activities on it, ties the lowest), else report_rank (its
+    lowest rank; pid and device NULL)."""
+    processes = inputs.frame("xr_processes", ["rank", "pid", "device", "activities"])
+    keys, schemas = inputs.frame("xr_rank_keys"), inputs.frame("payload_schemas")
+    members = member_ranks(processes, payload_keys(keys, schemas)[0], inputs.reports,
+                           world_ranks(keys, schemas))
     devices = processes.rename(columns={"rank": "report_rank"})
-    run.ranks["members"] = members.merge(devices, on=["report_rank", "pid"], how="left")
-    return run.ranks["members"]
+    members = members.merge(devices, on=["report_rank", "pid"], how="left")
+    return {"xr_members": members, "rank_map": rank_map(members)}
+
+
+def rank_map(members: pd.DataFrame) -> pd.DataFrame:
+    """The rows of rank_map (see `build`) for `members` (xr_members' rows)."""
+    if _each_report_its_rank(members):
+        return pd.DataFrame(columns=MAP_COLUMNS)
+    by_pid = members.dropna(subset=["pid"]).drop_duplicates(["report_rank", "pid"])
+    used = members.dropna(subset=["device"]).sort_values(["activities", "rank"],
+                                                         ascending=[False, True])
+    by_device = used.drop_duplicates(["report_rank", "device"])
+    by_report = members.groupby("report_rank", as_index=False)["rank"].min()
+    parts = [by_pid[["report_rank", "pid", "rank"]], by_device[["report_rank", "device", "rank"]],
+             by_report]
+    return pd.concat(parts, ignore_index=True)[MAP_COLUMNS]
 
 
 def rank_rows(run, step_pattern: str) -> list[dict]:
     """The run's ranks as the report's JSON lists them: rank, report (its rank), pid
     (null: a report without GPU work or collective calls) and where the rank came from,
     as crossrank.clock_offsets has them (computed once for the cross-rank section)."""
-    from nsyswrap.queries import run_module  # (nsyswrap.queries imports this module)
-
     ranks = run_module(run, "crossrank.clock_offsets", step_pattern=step_pattern)
     return [{"rank": int(r.rank), "report_rank": int(r.report_rank),
              "pid": None if pd.isna(r.pid) else int(r.pid), "rank_source": r.rank_source}
             for r in ranks.sort_values("rank").itertuples(index=False)]
 
 
-def label_ranks(run, frame: pd.DataFrame) -> pd.DataFrame:
-    """A per-report result (`rank` = report rank) with each row's rank the run's rank
-    identity (see the module doc): by `pid` where the row has one of a rank, else by
-    `device`, else the report's lowest rank. Unchanged when every report is one rank."""
-    if "rank" not in frame or one_rank_each(run):
-        return frame
-    by_pid, by_device, by_report = _maps(run)
-    keys = list(zip(frame["rank"], frame["pid"] if "pid" in frame else [None] * len(frame),
-                    frame["device"] if "device" in frame else [None] * len(frame)))
-    ranks = [by_pid.get((r, p), by_device.get((r, d), by_report.get(r, r))) for r, p, d in keys]
-    return frame.assign(rank=pd.Series(ranks, index=frame.index, dtype=frame["rank"].dtype))
-
-
-def rank_sql(run, columns: list[str]) -> tuple[str, dict]:
-    """`label_ranks` as a SQL expression over a per-report result of `columns` (and its
-    bound values): "rank" itself when every report is one rank."""
-    if "rank" not in columns or one_rank_each(run):
-        return '"rank"', {}
-    by_pid, by_device, by_report = _maps(run)
-    cases, values = [], {}
-    for column, mapping in (("pid", by_pid), ("device", by_device)):
-        if column not in columns:
-            continue
-        for i, ((report, key), rank) in enumerate(mapping.items()):
-            cases.append(f'WHEN "rank" = $r_{column}{i} AND "{column}" = $k_{column}{i} THEN $to_{column}{i}')
-            values |= {f"r_{column}{i}": report, f"k_{column}{i}": key, f"to_{column}{i}": rank}
-    for i, (report, rank) in enumerate(by_report.items()):
-        cases.append(f'WHEN "rank" = $r_report{i} THEN $to_report{i}')
-        values |= {f"r_report{i}": report, f"to_report{i}": rank}
-    return f'CAST(CASE {" ".join(cases)} ELSE "rank" END AS INTEGER)', values
-
-
-def rank_maps(members: pd.DataFrame) -> tuple[dict, dict, dict]:
-    """(report_rank, pid) -> rank, (report_rank, device) -> rank of the process that ran
-    the most activities on the device (ties: lowest rank), report_rank -> lowest rank."""
-    by_pid = {(int(r.report_rank), int(r.pid)): int(r.rank)
-              for r in members.dropna(subset=["pid"]).itertuples(index=False)}
-    used = members.dropna(subset=["device"]).sort_values(["activities", "rank"], ascending=[False, True])
-    by_device = {(int(r.report_rank), int(r.device)): int(r.rank)
-                 for r in used.drop_duplicates(["report_rank", "device"]).itertuples(index=False)}
-    by_report = {int(r): int(k) for r, k in members.groupby("report_rank")["rank"].min().items()}
-    return by_pid, by_device, by_report
-
-
 def ranks_by_report(run) -> dict[int, list[int]]:
     """Report rank -> the ranks it holds (its own alone when each report is one rank)."""
-    if one_rank_each(run):
+    if object_rows(run, "rank_map").empty:
         return {r.rank: [r.rank] for r in run.reports}
-    members = run_members(run)
+    members = object_rows(run, "xr_members")
     return {r.rank: sorted(set(members.loc[members["report_rank"] == r.rank, "rank"].astype(int)))
             for r in run.reports}
-
-
-def _maps(run) -> tuple[dict, dict, dict]:
-    """`rank_maps` of the run, once per run of cached reports."""
-    if "maps" not in run.ranks or not run.cached:
-        run.ranks["maps"] = rank_maps(run_members(run))
-    return run.ranks["maps"]
-
-
-def one_rank_each(run) -> bool:
-    """Whether every report is one rank, its own: told from the views when no report has
-    GPU work or NVTX ranges of two processes and NCCL cannot renumber the ranks (each
-    placed by a trusted source, or no ncclCommInitRank range), else from `run_members`."""
-    if "one_each" not in run.ranks or not run.cached:
-        seen = run.df("SELECT rank, count(DISTINCT pid) AS n, bool_or(nccl) AS nccl FROM ("
-                      " SELECT rank, pid, false AS nccl FROM kernels UNION ALL"
-                      " SELECT rank, pid, domain = 'NCCL' AND text LIKE 'ncclCommInit%' FROM nvtx"
-                      ") GROUP BY rank")
-        trusted = all(r.rank_source in TRUSTED for r in run.reports) or not seen["nccl"].any()
-        if trusted and (seen["n"] <= 1).all():
-            run.ranks["one_each"] = True
-        else:
-            run.ranks["one_each"] = _each_report_its_rank(run_members(run))
-    return run.ranks["one_each"]
 
 
 def _each_report_its_rank(members: pd.DataFrame) -> bool:

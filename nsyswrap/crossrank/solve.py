@@ -1,8 +1,8 @@
 """The run-scope part of the cross-rank analysis, done once per open run in Python over
 small per-report frames: match the collective calls (nsyswrap.crossrank.matching), solve
 the clocks (nsyswrap.crossrank.alignment) and time every matched collective on the run
-clock. The results are run objects of `sql/_run` (the planner calls `build` for them,
-once per run and step_pattern; their SQL bodies only declare and type them):
+clock. The results are run objects of `sql/_run` whose headers name `build` as their builder
+(nsyswrap.builders): one call makes all six, once per run and step_pattern:
 
 * `xr_keys`: one row per rank and collective call of the chosen kind, with its verdict.
 * `xr_groups`: one row per group found: members, how found, captured vs group size.
@@ -23,50 +23,33 @@ import pandas as pd
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import GROUP_COLUMNS, KEY_COLUMNS, match
 from nsyswrap.crossrank.nccl_payload import payload_keys
-from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, run_members, to_member_ranks
+from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, to_member_ranks
 from nsyswrap.errors import NsysWrapError
 
 RUN_SCOPE_TABLES = frozenset({"xr_keys", "xr_groups", "xr_clock", "xr_aligned", "xr_member_steps",
                               "xr_member_phases"})
+"""The run objects of the solve's frames (`build`; with xr_unrelated, its verdict): what
+the report over sample files makes from samples instead (nsyswrap.sample.analysis)."""
 MEMBER_EXTRA = ["report_rank", "pid", "rank_source"]
 PHASE_COLUMNS = ["rank", "pid", "tid", "step", "phase", "start_ns", "end_ns", "host_ns", "gpu_ns"]
 UNRELATED_GAP_NS = 600 * 10**9  # reports whose spans are further apart than this are other runs
-TYPES = {
-    "rank": "INTEGER", "pg": "VARCHAR", "seq": "BIGINT", "op": "VARCHAR", "bytes": "BIGINT",
-    "group_size": "BIGINT", "cpu_start_ns": "BIGINT", "cpu_end_ns": "BIGINT", "kernel_start_ns": "BIGINT",
-    "kernel_end_ns": "BIGINT", "group_ranks": "BIGINT", "ranks": "BIGINT", "duplicate": "BOOLEAN",
-    "op_differs": "BOOLEAN", "bytes_differ": "BOOLEAN", "matches": "BOOLEAN", "found_by": "VARCHAR",
-    "size_differs": "BOOLEAN",
-    "members": "VARCHAR", "captured": "BIGINT", "status": "VARCHAR", "utc_epoch_ns": "BIGINT",
-    "offset_ns": "BIGINT", "drift_ppb": "DOUBLE", "shift_ns": "BIGINT", "uncertainty_ns": "BIGINT",
-    "spread_ns": "BIGINT", "max_residual_ns": "BIGINT", "collectives": "BIGINT", "source": "VARCHAR",
-    "method": "VARCHAR", "aligned": "BOOLEAN", "host": "VARCHAR", "on_gpu": "BOOLEAN", "step": "BIGINT",
-    "start_ns": "BIGINT", "end_ns": "BIGINT", "wait_ns": "BIGINT", "lag_ns": "BIGINT",
-    "last_rank": "INTEGER", "skew_ns": "BIGINT", "transfer_ns": "BIGINT", "threshold_ns": "BIGINT",
-    "significant": "BOOLEAN", "spans_hosts": "BOOLEAN", "report_rank": "INTEGER", "pid": "BIGINT",
-    "rank_source": "VARCHAR", "tid": "BIGINT", "phase": "VARCHAR", "host_ns": "BIGINT", "gpu_ns": "BIGINT",
-}
 ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "step", "start_ns", "end_ns",
                    "wait_ns", "lag_ns", "last_rank", "skew_ns", "transfer_ns", "threshold_ns", "significant"]
 
 
-def build(run, name: str, params: dict, table: str) -> None:
-    """Planner builder (nsyswrap.planner.python_built) of run object `name` (one of
-    RUN_SCOPE_TABLES) into table `table`: the solve runs once per run and step_pattern
-    (the only parameter of what it reads), its six frames kept on the run."""
-    key = params.get("step_pattern", "step:%")
-    if key not in run.solved or not run.cached:  # hand-made tables may change
-        run.solved[key] = solved(run)
-    _table(run, table, run.solved[key][name])
-
-
-def solved(run) -> dict[str, pd.DataFrame]:
-    """The run-scope frames, by table name, over the objects bound on `run` now."""
-    keys, payload_note = payload_keys(run.df("SELECT * FROM xr_rank_keys"), run.df("SELECT * FROM payload_schemas"))
-    members = run_members(run)[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
-    reports = run.df("SELECT rank AS report_rank, utc_epoch_ns, host FROM session ORDER BY rank")
-    run.unrelated = None if run.allow_unrelated else unrelated(run, reports.rename(columns={"report_rank": "rank"}))
-    if run.unrelated is not None:
+def build(inputs) -> dict[str, pd.DataFrame]:
+    """Builder of the run objects of the solve (their headers name it, see
+    nsyswrap.builders): the six frames, and xr_unrelated (why the reports are not one run,
+    if they are not), by object name, from what `inputs` declares."""
+    keys, payload_note = payload_keys(inputs.frame("xr_rank_keys"), inputs.frame("payload_schemas"))
+    members = inputs.frame("xr_members", MEMBER_COLUMNS).drop_duplicates(ignore_index=True)
+    reports = inputs.frame("session", ["rank", "utc_epoch_ns", "host"]).sort_values(
+        "rank", ignore_index=True).rename(columns={"rank": "report_rank"})
+    ends = inputs.frame("xr_processes", ["rank", "last_end_ns"]).groupby(
+        "rank", as_index=False)["last_end_ns"].max().rename(columns={"last_end_ns": "end_ns"})
+    refused = None if inputs.allow_unrelated else unrelated(
+        inputs.reports, reports.rename(columns={"report_rank": "rank"}), ends)
+    if refused is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
     keys = to_member_ranks(keys, members)
     calls, groups = match(keys, payload_note)
@@ -75,22 +58,28 @@ def solved(run) -> dict[str, pd.DataFrame]:
     matched["on_gpu"] = ended.groupby([matched["pg"], matched["seq"]]).transform("all").astype(bool)
     matched["start_ns"] = matched["kernel_start_ns"].where(matched["on_gpu"], matched["cpu_start_ns"])
     matched["end_ns"] = matched["kernel_end_ns"].where(matched["on_gpu"], matched["cpu_end_ns"])
-    clock = member_clocks(matched, members, reports, tie_hosts=run.unrelated is None)
-    steps = to_member_ranks(run.df("SELECT rank, pid, step, start_ns, end_ns FROM xr_steps"), members)
-    phases = to_member_ranks(run.df("SELECT * EXCLUDE (report) FROM xr_phases"), members)
-    aligned = time_collectives(matched, clock, steps)
+    clock = member_clocks(matched, members, reports, tie_hosts=refused is None)
+    steps = to_member_ranks(inputs.frame("xr_steps", ["rank", "pid", "step", "start_ns", "end_ns"]),
+                            members)
+    phases = to_member_ranks(inputs.frame("xr_phases").drop(columns="report"), members)
+    lookup = to_member_ranks(inputs.frame("step_lookup", ["rank", "pid", "step", "start_ns",
+                                                          "region_end_ns"]), members)
+    aligned = time_collectives(matched, clock, lookup)
     hosts = dict(zip(clock["rank"], clock["host"]))
     groups = groups.copy()
     groups["spans_hosts"] = [len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1
                              for ms in groups["members"]]
-    out = {}
-    out["xr_keys"] = calls[KEY_COLUMNS]
-    out["xr_groups"] = groups[[*GROUP_COLUMNS, "spans_hosts"]]
-    out["xr_clock"] = clock[[*CLOCK_COLUMNS, *MEMBER_EXTRA]]
-    out["xr_aligned"] = aligned[ALIGNED_COLUMNS]
-    out["xr_member_steps"] = steps[["rank", "step", "start_ns", "end_ns"]]
-    out["xr_member_phases"] = phases[PHASE_COLUMNS]
-    return out
+    return {
+        "xr_keys": calls[KEY_COLUMNS],
+        "xr_groups": groups[[*GROUP_COLUMNS, "spans_hosts"]],
+        "xr_clock": clock[[*CLOCK_COLUMNS, *MEMBER_EXTRA]],
+        "xr_aligned": aligned[ALIGNED_COLUMNS],
+        "xr_member_steps": steps[["rank", "step", "start_ns", "end_ns"]],
+        "xr_member_phases": phases[PHASE_COLUMNS],
+        "xr_unrelated": pd.DataFrame([] if refused is None else [
+            {"report": str(refused.where), "problem": refused.problem, "fix": refused.fix}],
+            columns=["report", "problem", "fix"]),
+    }
 
 
 def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.DataFrame,
@@ -106,21 +95,12 @@ def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.Data
     return out.sort_values("rank").reset_index(drop=True)
 
 
-def _table(run, name: str, frame: pd.DataFrame) -> None:
-    con = run.connection
-    view = f"nsyswrap_frame_{name}"
-    con.register(view, frame.astype(object).where(frame.notna(), None) if len(frame) else frame)
-    columns = ", ".join(f'CAST("{c}" AS {TYPES[c]}) AS "{c}"' for c in frame.columns)
-    con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT {columns} FROM {view}')
-    con.unregister(view)
-
-
-def unrelated(run, sessions: pd.DataFrame) -> NsysWrapError | None:
+def unrelated(reports: list, sessions: pd.DataFrame, ends: pd.DataFrame) -> NsysWrapError | None:
     """The one-line error when the reports cannot be one run: capture spans (UTC) far
-    apart. The cross-rank section raises it; queries see every rank unaligned."""
+    apart. `sessions` (rank, utc_epoch_ns), `ends` (rank, end_ns: its last GPU activity's
+    end). The cross-rank section raises it; queries see every rank unaligned."""
     if len(sessions) < 2:
         return None
-    ends = run.df("SELECT rank, max(end_ns) AS end_ns FROM kernels GROUP BY rank")
     span = sessions.merge(ends, on="rank", how="left").fillna({"end_ns": 0}).sort_values("utc_epoch_ns")
     span["stop"] = span["utc_epoch_ns"] + span["end_ns"].astype("int64")
     reach = span["stop"].cummax().shift()
@@ -129,7 +109,7 @@ def unrelated(run, sessions: pd.DataFrame) -> NsysWrapError | None:
     if len(far):
         i = far.index[0]
         hours = far.iloc[0] / 3.6e12
-        report = next((r.path for r in run.reports if r.rank == int(span.loc[i, "rank"])), "report")
+        report = next((r.path for r in reports if r.rank == int(span.loc[i, "rank"])), "report")
         return NsysWrapError(report, f"starts {hours:,.1f} h after the other reports ended: they are not "
                             "one run", "analyse each run on its own (pass --allow-unrelated to insist)")
     return None
@@ -146,13 +126,15 @@ def to_run_time(frame: pd.DataFrame, clock: pd.DataFrame, columns: list[str]) ->
     return out.drop(columns=["shift_ns", "drift_ppb"])
 
 
-def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per aligned rank and matched collective, in run time: see the module doc."""
+def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame,
+                     lookup: pd.DataFrame) -> pd.DataFrame:
+    """Per aligned rank and matched collective, in run time: see the module doc; `lookup`:
+    the step regions (step_lookup) by rank."""
     if matched.empty:
         return pd.DataFrame(columns=ALIGNED_COLUMNS)
     m = matched.copy()
     m["rank"] = m["rank"].astype(int)
-    m["step"] = _step_of(m, steps)
+    m["step"] = step_at(m, "cpu_start_ns", lookup)
     m["step"] = m.groupby(["pg", "seq"])["step"].transform("min")
     m = to_run_time(m, clock, ["start_ns", "end_ns"])
     thr = m["rank"].map(dict(zip(clock["rank"], clock["uncertainty_ns"]))).fillna(0)
@@ -172,18 +154,18 @@ def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame, steps: pd.DataF
     return m[ALIGNED_COLUMNS]
 
 
-def _step_of(m: pd.DataFrame, steps: pd.DataFrame) -> pd.Series:
-    """The `step:<i>` range of the same rank that holds the call's CPU start, else NaN: the
-    latest started by then, of ranges starting together the lowest step (as step_regions)."""
-    out = pd.Series(np.nan, index=m.index)
-    if steps.empty:
+def step_at(frame: pd.DataFrame, column: str, lookup: pd.DataFrame) -> pd.Series:
+    """The step whose region (`lookup`: step_lookup's rows, by `rank`) holds the instant
+    `column` of each row of `frame` (by `rank`), else NaN: the rule is step_lookup's,
+    this only finds the region."""
+    out = pd.Series(np.nan, index=frame.index)
+    regions = lookup[lookup["region_end_ns"] > lookup["start_ns"]]  # those that hold time
+    if regions.empty or frame.empty:
         return out
-    left = m[["rank", "cpu_start_ns"]].dropna().astype("int64").reset_index()
-    # merge_asof takes the last of equal starts: there, the lowest step
-    right = steps.astype({"rank": "int64", "start_ns": "int64"}).sort_values(
-        ["start_ns", "step"], ascending=[True, False], kind="stable")
-    hit = pd.merge_asof(left.sort_values("cpu_start_ns"), right, left_on="cpu_start_ns",
-                        right_on="start_ns", by="rank", direction="backward")
-    hit = hit[hit["cpu_start_ns"] <= hit["end_ns"]]
+    left = frame[["rank", column]].dropna().astype("int64").reset_index()
+    right = regions.astype({"rank": "int64", "start_ns": "int64"}).sort_values("start_ns")
+    hit = pd.merge_asof(left.sort_values(column), right, left_on=column, right_on="start_ns",
+                        by="rank", direction="backward")
+    hit = hit[hit[column] < hit["region_end_ns"]]
     out.loc[hit["index"].to_numpy()] = hit["step"].to_numpy()
     return out

@@ -11,12 +11,13 @@ import pandas as pd
 from nsyswrap.crossrank import matched_collectives
 from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.html_report.charts import COLORS, ledger_bars, skew_heatmap, step_timeline
+from nsyswrap.opener import DEFAULT_OPENER, Opener
 from nsyswrap.output import check_writable
 from nsyswrap.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report, planned
 from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.report.render import heading
-from nsyswrap.run import DEFAULT_OPENER, Opener, Run
+from nsyswrap.run import Run
 
 MAX_STEPS = 12
 MAX_ROWS = 200

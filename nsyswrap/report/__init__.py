@@ -30,7 +30,8 @@ from nsyswrap.reports import expand
 if TYPE_CHECKING:
     from nsyswrap.run import Run
 
-__all__ = ["ReportFormat", "ReportOptions", "build_report", "planned", "report", "sections", "write_report"]
+__all__ = ["ReportFormat", "ReportOptions", "build_report", "explain", "planned", "report",
+           "sections", "write_report"]
 
 
 def sections() -> list:
@@ -68,30 +69,63 @@ def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *
            opener: Opener = DEFAULT_OPENER) -> dict:
     """The report dict of a run: the stored answer when this report was asked before
     (`nsyswrap.report.answers`), else the reports opened, the report built and stored."""
-    key = answers.answer_key(expand(inputs), options, opener.rank_pattern, opener.allow_unrelated)
-    stored = answers.load(key)
+    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern,
+                                 opener.allow_unrelated)
+    stored = answers.load(entry)
     if stored is not None:
         return stored
     with planned(opener, options).open(inputs) as run:
         result = build_report(run, options)
-    answers.store(key, result)
+        answers.save(entry, result)  # before the run closes and the store is held to its cap
     return result
+
+
+def explain(inputs: list[str | Path], options: ReportOptions | None = None, *,
+            opener: Opener = DEFAULT_OPENER) -> dict:
+    """What `report` would compute for `inputs` and what is stored (`nsyswrap plan`):
+    `summary` lines (the stored answer, the reports' views) and `steps`, the compiled plan
+    of what the sections ask for (nsyswrap.plan.rows), as a DataFrame."""
+    import pandas as pd
+
+    from nsyswrap import plan
+    from nsyswrap.opening import plan_of
+
+    options = options or ReportOptions()
+    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern,
+                                 opener.allow_unrelated)
+    compiled, cached = plan_of(inputs, list(planned(opener, options).plan),
+                               rank_pattern=opener.rank_pattern,
+                               allow_unrelated=opener.allow_unrelated)
+    views = sum((c.views_dir / "session.parquet").exists() for c in cached)
+    stored = entry is not None and (entry / answers.FILE).exists()
+    summary = [
+        f"{len(cached)} report(s); the answer is "
+        + ("stored: nsyswrap report reads it and computes nothing below" if stored else
+           "not stored: nsyswrap report computes what is not stored below, then stores it"),
+        f"views (read and normalized once per report): {views} of {len(cached)} stored",
+        "steps, in order: per report (each report alone, in the worker pool), connection "
+        "(macros), run (over every report); stored: entries stored of those it has",
+    ]
+    return {"summary": summary, "steps": pd.DataFrame(plan.rows(compiled))}
 
 
 def planned(opener: Opener, options: ReportOptions) -> Opener:
     """`opener` that computes each report's share of the report in the pass that normalizes
-    it (see nsyswrap.run.open_run): the modules the sections ask for, with their
+    it (see nsyswrap.opening.open_run): the modules the sections ask for, with their
     parameters (what they miss is computed when asked for, in a later pass)."""
+    from nsyswrap import rank_labels
     from nsyswrap.queries import bind, get
     from nsyswrap.report.compute import compute_modules
+    from nsyswrap.report.cross_rank import crossrank_modules
     from nsyswrap.report.host import host_modules
     from nsyswrap.report.memory import memory_modules
     from nsyswrap.report.single_rank import single_rank_modules
     from nsyswrap.report.trace_facts import TABLES
 
-    pattern = {"step_pattern": options.step_pattern}
     wanted = [*single_rank_modules(options).values(), *compute_modules(options).values(),
               *memory_modules(options).values(), *host_modules(options).values(),
               *((f"trace.{t}", {}) for t in TABLES),
-              ("trace.data_quality", {}), ("crossrank.clock_offsets", pattern)]
-    return replace(opener, plan=tuple((name, bind(get(name), params)) for name, params in wanted))
+              ("trace.data_quality", {}), *crossrank_modules(options).values()]
+    typed = [(name, bind(get(name), params)) for name, params in wanted]
+    # and the rank identity every per-report result takes (nsyswrap.rank_labels)
+    return replace(opener, plan=(*typed, (rank_labels.MAP, {})))

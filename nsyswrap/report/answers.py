@@ -1,8 +1,9 @@
 """Stored answers: a report asked again (the same reports, options and nsyswrap) is read
 back, not computed, and without loading pandas, DuckDB or pyarrow.
 
-`<cache>/answers/<key>.json` holds the report's JSON document, exactly what `--format json`
-prints, written whole and then renamed. The key covers everything the answer depends on:
+The store's entry `answers/report-<key>/answer.json` (`nsyswrap.store`) holds the report's
+JSON document, exactly what `--format json` prints, written whole and then renamed. The
+key covers everything the answer depends on:
 
 * each report's version, as its cache entry is keyed (`cache_keys.report_key`: resolved
   path, size, mtime, content, view format), and the `manifest.json` beside it;
@@ -20,46 +21,45 @@ reports that were built are stored: an error is never stored, so it is raised ag
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 
-from nsyswrap.cache_keys import cache_root, code_digest, nsyswrap_version, report_key
+from nsyswrap import store
+from nsyswrap.cache_keys import code_digest, nsyswrap_version, report_key
 from nsyswrap.errors import note
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import to_json
 from nsyswrap.reports import MANIFEST_NAME
 
-FOLDER = "answers"
+KIND = "answers"
+FILE = "answer.json"
 
 
-def answer_key(paths: list[Path], options: ReportOptions, rank_pattern: str,
-               allow_unrelated: bool) -> str | None:
-    """The key of the report of `paths` (the inputs expanded) with these options; None
-    when a report or its manifest cannot be read (the report is then computed)."""
+def answer_entry(paths: list[Path], options: ReportOptions, rank_pattern: str,
+                 allow_unrelated: bool) -> Path | None:
+    """The store entry of the report of `paths` (the inputs expanded) with these options;
+    None when a report or its manifest cannot be read (the report is then computed)."""
     try:
         reports = [report_key(p) for p in paths]
         manifests = {str(d): _manifest(d / MANIFEST_NAME) for d in sorted({p.parent for p in paths})}
     except OSError:
         return None
-    text = repr((reports, [str(p) for p in paths], sorted(manifests.items()), rank_pattern,
-                 allow_unrelated, sorted(options.all_params().items()), code_digest(),
-                 nsyswrap_version()))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return store.entry(KIND, "report", reports, [str(p) for p in paths], sorted(manifests.items()),
+                       rank_pattern, allow_unrelated, sorted(options.all_params().items()),
+                       code_digest(), nsyswrap_version())
 
 
 def _manifest(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
-def load(key: str | None) -> dict | None:
-    """The stored answer of `key`, if there is a sound one; a damaged one is removed (with a
-    one-line note) and the report computed again."""
-    if key is None:
+def load(entry: Path | None) -> dict | None:
+    """The stored answer of `entry`, if there is a sound one; a damaged one is removed
+    (with a one-line note) and the report computed again."""
+    if entry is None:
         return None
-    path = cache_root() / FOLDER / f"{key}.json"
+    path = entry / FILE
     try:
         answer = json.loads(path.read_bytes())
         if not isinstance(answer, dict) or answer.get("tool") != "nsyswrap":
@@ -70,26 +70,19 @@ def load(key: str | None) -> dict | None:
         note(f"stored answer {path} cannot be read ({exc.strerror or exc}); computing the report again")
         return None
     except ValueError:
-        note(f"stored answer {path} was damaged; computing the report again")
-        with contextlib.suppress(OSError):
-            path.unlink()
+        store.discard(entry, f"stored answer {path} was damaged; computing the report again")
         return None
+    store.use(entry)
     return answer
 
 
-def store(key: str | None, report: dict) -> None:
-    """Store `report` as the answer of `key` (written whole, then renamed into place); a
+def save(entry: Path | None, report: dict) -> None:
+    """Store `report` as the answer of `entry` (written whole, then renamed into place); a
     cache that cannot take it only costs the next call its speed."""
-    if key is None:
+    if entry is None:
         return
-    folder = cache_root() / FOLDER
-    work = folder / f".{key}-{os.getpid()}-{os.urandom(4).hex()}.json"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with work.open("x") as fh:
-            fh.write(to_json(report))
-        os.replace(work, folder / f"{key}.json")
+        store.write(entry, lambda work: (work / FILE).write_text(to_json(report)),
+                    about=", ".join(r["path"] for r in report["reports"]))
     except OSError as exc:
-        note(f"could not store the answer in {folder} ({exc.strerror or exc})")
-        with contextlib.suppress(OSError):
-            work.unlink(missing_ok=True)
+        note(f"could not store the answer in {entry.parent} ({exc.strerror or exc})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
-from nsyswrap.crossrank.metrics import clock_offsets
+from nsyswrap.crossrank.metrics import clock_offsets, unrelated
 from nsyswrap.queries import run_module
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
@@ -217,11 +217,25 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
     return out
 
 
+def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """The modules the section asks for (with two ranks or more), `key: (module, params)`."""
+    pattern = {"step_pattern": options.step_pattern}
+    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
+    return {"offsets": ("crossrank.clock_offsets", pattern),
+            "collectives": ("crossrank.collectives", steps),
+            "stragglers": ("crossrank.stragglers", steps),
+            "mismatches": ("crossrank.mismatches", {}),
+            "bandwidth": ("crossrank.bandwidth", steps), "split": ("crossrank.comm_split", steps),
+            "groups": ("crossrank.groups", pattern),
+            "step_phases": ("crossrank.step_phases", pattern)}
+
+
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
     offsets = clock_offsets(run)
-    if run.unrelated is not None:
-        raise run.unrelated
+    refused = unrelated(run)
+    if refused is not None:
+        raise refused
     return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
                             len(offsets), lambda: _step_time_ns(run, options))
 
@@ -237,14 +251,14 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -
         section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
                                          "ranks (reports, or processes with GPU work in one report)"})
         return section
-    pattern = {"step_pattern": options.step_pattern}
-    steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
-    offsets = module("crossrank.clock_offsets", **pattern)
-    coll = module("crossrank.collectives", **steps)
-    strag = module("crossrank.stragglers", **steps)
-    miss = module("crossrank.mismatches")
-    bw = module("crossrank.bandwidth", **steps)
-    split = module("crossrank.comm_split", **steps)
+    wanted = crossrank_modules(options)
+
+    def rows(key: str) -> pd.DataFrame:
+        name, params = wanted[key]
+        return module(name, **params)
+
+    offsets, coll, strag = rows("offsets"), rows("collectives"), rows("stragglers")
+    miss, bw, split = rows("mismatches"), rows("bandwidth"), rows("split")
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, step_time_ns())
@@ -260,7 +274,7 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -
             _waits_table(coll),
             _comm_split_table(split),
         ]
-    groups = module("crossrank.groups", **pattern)
+    groups = rows("groups")
     if not groups.empty:
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",

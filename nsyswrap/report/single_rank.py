@@ -2,7 +2,6 @@
 NVTX GPU time per (rank, device), with a verdict and recommendations."""
 from __future__ import annotations
 
-import re
 
 import pandas as pd
 
@@ -10,7 +9,7 @@ from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.queries import run_module, run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
-from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
+from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import Evidence, Totals, naive_note, recommendations, verdict
 from nsyswrap.run import Run
 
@@ -41,7 +40,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
         _histogram_table(frames["histogram"]),
         _launch_table(launch),
         _steps_table(steps, options),
-        _ranges_table(by_text, options),
+        _ranges_table(by_text, frames["step_texts"]),
     ]
     cannot = _cannot_answer(run, options, ledger, frames.get("active", ledger), exposure, gaps,
                             steps)
@@ -76,6 +75,7 @@ def single_rank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
         "histogram": ("gaps.histogram", window),
         "summary": ("collectives.exposure_summary", window),
         "by_text": ("nvtx.gpu_time_by_text", {}),
+        "step_texts": ("steps.ranges", {"step_pattern": options.step_pattern}),
         "exposure": ("collectives.exposure", {**window, "context_regex": None}),
         "launch": ("gaps.launch_summary", {**window, "tiny_kernel_ns": TINY_KERNEL_NS}),
     }
@@ -270,11 +270,11 @@ def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
                   "comm are busy unions", rows, ("copy_only",))
 
 
-def _ranges_table(by_text: pd.DataFrame, options: ReportOptions) -> dict | None:
-    steps = by_text.text.str.match(_like_regex(options.step_pattern))
-    if options.step_pattern == DEFAULT_STEP_PATTERN:  # else ProfilerStep#<i> (the step definition)
-        steps |= by_text.text.str.fullmatch(r"ProfilerStep#\d+")
-    ranges = by_text[(by_text.gpu_ns > 0) & ~steps]
+def _ranges_table(by_text: pd.DataFrame, step_texts: pd.DataFrame) -> dict | None:
+    """The ranges other than the steps (steps.ranges: what the step pattern matched)."""
+    steps = set(zip(step_texts["rank"], step_texts["pid"], step_texts["text"]))
+    is_step = [key in steps for key in zip(by_text["rank"], by_text["pid"], by_text["text"])]
+    ranges = by_text[(by_text.gpu_ns > 0) & ~pd.Series(is_step, index=by_text.index, dtype=bool)]
     if ranges.empty:
         return None
     top = ranges.sort_values(["gpu_ns", "rank", "text"], ascending=[False, True, True])
@@ -299,12 +299,6 @@ def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:
         return ("the reports have no NVTX ranges; annotate the model (nsyswrap launch "
                 "--annotate all) and capture with --trace=nvtx")
     return "no GPU work was launched inside an NVTX range other than the steps"
-
-
-def _like_regex(pattern: str) -> str:
-    """A SQL LIKE pattern as an anchored regex."""
-    parts = (".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return "^" + "".join(parts) + "$"
 
 
 def _evidence(exposure: pd.DataFrame, launch: pd.DataFrame, keys: list) -> Evidence:

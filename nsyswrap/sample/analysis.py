@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from types import SimpleNamespace
 
 import duckdb
 import pandas as pd
 
+from nsyswrap.builders import create_table
 from nsyswrap.cache_keys import nsyswrap_version
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import KEY_COLUMNS, match
@@ -35,7 +35,6 @@ from nsyswrap.crossrank.solve import (
     MEMBER_EXTRA,
     PHASE_COLUMNS,
     RUN_SCOPE_TABLES,
-    _table,
     time_collectives,
 )
 from nsyswrap.errors import note
@@ -132,9 +131,8 @@ def _answer(samples: Samples, options: ReportOptions) -> tuple[dict, dict]:
     """(the cross-rank section, what the samples say on their own)."""
     objects = run_objects(samples)
     con = duckdb.connect()
-    holder = SimpleNamespace(connection=con)
     for name, frame in objects.items():
-        _table(holder, name, frame)
+        create_table(con, name, name, frame)
 
     def module(name: str, **params) -> pd.DataFrame:
         return result_over(con, name, bind(get(name), params), RUN_SCOPE_TABLES)
@@ -246,8 +244,9 @@ def _timed(matched: pd.DataFrame, samples: Samples) -> tuple[pd.DataFrame, list[
             clock["method"] = [f"same host clock as rank {c}" if s else m
                                for c, s, m in zip(owner["clock"][ranks], same, clock["method"])]
             clock["rank"] = ranks
-        aligned.append(time_collectives(part, clock, mine[mine["rank"].isin(ranks)][
-            ["rank", "step", "start_ns", "end_ns"]]))
+        regions = mine[mine["rank"].isin(ranks)].rename(columns={"end_ns": "region_end_ns"})
+        aligned.append(time_collectives(part, clock, regions[
+            ["rank", "step", "start_ns", "region_end_ns"]]))
         clocks.append(clock)
     return pd.concat([a for a in aligned if len(a)] or aligned[:1], ignore_index=True), clocks
 

@@ -2,7 +2,6 @@
 -- computed once per report and step pattern (whatever the window) and read by every
 -- object that places times in steps.
 -- @include metrics
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column device             BIGINT   CUDA device id.
 -- @column step               BIGINT   Step number.
 -- @column start_ns           BIGINT   Step start (earliest of its ranges), session clock ns.

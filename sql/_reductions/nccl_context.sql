@@ -7,7 +7,6 @@
 -- device, stream, correlation_id, start_ns): kernels alike share their rows.
 -- @include metrics
 -- @reads kernels, launches, nvtx, device_step_regions
--- @param step_pattern VARCHAR = step:%         LIKE pattern of the step ranges.
 -- @param context_regex VARCHAR = ^(fwd|bwd|coll):  Regex of the NVTX ranges that name
 --                                             the context (module or collective); NULL:
 --                                             that default where the report has such

@@ -9,8 +9,6 @@
 -- these per step and takes the medians over the ranks.
 -- @include metrics
 -- @reads nvtx, launches, api_calls, collectives
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges (default: else
---                                      ProfilerStep#<i>).
 -- @column pid BIGINT              Process id of the thread.
 -- @column tid BIGINT              Thread holding the step and the phase.
 -- @column step BIGINT             Step number (step_ranges).

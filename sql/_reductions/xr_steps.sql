@@ -2,7 +2,6 @@
 -- the default pattern a process without `step:` ranges takes `ProfilerStep#<i>`): its
 -- process, step number and span (session ns). Read by the cross-rank objects.
 -- @include metrics
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pid BIGINT              Process that holds the range.
 -- @column step BIGINT             Step number.
 -- @column start_ns BIGINT         Range start, ns on the report's session clock.

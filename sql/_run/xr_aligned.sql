@@ -1,41 +1,27 @@
 -- One row per aligned rank and matched collective, in run time (nsyswrap.crossrank.solve).
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
--- @column seq                BIGINT   See nsyswrap.crossrank.solve.
--- @column op                 VARCHAR  See nsyswrap.crossrank.solve.
--- @column bytes              BIGINT   See nsyswrap.crossrank.solve.
--- @column group_size         BIGINT   See nsyswrap.crossrank.solve.
--- @column on_gpu             BOOLEAN  See nsyswrap.crossrank.solve.
--- @column rank               INTEGER  See nsyswrap.crossrank.solve.
--- @column step               BIGINT   See nsyswrap.crossrank.solve.
--- @column start_ns           BIGINT   See nsyswrap.crossrank.solve.
--- @column end_ns             BIGINT   See nsyswrap.crossrank.solve.
--- @column wait_ns            BIGINT   See nsyswrap.crossrank.solve.
--- @column lag_ns             BIGINT   See nsyswrap.crossrank.solve.
--- @column last_rank          INTEGER  See nsyswrap.crossrank.solve.
--- @column skew_ns            BIGINT   See nsyswrap.crossrank.solve.
--- @column transfer_ns        BIGINT   See nsyswrap.crossrank.solve.
--- @column threshold_ns       BIGINT   See nsyswrap.crossrank.solve.
--- @column significant        BOOLEAN  See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS VARCHAR) AS pg,
-    CAST(NULL AS BIGINT) AS seq,
-    CAST(NULL AS VARCHAR) AS op,
-    CAST(NULL AS BIGINT) AS bytes,
-    CAST(NULL AS BIGINT) AS group_size,
-    CAST(NULL AS BOOLEAN) AS on_gpu,
-    CAST(NULL AS INTEGER) AS rank,
-    CAST(NULL AS BIGINT) AS step,
-    CAST(NULL AS BIGINT) AS start_ns,
-    CAST(NULL AS BIGINT) AS end_ns,
-    CAST(NULL AS BIGINT) AS wait_ns,
-    CAST(NULL AS BIGINT) AS lag_ns,
-    CAST(NULL AS INTEGER) AS last_rank,
-    CAST(NULL AS BIGINT) AS skew_ns,
-    CAST(NULL AS BIGINT) AS transfer_ns,
-    CAST(NULL AS BIGINT) AS threshold_ns,
-    CAST(NULL AS BOOLEAN) AS significant
-WHERE false
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
+-- @builder nsyswrap.crossrank.solve:build
+-- @column pg                 VARCHAR  Process group id (nsyswrap's pg=, 'nccl', 'mpi' or
+--                                     'stream:<pid>:<device>:<stream>').
+-- @column seq                BIGINT   Sequence number of the call in its group (or stream).
+-- @column op                 VARCHAR  Collective, e.g. all_reduce.
+-- @column bytes              BIGINT   Payload bytes (NULL when not recorded).
+-- @column group_size         BIGINT   Ranks in the group when recorded, else NULL.
+-- @column on_gpu             BOOLEAN  Timed by NCCL kernels (every member has them), else by the
+--                                     ranges.
+-- @column rank               INTEGER  The rank (the run's rank identity: a report may hold
+--                                     several).
+-- @column step               BIGINT   Step whose region holds the call's host start (step_lookup),
+--                                     lowest over the ranks.
+-- @column start_ns           BIGINT   Arrival on this rank, ns of run time (since the reference's
+--                                     aligned session start).
+-- @column end_ns             BIGINT   End on this rank, ns of run time.
+-- @column wait_ns            BIGINT   Time inside the collective before the last rank arrived (ns).
+-- @column lag_ns             BIGINT   Arrival minus the median arrival of its members (ns).
+-- @column last_rank          INTEGER  Rank that arrived last (lowest on ties).
+-- @column skew_ns            BIGINT   Latest minus earliest arrival (ns).
+-- @column transfer_ns        BIGINT   Shortest duration across its members (ns): the transfer
+--                                     without waiting.
+-- @column threshold_ns       BIGINT   Twice the largest alignment uncertainty of its members (ns).
+-- @column significant        BOOLEAN  skew_ns exceeds threshold_ns.

@@ -6,31 +6,30 @@
 -- duration across ranks); threshold_ns (twice the largest alignment uncertainty of
 -- the members) and significant (skew above it). Unaligned ranks have no collectives.
 -- @reads xr_clock, xr_aligned
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column rank               INTEGER  See the summary.
--- @column utc_epoch_ns       BIGINT   See the summary.
--- @column offset_ns          BIGINT   See the summary.
--- @column shift_ns           BIGINT   See the summary.
--- @column drift_ppb          DOUBLE   See the summary.
--- @column collectives        BIGINT   See the summary.
--- @column source             VARCHAR  See the summary.
--- @column aligned            BOOLEAN  See the summary.
--- @column pg                 VARCHAR  See the summary.
--- @column seq                BIGINT   See the summary.
--- @column op                 VARCHAR  See the summary.
--- @column bytes              BIGINT   See the summary.
--- @column group_size         BIGINT   See the summary.
--- @column on_gpu             BOOLEAN  See the summary.
--- @column step               BIGINT   See the summary.
--- @column start_ns           BIGINT   See the summary.
--- @column end_ns             BIGINT   See the summary.
--- @column wait_ns            BIGINT   See the summary.
--- @column lag_ns             BIGINT   See the summary.
--- @column last_rank          INTEGER  See the summary.
--- @column skew_ns            BIGINT   See the summary.
--- @column transfer_ns        BIGINT   See the summary.
--- @column threshold_ns       BIGINT   See the summary.
--- @column significant        BOOLEAN  See the summary.
+-- @column rank               INTEGER
+-- @column utc_epoch_ns       BIGINT
+-- @column offset_ns          BIGINT
+-- @column shift_ns           BIGINT
+-- @column drift_ppb          DOUBLE
+-- @column collectives        BIGINT
+-- @column source             VARCHAR
+-- @column aligned            BOOLEAN
+-- @column pg                 VARCHAR
+-- @column seq                BIGINT
+-- @column op                 VARCHAR
+-- @column bytes              BIGINT
+-- @column group_size         BIGINT
+-- @column on_gpu             BOOLEAN
+-- @column step               BIGINT
+-- @column start_ns           BIGINT
+-- @column end_ns             BIGINT
+-- @column wait_ns            BIGINT
+-- @column lag_ns             BIGINT
+-- @column last_rank          INTEGER
+-- @column skew_ns            BIGINT
+-- @column transfer_ns        BIGINT
+-- @column threshold_ns       BIGINT
+-- @column significant        BOOLEAN
 SELECT
     o.rank,
     o.utc_epoch_ns,

@@ -1,39 +1,27 @@
 -- One row per rank: its clock from the global solve (nsyswrap.crossrank.solve).
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column rank               INTEGER  See nsyswrap.crossrank.solve.
--- @column utc_epoch_ns       BIGINT   See nsyswrap.crossrank.solve.
--- @column offset_ns          BIGINT   See nsyswrap.crossrank.solve.
--- @column drift_ppb          DOUBLE   See nsyswrap.crossrank.solve.
--- @column shift_ns           BIGINT   See nsyswrap.crossrank.solve.
--- @column uncertainty_ns     BIGINT   See nsyswrap.crossrank.solve.
--- @column spread_ns          BIGINT   See nsyswrap.crossrank.solve.
--- @column max_residual_ns    BIGINT   See nsyswrap.crossrank.solve.
--- @column collectives        BIGINT   See nsyswrap.crossrank.solve.
--- @column source             VARCHAR  See nsyswrap.crossrank.solve.
--- @column method             VARCHAR  See nsyswrap.crossrank.solve.
--- @column aligned            BOOLEAN  See nsyswrap.crossrank.solve.
--- @column host               VARCHAR  See nsyswrap.crossrank.solve.
--- @column report_rank        INTEGER  See nsyswrap.crossrank.solve.
--- @column pid                BIGINT   See nsyswrap.crossrank.solve.
--- @column rank_source        VARCHAR  See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS INTEGER) AS rank,
-    CAST(NULL AS BIGINT) AS utc_epoch_ns,
-    CAST(NULL AS BIGINT) AS offset_ns,
-    CAST(NULL AS DOUBLE) AS drift_ppb,
-    CAST(NULL AS BIGINT) AS shift_ns,
-    CAST(NULL AS BIGINT) AS uncertainty_ns,
-    CAST(NULL AS BIGINT) AS spread_ns,
-    CAST(NULL AS BIGINT) AS max_residual_ns,
-    CAST(NULL AS BIGINT) AS collectives,
-    CAST(NULL AS VARCHAR) AS source,
-    CAST(NULL AS VARCHAR) AS method,
-    CAST(NULL AS BOOLEAN) AS aligned,
-    CAST(NULL AS VARCHAR) AS host,
-    CAST(NULL AS INTEGER) AS report_rank,
-    CAST(NULL AS BIGINT) AS pid,
-    CAST(NULL AS VARCHAR) AS rank_source
-WHERE false
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
+-- @builder nsyswrap.crossrank.solve:build
+-- @column rank               INTEGER  The rank (the run's rank identity: a report may hold
+--                                     several).
+-- @column utc_epoch_ns       BIGINT   UTC of the report's session clock zero (ns).
+-- @column offset_ns          BIGINT   Added to UTC time (ns); 0 for the reference rank.
+-- @column drift_ppb          DOUBLE   Clock drift against the reference, ns per second of session
+--                                     time (0: not fitted).
+-- @column shift_ns           BIGINT   Session time + shift_ns (+ drift) = run time: ns since the
+--                                     reference's aligned session start.
+-- @column uncertainty_ns     BIGINT   3 standard errors of offset_ns from the solve (ns); NULL when
+--                                     unaligned.
+-- @column spread_ns          BIGINT   1.4826 x median absolute residual of its collective ends
+--                                     (ns).
+-- @column max_residual_ns    BIGINT   Largest absolute residual of its collective ends (ns).
+-- @column collectives        BIGINT   Matched collectives its clock rests on.
+-- @column source             VARCHAR  kernel (NCCL kernel ends), nvtx (range ends), host (an
+--                                     aligned rank's on its host), reference or utc (unaligned).
+-- @column method             VARCHAR  How the clock was obtained, in words.
+-- @column aligned            BOOLEAN  False: left out of every cross-rank figure.
+-- @column host               VARCHAR  Host name recorded in the report.
+-- @column report_rank        INTEGER  Rank of the report that holds it.
+-- @column pid                BIGINT   Its process in that report.
+-- @column rank_source        VARCHAR  Where the rank came from (manifest, file name, MPI rank,
+--                                     NCCL, environment, order).

@@ -1,22 +1,21 @@
 -- One row per rank: its clock (see nsyswrap.crossrank.alignment): offset, drift, shift,
 -- uncertainty, residual spread, collectives it rests on, source and method, aligned.
 -- @reads xr_clock
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column rank               INTEGER  See the summary.
--- @column utc_epoch_ns       BIGINT   See the summary.
--- @column offset_ns          BIGINT   See the summary.
--- @column drift_ppb          DOUBLE   See the summary.
--- @column shift_ns           BIGINT   See the summary.
--- @column uncertainty_ns     BIGINT   See the summary.
--- @column spread_ns          BIGINT   See the summary.
--- @column max_residual_ns    BIGINT   See the summary.
--- @column collectives        BIGINT   See the summary.
--- @column source             VARCHAR  See the summary.
--- @column method             VARCHAR  See the summary.
--- @column aligned            BOOLEAN  See the summary.
--- @column host               VARCHAR  See the summary.
--- @column report_rank        INTEGER  See the summary.
--- @column pid                BIGINT   See the summary.
--- @column rank_source        VARCHAR  See the summary.
+-- @column rank               INTEGER
+-- @column utc_epoch_ns       BIGINT
+-- @column offset_ns          BIGINT
+-- @column drift_ppb          DOUBLE
+-- @column shift_ns           BIGINT
+-- @column uncertainty_ns     BIGINT
+-- @column spread_ns          BIGINT
+-- @column max_residual_ns    BIGINT
+-- @column collectives        BIGINT
+-- @column source             VARCHAR
+-- @column method             VARCHAR
+-- @column aligned            BOOLEAN
+-- @column host               VARCHAR
+-- @column report_rank        INTEGER
+-- @column pid                BIGINT
+-- @column rank_source        VARCHAR
 SELECT *
 FROM xr_clock

@@ -4,24 +4,23 @@
 -- this key), duplicate, op_differs, bytes_differ, size_differs, matches (NULL for groups seen on one
 -- rank only).
 -- @reads xr_keys
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column rank               INTEGER  See the summary.
--- @column pg                 VARCHAR  See the summary.
--- @column seq                BIGINT   See the summary.
--- @column op                 VARCHAR  See the summary.
--- @column bytes              BIGINT   See the summary.
--- @column group_size         BIGINT   See the summary.
--- @column cpu_start_ns       BIGINT   See the summary.
--- @column cpu_end_ns         BIGINT   See the summary.
--- @column kernel_start_ns    BIGINT   See the summary.
--- @column kernel_end_ns      BIGINT   See the summary.
--- @column group_ranks        BIGINT   See the summary.
--- @column ranks              BIGINT   See the summary.
--- @column duplicate          BOOLEAN  See the summary.
--- @column op_differs         BOOLEAN  See the summary.
--- @column bytes_differ       BOOLEAN  See the summary.
--- @column matches            BOOLEAN  See the summary.
--- @column found_by           VARCHAR  See the summary.
--- @column size_differs       BOOLEAN  See the summary.
+-- @column rank               INTEGER
+-- @column pg                 VARCHAR
+-- @column seq                BIGINT
+-- @column op                 VARCHAR
+-- @column bytes              BIGINT
+-- @column group_size         BIGINT
+-- @column cpu_start_ns       BIGINT
+-- @column cpu_end_ns         BIGINT
+-- @column kernel_start_ns    BIGINT
+-- @column kernel_end_ns      BIGINT
+-- @column group_ranks        BIGINT
+-- @column ranks              BIGINT
+-- @column duplicate          BOOLEAN
+-- @column op_differs         BOOLEAN
+-- @column bytes_differ       BOOLEAN
+-- @column matches            BOOLEAN
+-- @column found_by           VARCHAR
+-- @column size_differs       BOOLEAN
 SELECT *
 FROM xr_keys

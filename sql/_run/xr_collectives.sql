@@ -1,26 +1,23 @@
 -- One row per rank and matched collective of steps [step_from, step_to), in run
 -- time (see xr_alignment).
 -- @reads xr_alignment
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL       Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL         Only steps < this (NULL: to the last).
--- @column pg                 VARCHAR  See the summary.
--- @column seq                BIGINT   See the summary.
--- @column op                 VARCHAR  See the summary.
--- @column bytes              BIGINT   See the summary.
--- @column group_size         BIGINT   See the summary.
--- @column on_gpu             BOOLEAN  See the summary.
--- @column rank               INTEGER  See the summary.
--- @column step               BIGINT   See the summary.
--- @column start_ns           BIGINT   See the summary.
--- @column end_ns             BIGINT   See the summary.
--- @column wait_ns            BIGINT   See the summary.
--- @column lag_ns             BIGINT   See the summary.
--- @column last_rank          INTEGER  See the summary.
--- @column skew_ns            BIGINT   See the summary.
--- @column transfer_ns        BIGINT   See the summary.
--- @column threshold_ns       BIGINT   See the summary.
--- @column significant        BOOLEAN  See the summary.
+-- @column pg                 VARCHAR
+-- @column seq                BIGINT
+-- @column op                 VARCHAR
+-- @column bytes              BIGINT
+-- @column group_size         BIGINT
+-- @column on_gpu             BOOLEAN
+-- @column rank               INTEGER
+-- @column step               BIGINT
+-- @column start_ns           BIGINT
+-- @column end_ns             BIGINT
+-- @column wait_ns            BIGINT
+-- @column lag_ns             BIGINT
+-- @column last_rank          INTEGER
+-- @column skew_ns            BIGINT
+-- @column transfer_ns        BIGINT
+-- @column threshold_ns       BIGINT
+-- @column significant        BOOLEAN
 SELECT
     pg,
     seq,

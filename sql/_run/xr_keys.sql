@@ -1,44 +1,30 @@
 -- One row per rank and collective call of the kind chosen for the run (made by
 -- nsyswrap.crossrank.solve: matching), with its key and verdict.
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column rank               INTEGER  See nsyswrap.crossrank.solve.
--- @column pg                 VARCHAR  See nsyswrap.crossrank.solve.
--- @column seq                BIGINT   See nsyswrap.crossrank.solve.
--- @column op                 VARCHAR  See nsyswrap.crossrank.solve.
--- @column bytes              BIGINT   See nsyswrap.crossrank.solve.
--- @column group_size         BIGINT   See nsyswrap.crossrank.solve.
--- @column cpu_start_ns       BIGINT   See nsyswrap.crossrank.solve.
--- @column cpu_end_ns         BIGINT   See nsyswrap.crossrank.solve.
--- @column kernel_start_ns    BIGINT   See nsyswrap.crossrank.solve.
--- @column kernel_end_ns      BIGINT   See nsyswrap.crossrank.solve.
--- @column group_ranks        BIGINT   See nsyswrap.crossrank.solve.
--- @column ranks              BIGINT   See nsyswrap.crossrank.solve.
--- @column duplicate          BOOLEAN  See nsyswrap.crossrank.solve.
--- @column op_differs         BOOLEAN  See nsyswrap.crossrank.solve.
--- @column bytes_differ       BOOLEAN  See nsyswrap.crossrank.solve.
--- @column matches            BOOLEAN  See nsyswrap.crossrank.solve.
--- @column found_by           VARCHAR  See nsyswrap.crossrank.solve.
--- @column size_differs       BOOLEAN  See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS INTEGER) AS rank,
-    CAST(NULL AS VARCHAR) AS pg,
-    CAST(NULL AS BIGINT) AS seq,
-    CAST(NULL AS VARCHAR) AS op,
-    CAST(NULL AS BIGINT) AS bytes,
-    CAST(NULL AS BIGINT) AS group_size,
-    CAST(NULL AS BIGINT) AS cpu_start_ns,
-    CAST(NULL AS BIGINT) AS cpu_end_ns,
-    CAST(NULL AS BIGINT) AS kernel_start_ns,
-    CAST(NULL AS BIGINT) AS kernel_end_ns,
-    CAST(NULL AS BIGINT) AS group_ranks,
-    CAST(NULL AS BIGINT) AS ranks,
-    CAST(NULL AS BOOLEAN) AS duplicate,
-    CAST(NULL AS BOOLEAN) AS op_differs,
-    CAST(NULL AS BOOLEAN) AS bytes_differ,
-    CAST(NULL AS BOOLEAN) AS matches,
-    CAST(NULL AS VARCHAR) AS found_by,
-    CAST(NULL AS BOOLEAN) AS size_differs
-WHERE false
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
+-- @builder nsyswrap.crossrank.solve:build
+-- @column rank               INTEGER  The rank (the run's rank identity: a report may hold
+--                                     several).
+-- @column pg                 VARCHAR  Process group id (nsyswrap's pg=, 'nccl', 'mpi' or
+--                                     'stream:<pid>:<device>:<stream>').
+-- @column seq                BIGINT   Sequence number of the call in its group (or stream).
+-- @column op                 VARCHAR  Collective, e.g. all_reduce.
+-- @column bytes              BIGINT   Payload bytes (NULL when not recorded).
+-- @column group_size         BIGINT   Ranks in the group when recorded, else NULL.
+-- @column cpu_start_ns       BIGINT   Call start on the host (range start, or the kernel's launch
+--                                     call), session ns.
+-- @column cpu_end_ns         BIGINT   Call end on the host (range end; NULL for kernel keys),
+--                                     session ns.
+-- @column kernel_start_ns    BIGINT   First NCCL kernel start, session ns (NULL without kernels).
+-- @column kernel_end_ns      BIGINT   Last NCCL kernel end, session ns (NULL without kernels).
+-- @column group_ranks        BIGINT   Ranks with calls in the group.
+-- @column ranks              BIGINT   Ranks with a call of this key (pg, seq).
+-- @column duplicate          BOOLEAN  The rank has this key more than once.
+-- @column op_differs         BOOLEAN  The ranks' calls of this key name different collectives.
+-- @column bytes_differ       BOOLEAN  The ranks' calls of this key carry different byte counts.
+-- @column matches            BOOLEAN  Every rank of the group has the key once, alike (NULL: group
+--                                     on one rank only).
+-- @column found_by           VARCHAR  How the group was found (nsyswrap.crossrank.matching), in
+--                                     words.
+-- @column size_differs       BOOLEAN  The recorded group size differs from the ranks seen in the
+--                                     group.

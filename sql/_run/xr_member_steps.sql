@@ -1,15 +1,9 @@
 -- One row per rank (process) and step range (xr_steps by rank; nsyswrap.crossrank.solve).
--- A run object computed in Python, once per run and parameters: the planner calls
--- nsyswrap.crossrank.solve.build (see planner.PYTHON_BUILT); this body only types it.
--- @reads session, kernels, xr_rank_keys, xr_processes, xr_steps, xr_phases, payload_schemas
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @column rank               INTEGER  See nsyswrap.crossrank.solve.
--- @column step               BIGINT   See nsyswrap.crossrank.solve.
--- @column start_ns           BIGINT   See nsyswrap.crossrank.solve.
--- @column end_ns             BIGINT   See nsyswrap.crossrank.solve.
-SELECT
-    CAST(NULL AS INTEGER) AS rank,
-    CAST(NULL AS BIGINT) AS step,
-    CAST(NULL AS BIGINT) AS start_ns,
-    CAST(NULL AS BIGINT) AS end_ns
-WHERE false
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
+-- @builder nsyswrap.crossrank.solve:build
+-- @column rank               INTEGER  The rank (the run's rank identity: a report may hold
+--                                     several).
+-- @column step               BIGINT   Step number.
+-- @column start_ns           BIGINT   Step range start, session ns.
+-- @column end_ns             BIGINT   Step range end, session ns.

@@ -1,18 +1,15 @@
 -- One row per (step, rank, phase) of steps [step_from, step_to) (phases and their
--- host and GPU time: see sql/_reductions/xr_phases.sql; by rank: xr_member_phases): summed duration, host time
--- and GPU time, and the medians of both over the ranks that have the phase in the step.
+-- host and GPU time: see sql/_reductions/xr_phases.sql; by rank: xr_member_phases):
+-- summed duration, host time and GPU time, and the medians of both over the ranks that have the phase in the step.
 -- @reads xr_member_phases
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL       Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL         Only steps < this (NULL: to the last).
--- @column step               BIGINT   See the summary.
--- @column rank               INTEGER  See the summary.
--- @column phase              VARCHAR  See the summary.
--- @column dur_ns             BIGINT   See the summary.
--- @column host_ns            BIGINT   See the summary.
--- @column host_median_ns     BIGINT   See the summary.
--- @column gpu_ns             BIGINT   See the summary.
--- @column gpu_median_ns      BIGINT   See the summary.
+-- @column step               BIGINT
+-- @column rank               INTEGER
+-- @column phase              VARCHAR
+-- @column dur_ns             BIGINT  Summed duration of the rank's ranges of the phase in the step (ns).
+-- @column host_ns            BIGINT  Their summed host time (duration less the waits started in them, ns).
+-- @column host_median_ns     BIGINT  Median of host_ns over the ranks with the phase in the step (ns).
+-- @column gpu_ns             BIGINT  Their summed GPU time of the compute kernels launched in them (ns).
+-- @column gpu_median_ns      BIGINT  Median of gpu_ns over the ranks with the phase in the step (ns).
 SELECT
     step,
     rank,

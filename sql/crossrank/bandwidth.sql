@@ -8,9 +8,6 @@
 -- (NVLink/PCIe) and across hosts (network) are kept apart (spans_hosts).
 -- @scope run
 -- @reads xr_collectives, xr_groups
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column op VARCHAR               Collective, e.g. all_reduce.
 -- @column bytes BIGINT             Payload bytes.
 -- @column ranks BIGINT             Group size n (range's size=, else matched).

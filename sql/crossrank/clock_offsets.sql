@@ -11,7 +11,6 @@
 -- cross-rank figure.
 -- @scope run
 -- @reads xr_clock_offsets
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank INTEGER             The rank (a report may hold several).
 -- @column utc_epoch_ns BIGINT      UTC of the report's session clock zero (ns).
 -- @column offset_ns BIGINT         Added to UTC time (ns); 0 for the reference.

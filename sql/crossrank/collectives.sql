@@ -9,9 +9,6 @@
 -- With step_from / step_to, only collectives of those steps.
 -- @scope run
 -- @reads xr_collectives
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column pg VARCHAR               Process group id.
 -- @column seq BIGINT               Sequence number in its group.
 -- @column op VARCHAR               Collective, e.g. all_reduce.

@@ -6,9 +6,6 @@
 -- have none.
 -- @scope run
 -- @reads xr_collectives
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step the collectives were issued in.
 -- @column rank INTEGER             Rank.
 -- @column collectives BIGINT       Matched collectives it took part in.

@@ -3,7 +3,6 @@
 -- found.
 -- @scope run
 -- @reads xr_groups
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pg VARCHAR             Process group id.
 -- @column found_by VARCHAR       How the group was found (see nsyswrap.crossrank.solve).
 -- @column members VARCHAR        Ranks of the group captured, comma-separated.

@@ -8,7 +8,6 @@
 -- crossrank.collectives.
 -- @scope run
 -- @reads xr_collective_keys
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column pg VARCHAR               Process group id.
 -- @column seq BIGINT               Sequence number in the group.
 -- @column ops VARCHAR              Ops seen under this key, comma-separated.

@@ -9,9 +9,6 @@
 -- several times in a step counts summed.
 -- @scope run
 -- @reads xr_phase_lag
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step index from `step:<i>`.
 -- @column rank INTEGER             Rank of the report.
 -- @column phase VARCHAR            Text of the range.

@@ -5,7 +5,6 @@
 -- @scope run
 -- @include metrics
 -- @reads xr_member_steps, xr_member_phases, xr_clock_offsets
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
 -- @column rank INTEGER             Rank of the report.
 -- @column step BIGINT              Step index from `step:<i>`.
 -- @column phase VARCHAR            Phase range text, NULL for the step itself.

@@ -12,9 +12,6 @@
 -- no row, and with step_from / step_to the run row covers only those steps.
 -- @scope run
 -- @reads xr_alignment, xr_collectives, xr_phase_lag
--- @param step_pattern VARCHAR = step:%  LIKE pattern of the step ranges.
--- @param step_from BIGINT = NULL  Only steps >= this (NULL: from the first).
--- @param step_to BIGINT = NULL    Only steps < this (NULL: to the last).
 -- @column step BIGINT              Step index, NULL for the whole run.
 -- @column rank INTEGER             The rank that imposed the most wait (ties:
 --                                  most often last, then lowest rank).

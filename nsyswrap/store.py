@@ -1,0 +1,274 @@
+"""The one store: every stored thing is an entry, with one key recipe and one layout.
+
+    <cache>/<kind>/<name>-<key>/    kind: views, objects, runs or answers
+        ...                         its files: <view>.parquet (views), rows.parquet (a
+                                    per-report object or module's rows, a run object),
+                                    answer.json (a report's answer)
+        entry.json                  the index of what is stored: kind, name, what it is
+                                    for (the report or reports), its size in bytes
+
+`key = sha256(repr((kind, name, parts)))[:24]`, `parts` being everything its content
+depends on (`entry`). An entry is written whole in a fresh `.build-*` directory that is
+then renamed into place (`write`): a directory that exists is complete. Its last use is
+its directory's modification time, set whenever it is read (`use`).
+
+The store is bounded: `evict(cap)` removes the least recently used entries until the
+store holds at most `cap` bytes, never an entry in use. A process holds what it uses in a
+lease (`<cache>/leases/<host>-<pid>-<n>`: the entries, one a line) from opening a run to
+closing it; a lease of a process of this host that is gone, or one not touched for a day,
+no longer counts. The cap (`--cache-max`, `$NSYSWRAP_CACHE_MAX`) is a size (`500M`,
+`20G`) or a share of the cache's file system (`10%`: of its free space plus what the
+store holds); by default a quarter (`DEFAULT_CAP`).
+
+Light on purpose (the standard library only): a warm `nsyswrap report` finds, uses and
+keeps its stored answer with it.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from nsyswrap import processes
+from nsyswrap.cache_keys import cache_root
+from nsyswrap.errors import NsysWrapError, note
+
+KINDS = ("views", "objects", "runs", "answers")
+INDEX = "entry.json"
+LEASES = "leases"
+DEFAULT_CAP = "25%"
+CAP_VARIABLE = "NSYSWRAP_CACHE_MAX"
+STALE_LEASE_S = 86_400
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SEQUENCE = itertools.count()
+
+
+def key(kind: str, name: str, *parts) -> str:
+    """The one key recipe of every stored thing."""
+    return hashlib.sha256(repr((kind, name, parts)).encode()).hexdigest()[:24]
+
+
+def entry(kind: str, name: str, *parts) -> Path:
+    """Where the entry of `kind` named `name` for `parts` lives (it may not exist yet)."""
+    readable = re.sub(r"[^\w.+-]", "_", name)[:64]
+    return cache_root() / kind / f"{readable}-{key(kind, name, *parts)}"
+
+
+def write(target: Path, build, about: str = "") -> None:
+    """`build(work)` fills a fresh directory that then becomes entry `target` in one
+    rename, with its index line (`entry.json`); when another process finished first, its
+    entry stays."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+    try:
+        build(work)
+        size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file())
+        name, _, _ = target.name.rpartition("-")
+        index = {"kind": target.parent.name, "name": name, "about": about, "bytes": size}
+        for _ in range(2):  # its size counts the index too
+            index["bytes"] = size + len(json.dumps(index).encode())
+        (work / INDEX).write_text(json.dumps(index))
+        try:
+            os.replace(work, target)
+        except OSError:  # another process finished first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def use(path: Path) -> None:
+    """Entry `path` was used now (the least recently used go first)."""
+    try:
+        os.utime(path)
+    except OSError:  # gone, or read-only: only its place in the eviction order is lost
+        pass
+
+
+def damaged(path: Path) -> Path | None:
+    """A Parquet file of entry `path` that is truncated or not Parquet; None when sound."""
+    for file in path.glob("*.parquet"):
+        try:
+            size = file.stat().st_size
+            with file.open("rb") as fh:
+                start = fh.read(4)
+                fh.seek(max(0, size - 8))
+                tail = fh.read(8)
+        except OSError:
+            return file
+        footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else size
+        if start != b"PAR1" or tail[4:] != b"PAR1" or footer + 12 > size:
+            return file
+    return None
+
+
+def discard(path: Path, why: str) -> None:
+    """Remove entry `path` (another process may be removing it too), saying why."""
+    note(why)
+    trash = path.with_name(f".damaged-{os.getpid()}-{path.name}")
+    try:
+        os.replace(path, trash)
+    except OSError:  # another process moved it first
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+class Lease:
+    """The entries a process uses, kept from eviction while it holds them."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self.held: set[str] = set()
+
+    def hold(self, *entries: Path) -> None:
+        """Keep store entries `entries` (their directories) from eviction."""
+        new = [str(e) for e in dict.fromkeys(entries) if str(e) not in self.held]
+        if not new:
+            return
+        try:
+            if self.path is None:
+                folder = cache_root() / LEASES
+                folder.mkdir(parents=True, exist_ok=True)
+                self.path = folder / f"{socket.gethostname()}-{os.getpid()}-{next(_SEQUENCE)}"
+            with self.path.open("a") as fh:
+                fh.write("".join(f"{p}\n" for p in new))
+            self.held.update(new)
+        except OSError:  # a store that cannot take a lease is not evicted by this process
+            pass
+
+    def release(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+            self.path = None
+        self.held.clear()
+
+
+def cap_bytes(spec: str | None = None) -> int:
+    """The store's cap in bytes for `spec` (else $NSYSWRAP_CACHE_MAX, else DEFAULT_CAP)."""
+    spec = spec or os.environ.get(CAP_VARIABLE) or DEFAULT_CAP
+    if m := _PERCENT.match(spec):
+        root = cache_root()
+        return int(float(m[1]) / 100 * (shutil.disk_usage(root).free + _total(entries())))
+    if m := _SIZE.match(spec):
+        return int(float(m[1]) * _UNITS[m[2].lower()])
+    raise NsysWrapError(f"--cache-max {spec}", "is not a size or a share of the disk",
+                        "write e.g. --cache-max 20G, 500M or 10%")
+
+
+def entries() -> list[dict]:
+    """Every entry of the store: path, kind, name, about, bytes, last use (epoch s)."""
+    out = []
+    for kind in KINDS:
+        folder = cache_root() / kind
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if path.name.startswith(".") or not path.is_dir():
+                continue
+            try:
+                index = json.loads((path / INDEX).read_text())
+                used = path.stat().st_mtime
+            except (OSError, ValueError):  # being removed, or written before the index
+                continue
+            out.append({"path": path, "kind": kind, "name": index.get("name", ""),
+                        "about": index.get("about", ""), "bytes": int(index.get("bytes", 0)),
+                        "used": used})
+    return out
+
+
+def _total(found: list[dict]) -> int:
+    return sum(e["bytes"] for e in found)
+
+
+def in_use() -> set[str]:
+    """The entries some live process holds (stale leases are removed)."""
+    folder = cache_root() / LEASES
+    held: set[str] = set()
+    host = socket.gethostname()
+    for lease in folder.glob("*") if folder.is_dir() else []:
+        owner, _, rest = lease.name.rpartition("-")[0].rpartition("-")
+        try:
+            age = time.time() - lease.stat().st_mtime
+            alive = processes.alive(int(rest)) if owner == host else age < STALE_LEASE_S
+            if not alive:
+                lease.unlink(missing_ok=True)
+                continue
+            held.update(lease.read_text().splitlines())
+        except (OSError, ValueError):
+            continue
+    return held
+
+
+def evict(cap: int) -> list[dict]:
+    """Remove the least recently used entries until the store holds at most `cap` bytes,
+    never one in use; the entries removed."""
+    found = sorted(entries(), key=lambda e: e["used"])
+    total = _total(found)
+    if total <= cap:
+        return []
+    held, removed = in_use(), []
+    for e in found:
+        if total <= cap:
+            break
+        if str(e["path"]) in held:
+            continue
+        trash = e["path"].with_name(f".evicted-{os.getpid()}-{e['path'].name}")
+        try:
+            os.replace(e["path"], trash)
+        except OSError:  # another process removed it first
+            continue
+        shutil.rmtree(trash, ignore_errors=True)
+        total -= e["bytes"]
+        removed.append(e)
+    return removed
+
+
+def clear() -> tuple[int, int, int]:
+    """Remove every entry not in use: (entries removed, bytes freed, entries kept)."""
+    held = in_use()
+    removed = freed = kept = 0
+    for e in entries():
+        if str(e["path"]) in held:
+            kept += 1
+            continue
+        shutil.rmtree(e["path"], ignore_errors=True)
+        removed, freed = removed + 1, freed + e["bytes"]
+    return removed, freed, kept
+
+
+def human(size: float) -> str:
+    """Bytes in words: 1.5 GB, 320 MB, 12 kB."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{int(size)} B"
+
+
+def info(spec: str = "") -> dict:
+    """What the store holds: `summary` lines (where, how much against its cap) and `kinds`,
+    one row per kind: entries, bytes, last use (UTC)."""
+    import pandas as pd  # (a command, not the warm path)
+
+    found = entries()
+    cap = cap_bytes(spec)
+    held = in_use()
+    rows = []
+    for kind in KINDS:
+        mine = [e for e in found if e["kind"] == kind]
+        last = max((e["used"] for e in mine), default=None)
+        rows.append({"kind": kind, "entries": len(mine), "bytes": _total(mine),
+                     "in_use": sum(str(e["path"]) in held for e in mine),
+                     "last_used": time.strftime("%Y-%m-%d %H:%M", time.gmtime(last)) if last else ""
+                     })
+    total = _total(found)
+    summary = [f"cache {cache_root()}:", f"{len(found):,} entries, {human(total)} of a cap of "
+               f"{human(cap)} (--cache-max {spec or os.environ.get(CAP_VARIABLE) or DEFAULT_CAP})"]
+    return {"summary": summary, "kinds": pd.DataFrame(rows)}

@@ -1,0 +1,10 @@
+-- Request variables: properties of the request (the window and how steps are found),
+-- declared once here. An object binds one in its SQL ($step_pattern) without declaring
+-- it, and every object or module that needs it, itself or through what it reads, takes
+-- it as a parameter (like dbt's var()): `nsyswrap list` shows them with the others.
+-- @var window_nvtx VARCHAR = NULL    Limit the window to NVTX ranges LIKE this text.
+-- @var step_pattern VARCHAR = step:%  LIKE pattern of the step ranges (with the default,
+--                                     a process without such ranges takes
+--                                     ProfilerStep#<i>).
+-- @var step_from BIGINT = NULL       Limit the window to steps >= this number.
+-- @var step_to BIGINT = NULL         Limit the window to steps < this number.

@@ -1,0 +1,12 @@
+-- How a per-report result's rows take the run's ranks (the rank identity of
+-- nsyswrap.crossrank.ranks), applied by the engine (nsyswrap.rank_labels) to every
+-- per-report result: a row of a process that is a rank takes its rank (pid given), else
+-- a row of a device the rank of the process that ran the most GPU activities on it (ties:
+-- the lowest rank; device given), else its report's lowest rank (both NULL). No row when
+-- every report is one rank, its own: results keep the report's rank.
+-- @reads xr_processes, xr_rank_keys, payload_schemas
+-- @builder nsyswrap.crossrank.ranks:build
+-- @column report_rank INTEGER     Rank of the report the row comes from.
+-- @column pid BIGINT              Process of the row (NULL: any).
+-- @column device BIGINT           Device of the row (NULL: any).
+-- @column rank INTEGER            The rank the row takes.

@@ -1,0 +1,16 @@
+-- One row per rank of the run and device it ran GPU work on (one row with device NULL
+-- for a rank without GPU work): the report and process it is, its rank and where that
+-- came from (the order of trust: nsyswrap.crossrank.ranks), and its activities there.
+-- A report usually holds one rank, its own; one capture around torchrun or mpirun holds
+-- every rank process.
+-- @reads xr_processes, xr_rank_keys, payload_schemas
+-- @builder nsyswrap.crossrank.ranks:build
+-- @column report_rank INTEGER     Rank of the report that holds the process.
+-- @column pid BIGINT              Process id (NULL: a report without GPU work or
+--                                 collective calls).
+-- @column rank INTEGER            The rank (the run's rank identity).
+-- @column rank_source VARCHAR     Where the rank came from: manifest, file name, MPI
+--                                 rank (nsys), NCCL ncclCommInitRank, environment,
+--                                 order, or device order.
+-- @column device BIGINT           A device it ran GPU work on (NULL: none).
+-- @column activities BIGINT       Its GPU activities on that device.

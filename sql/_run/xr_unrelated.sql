@@ -1,0 +1,10 @@
+-- One row when the reports cannot be one run: their capture spans (UTC) are more than
+-- ten minutes apart (nsyswrap.crossrank.solve.unrelated); none otherwise, or with
+-- --allow-unrelated. The cross-rank section refuses such reports with this line; queries
+-- see every rank unaligned (nothing is matched across runs).
+-- @reads session, xr_rank_keys, xr_members, xr_processes, xr_steps, xr_phases,
+-- @reads step_lookup, payload_schemas
+-- @builder nsyswrap.crossrank.solve:build
+-- @column report VARCHAR          The report that starts long after the others ended.
+-- @column problem VARCHAR         What is wrong, in words.
+-- @column fix VARCHAR             What to do.
