@@ -113,23 +113,25 @@ def build(inputs) -> dict[str, pa.Table]:
     """`device_timeline` and `nccl_overlap`: the activities read once, one sort per
     device, its sweep; each NCCL kernel's overlap looked up in it."""
     rows = inputs.arrow("kernels", ["rank", "device", "start_ns", "end_ns", "kind", "is_comm",
-                                    "pid", "correlation_id", "name"])
+                                    "pid", "correlation_id", "name", "stream", "dur_ns"])
     rows = rows.filter(pc.is_valid(rows["start_ns"]))
-    kind = rows["kind"]
-    copy = pc.fill_null(pc.is_in(kind, pa.array(["memcpy", "memset"])), False)
-    activity = np.where(pc.fill_null(rows["is_comm"], False).to_numpy(zero_copy_only=False), COMM,
-                        np.where(copy.to_numpy(zero_copy_only=False), COPY, COMPUTE)).astype(np.uint8)
+    nccl = _nccl_kernels(rows)
+    copy = pc.fill_null(pc.is_in(rows["kind"], pa.array(["memcpy", "memset"])), False)
+    copy = copy.to_numpy(zero_copy_only=False)
+    comm = pc.fill_null(rows["is_comm"], False).to_numpy(zero_copy_only=False)
+    activity = np.where(comm, COMM, np.where(copy, COPY, COMPUTE)).astype(np.uint8)
+    launch = _first_calls(_ints(rows["pid"], -1), _ints(rows["correlation_id"], -1),
+                          inputs.arrow("launches", ["pid", "correlation_id", "start_ns"]))
     col = {"rank": _ints(rows["rank"]), "device": _ints(rows["device"]),
            "start": _ints(rows["start_ns"]), "end": _ints(rows["end_ns"], NONE),
-           "activity": activity, "kernel": ~copy.to_numpy(zero_copy_only=False),
-           "pid": _ints(rows["pid"], -1), "cid": _ints(rows["correlation_id"], -1)}
+           "activity": activity, "kernel": ~copy,
+           "launch": launch}
     order = np.lexsort((col["start"], col["device"], col["rank"]))
-    col = {c: v[order] for c, v in col.items()}
+    col = {c: v if _constant(v) else v[order] for c, v in col.items()}
     names, name_id = _name_ids(rows["name"], order)
-    del rows, kind, copy, activity
-    calls = inputs.arrow("launches", ["pid", "correlation_id", "start_ns"])
-    launch = _first_calls(col.pop("pid"), col.pop("cid"), calls)
-    rank, device, start, end = (col[c] for c in ("rank", "device", "start", "end"))
+    del rows, comm, copy, activity, launch
+    rank, device, start, end, launch = (col[c] for c in ("rank", "device", "start", "end",
+                                                         "launch"))
     n = len(start)
     ends_idle, idle_since = np.zeros(n, bool), np.full(n, NONE)
     named, next_launch = np.full(n, -1, np.int32), np.full(n, NONE)
@@ -155,7 +157,7 @@ def build(inputs) -> dict[str, pa.Table]:
             **{c: _at_blocks(states, k, n) for k, c in enumerate(STATE)},
             "ends_idle": ends_idle, "idle_since_ns": nullable(idle_since),
             "next_name": _named(names, named), "next_launch_ns": nullable(next_launch)}),
-        "nccl_overlap": _nccl_overlap(inputs, devices),
+        "nccl_overlap": _nccl_overlap(nccl, devices),
     }
 
 
@@ -192,15 +194,20 @@ def _sweep(line: Device) -> np.ndarray:
     return np.stack(out, axis=1)
 
 
-def _nccl_overlap(inputs, devices: dict) -> pa.Table:
+def _nccl_kernels(rows: pa.Table) -> pa.Table:
+    """The NCCL kernels of the activities, in (rank, device, start, pid, stream,
+    correlation id) order."""
+    rows = rows.filter(pc.equal(rows["kind"], "nccl"))
+    rows = rows.select(["rank", "pid", "device", "stream", "correlation_id", "name", "start_ns",
+                        "end_ns", "dur_ns"])
+    return rows.sort_by([(c, "ascending") for c in ("rank", "device", "start_ns", "pid",
+                                                    "stream", "correlation_id")])
+
+
+def _nccl_overlap(rows: pa.Table, devices: dict) -> pa.Table:
     """Every NCCL kernel with the time compute ran beside it on its device,
     covered_c(end) - covered_c(start) (a kernel without end: from the device's first
     activity, where covered_c is 0, so -covered_c(start))."""
-    rows = inputs.arrow("kernels", ["rank", "pid", "device", "stream", "correlation_id", "name",
-                                    "start_ns", "end_ns", "dur_ns", "kind"])
-    rows = rows.filter(pc.equal(rows["kind"], "nccl")).drop_columns(["kind"])
-    rows = rows.sort_by([(c, "ascending") for c in ("rank", "device", "start_ns", "pid",
-                                                    "stream", "correlation_id")])
     rank, device, start = (_ints(rows[c]) for c in ("rank", "device", "start_ns"))
     end = _ints(rows["end_ns"], NONE)
     overlap = np.zeros(len(start), np.int64)
@@ -303,6 +310,11 @@ def _named(names: list[str], ids: np.ndarray) -> pa.Array:
     """Names by their index in `names` (-1: NULL), dictionary-encoded."""
     return pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32(), mask=ids < 0),
                                           pa.array(names, pa.string()))
+
+
+def _constant(values: np.ndarray) -> bool:
+    """Every value the same (a report's rank; its one device): nothing to reorder."""
+    return len(values) == 0 or bool((values == values[0]).all())
 
 
 def _shifted(values: np.ndarray) -> np.ndarray:

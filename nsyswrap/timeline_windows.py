@@ -10,8 +10,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nsyswrap import device_timeline
-from nsyswrap.device_timeline import (BAD, COMM, COMPUTE, COPY, EMPTY, NONE, SETS, Device,
-                                      groups, nullable, timeline)
+from nsyswrap.device_timeline import (
+    BAD,
+    COMM,
+    COMPUTE,
+    COPY,
+    EMPTY,
+    NONE,
+    SETS,
+    Device,
+    groups,
+    nullable,
+    timeline,
+)
 
 SUMS = ("compute_sum_ns", "comm_sum_ns", "copy_sum_ns", "compute_kernels", "comm_kernels",
         "copies")
@@ -72,10 +83,9 @@ def step_unions(inputs) -> pa.Table:
     rank, device = _ints(regions["rank"]), _ints(regions["device"])
     step, start = _ints(regions["step"]), _ints(regions["start_ns"])
     end, region_end = _ints(regions["end_ns"], NONE), _ints(regions["region_end_ns"], NONE)
-    w0 = np.array([windows.get((r, d), (-NONE, NONE))[0] for r, d in zip(rank, device, strict=True)],
-                  np.int64)
-    w1 = np.array([windows.get((r, d), (-NONE, NONE))[1] for r, d in zip(rank, device, strict=True)],
-                  np.int64)
+    edges = np.array([windows.get(key, (-NONE, NONE)) for key in zip(rank, device, strict=True)],
+                     np.int64).reshape(-1, 2)
+    w0, w1 = edges[:, 0], edges[:, 1]
     kept = ((start < w1) & (end != NONE) & (end > w0)
             & (step >= (step if step_from is None else step_from))
             & (step < (step + 1 if step_to is None else step_to)))
@@ -161,65 +171,70 @@ def _synced(islands: dict | None, t: np.ndarray) -> np.ndarray:
     starting at or before t (0 before the first)."""
     if islands is None:
         return np.zeros(len(t), np.int64)
-    start = islands["start_ns"].astype(np.int64)
+    start = islands["start_ns"]
     last = np.searchsorted(start, t, side="right") - 1
     row = np.maximum(last, 0)
-    value = (islands["before_ns"].astype(np.int64)[row]
-             + np.minimum(t, islands["end_ns"].astype(np.int64)[row]) - start[row])
+    value = islands["before_ns"][row] + np.minimum(t, islands["end_ns"][row]) - start[row]
     return np.where(last >= 0, value, 0)
 
 
-def _gap_steps(regions: dict | None, islands: dict | None, g0: np.ndarray, g1: np.ndarray) -> pa.Array:
+def _gap_steps(regions: dict | None, islands: dict | None, g0: np.ndarray,
+               g1: np.ndarray) -> pa.Array:
     """The step of each gap [g0, g1]: the step region holding its start, else the first one
-    starting inside it (steps starting together: the lowest number; see step_regions)."""
-    none = pa.nulls(len(g0), pa.int64())
-    if regions is None or not len(regions["start_ns"]):
-        return none
-    start = regions["start_ns"].astype(np.int64)
-    step = regions["step"].astype(np.int64)
-    end = regions["end_ns"].astype(np.int64)
-    holds = regions["region_end_ns"].astype(np.int64) > start
-    # per start (rows are in (start, step) order): the lowest step; the end of the lowest
-    # step with an end; and the next region that holds time in (start, step DESC) order
-    # after the lowest step having one: a later start's, else (a step starting together
-    # with the lowest one, which holds time) the lowest one's
+    starting inside it (of steps starting together, the lowest number; see step_regions)."""
+    if regions is None:
+        return pa.nulls(len(g0), pa.int64())
+    at = _region_starts(regions)
+    starts, steps, ends = at["start"], at["step"], at["end"]
+
+    def latest(t: np.ndarray) -> np.ndarray:  # the last region starting at or before t
+        return np.searchsorted(starts, t, side="right") - 1
+
+    by_end = latest(g1)
+    inside = (by_end >= 0) & (starts[np.maximum(by_end, 0)] > g0)
+    if islands is not None:  # a sync island starting inside the gap looks up at its start too
+        isle = np.searchsorted(islands["start_ns"], g1, side="right") - 1
+        inside |= (isle >= 0) & (islands["start_ns"][np.maximum(isle, 0)] > g0)
+    # nothing starts inside the gap: the region holding its start, if it does
+    r = np.maximum(by_end, 0)
+    outside = np.where((by_end >= 0) & (g0 < ends[r]), steps[r], NONE)
+    # something does: the region holding the gap's start, else the next one holding time
+    # that starts inside it (before the first region: the first one holding time)
+    by_start = latest(g0)
+    r = np.maximum(by_start, 0)
+    holding = np.flatnonzero(at["holds"])
+    first_holding = (by_start < 0) & (starts[holding[0]] < g1) if len(holding) \
+        else np.zeros(len(g0), bool)
+    held = (by_start >= 0) & (g0 < ends[r])
+    then_next = (by_start >= 0) & ~held & (at["next_start"][r] != NONE) & (at["next_start"][r] < g1)
+    inner = np.select([first_holding, held, then_next],
+                      [steps[holding[0]] if len(holding) else NONE, steps[r], at["next_step"][r]],
+                      NONE)
+    step = np.where(inside, inner, outside)
+    return pa.array(step, pa.int64(), mask=step == NONE)
+
+
+def _region_starts(regions: dict) -> dict[str, np.ndarray]:
+    """Per start of a step region (rows in (start, step) order): the lowest step starting
+    there; the end of the lowest one with an end; whether the lowest one's region holds
+    time; and the next region holding time in (start, step DESC) order after the lowest
+    step that has one (a later start's, else, when a higher step starts together with a
+    lowest one holding time, that lowest one)."""
+    start, step, end = regions["start_ns"], regions["step"], regions["end_ns"]
+    holds = regions["region_end_ns"] > start  # (NONE: holds none)
     first = np.flatnonzero(np.r_[True, start[1:] != start[:-1]])
-    at, at_step, at_holds = start[first], step[first], holds[first]
-    with_end = np.minimum.reduceat(np.where(end != NONE, np.arange(len(start)), len(start)), first)
     past = np.r_[first[1:], len(start)]
-    at_end = np.where(with_end < past, end[np.minimum(with_end, len(start) - 1)], NONE)
+    with_end = np.minimum.reduceat(np.where(end != NONE, np.arange(len(start)), len(start)),
+                                   first)
+    at, at_step, at_holds = start[first], step[first], holds[first]
     later = np.r_[np.flatnonzero(at_holds), len(at)]
     following = later[np.searchsorted(later, np.arange(len(at)), side="right")]
     has_later = following < len(at)
     itself = ~has_later & at_holds & (past - first > 1)
-    has_next = has_later | itself
     pick = np.where(has_later, np.minimum(following, len(at) - 1), np.arange(len(at)))
-    next_at = np.where(has_next, at[pick], NONE)
-    next_step = at_step[pick]
-
-    def latest(t: np.ndarray) -> np.ndarray:
-        return np.searchsorted(at, t, side="right") - 1
-
-    r_end = latest(g1)  # the latest region starting by the gap's end
-    isle = (np.searchsorted(islands["start_ns"].astype(np.int64), g1, side="right") - 1
-            if islands is not None and len(islands["start_ns"]) else np.full(len(g0), -1))
-    inside = (r_end >= 0) & (at[np.maximum(r_end, 0)] > g0)
-    if islands is not None and len(islands["start_ns"]):
-        inside |= (isle >= 0) & (islands["start_ns"].astype(np.int64)[np.maximum(isle, 0)] > g0)
-    # nothing starts inside the gap: the region holding its start, if it does
-    rg = np.maximum(r_end, 0)
-    outside = np.where((r_end >= 0) & (g0 < at_end[rg]), at_step[rg], NONE)
-    # something starts inside: look up at the gap's start
-    r = latest(g0)
-    rr = np.maximum(r, 0)
-    holding = np.flatnonzero(at_holds)
-    before_first = (r < 0) & (at[holding[0]] < g1) if len(holding) else np.zeros(len(g0), bool)
-    held = (r >= 0) & (g0 < at_end[rr])
-    then_next = (r >= 0) & ~held & has_next[rr] & (next_at[rr] < g1)
-    inner = np.select([before_first, held, then_next],
-                      [at_step[holding[0]] if len(holding) else NONE, at_step[rr], next_step[rr]], NONE)
-    steps = np.where(inside, inner, outside)
-    return pa.array(steps, pa.int64(), mask=steps == NONE)
+    return {"start": at, "step": at_step, "holds": at_holds,
+            "end": np.where(with_end < past, end[np.minimum(with_end, len(start) - 1)], NONE),
+            "next_start": np.where(has_later | itself, at[pick], NONE), "next_step": at_step[pick]}
 
 
 def _causes(a0: np.ndarray, a1: np.ndarray, sync: np.ndarray, launch: np.ndarray) -> pa.Array:
@@ -227,5 +242,6 @@ def _causes(a0: np.ndarray, a1: np.ndarray, sync: np.ndarray, launch: np.ndarray
     at least half of it), host_bound (launched during it) or unknown (no launch record)."""
     known = launch != NONE
     cause = np.where(known & (launch < a0), "other",
-                     np.where(2 * sync >= a1 - a0, "sync", np.where(known, "host_bound", "unknown")))
+                     np.where(2 * sync >= a1 - a0, "sync",
+                              np.where(known, "host_bound", "unknown")))
     return pa.array(cause, pa.string())
