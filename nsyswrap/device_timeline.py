@@ -61,6 +61,7 @@ class Device:
     state: np.ndarray
     code: np.ndarray = field(init=False)
     sweep_end: np.ndarray = field(init=False)
+    _members: dict = field(init=False, default_factory=dict)
 
     def __post_init__(self):
         ends = (self.end != NONE) & (self.end >= self.start)
@@ -78,21 +79,26 @@ class Device:
         block = np.maximum(before_t - 1, 0) // BLOCK
         furthest = [self.state[block, k].copy() for k in range(3)]
         union = self.state[block, 3 + SETS.index(x)].copy()
+        adds, grows = self._member(ADDS[x]), [self._member(codes) for codes in GROWS]
         for k in range(BLOCK):
             row = block * BLOCK + k
             on = row < before_t
             if not on.any():
                 break
             row = np.minimum(row, len(self.start) - 1)
-            s, e, code = self.start[row], self.sweep_end[row], self.code[row]
+            s, e = self.start[row], self.sweep_end[row]
             swept = np.maximum.reduce([furthest[i] for i in ENDS[x]])
-            adds = on & np.isin(code, ADDS[x])
-            union += np.where(adds, np.maximum(0, e - np.maximum(s, swept)), 0)
-            for i, member in enumerate(GROWS):
-                grows = on & np.isin(code, member)
-                furthest[i] = np.where(grows, np.maximum(furthest[i], e), furthest[i])
+            union += np.where(on & adds[row], np.maximum(0, e - np.maximum(s, swept)), 0)
+            for i, member in enumerate(grows):
+                furthest[i] = np.where(on & member[row], np.maximum(furthest[i], e), furthest[i])
         ahead = np.maximum.reduce([furthest[i] for i in ENDS[x]])
         return np.where(before_t > 0, union - np.maximum(0, ahead - t), 0)
+
+    def _member(self, codes: tuple[int, ...]) -> np.ndarray:
+        """Per row: its code is one of `codes` (kept for the next look-up)."""
+        if codes not in self._members:
+            self._members[codes] = np.isin(self.code, codes)
+        return self._members[codes]
 
     def busy_until(self) -> int:
         """The end of everything (NONE: no activity with a usable end)."""
