@@ -282,6 +282,9 @@ def report(
     detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
     section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
     allow_unrelated: AllowUnrelated = False,
+    whole_capture: Annotated[bool, typer.Option(
+        "--whole-capture", help="Analyse each GPU's first to last activity, not only the steps "
+        "(the default window when the capture has steps).")] = False,
     flops_per_step: FlopsPerStep = None,
     model_params: ModelParams = None,
     tokens_per_step: TokensPerStep = None,
@@ -298,9 +301,10 @@ def report(
     from nsyswrap.sample.inputs import split_inputs
 
     check_writable(output, force)
-    options = ReportOptions.parse(steps, window_nvtx, step_pattern, flops_per_step=flops_per_step,
-                                  model_params=model_params, tokens_per_step=tokens_per_step,
-                                  peak_tflops=peak_tflops, dtype=dtype)
+    options = ReportOptions.parse(steps, window_nvtx, step_pattern, whole_capture,
+                                  flops_per_step=flops_per_step, model_params=model_params,
+                                  tokens_per_step=tokens_per_step, peak_tflops=peak_tflops,
+                                  dtype=dtype)
     opener = replace(opener, allow_unrelated=allow_unrelated)
     exports, samples = split_inputs(reports)
     if samples:  # sample files of the always-on sampler, alone or beside exports

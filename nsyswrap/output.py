@@ -102,7 +102,10 @@ def table_lines(df: pd.DataFrame, width: int | None) -> list[str]:
     cells = [["" if _isna(v) else _fmt(v) for v in row]
              for row in df.head(TABLE_ROWS).itertuples(index=False)]
     keys = sum(1 for c in df.columns[:2] if c in ("rank", "report")) or 1
-    lines, dropped = fit([str(c) for c in df.columns], cells, right, width or 10**6, keys)
+    # numbers go from the right before names are cut below 24 characters
+    droppable = tuple(i for i in reversed(range(keys, len(df.columns))) if right[i])
+    lines, dropped = fit([str(c) for c in df.columns], cells, right, width or 10**6, keys,
+                         droppable=droppable)
     notes = []
     if len(df) > TABLE_ROWS:
         notes.append(f"first {TABLE_ROWS} of {len(df):,} rows")

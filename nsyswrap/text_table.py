@@ -43,20 +43,21 @@ def _shorten(text: str, width: int, head: int | None = None) -> str:
 
 
 def shorten_column(values: list[str], width: int) -> list[str]:
-    """Each value in `width` characters, cut in the middle where the column's values stay
-    told apart: of the ways to split what is kept between head and tail, the one leaving
-    the most distinct values (ties: nearest an even split, then the longer head)."""
-    if all(len(v) <= width for v in values):
-        return list(values)
+    """Each value in `width` characters, cut in the middle: about half kept before the
+    ellipsis, half after; values that would then look alike take, together, the split
+    that tells the most of them apart (ties: nearest an even split)."""
     width = max(width, 2)
     even = width // 2
-    best, best_key = None, None
-    for head in range(1, width - 1):
-        short = [_shorten(v, width, head) for v in values]
-        key = (len(set(short)), -abs(head - even), head)
-        if best_key is None or key > best_key:
-            best, best_key = short, key
-    return best if best is not None else [_shorten(v, width) for v in values]
+    short = {v: _shorten(v, width, even) for v in values}
+    alike: dict[str, set[str]] = {}
+    for v, text in short.items():
+        alike.setdefault(text, set()).add(v)
+    for group in alike.values():
+        if len(group) > 1:
+            head = max(range(1, width - 1), key=lambda h: (
+                len({_shorten(v, width, h) for v in group}), -abs(h - even)))
+            short.update({v: _shorten(v, width, head) for v in group})
+    return [short[v] for v in values]
 
 
 def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int,

@@ -202,8 +202,8 @@ def test_step_as_call_and_as_context_manager(rec):
     steps.end()
     with steps.step(5):
         pass
-    assert rec.sequence() == ["start step:0", "push work0", "pop", "end step:0", "start step:1", "push work1",
-                              "pop", "end step:1", "start step:5", "end step:5"]
+    assert rec.sequence() == ["start step:0", "push work0", "pop", "end step:0", "start step:1",
+                              "push work1", "pop", "end step:1", "start step:5", "end step:5"]
 
 
 def test_capture_window_brackets_its_steps(rec):
@@ -213,7 +213,8 @@ def test_capture_window_brackets_its_steps(rec):
             pass
     steps._close_all()
     assert [e for e in rec.sequence() if e.startswith(("start", "push", "pop"))] == [
-        "start step:0", "push capture", "start step:1", "start step:2", "pop", "start step:3", "start step:4"]
+        "start step:0", "push capture", "start step:1", "start step:2", "pop", "start step:3",
+        "start step:4"]
 
 
 def test_capture_window_repeats_and_follows_the_environment(rec, monkeypatch):
@@ -263,7 +264,8 @@ def test_automatic_steps_cover_the_data_loading_before_the_forward(rec):
     fetch) to the end of its own: the data loading before the forward is inside it."""
     model = tiny()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4, 4)), batch_size=2)
+    data = torch.utils.data.TensorDataset(torch.randn(4, 4))
+    loader = torch.utils.data.DataLoader(data, batch_size=2)
     iterate = torch.utils.data.DataLoader.__iter__
     with automatic_steps():
         for (x,) in loader:  # the first fetch opens step 0
@@ -272,8 +274,8 @@ def test_automatic_steps_cover_the_data_loading_before_the_forward(rec):
             model(x).sum().backward()
             optimizer.step()
     assert [e for e in rec.sequence() if "step" in e or "data" in e] == [
-        "start step:0", "push data_loading", "end step:0", "start step:1", "push data_loading", "end step:1",
-        "start step:2", "mark step:2 unfinished", "end step:2"]
+        "start step:0", "push data_loading", "end step:0", "start step:1", "push data_loading",
+        "end step:1", "start step:2", "mark step:2 unfinished", "end step:2"]
     assert torch.utils.data.DataLoader.__iter__ is iterate  # taken off again
 
 
@@ -285,8 +287,8 @@ def test_automatic_steps_stand_aside_for_nsyswrap_step(rec):
             with steps.step(10 + i):
                 model(torch.randn(2, 4)).sum().backward()
                 optimizer.step()
-    assert [e for e in rec.sequence() if "step" in e] == ["start step:10", "end step:10", "start step:11",
-                                                          "end step:11"]
+    assert [e for e in rec.sequence() if "step" in e] == [
+        "start step:10", "end step:10", "start step:11", "end step:11"]
 
 
 def test_parse_kinds():

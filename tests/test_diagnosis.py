@@ -72,14 +72,16 @@ def test_diagnosis_reads_only_the_report_dict():
                     {"id": "shares", "rows": [{"rank": 0, "device": 0, "verdict": "balanced"}]}]},
         {"id": "trace", "tables": [
             {"id": "copies", "rows": [{"rank": 0, "kind": "HtoD", "src": "Pageable",
-                                       "dst": "Device", "copies": {"value": 50, "unit": "count"}}]},
+                                       "dst": "Device", "copies": {"value": 50, "unit": "count"},
+                                       "bytes": {"value": 5 * 10**8, "unit": "bytes"}}]},
             {"id": "activity", "rows": [{"rank": 0, "device": 0,
                                          "activities": {"value": 60, "unit": "count"}}]}]},
     ]}
     d = diagnose(report)
     assert d["headline"] == "COPY-BOUND"
     assert d["findings"][0]["share"]["value"] == pytest.approx(0.8)
-    assert "50 of 50 host copies use pageable memory" in d["recommendations"][0]
+    assert "50 of 50 host copies (0.5 GB of 0.5 GB) are from or to pageable memory" in \
+        d["recommendations"][0]
     assert "PyTorch" not in d["recommendations"][0]
     assert report["sections"][0]["tables"][1]["rows"][0]["verdict"] == "copy-bound"
 
@@ -134,14 +136,20 @@ def test_framework_advice_only_for_frameworks_in_the_trace():
     assert "bucket_cap_mb" in torch and "3.00 ms" in torch
 
 
-def test_pinned_memory_advice_needs_pageable_copies_and_no_pinned_allocations():
+def test_pinned_memory_advice_follows_the_pageable_bytes_of_the_copies():
+    """The copies themselves say whether host memory is pinned: one pinned allocation call
+    elsewhere in the program does not make pageable copies fast."""
     copies = Totals(span_ns=10**7, compute_busy_ns=10**6, copy_only_ns=8 * 10**6, idle_ns=10**6)
-    pageable = Evidence(host_copies=10, pageable_copies=10)
+    pageable = Evidence(host_copies=10, host_copy_bytes=10**9, pageable_copies=10,
+                        pageable_bytes=10**9)
     assert "allocate those host buffers pinned" in recommendations(copies, pageable)["copies"]
-    allocates = Evidence(host_copies=10, pageable_copies=10, host_alloc_calls=3)
+    allocates = Evidence(host_copies=10, host_copy_bytes=10**9, pageable_copies=10,
+                         pageable_bytes=10**9, host_alloc_calls=3)
     text = recommendations(copies, allocates)["copies"]
-    assert "allocate those" not in text and "allocates pinned memory already" in text
-    pinned = Evidence(host_copies=10, pageable_copies=0)
+    assert "allocate those host buffers pinned" in text and "do not use it" in text
+    few = Evidence(host_copies=10, host_copy_bytes=10**9, pageable_copies=9, pageable_bytes=10**6)
+    assert "allocate those" not in recommendations(copies, few)["copies"]  # 0.1% of the bytes
+    pinned = Evidence(host_copies=10, host_copy_bytes=10**9, pageable_copies=0, pageable_bytes=0)
     assert "pinned already" in recommendations(copies, pinned)["copies"]
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -34,8 +35,8 @@ def ddp_run(tmp_path_factory) -> Path:
     """One annotated 2-rank run of examples/train_ddp.py, exported to SQLite."""
     out = tmp_path_factory.mktemp("e2e") / "run"
     done = nsyswrap_cli("launch", "--annotate", "modules,collectives,steps", "--trace", "nvtx,osrt", "--out", out,
-                        "--", "torchrun", "--nproc-per-node", "2", "examples/train_ddp.py", "--steps", STEPS,
-                        "--mark-phases")
+                        "--", "torchrun", "--nproc-per-node", "2", "examples/train_ddp.py",
+                        "--steps", STEPS, "--mark-phases")
     assert done.returncode == 0, done.stderr[-4000:]
     assert len(list(out.glob("*.sqlite"))) == 2, done.stderr[-4000:]
     return out
@@ -112,7 +113,8 @@ def test_step_ranges_hold_each_training_step(ddp_run):
     # the step opened after the last optimizer step holds no forward: marked unfinished
     assert rows.values.tolist() == [[rank, f"step:{i}", int(i < STEPS)] for rank in (0, 1)
                                     for i in range(STEPS + 1)]
-    marks = nsyswrap.sql("SELECT rank, text FROM nvtx WHERE event_type = 'mark' ORDER BY ALL", [ddp_run])
+    marks = nsyswrap.sql("SELECT rank, text FROM nvtx WHERE event_type = 'mark' ORDER BY ALL",
+                         [ddp_run])
     assert marks.values.tolist() == [[rank, f"step:{STEPS} unfinished"] for rank in (0, 1)]
 
 
@@ -122,14 +124,31 @@ def test_zero_code_steps_cover_the_whole_iteration(ddp_run):
     one of its phases; the unfinished step after the loop is no step."""
     phases = nsyswrap.query("crossrank.step_phases", [ddp_run])
     steps = phases[phases.phase.isna()]
-    assert steps.groupby("rank").step.apply(list).to_dict() == {r: list(range(STEPS)) for r in (0, 1)}
+    by_rank = steps.groupby("rank").step.apply(list).to_dict()
+    assert by_rank == {r: list(range(STEPS)) for r in (0, 1)}
     named = phases.dropna(subset=["phase"]).sort_values(["rank", "step", "start_ns"]).groupby(
         ["rank", "step"]).phase.apply(list)
     assert len(named) == 2 * STEPS, named
     for (rank, step), names in named.items():  # (a range around optimizer.step() ends after it)
         assert names[:3] == ["data_loading", "forward", "backward"], (rank, step, names)
-    loads = nsyswrap.sql("SELECT count(*) AS n FROM nvtx WHERE text = 'data_loading'", [ddp_run]).n[0]
+    loads = nsyswrap.sql("SELECT count(*) AS n FROM nvtx WHERE text = 'data_loading'",
+                         [ddp_run]).n[0]
     assert loads == 2 * STEPS  # every one of them is inside a step
+
+
+def test_the_cpu_loop_report_gives_host_step_times(ddp_run):
+    """The README's loop on CPU: no GPU activity, so the report answers with each rank's
+    host step times and phases from the NVTX ranges, and no NCCL table for gloo."""
+    done = nsyswrap_cli("report", ddp_run)
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = done.stdout
+    assert "DIAGNOSIS: NO GPU ACTIVITY" in out and "host step times" in out
+    assert re.search(r"^Window: steps \d", out, re.M)  # (step 0 may be set apart as warm-up)
+    first = out[:out.index("──")]
+    assert all(re.search(rf"^{rank} +[{STEPS - 1}{STEPS}] +\d+\.\d\d", first, re.M)
+               for rank in (0, 1)), first
+    assert re.search(r"^1 +data_loading ", out, re.M)  # a phase of every step (host_phases)
+    assert "NCCL bandwidth per op" not in out
 
 
 def test_step_window_captures_only_those_steps(tmp_path):

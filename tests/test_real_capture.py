@@ -140,13 +140,14 @@ def test_copies_syncs_and_collectives_are_all_there(run):
 
 def test_the_report_cannot_answer_only_what_the_capture_lacks(run):
     """gloo moves gradients with host copies: no NCCL kernel or peer-to-peer copy exists,
-    so collective exposure is the one figure of the trace the report cannot answer; MFU
-    needs the FLOPs per step, GPU memory a capture with --cuda-memory-usage=true."""
+    so collective exposure and NCCL bandwidth are the figures of the trace the report cannot
+    answer; MFU needs the FLOPs per step, GPU memory a capture with --cuda-memory-usage=true."""
     assert run.df("SELECT count(*) AS n FROM kernels WHERE is_comm")["n"][0] == 0
     report = build_report(run, ReportOptions())
     unanswered = [(s["id"], item["what"]) for s in report["sections"] for item in s["cannot_answer"]]
     assert unanswered == [("single_rank", "collective exposure"),
                           ("compute", "MFU and achieved TFLOP/s"),
+                          ("crossrank", "NCCL bandwidth"),
                           ("memory", "GPU memory (peak allocated per rank, churn per step)")], unanswered
     for section in report["sections"]:
         if section["id"] in ("single_rank", "crossrank"):

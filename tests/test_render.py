@@ -32,7 +32,7 @@ def test_first_ten_lines_name_the_straggler_its_phase_and_its_cost(run4):
     top = "\n".join(render_text(run4, 80)[:10])
     assert "DIAGNOSIS: STRAGGLER: RANK 2" in top
     assert "Rank 2 is the straggler" in top and "`data_loading`" in top
-    assert re.search(r"Ranks 0, 1 and 3 wait \d+\.\d\d ms per step for it", top)
+    assert re.search(r"Ranks 0, 1 and 3 wait \d+\.\d\d ms per step each for it", top)
 
 
 def test_first_screen_is_the_diagnosis_and_key_figures(run4):
@@ -119,7 +119,8 @@ def test_json_report_has_the_diagnosis(cli):
     code, out, _ = cli("report", RUN4, "-f", "json")
     report = json.loads(out)
     assert code == 0 and list(report["diagnosis"]) == [
-        "headline", "findings", "devices", "worst_steps", "recommendations", "cannot_answer"]
+        "headline", "findings", "window", "devices", "host_steps", "worst_steps", "recommendations",
+        "cannot_answer"]
 
 
 def test_terminal_and_html_write_a_cell_alike():

@@ -48,7 +48,11 @@ def test_report_sections_find_steps_by_the_pattern(runs):
     stragglers = json.loads(tables[("crossrank", "stragglers")])
     assert [r["step"] for r in stragglers] == [1, 2, "all"]
     assert tables == _tables(expected)
-    assert ("single_rank", "steps") not in _tables(default)  # no `step:%` range there
+    # no `step:%` range there: the report finds the `iteration <k>` steps by themselves
+    assert (default["window"]["step_pattern"], default["window"]["pattern_source"]) == (
+        ITERATION, "found")
+    assert sorted({r["step"] for r in json.loads(_tables(default)[("single_rank", "steps")])}) == [
+        0, 1, 2, 3]
 
 
 def test_html_page_and_timeline_find_steps_by_the_pattern(runs, tmp_path):

@@ -139,8 +139,8 @@ def automatic_steps() -> Annotation:
 
     DataLoader.__iter__ = first_fetch
     handles = [register_module_forward_pre_hook(open_step), register_optimizer_step_post_hook(close_step)]
-    return Annotation([*(h.remove for h in handles),
-                       functools.partial(setattr, DataLoader, "__iter__", iterate), _end_unconfirmed])
+    restore = functools.partial(setattr, DataLoader, "__iter__", iterate)
+    return Annotation([*(h.remove for h in handles), restore, _end_unconfirmed])
 
 
 def _end_unconfirmed() -> None:

@@ -108,6 +108,13 @@ def _diagnosis_html(report: dict) -> str:
                                       for f in findings) + "</ol>")
     parts += [f'<p class="note">Cannot answer {escape(c["what"])}: {escape(c["reason"])}.</p>'
               for c in d.get("cannot_answer", [])]
+    if d.get("window"):
+        parts.append(f'<p class="note">{escape(d["window"])}</p>')
+    if d.get("host_steps"):
+        parts.append(_table_html({"id": "host_steps", "title": "Per rank: host step times (NVTX "
+                                  "step ranges)", "rows": [{k: h[k] for k in (
+                                      "rank", "steps", "step_mean", "step_p90", "step_max")}
+                                      for h in d["host_steps"]]}))
     devices = d.get("devices", [])
     if devices:
         keys = [k for k in ("steps", "step_mean", "step_p90", "step_max", "compute",
@@ -115,8 +122,11 @@ def _diagnosis_html(report: dict) -> str:
                 if any(x[k]["value"] for x in devices)]  # no column of zeros or n/a only
         rows = [{"rank": x["rank"], "gpu": x["device"], "verdict": x["label"],
                  **{k: x[k] for k in keys}} for x in devices]
-        table = _table_html({"id": "diagnosis", "title": "Per rank: step times (mean, p90, "
-                             "max), shares of the GPU time, wait in collectives", "rows": rows})
+        stepped = any(x["steps"]["value"] for x in devices)
+        table = _table_html({"id": "diagnosis", "title": "Per rank: " + (
+            "step times (mean, p90, max), " if stepped else "") + "shares of the GPU time"
+            + (", wait in collectives" if any(x["waited"]["value"] is not None for x in devices)
+               else ""), "rows": rows})
         for label in {x["label"] for x in devices if x["label"]}:
             table = table.replace(f'<td class="text">{escape(label)}</td>',
                                   f'<td class="text">{_label(label)}</td>')
@@ -163,8 +173,10 @@ def html_page(run: Run, report: dict, options: ReportOptions) -> str:
     held = ranks_by_report(run)
     ranks = "; ".join(f"{r.path.name}: rank{'s' * (len(held[r.rank]) > 1)} {', '.join(map(str, held[r.rank]))}"
                       for r in run.reports)
+    analysed = ReportOptions.from_params(report["options"])  # the window the report chose
     parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>", f'<p class="note">{escape(ranks)}</p>',
-             _diagnosis_html(report), _plots(run, options)] + [_section_html(s) for s in report["sections"]]
+             _diagnosis_html(report), _plots(run, analysed)]
+    parts += [_section_html(s) for s in report["sections"]]
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
             f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
 

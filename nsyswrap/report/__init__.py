@@ -49,9 +49,13 @@ def sections() -> list:
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
-    """Every section for an open run, and the diagnosis drawn from them."""
+    """Every section for an open run over the window `options` ask for (by default the
+    steps: nsyswrap.report.window), and the diagnosis drawn from them."""
     from nsyswrap.crossrank.ranks import rank_rows
+    from nsyswrap.report.window import choose_window
 
+    window = choose_window(run, options)
+    options = window.options
     report = {
         "tool": "nsyswrap",
         "version": nsyswrap_version(),
@@ -60,6 +64,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
         "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),
         "mfu_inputs": options.mfu_params(),
+        "window": window.as_json(),
         "sections": [section(run, options) for section in sections()],
     }
     return {**report, "diagnosis": diagnose(report)}
@@ -121,11 +126,18 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     from nsyswrap.report.memory import memory_modules
     from nsyswrap.report.single_rank import single_rank_modules
     from nsyswrap.report.trace_facts import TABLES
+    from nsyswrap.report.window import LIKELY_WINDOW
 
-    wanted = [*single_rank_modules(options).values(), *compute_modules(options).values(),
-              *memory_modules(options).values(), *host_modules(options).values(),
+    pattern = {"step_pattern": options.step_pattern}
+    # the window is the steps unless the options give one (nsyswrap.report.window): planned
+    # as the likely one (every step usual); another is computed once chosen
+    likely = options if options.limits_window or options.whole_capture else replace(
+        options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
+    wanted = [*single_rank_modules(likely).values(), *compute_modules(likely).values(),
+              *memory_modules(likely).values(), *host_modules(likely).values(),
+              ("steps.spans", pattern), ("ledger.devices", pattern),
               *((f"trace.{t}", {}) for t in TABLES),
-              ("trace.data_quality", {}), *crossrank_modules(options).values()]
+              ("trace.data_quality", {}), *crossrank_modules(likely).values()]
     typed = [(name, bind(get(name), params)) for name, params in wanted]
     # and the rank identity every per-report result takes (nsyswrap.rank_labels)
     return replace(opener, plan=(*typed, (rank_labels.MAP, {})))

@@ -198,7 +198,8 @@ def _waiting_note(run_row: pd.Series | None, split: pd.DataFrame) -> list[str]:
             f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."]
 
 
-def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame) -> list[dict]:
+def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame | None,
+                   strag: pd.DataFrame) -> list[dict]:
     out = []
     utc_only = offsets[~offsets["aligned"].astype(bool)]
     if len(utc_only) == len(offsets):
@@ -208,7 +209,10 @@ def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame, strag: pd.DataFrame)
         out.append({"what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
                     "reason": "no matched collective connects them to the reference rank and no aligned "
                               "rank shares their host: they are left out of every cross-rank figure"})
-    if bw.empty:
+    if bw is None:
+        out.append({"what": "NCCL bandwidth", "reason": "the run has no NCCL kernel (gloo or MPI "
+                    "collectives run on the host: their times are host calls, not transfers)"})
+    elif bw.empty:
         out.append({"what": "NCCL bandwidth", "reason": "no matched collective has known bytes (nsyswrap's "
                     "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
     if not strag.empty and strag["phase"].isna().all():
@@ -236,14 +240,18 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     refused = unrelated(run)
     if refused is not None:
         raise refused
+    nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
     return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
-                            len(offsets), lambda: _step_time_ns(run, options))
+                            len(offsets), lambda: _step_time_ns(run, options), nccl=nccl)
 
 
-def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -> dict:
+def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
+                     nccl: bool | None = None) -> dict:
     """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
     `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step);
-    the sample files' report (nsyswrap.sample.analysis) answers through it too."""
+    the sample files' report (nsyswrap.sample.analysis) answers through it too. `nccl`:
+    whether the run has NCCL kernels (False: no NCCL bandwidth, the collectives' times are
+    host calls; None: not known)."""
     section = {"id": "crossrank",
                "title": "Across ranks: clock alignment, collective waits, stragglers",
                "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
@@ -276,15 +284,15 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns) -
         ]
     groups = rows("groups")
     if not groups.empty:
+        rows = groups.astype(object).where(groups.notna(), None).to_dict("records")
         section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
                                         "recorded, whether the group spans hosts, how it was found",
-                                        groups.astype(object).where(groups.notna(), None).to_dict("records"),
-                                        ("spans_hosts", "captured", "group_size")))
+                                        rows, ("spans_hosts", "captured", "group_size")))
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
-    if not bw.empty:
+    if not bw.empty and nccl is not False:  # without NCCL kernels: times of host calls
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    section["cannot_answer"] = _cannot_answer(offsets, bw, strag)
+    section["cannot_answer"] = _cannot_answer(offsets, None if nccl is False else bw, strag)
     if options.window_nvtx:
         section["cannot_answer"].append({"what": "limiting cross-rank figures to --window-nvtx",
                                          "reason": "they are computed per step (use --steps)"})

@@ -18,8 +18,11 @@ It reads only the report dict's sections (their stable table ids and columns), n
   or, without a cost of their own (MFU, GPU memory), after them as context.
 
 Costs are per step when the report found steps, else over the analysed span (the run,
-for the straggler), as each finding's `cost_basis` says. Step
-statistics need at least MIN_STEPS steps.
+for the straggler), as each finding's `cost_basis` says; a finding about several GPUs
+gives the figures of one GPU (their mean, "per GPU"), and its advice the same figures.
+Step statistics need at least MIN_STEPS steps and leave out the steps the window set
+apart (warm-up and outliers, nsyswrap.report.window). The `window` line says what was
+analysed and what was not.
 """
 from __future__ import annotations
 
@@ -27,8 +30,8 @@ import statistics
 
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, rows, section, value
 from nsyswrap.report.metric_findings import metric_findings
-from nsyswrap.report.verdict import (NOT_ENOUGH, Evidence, Totals, ms, recommendations,
-                                     verdict)
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.report.verdict import NOT_ENOUGH, Evidence, Totals, ms, recommendations, verdict
 
 WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers,
 WAIT_NOTABLE = 0.05    # when its exposed communication is at least this share of the span
@@ -46,26 +49,33 @@ DRIVER = {
 ADVICE_TOPICS = {
     "communication-bound": ("exposed", "overlap", "same_stream"),  # all said, in order
     "copy-bound": ("copies",),
-    "host-bound": ("sync", "launch"),
+    "host-bound": ("sync", "host_work", "launch"),
     "compute-bound": ("compute",),
 }
+
+
+def listed(noun: str, numbers) -> str:
+    """`rank 3`, `ranks 0, 1 and 3`, `steps 0-9`, `steps 0-3, 5 and 7`: runs of three or
+    more as ranges."""
+    numbers = sorted(numbers)
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    parts = [p for run in runs
+             for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))]
+    words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+    return f"{noun} " + words if len(numbers) == 1 else f"{noun}s " + words
 
 
 def _ranks(ranks: list[int], of: int | None = None) -> str:
     """`rank 3`, `ranks 0, 1 and 3`, `ranks 0-1 and 3-15`, or `the other 15 ranks` when
     they are all `of` ranks but one."""
-    ranks = sorted(ranks)
     if of is not None and len(ranks) == of - 1 and len(ranks) > 3:
         return f"the other {len(ranks)} ranks"
-    runs: list[list[int]] = []
-    for r in ranks:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-    parts = [p for run in runs for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))]
-    words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
-    return ("rank " if len(ranks) == 1 else "ranks ") + words
+    return listed("rank", ranks)
 
 
 def _devices(keys: list[tuple[int, int]], devices_per_rank: dict[int, int]) -> str:
@@ -92,10 +102,20 @@ class _Run:
             for r in rows(report, "single_rank", "ledger")}
         self.activities = {(r["rank"], r["device"]): value(r["activities"], 0)
                            for r in rows(report, "trace", "activity")}
-        self.steps: dict[tuple, list[tuple[int, int]]] = {}
+        window = report.get("window") or {}
+        self.set_apart = frozenset(o["step"] for o in window.get("outliers", [])
+                                   if o.get("set_apart"))
+        self.steps: dict[tuple, list[tuple[int, int]]] = {}  # every step in the window
         for r in rows(report, "single_rank", "steps"):
             self.steps.setdefault((r["rank"], r["device"]), []).append(
                 (r["step"], value(r["duration"], 0)))
+        self.usual = {key: [(s, d) for s, d in steps if s not in self.set_apart]
+                      for key, steps in self.steps.items()}  # what step statistics are of
+        # figures are per step only over a window of steps (not the whole capture, not NVTX)
+        self.of_steps = window.get("source") in (None, "steps") or (
+            window.get("source") == "given" and not (report.get("options") or {}).get(
+                "window_nvtx") and (window.get("step_from"), window.get("step_to")) != (
+                None, None))
         self.waited = {r["rank"]: value(r["waited"], 0)
                        for r in rows(report, "crossrank", "rank_waits")}
         self.per_rank = {}
@@ -104,12 +124,21 @@ class _Run:
         self.frameworks = frozenset(r["framework"] for r in rows(report, "trace", "frameworks"))
 
     def step_count(self, key) -> int:
-        return len(self.steps.get(key, []))
+        """The steps a window of steps holds, to divide its figures by (0: not one)."""
+        return len(self.steps.get(key, [])) if self.of_steps else 0
 
     def per_step(self, key, ns: float) -> tuple[float, str]:
-        """(ns per step, basis) when the device has steps, else (ns over the span, basis)."""
+        """(ns per step, basis) over a window of steps, else (ns over the span, basis)."""
         n = self.step_count(key)
         return (ns / n, "per step") if n else (ns, "over the span")
+
+    def per_gpu_step(self, keys: list) -> tuple[Totals, float, str]:
+        """The devices' totals as one GPU's per step (over the window without steps), the
+        factor and the basis in words."""
+        n = self.step_count(keys[0])
+        factor = 1 / (len(keys) * (n or 1))
+        group = sum((self.totals[k] for k in keys), Totals())
+        return group.scaled(factor), factor, "per step" if n else "over the window"
 
     def label(self, key) -> dict:
         t = self.totals[key]
@@ -124,17 +153,47 @@ class _Run:
                               f"{v['reason']}"}
         return v
 
-    def evidence(self, keys: list) -> Evidence:
+    def evidence(self, keys: list, factor: float = 1.0, basis: str = "") -> Evidence:
+        """What the advice on devices `keys` cites, from the report's tables; times of the
+        devices scaled by `factor` as their totals are (basis says how)."""
+        ranks = {k[0] for k in keys}
+
+        def mine(table: str) -> list[dict]:
+            return [r for r in rows(self.report, "single_rank", table)
+                    if (r["rank"], r.get("device")) in keys]
+
         copies = [r for r in rows(self.report, "trace", "copies")
-                  if r["rank"] in {k[0] for k in keys} and r["kind"] in ("HtoD", "DtoH")]
-        pageable = sum(value(r["copies"], 0) for r in copies if "Pageable" in (r["src"], r["dst"]))
+                  if r["rank"] in ranks and r["kind"] in ("HtoD", "DtoH")]
+        pageable = [r for r in copies if "Pageable" in (r["src"], r["dst"])]
         known = any(r["src"] != "Unknown" for r in copies)
-        return Evidence(
-            ranks=len({k[0] for k in keys}), frameworks=self.frameworks,
+        e = Evidence(
+            ranks=len(ranks), frameworks=self.frameworks, basis=basis, gpus=len(keys),
             host_copies=sum(value(r["copies"], 0) for r in copies),
-            pageable_copies=pageable if known else None,
+            host_copy_bytes=sum(value(r.get("bytes"), 0) for r in copies),
+            pageable_copies=sum(value(r["copies"], 0) for r in pageable) if known else None,
+            pageable_bytes=sum(value(r.get("bytes"), 0) for r in pageable) if known else None,
             host_alloc_calls=sum(value(r["calls"], 0)
-                                 for r in rows(self.report, "trace", "host_alloc")))
+                                 for r in rows(self.report, "trace", "host_alloc")
+                                 if r["rank"] in ranks),
+            graph_launches=sum(value(r["graph_launches"], 0)
+                               for r in rows(self.report, "trace", "graphs") if r["rank"] in ranks),
+            kernels=sum(value(r["kernels"], 0) for r in mine("launches")),
+            tiny_kernels=sum(value(r["tiny_kernels"], 0) for r in mine("launches")))
+        work: dict[tuple, float] = {}
+        for r in mine("host_work"):
+            key = (r["source"], r["host_work"])
+            work[key] = work.get(key, 0) + value(r["idle"], 0) * factor
+        e.host_work = [(src, name, ns) for (src, name), ns in work.items()]
+        exposed = [r for r in mine("top_exposed") if value(r["exposed"], 0) > 0]
+        if exposed:
+            r = exposed[0]
+            where = f" in {r['context']}" if r.get("context") else ""
+            step = f" (step {value(r['step'])})" if value(r["step"]) is not None else ""
+            e.top_exposed = (f"{r['kernel']} on rank {r['rank']} device {r['device']}{where}"
+                             f"{step}, {ms(value(r['exposed'], 0))} exposed")
+            e.same_stream = sorted({f"rank {r['rank']} device {r['device']}" for r in exposed
+                                    if r.get("compute_stream")})
+        return e
 
 
 def diagnose(report: dict) -> dict:
@@ -144,17 +203,66 @@ def diagnose(report: dict) -> dict:
     labels = {key: run.label(key) for key in run.totals}
     ranked, context = metric_findings(report, run, labels)
     findings = _crossrank_findings(report, run)
-    findings += sorted(_device_findings(run, labels) + ranked, key=lambda f: -f["share"]["value"])
+    device_findings = _device_findings(run, labels)
+    findings += sorted(device_findings + ranked, key=lambda f: -f["share"]["value"])
     findings += context
-    _reconcile(report, run, labels)
+    _reconcile(report, run, labels, sorted(device_findings, key=lambda f: -f["share"]["value"]))
     return {
         "headline": _headline(findings, labels, run),
         "findings": findings,
+        "window": window_text(report),
         "devices": [_device_row(run, key, labels[key]) for key in sorted(run.totals)],
+        "host_steps": _host_steps(report, run),
         "worst_steps": _worst_steps(run),
         "recommendations": [f["recommendation"] for f in findings if f.get("recommendation")],
         "cannot_answer": _cannot_answer(report, run),
     }
+
+
+def window_text(report: dict) -> str:
+    """What the report analysed, in one paragraph: the window, the steps set apart, the
+    time outside it (per GPU, not analysed)."""
+    w = report.get("window") or {}
+    pattern, steps = w.get("step_pattern", "step:%"), w.get("steps") or []
+    if w.get("source") == "capture":
+        held = (f"; it holds {listed('step', steps)} (NVTX ranges like {pattern!r}), none set "
+                "apart") if steps else ""
+        return f"Window: first to last GPU activity of each device, as given{held}."
+    if not steps and not rows(report, "trace", "activity"):
+        return ""  # nothing captured to window: the cannot-answer lines say so
+    if w.get("source") == "activity" or not steps:
+        nvtx = (report.get("options") or {}).get("window_nvtx")
+        where = f"NVTX ranges like {nvtx!r}, as given" if nvtx else \
+            "first to last GPU activity of each device"
+        return (f"Window: {where}. No step ranges were found (NVTX 'step:<i>', "
+                "'ProfilerStep#<i>' or a range repeated with a growing number), so every figure "
+                "is over the window, none divided by steps (--step-pattern names yours).")
+    window = ReportOptions.from_params(w)
+    inside = [s for s in steps if window.selects(s)]
+    how = {"found": "found by themselves: no 'step:<i>' range; --step-pattern to choose others",
+           "given": "--step-pattern"}.get(w.get("pattern_source"))
+    text = (f"Window: {listed('step', inside)}" + (f" of {len(steps)}" if len(inside) < len(steps)
+                                                   else "")
+            + f" (NVTX ranges like {pattern!r}" + (f"; {how}" if how else "") + ")"
+            + ("" if w.get("source") == "steps" else " as given") + ".")
+    median = value(w.get("median_step"))
+    for o in w.get("outliers", []):
+        what = "warm-up" if o["why"] == "warm-up" else "an outlier"
+        fate = ("left out" if o["set_apart"] and not window.selects(o["step"]) else
+                "left out of the step statistics (its time is in the window)" if o["set_apart"]
+                else "kept, as the window was given")
+        text += (f" Step {o['step']} is {what} ({ms(value(o['duration'], 0))}, "
+                 f"{o['times_median']:g}x the median step of {ms(median or 0)}): {fate}.")
+    outside = rows(report, "single_rank", "window")
+    if outside:
+        before = max(value(r["before"], 0) for r in outside)
+        after = max(value(r["after"], 0) for r in outside)
+        parts = ([f"{ms(before)} before step {inside[0]}"] if before >= 5e3 else []) + (
+            [f"{ms(after)} after step {inside[-1]}"] if after >= 5e3 else [])
+        if parts:
+            text += (" Not analysed: the GPU activity " + " and ".join(parts)
+                     + (" (the most of any GPU)" if len(outside) > 1 else "") + ".")
+    return text
 
 
 def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
@@ -185,7 +293,8 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     if others:
         who = _ranks(list(others), of=len(run.per_rank))
         verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
-        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis} for it in "
+        each = "" if len(others) == 1 else " each"  # the mean of the waiting ranks
+        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis}{each} for it in "
                  f"{where}")
         if on_host:
             inside = [value(r["in_collectives"], 0) for r in rows(report, "crossrank", "comm_split")
@@ -198,9 +307,9 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
             text += f": {min(wait / nccl, 1):.0%} of {their} NCCL time"
         if exposed:
             text += (f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
-                     f"({ms(exposed)} {basis})" if wait < exposed else
-                     f", more than {their} exposed communication ({ms(exposed)} {basis}), so "
-                     "all of it is waiting")
+                     f"({ms(exposed)} {basis}{each})" if wait < exposed else
+                     f", more than {their} exposed communication ({ms(exposed)} {basis}{each}),"
+                     " so all of it is waiting")
         text += "."
     step_ns = _median_step(run)
     share = wait / step_ns if step_ns else None
@@ -233,7 +342,7 @@ def _mpi_only(report: dict) -> bool:
 
 
 def _median_step(run: _Run) -> float:
-    durations = [d for steps in run.steps.values() for _, d in steps]
+    durations = [d for steps in run.usual.values() for _, d in steps]
     return statistics.median(durations) if durations else 0.0
 
 
@@ -245,31 +354,36 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
     out = []
     for label, keys in groups.items():
         attr, what = DRIVER[label]
-        group = sum((run.totals[k] for k in keys), Totals())
-        cost, basis = run.per_step(keys[0], getattr(group, attr) / len(keys))
-        share = group.share(getattr(group, attr))
+        per, factor, basis = run.per_gpu_step(keys)  # one GPU's figures
+        reason = verdict(sum((run.totals[k] for k in keys), Totals()))["reason"]
+        evidence = run.evidence(keys, factor, basis)
+        cost = getattr(per, attr)
+        share = per.share(cost)
         names = _devices(keys, run.per_rank)
         text = (f"{names[0].upper()}{names[1:]} {'is' if len(keys) == 1 else 'are'} {label}: "
-                f"{share:.0%} of the GPU time {what} ({ms(cost)} {basis}).")
-        advice = recommendations(group, run.evidence(keys), label)
+                f"{share:.0%} of the GPU time {what} ({evidence.amount(cost)}).")
+        advice = recommendations(per, evidence, label)
         said = [advice[t] for t in ADVICE_TOPICS[label] if t in advice]
+        basis = "per step" if basis == "per step" else "over the span"
         out.append({
             "id": label, "scope": "device", "label": label,
             "devices": [list(k) for k in sorted(keys)], "cost": figure(cost, NS),
             "cost_basis": basis, "share": figure(share, FRACTION), "text": text,
             "recommendation": " ".join(said) or None,
-            "evidence": {"reason": verdict(group)["reason"]},
+            "evidence": {"reason": reason},
         })
     return out
 
 
 def _device_row(run: _Run, key, v: dict) -> dict:
     t = run.totals[key]
-    durations = sorted(d for _, d in run.steps.get(key, []))
+    durations = sorted(d for _, d in run.usual.get(key, []))
     few = f"fewer than {MIN_STEPS} steps"
     stat = (lambda f: figure(f(durations), NS)) if len(durations) >= MIN_STEPS else (
         lambda f: figure(None, NS, few))
-    waited, basis = run.per_step(key, run.waited.get(key[0], 0))
+    n = len(run.steps.get(key, []))  # waits are in the steps' collectives, whatever the window
+    waited, basis = (run.waited.get(key[0], 0) / n, "per step") if n else (
+        run.waited.get(key[0], 0), "over the span")
     empty = "the window is empty"
     return {
         "rank": key[0], "device": key[1], "label": v["label"], "reason": v["reason"],
@@ -294,8 +408,35 @@ def quantile(sorted_values: list, q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def _host_steps(report: dict, run: _Run) -> list[dict]:
+    """Per rank, its host step times and phases (NVTX ranges) when no GPU work was
+    captured: the step statistics leave out the steps the window set apart."""
+    if run.totals:
+        return []
+    steps: dict[int, list[int]] = {}
+    for r in rows(report, "single_rank", "host_steps"):
+        if r["step"] not in run.set_apart:
+            steps.setdefault(r["rank"], []).append(value(r["duration"], 0))
+    phases: dict[int, list[dict]] = {}
+    for r in rows(report, "single_rank", "host_phases"):
+        phases.setdefault(r["rank"], []).append(
+            {"phase": r["phase"], "mean": r["mean"], "share": r["share_of_step"]})
+    out = []
+    few = f"fewer than {MIN_STEPS} steps"
+    for rank, durations in sorted(steps.items()):
+        durations.sort()
+        stat = (lambda f, d=durations: figure(f(d), NS)) if len(durations) >= MIN_STEPS else (
+            lambda f: figure(None, NS, few))
+        out.append({"rank": rank, "steps": figure(len(durations), COUNT),
+                    "step_mean": stat(statistics.fmean),
+                    "step_p50": stat(lambda d: quantile(d, .5)),
+                    "step_p90": stat(lambda d: quantile(d, .9)), "step_max": stat(max),
+                    "phases": phases.get(rank, [])})
+    return out
+
+
 def _worst_steps(run: _Run) -> list[dict]:
-    every = [(d, key, step) for key, steps in run.steps.items() for step, d in steps]
+    every = [(d, key, step) for key, steps in run.usual.items() for step, d in steps]
     every.sort(key=lambda x: (-x[0], x[1], x[2]))
     return [{"rank": key[0], "device": key[1], "step": step, "duration": figure(d, NS)}
             for d, key, step in every[:WORST_STEPS]]
@@ -324,13 +465,18 @@ def _cannot_answer(report: dict, run: _Run) -> list[dict]:
     return out
 
 
-def _reconcile(report: dict, run: _Run, labels: dict) -> None:
-    """Make the single-rank section's per-device labels those of the diagnosis."""
+def _reconcile(report: dict, run: _Run, labels: dict, findings: list[dict]) -> None:
+    """Make the single-rank section's per-device labels and advice those of the diagnosis."""
     for r in rows(report, "single_rank", "shares"):
         key = (r["rank"], r["device"])
         if key in labels:
             r["verdict"] = labels[key]["label"]
     single = section(report, "single_rank")
+    advice = [f["recommendation"] if len(findings) == 1 else
+              f"On {_devices([tuple(k) for k in f['devices']], run.per_rank)} ({f['label']}): "
+              f"{f['recommendation']}" for f in findings if f.get("recommendation")]
+    if single:
+        single["recommendations"] = advice + single.get("recommendations", [])
     if not run.totals or not single.get("verdict"):
         return
     overall = sum(run.totals.values(), Totals())

@@ -16,7 +16,9 @@ _STEPS = re.compile(r"^\s*(-?\d+)?\s*:\s*(-?\d+)?\s*$")
 @dataclass(frozen=True)
 class ReportOptions:
     """window_nvtx: LIKE pattern of NVTX ranges bounding the window; step_pattern: LIKE
-    pattern of step ranges; step_from/step_to: half-open range of step numbers. The MFU
+    pattern of step ranges; step_from/step_to: half-open range of step numbers;
+    whole_capture: analyse each device's first to last GPU activity even when the capture
+    has steps (the report's default window is its steps: nsyswrap.report.window). The MFU
     inputs (compute.mfu): flops_per_step, or model_params and tokens_per_step (6 x P x T),
     per GPU; peak_tflops overrides the peak table; dtype picks its column."""
 
@@ -24,6 +26,7 @@ class ReportOptions:
     step_pattern: str = DEFAULT_STEP_PATTERN
     step_from: int | None = None
     step_to: int | None = None
+    whole_capture: bool = False
     flops_per_step: float | None = None
     model_params: float | None = None
     tokens_per_step: float | None = None
@@ -35,7 +38,8 @@ class ReportOptions:
 
     @classmethod
     def parse(cls, steps: str | None = None, window_nvtx: str | None = None,
-              step_pattern: str = DEFAULT_STEP_PATTERN, **mfu) -> ReportOptions:
+              step_pattern: str = DEFAULT_STEP_PATTERN, whole_capture: bool = False,
+              **mfu) -> ReportOptions:
         """Options from command-line text; `steps` is "FROM:TO" (either side may be empty);
         `mfu`: flops_per_step, model_params, tokens_per_step, peak_tflops, dtype."""
         step_from = step_to = None
@@ -51,9 +55,23 @@ class ReportOptions:
         if not step_pattern:
             raise NsysWrapError("--step-pattern", "is empty",
                                 "pass e.g. 'step:%' or 'ProfilerStep#%'")
+        if whole_capture and (steps is not None or window_nvtx):
+            raise NsysWrapError("--whole-capture", "asks for the whole capture, --steps and "
+                                "--window-nvtx for a part of it", "pass one of them")
         if isinstance(mfu.get("dtype"), str):
             mfu["dtype"] = mfu["dtype"].lower()
-        return cls(window_nvtx or None, step_pattern, step_from, step_to, **mfu)
+        return cls(window_nvtx or None, step_pattern, step_from, step_to, whole_capture, **mfu)
+
+    @classmethod
+    def from_params(cls, params: dict) -> ReportOptions:
+        """The window of a report's `options` key (window_params)."""
+        return cls(**{k: params.get(k) for k in ("window_nvtx", "step_from", "step_to")},
+                   step_pattern=params.get("step_pattern") or DEFAULT_STEP_PATTERN)
+
+    def selects(self, step: int) -> bool:
+        """Whether step number `step` is in [step_from, step_to)."""
+        return ((self.step_from is None or step >= self.step_from)
+                and (self.step_to is None or step < self.step_to))
 
     @property
     def limits_window(self) -> bool:

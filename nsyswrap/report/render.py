@@ -18,7 +18,7 @@ from nsyswrap.output import ReportFormat, check_writable
 from nsyswrap.report.diagnosis import quantile
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.report.verdict import ms
-from nsyswrap.text_table import fit, wrap
+from nsyswrap.text_table import fit, shorten_column, wrap
 
 MAX_ROWS = 12
 KEY_ROWS = 8          # devices on the first screen
@@ -130,10 +130,15 @@ def first_screen(report: dict, width: int) -> list[str]:
     for c in d.get("cannot_answer", []):
         lines += wrap(f"Cannot answer {c['what']}: {c['reason']}.", width, indent="   ",
                       first=" - ")
+    if d.get("window"):
+        lines += [""] + wrap(d["window"], width)
     devices = d.get("devices", [])
     if devices:
         lines.append("")
         lines += _key_figures(devices, d.get("findings", []), width)
+    if d.get("host_steps"):
+        lines.append("")
+        lines += _host_figures(d["host_steps"], width)
     worst = d.get("worst_steps", [])
     if worst:
         items = ", ".join(f"rank {w['rank']} step {w['step']} {ms(w['duration']['value'])}"
@@ -178,14 +183,34 @@ def _key_figures(devices: list[dict], findings: list[dict], width: int) -> list[
         rows.append(row)
     lines, dropped = fit(headers, rows, [h != "verdict" for h in headers], width,
                          keep=2 + multi, whole=frozenset({headers.index("verdict")}))
-    title = ("Per rank: " + (f"{counts.pop():,} steps, " if has_steps and not step_column else "")
-             + "step times, shares of the GPU time" + (", wait in collectives" if has_wait else ""))
+    title = ("Per rank: " + (f"{counts.pop():,} steps, step times, " if has_steps and not
+                             step_column else "step times, " if has_steps else "")
+             + "shares of the GPU time" + (", wait in collectives" if has_wait else ""))
     notes = []
     if len(devices) > KEY_ROWS:
         notes.append(f"{len(devices) - KEY_ROWS} more devices: --section diagnosis")
     if dropped:
         notes.append(f"not shown at this width: {', '.join(dropped)}")
     return wrap(title, width) + lines + (wrap("; ".join(notes) + ".", width) if notes else [])
+
+
+def _host_figures(hosts: list[dict], width: int) -> list[str]:
+    """Per rank: host step times and the longest phases (a capture without GPU work)."""
+    headers = ["rank", "steps", "mean ms", "p90 ms", "max ms", "phases (share of the step)"]
+    rows = []
+    for h in hosts:
+        shown = [p for p in h["phases"] if (p["share"]["value"] or 0) >= 0.01][:3]
+        room = max((width - 38) // max(len(shown), 1) - 7, 8)  # each phase's name, shortened
+        names = shorten_column([p["phase"] for p in shown], room)
+        rows.append([str(h["rank"]), f"{h['steps']['value']:,}",
+                     *(_num(h[k], 1e6, 2) for k in ("step_mean", "step_p90", "step_max")),
+                     ", ".join(f"{n} {_num(p['share'], 0.01, 0)}%" for p, n in zip(shown, names))
+                     or "none marked"])
+    lines, dropped = fit(headers, rows, [False, True, True, True, True, False], width, keep=1,
+                         whole=frozenset({5}))
+    notes = [f"not shown at this width: {', '.join(dropped)}."] if dropped else []
+    return (wrap("Per rank: host step times (NVTX step ranges) and the longest phases", width)
+            + lines + notes)
 
 
 def _num(cell: dict, divisor: float, digits: int) -> str:

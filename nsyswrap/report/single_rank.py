@@ -1,5 +1,7 @@
-"""The single-rank section: time ledger, collective exposure, idle gaps, launches, steps and
-NVTX GPU time per (rank, device), with a verdict and recommendations."""
+"""The single-rank section: time ledger, collective exposure, idle gaps (and the host work
+behind the long ones), launches, steps and NVTX GPU time per (rank, device), with a
+verdict; its recommendations are the diagnosis' (nsyswrap.report.diagnosis), which reads
+these tables, and the note on the usual overlap estimate."""
 from __future__ import annotations
 
 
@@ -10,7 +12,7 @@ from nsyswrap.queries import run_module, run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.report.verdict import Evidence, Totals, naive_note, recommendations, verdict
+from nsyswrap.report.verdict import LONG_GAP_NS, Totals, naive_note, verdict
 from nsyswrap.run import Run
 
 TOP_EXPOSED = 10
@@ -31,27 +33,34 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
         ascending=[False, True, True, True, True], kind="stable", ignore_index=True)
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
+    note = naive_note(overall) if totals else None
     tables = [
+        _window_table(ledger, frames.get("active"), steps),
         _ledger_table(ledger),
         _shares_table(ledger, totals),
         _collectives_table(frames["summary"]),
         _top_exposed_table(exposure),
         _gaps_table(gaps, ledger),
+        _host_work_table(frames["host_work"]),
         _histogram_table(frames["histogram"]),
         _launch_table(launch),
         _steps_table(steps, options),
         _ranges_table(by_text, frames["step_texts"]),
     ]
+    if frames.get("active", ledger).empty:  # no GPU work: the host's steps and phases
+        tables += _host_tables(run, options)
     cannot = _cannot_answer(run, options, ledger, frames.get("active", ledger), exposure, gaps,
                             steps)
     if tables[-1] is None:
         cannot.append({"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text, run)})
+    if ledger.empty:  # tables of nothing: the cannot-answer lines say why
+        tables = [t for t in tables if t is not None and t["rows"]]
     return {
         "id": "single_rank",
         "title": f"Where the GPU time goes (window: {options.describe()})",
         "verdict": verdict(overall) if not ledger.empty else {
             "label": None, "reason": "no device has GPU activity in the window"},
-        "recommendations": _recommendations(totals, exposure, launch),
+        "recommendations": [note] if note else [],
         "tables": [t for t in tables if t is not None],
         "cannot_answer": cannot,
     }
@@ -78,32 +87,11 @@ def single_rank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
         "step_texts": ("steps.ranges", {"step_pattern": options.step_pattern}),
         "exposure": ("collectives.exposure", {**window, "context_regex": None}),
         "launch": ("gaps.launch_summary", {**window, "tiny_kernel_ns": TINY_KERNEL_NS}),
+        "host_work": ("gaps.host_work", {**window, "long_gap_ns": LONG_GAP_NS}),
     }
     if options.limits_window:
         wanted["active"] = ("ledger.devices", {"step_pattern": options.step_pattern})
     return wanted
-
-
-def _recommendations(totals: dict, exposure: pd.DataFrame, launch: pd.DataFrame) -> list[str]:
-    """For the whole run, then for each group of devices whose own verdict differs."""
-    if not totals:
-        return []
-    overall = sum(totals.values(), Totals())
-    advice = recommendations(overall, _evidence(exposure, launch, list(totals)))
-    out = list(advice.values())
-    groups: dict[str, list] = {}
-    for key, t in totals.items():
-        groups.setdefault(verdict(t)["label"], []).append(key)
-    for label, keys in groups.items():
-        if label in (verdict(overall)["label"], "balanced", None):
-            continue
-        where = ", ".join(f"rank {r} device {d}" for r, d in keys)
-        group = sum((totals[k] for k in keys), Totals())
-        extra = recommendations(group, _evidence(exposure, launch, keys))
-        out += [f"On {where} ({label}): {text}" for topic, text in extra.items()
-                if topic not in advice]
-    note = naive_note(overall)
-    return out + ([note] if note else [])
 
 
 def _by_device(df: pd.DataFrame) -> dict[tuple[int, int], pd.Series]:
@@ -124,6 +112,55 @@ def _totals(row: pd.Series, gaps: pd.DataFrame) -> Totals:
 
 def _key(row) -> dict:
     return {"rank": int(row["rank"]), "device": int(row["device"])}
+
+
+def _window_table(ledger: pd.DataFrame, active: pd.DataFrame | None,
+                  steps: pd.DataFrame) -> dict | None:
+    """Per device, the GPU time outside a limited window: before its start and after its
+    end, from the first to the last GPU activity (not analysed, never divided by steps)."""
+    if active is None or ledger.empty:
+        return None
+    whole = _by_device(active)
+    counts = steps.groupby(["rank", "device"]).size() if not steps.empty else pd.Series(dtype=int)
+    rows = []
+    for key, r in _by_device(ledger).items():
+        a = whole.get(key)
+        if a is None:
+            continue
+        rows.append({**_key(r), "before": figure(max(r.window_start_ns - a.window_start_ns, 0), NS),
+                     "window": figure(r.span_ns, NS),
+                     "after": figure(max(a.window_end_ns - r.window_end_ns, 0), NS),
+                     "steps": figure(int(counts.get(key, 0)), COUNT)})
+    return _table("window", "The window and the GPU time outside it (first to last GPU activity):"
+                  " before and after are not analysed", rows)
+
+
+def _host_tables(run: Run, options: ReportOptions) -> list[dict]:
+    """A capture without GPU work: per rank its steps on the host (their NVTX ranges) and
+    the phases inside them (crossrank.phase_lag: host time without waits)."""
+    steps = run_module(run, "steps.spans", step_pattern=options.step_pattern)
+    steps = steps[[options.selects(s) for s in steps.step]]
+    if steps.empty:
+        return []
+    per_rank = steps.groupby(["rank", "step"], as_index=False).duration_ns.max()
+    out = [_table("host_steps", f"Steps on the host (NVTX ranges like {options.step_pattern!r};"
+                  " no GPU work was captured)",
+                  [{"rank": int(r.rank), "step": int(r.step), "duration": figure(r.duration_ns, NS)}
+                   for r in per_rank.itertuples(index=False)])]
+    phases = run_module(run, "crossrank.phase_lag", step_pattern=options.step_pattern,
+                        step_from=options.step_from, step_to=options.step_to)
+    if phases.empty:
+        return out
+    step_ns = per_rank.groupby("rank").duration_ns.sum()
+    counts = per_rank.groupby("rank").size()
+    mean = phases.groupby(["rank", "phase"], as_index=False).host_ns.sum()
+    mean = mean.sort_values(["rank", "host_ns", "phase"], ascending=[True, False, True])
+    rows = [{"rank": int(r.rank), "phase": r.phase,
+             "mean": figure(r.host_ns / counts.get(r.rank, 1), NS),
+             "share_of_step": share(r.host_ns, step_ns.get(r.rank), "no step time")}
+            for r in mean.itertuples(index=False)]
+    return out + [_table("host_phases", "Phases of the host steps (ranges directly inside "
+                         "them): mean host time per step without waits, and its share", rows)]
 
 
 def _ledger_table(ledger: pd.DataFrame) -> dict:
@@ -169,7 +206,7 @@ def _collectives_table(summary: pd.DataFrame) -> dict | None:
         for _, r in summary.iterrows()
     ]
     return _table("collectives", "NCCL kernels hidden behind compute on the same device", rows,
-    ("overlapped", "nccl_time"))
+                  ("overlapped", "nccl_time"))
 
 
 def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
@@ -212,6 +249,19 @@ def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
     return _table("idle_gaps", "Idle gaps (nothing on any stream) by cause: other = the next "
                   "kernel was already queued, else sync = host syncs cover half the gap, else "
                   "host_bound = the next kernel was launched after the GPU went idle", rows,
+                  ("longest", "gaps"))
+
+
+def _host_work_table(work: pd.DataFrame) -> dict | None:
+    """`work`: gaps.host_work (the long host-caused gaps by the host work covering them)."""
+    if work.empty:
+        return None
+    rows = [{**_key(r), "source": r.source, "host_work": r["name"] if isinstance(r["name"], str)
+             else None, "gaps": figure(r.gaps, COUNT), "idle": figure(r.idle_ns, NS),
+             "longest": figure(r.longest_ns, NS)} for _, r in work.iterrows()]
+    return _table("host_work", f"Host work the GPU waited for: host-caused idle gaps of "
+                  f"{LONG_GAP_NS / 1000:g} us or more by the NVTX range, MPI call or CUDA call "
+                  "covering at least half of each (none: nothing does)", rows,
                   ("longest", "gaps"))
 
 
@@ -301,28 +351,6 @@ def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:
     return "no GPU work was launched inside an NVTX range other than the steps"
 
 
-def _evidence(exposure: pd.DataFrame, launch: pd.DataFrame, keys: list) -> Evidence:
-    """What the recommendations cite, from the devices `keys` ((rank, device) pairs)."""
-    e = Evidence(tiny_threshold_ns=TINY_KERNEL_NS)
-    exposure, launch = _only(exposure, keys), _only(launch, keys)
-    exposed = exposure[exposure.exposed_ns > 0]
-    if not exposed.empty:
-        r = exposed.iloc[0]
-        where = f" in {r.context}" if isinstance(r.context, str) else ""
-        step = f" (step {int(r.step)})" if pd.notna(r.step) else ""
-        e.top_exposed = (f"{r['name']} on rank {r['rank']} device {r.device}{where}{step}, "
-                         f"{r.exposed_ns / 1e6:,.2f} ms exposed")
-        shared = exposed[exposed.compute_stream][["rank", "device"]].drop_duplicates()
-        e.same_stream = [f"rank {r['rank']} device {r.device}" for _, r in shared.iterrows()]
-    e.ranks = len({r for r, _ in keys})
-    if not launch.empty:
-        e.kernels = int(launch.kernels.sum())
-        e.tiny_kernels = int(launch.tiny_kernels.sum())
-    return e
-
-
-def _only(df: pd.DataFrame, keys: list) -> pd.DataFrame:
-    return df[pd.MultiIndex.from_arrays([df["rank"], df.device]).isin(keys)]
 
 
 def _cannot_answer(run: Run, options: ReportOptions, ledger: pd.DataFrame, active: pd.DataFrame,

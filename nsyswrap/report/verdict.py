@@ -13,10 +13,14 @@ Shares are of the analysed span (summed over the devices judged together):
 * balanced: none of these.
 The diagnosis (nsyswrap.report.diagnosis) adds waiting-for-peers from the cross-rank
 waits. Recommendations name a framework (PyTorch, NCCL, DDP/FSDP) only when the trace
-shows it (Evidence.frameworks).
+shows it (Evidence.frameworks), and each piece of advice is given only on the evidence it
+needs in the trace (`recommendations` lists them). Their figures are those of the totals
+they are given: per GPU and per step when the caller scales them so (Evidence.basis and
+Evidence.gpus say how, in every sentence).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 COMM_BOUND = 0.15
@@ -25,7 +29,9 @@ IDLE_BOUND = 0.15
 COMPUTE_BOUND = 0.70
 COPY_NOTABLE = 0.05
 TINY_NOTABLE = 0.30
-PAGEABLE_NOTABLE = 0.10  # pinned-memory advice when this share of host copies is pageable
+PAGEABLE_NOTABLE = 0.10  # pinned-memory advice when this share of host-copy bytes is pageable
+LONG_GAP_NS = 100_000    # a host-caused idle gap this long is host work, shorter: launch overhead
+ADVICE_SHARE = 1 / 3     # idle advice on a cause making up this share of the host-caused idle
 NAIVE_MISLEADS = 0.10
 HOST_CAUSES = ("host_bound", "sync")
 MIN_ACTIVITIES = 10
@@ -59,6 +65,11 @@ class Totals:
 
     def share(self, ns: int) -> float:
         return ns / self.span_ns if self.span_ns else 0.0
+
+    def scaled(self, factor: float) -> Totals:
+        """Every time times `factor` (e.g. per GPU and per step); shares stay."""
+        return Totals(**{k: getattr(self, k) * factor for k in _NUMBERS},
+                      gap_ns={c: ns * factor for c, ns in self.gap_ns.items()})
 
     @property
     def host_idle_ns(self) -> int:
@@ -108,12 +119,24 @@ class Evidence:
     tiny_threshold_ns: int = 10_000
     frameworks: frozenset[str] = frozenset()  # seen in the trace: pytorch, nccl, ddp, fsdp
     host_copies: int = 0                 # copies between host and device memory
+    host_copy_bytes: int = 0             # their bytes
     pageable_copies: int | None = None   # of them, from or to pageable memory (None: unknown)
+    pageable_bytes: int | None = None    # their bytes (None: unknown)
     host_alloc_calls: int = 0            # cudaHostAlloc / cudaMallocHost / cudaHostRegister
+    graph_launches: int = 0              # cudaGraphLaunch calls: the program replays CUDA graphs
+    # the host-caused idle in gaps of LONG_GAP_NS or more, by the host work covering them:
+    # (source: nvtx, mpi, cuda or none; name; ns), scaled as the totals are
+    host_work: list[tuple[str, str | None, float]] = field(default_factory=list)
+    basis: str = ""                      # what the totals are: "per step", "over the window"
+    gpus: int = 1                        # how many GPUs the totals are each the mean of
 
     @property
     def pytorch(self) -> bool:
         return "pytorch" in self.frameworks
+
+    def amount(self, ns: float) -> str:
+        """A duration of the totals, saying what it is: `1.23 ms per step per GPU`."""
+        return " ".join(filter(None, (ms(ns), self.basis, "per GPU" if self.gpus > 1 else "")))
 
 
 def ms(ns: float) -> str:
@@ -122,13 +145,27 @@ def ms(ns: float) -> str:
 
 
 def recommendations(t: Totals, e: Evidence, label: str | None = None) -> dict[str, str]:
-    """Concrete next steps by topic (exposed, same_stream, overlap, sync, launch, queued,
-    copies, compute, balanced), most important first; `label` defaults to verdict(t)."""
+    """Concrete next steps by topic, most important first; `label` defaults to verdict(t).
+    Each needs its evidence in the trace:
+
+    * exposed, overlap (communication-bound): exposed communication; NCCL and DDP/FSDP
+      tuning only when the trace shows PyTorch and NCCL;
+    * same_stream: exposed NCCL kernels on a stream that runs compute;
+    * sync: idle after host synchronizations (cause sync) at least the host-caused rest;
+    * host_work: host-caused idle in gaps of LONG_GAP_NS or more (ADVICE_SHARE of it at
+      least), named by the NVTX range, MPI call or CUDA call covering them;
+    * launch: host-caused idle in shorter gaps (ADVICE_SHARE at least): launch overhead;
+      CUDA graphs only for a program that launches none;
+    * queued: idle although the next work was queued;
+    * copies: copies alone >= COPY_NOTABLE; pinned memory when at least PAGEABLE_NOTABLE
+      of the host-copy bytes are pageable (the copies themselves, whatever else allocates
+      pinned memory);
+    * compute (compute-bound), balanced (nothing else to say)."""
     out: dict[str, str] = {}
     label = label or verdict(t)["label"]
     if label == "communication-bound":
         out["exposed"] = (
-            f"Communication is exposed for {ms(t.exposed_comm_ns)} "
+            f"Communication is exposed for {e.amount(t.exposed_comm_ns)} "
             f"({t.share(t.exposed_comm_ns):.0%} of the time); only "
             f"{t.both_ns / t.comm_busy_ns:.0%} of it overlaps compute."
             + (f" Most exposed: {e.top_exposed}." if e.top_exposed else "")
@@ -172,57 +209,117 @@ def _overlap_advice(e: Evidence) -> str:
 
 
 def _copy_advice(t: Totals, e: Evidence) -> str:
-    text = (f"Copies alone occupy the GPU for {ms(t.copy_only_ns)} "
+    text = (f"Copies alone occupy the GPU for {e.amount(t.copy_only_ns)} "
             f"({t.share(t.copy_only_ns):.0%}), with nothing else running")
-    if e.pageable_copies and e.pageable_copies >= PAGEABLE_NOTABLE * e.host_copies \
-            and not e.host_alloc_calls:
-        return (text + f": {e.pageable_copies:,} of {e.host_copies:,} host copies use pageable "
-                "memory, which is slower and cannot overlap; allocate those host buffers pinned "
-                "(cudaHostAlloc or cudaMallocHost"
+    if e.pageable_bytes and e.pageable_bytes >= PAGEABLE_NOTABLE * e.host_copy_bytes:
+        also = (" (the program allocates some pinned memory, but these copies do not use it)"
+                if e.host_alloc_calls else "")
+        return (text + f": {e.pageable_copies:,} of {e.host_copies:,} host copies "
+                f"({_gb(e.pageable_bytes)} of {_gb(e.host_copy_bytes)}) are from or to pageable "
+                f"memory{also}, which is slower and cannot overlap; allocate those host buffers "
+                "pinned (cudaHostAlloc or cudaMallocHost"
                 + ("; pin_memory=True and non_blocking=True in PyTorch" if e.pytorch else "")
                 + ").")
-    pinned = (" (host memory is pinned already)" if e.host_copies and e.pageable_copies == 0
-              else " (host memory is mostly pinned already)" if e.pageable_copies
-              and not e.host_alloc_calls else
-              " (the program allocates pinned memory already)" if e.host_alloc_calls else "")
+    pinned = (" (host copies are pinned already)" if e.host_copies and e.pageable_bytes == 0
+              else " (host copies are mostly pinned already)"
+              if e.host_copies and e.pageable_bytes is not None else "")
     return (text + f"{pinned}: overlap the copies with compute (asynchronous copies on their "
             "own stream, prefetching the next batch) or copy fewer bytes, keeping data on the "
             "GPU between steps.")
 
 
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
+
+
 def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
-    """What to do about idle time, by the cause that dominates it."""
+    """What to do about idle time, by the causes that make it up (recommendations)."""
     out = {}
-    sync, launch = t.gap_ns.get("sync", 0), t.gap_ns.get("host_bound", 0)
-    if sync and sync >= launch:
+    sync, host = t.gap_ns.get("sync", 0), t.gap_ns.get("host_bound", 0)
+    long_ns = min(sum(ns for _, _, ns in e.host_work), host)
+    short_ns = host - long_ns
+    if sync and sync >= host:
         out["sync"] = (
-            f"The GPU waits for the host after synchronizations for {ms(sync)}: remove "
+            f"The GPU waits for the host after synchronizations for {e.amount(sync)}: remove "
             + (".item(), .cpu(), print(tensor) and torch.cuda.synchronize() from the step loop, "
                "copy with non_blocking=True" if e.pytorch else
                "device and stream synchronizations and blocking copies from the loop")
             + ", and log metrics every N steps."
         )
-    elif launch:
-        tiny = ""
-        if e.kernels and e.tiny_kernels / e.kernels >= TINY_NOTABLE:
-            tiny = (f" {e.tiny_kernels} of {e.kernels} kernels are shorter than "
-                    f"{e.tiny_threshold_ns / 1000:g} us, so launch overhead dominates.")
-        out["launch"] = (
-            f"The GPU is idle {ms(launch)} waiting for kernel launches.{tiny} Launch fewer, "
-            "larger kernels (fuse them), or launch a whole step at once as a CUDA graph"
-            + ("; in PyTorch torch.compile fuses kernels and mode='reduce-overhead' uses CUDA "
-               "graphs; move data loading off the critical path (DataLoader num_workers)"
-               if e.pytorch else "")
-            + "."
-        )
+    topics = [("host_work", long_ns), ("launch", short_ns)]
+    for topic, ns in sorted(topics, key=lambda x: -x[1]):
+        if not ns or ns < ADVICE_SHARE * (host + sync) or (sync >= host and sync):
+            continue
+        out[topic] = _host_work_advice(ns, e) if topic == "host_work" else _launch_advice(ns, e)
     other = t.gap_ns.get("other", 0)
     if other and other > t.host_idle_ns:
         out["queued"] = (
-            f"The GPU sits idle {ms(other)} although the next kernel was already queued: it "
-            "waits for an event, another stream or another GPU; look for stream waits and "
+            f"The GPU sits idle {e.amount(other)} although the next kernel was already queued: "
+            "it waits for an event, another stream or another GPU; look for stream waits and "
             "peer-to-peer dependencies before these gaps (`nsyswrap query gaps.idle`)."
         )
     return out
+
+
+CUDA_HOST_WORK = {  # CUDA calls that hold the host long, and where they belong
+    "loads modules": re.compile(r"^(cuModuleLoad|cuLibraryLoad|cudaLibraryLoad)"),
+    "allocates": re.compile(r"^(cudaMalloc|cudaFree|cudaHostAlloc|cudaMallocHost|cuMemAlloc|"
+                            r"cuMemFree|cuMemHostAlloc|cuMemAllocHost)"),
+    "copies without overlap": re.compile(r"^(cudaMemcpy|cuMemcpy)(?!.*Async)"),
+}
+DATA_LOADING = re.compile(r"data|load|batch|fetch|input", re.IGNORECASE)
+COMPILING = re.compile(r"compil|nvrtc|jit", re.IGNORECASE)
+
+
+def _host_work_advice(ns: float, e: Evidence) -> str:
+    named = [(src, name, x) for src, name, x in e.host_work
+             if src != "none" and x >= 0.1 * ns]  # what covers at least a tenth of it
+    named.sort(key=lambda w: (-w[2], w[0], w[1]))
+    where = ", ".join(f"{ms(x)} inside {'`' + name + '`' if src == 'nvtx' else name}"
+                      for src, name, x in named[:3])
+    text = (f"The GPU is idle {e.amount(ns)} in gaps of {LONG_GAP_NS / 1000:g} us or more while "
+            "the host works" + (f"; of it, {where}" if where else " (no NVTX range or traced "
+                                "call covers most of them: mark the loop's phases with NVTX "
+                                "ranges to name it)") + ".")
+    shown = named[:3]
+    if any(src == "mpi" for src, _, _ in shown):
+        text += (" A blocking MPI call keeps the host from launching: post the exchange with "
+                 "non-blocking calls (MPI_Isend/MPI_Irecv) and launch the GPU work that does "
+                 "not need it before waiting, or move it to the GPU (CUDA-aware MPI, NCCL).")
+    does = [what for what, api in CUDA_HOST_WORK.items()
+            if any(src == "cuda" and api.match(name) for src, name, _ in shown)]
+    if does:
+        text += (f" The host {' and '.join(does)} inside the window: do it once before the "
+                 "loop (warm up, allocate once, copy asynchronously from pinned memory).")
+    ranges = [name for src, name, _ in shown if src == "nvtx"]
+    if any(COMPILING.search(name) for name in ranges):
+        text += (" Compiling kernels on the host (JIT) belongs before the loop you measure: "
+                 "warm up once, or cache the compiled kernels.")
+        ranges = [name for name in ranges if not COMPILING.search(name)]
+    if ranges or not named:
+        loading = any(DATA_LOADING.search(name) for name in ranges)
+        text += (" Make that host work shorter or run it beside the GPU work (another thread "
+                 "or process" + (", DataLoader num_workers and pin_memory" if loading
+                                 and e.pytorch else "") + ").")
+    return text
+
+
+def _launch_advice(ns: float, e: Evidence) -> str:
+    tiny = ""
+    if e.kernels and e.tiny_kernels / e.kernels >= TINY_NOTABLE:
+        tiny = (f" {e.tiny_kernels:,} of the {e.kernels:,} kernels"
+                + (f" of these {e.gpus} GPUs" if e.gpus > 1 else "") + " are shorter than "
+                f"{e.tiny_threshold_ns / 1000:g} us, so launch overhead dominates.")
+    text = (f"The GPU is idle {e.amount(ns)} in gaps under {LONG_GAP_NS / 1000:g} us before "
+            f"kernel launches: launch overhead.{tiny}")
+    if e.graph_launches:
+        return text + (" The program replays CUDA graphs already: put more of each step into "
+                       "the graph (the copies and small kernels launched between replays) or "
+                       "launch less between them.")
+    return text + (" Launch fewer, larger kernels (fuse them), or launch a whole step at once "
+                   "as a CUDA graph" + ("; in PyTorch torch.compile fuses kernels and "
+                                        "mode='reduce-overhead' uses CUDA graphs"
+                                        if e.pytorch else "") + ".")
 
 
 def naive_note(t: Totals) -> str | None:

@@ -1,0 +1,164 @@
+"""The part of a capture a report analyses: its steps, unless the command line says otherwise.
+
+* **Steps** are the NVTX ranges LIKE the step pattern (`--step-pattern`; by default
+  `step:<i>`, else a process's `ProfilerStep#<i>`). When the default finds none, the
+  steps are found by themselves (module `steps.candidates`): an outermost range of the
+  program's own domains repeated with a number one more each time (`iteration 3`,
+  `step_3`, `Step 3`) or, named without a number, repeated under a name holding "step"
+  or "iter" (`train_step`), never overlapping. Of several such, the one covering the
+  most time; the report says which pattern it used and how to choose another.
+* **Warm-up and outliers**: a step longer than OUTLIER times the median step (durations
+  of the step ranges, each step's the median over the ranks; the rule needs
+  MIN_STEPS_FOR_RULE steps) is set apart: leading ones are warm-up, others outliers.
+  They are named in a note and left out of the per-step statistics (mean, p90, max,
+  the longest steps).
+* **The window** by default runs from the first analysed step's start to the last
+  one's end (a window of steps, `step_from`/`step_to`): warm-up steps before it and
+  outliers after the last usual step are outside it, so out of every figure and
+  verdict; an outlier between usual steps stays inside (its time is in the window's
+  totals). Time before and after the window is reported on its own line, never divided
+  by the step count. Without steps the window is each device's first to last GPU
+  activity, and no figure is per step.
+* `--steps A:B` selects any window of steps that exist (one that selects none is
+  refused, naming the steps there are); `--window-nvtx` any NVTX window;
+  `--whole-capture` each device's first to last GPU activity. Outliers inside a window
+  given so are named, not set apart.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from nsyswrap.errors import NsysWrapError
+from nsyswrap.queries import run_module
+from nsyswrap.report.diagnosis import listed
+from nsyswrap.report.figures import NS, figure
+from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
+from nsyswrap.run import Run
+
+OUTLIER = 3.0
+MIN_STEPS_FOR_RULE = 3
+LIKELY_WINDOW = (0, None)  # (step_from, step_to) of a capture whose steps are all usual
+STEP_WORDS = re.compile(r"step|iter", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a report analyses: `options` (the window every section is given) and how
+    they were chosen."""
+
+    options: ReportOptions
+    source: str                  # steps (the default), given (--steps, --window-nvtx),
+    #                              capture (--whole-capture) or activity (no steps)
+    pattern_source: str          # default, given, found or none
+    steps: tuple[int, ...] = ()  # every step number of the capture
+    median_ns: float | None = None
+    outliers: tuple[dict, ...] = field(default_factory=tuple)  # {step, duration_ns, times, why}
+
+    @property
+    def set_apart(self) -> frozenset[int]:
+        """The steps left out of the per-step statistics: the outliers, unless the window
+        was given."""
+        if self.source != "steps":
+            return frozenset()
+        return frozenset(o["step"] for o in self.outliers)
+
+    def as_json(self) -> dict:
+        """The report's `window` key (README, "The report as JSON")."""
+        return {
+            "source": self.source, "step_pattern": self.options.step_pattern,
+            "pattern_source": self.pattern_source, "steps": list(self.steps),
+            "step_from": self.options.step_from, "step_to": self.options.step_to,
+            "median_step": figure(self.median_ns, NS, "no steps"),
+            "outliers": [{"step": o["step"], "duration": figure(o["duration_ns"], NS),
+                          "times_median": o["times"], "why": o["why"],
+                          "set_apart": o["step"] in self.set_apart} for o in self.outliers],
+        }
+
+
+def choose_window(run: Run, options: ReportOptions) -> Window:
+    """The window of a report asked with `options` (see the module doc); refuses a
+    `--steps` window that selects no step of the capture."""
+    pattern, pattern_source = options.step_pattern, "given"
+    steps = _steps(run, pattern)
+    if options.step_pattern == DEFAULT_STEP_PATTERN:
+        pattern_source = "default"
+        if steps.empty:
+            found = find_step_pattern(run)
+            if found is not None:
+                pattern, pattern_source = found, "found"
+                steps = _steps(run, pattern)
+    if steps.empty:
+        pattern_source = "none"
+    durations = steps.groupby(["step", "rank"]).duration_ns.max().groupby("step").median()
+    numbers = tuple(int(s) for s in durations.index)
+    median = float(durations.median()) if len(durations) else None
+    outliers = _outliers(durations, median)
+    options = replace(options, step_pattern=pattern)
+    if options.step_from is not None or options.step_to is not None:
+        _refuse_empty(options, numbers)
+    if options.whole_capture:
+        return Window(options, "capture", pattern_source, numbers, median, tuple(outliers))
+    if options.limits_window:
+        inside = tuple(o for o in outliers if options.selects(o["step"]))
+        return Window(options, "given", pattern_source, numbers, median,
+                      inside if options.window_nvtx is None else ())
+    if not numbers:
+        return Window(options, "activity", pattern_source)
+    usual = [s for s in numbers if s not in {o["step"] for o in outliers}]
+    # written as LIKELY_WINDOW where it selects the same steps (what the first pass of the
+    # engine computed: nsyswrap.report.planned)
+    first = LIKELY_WINDOW[0] if usual[0] == numbers[0] >= LIKELY_WINDOW[0] else usual[0]
+    last = LIKELY_WINDOW[1] if usual[-1] == numbers[-1] else usual[-1] + 1
+    return Window(replace(options, step_from=first, step_to=last), "steps", pattern_source,
+                  numbers, median, tuple(outliers))
+
+
+def find_step_pattern(run: Run) -> str | None:
+    """The LIKE pattern of the steps the capture has by itself (module doc), or None."""
+    found = run_module(run, "steps.candidates")
+    if found.empty:
+        return None
+    per = found.groupby("pattern").agg(ranges=("ranges", "max"), numbered=("numbered", "all"),
+                                       consecutive=("consecutive", "all"),
+                                       covered=("covered_ns", "sum"))
+    fit = per[(per.ranges >= 2) & per.consecutive
+              & (per.numbered | per.index.to_series().str.contains(STEP_WORDS))]
+    if fit.empty:
+        return None
+    return str(fit.sort_values(["covered", "ranges"], ascending=False, kind="stable").index[0])
+
+
+def _steps(run: Run, pattern: str) -> pd.DataFrame:
+    return run_module(run, "steps.spans", step_pattern=pattern)
+
+
+def _outliers(durations: pd.Series, median: float | None) -> list[dict]:
+    """The steps longer than OUTLIER x the median (warm-up when no usual step is before)."""
+    if median is None or len(durations) < MIN_STEPS_FOR_RULE or median <= 0:
+        return []
+    out, usual_seen = [], False
+    for step, ns in durations.items():
+        if ns > OUTLIER * median:
+            out.append({"step": int(step), "duration_ns": int(ns), "times": round(ns / median, 1),
+                        "why": "warm-up" if not usual_seen else "outlier"})
+        else:
+            usual_seen = True
+    return out
+
+
+def _refuse_empty(options: ReportOptions, numbers: tuple[int, ...]) -> None:
+    lo = "" if options.step_from is None else options.step_from
+    hi = "" if options.step_to is None else options.step_to
+    if not numbers:
+        raise NsysWrapError(f"--steps {lo}:{hi}", f"selects no step: these reports have no NVTX "
+                            f"step ranges like {options.step_pattern!r}",
+                            "leave --steps out, or pass --step-pattern with the ranges that "
+                            "mark your steps")
+    if not any(options.selects(s) for s in numbers):
+        raise NsysWrapError(f"--steps {lo}:{hi}", f"selects none of the steps these reports have "
+                            f"({listed('step', numbers)}, ranges like "
+                            f"{options.step_pattern!r})",
+                            "choose a window among them")

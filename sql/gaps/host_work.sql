@@ -1,0 +1,94 @@
+-- One row per (rank, device, host work) of the idle time in long gaps the host caused:
+-- the gaps of cause host_bound at least long_gap_ns long (gaps.idle), each put on what
+-- the host did while the GPU waited: of the NVTX ranges (nsys --trace=mpi traces MPI
+-- calls as ranges of domain MPI) and CUDA API calls of the processes with work on the
+-- device that cover at least half of the gap, the shortest (the innermost); the step
+-- ranges and the capture range are not host work. A gap no range or call covers by half
+-- is put on none. Shorter host-caused gaps are launch overhead (what fusion and CUDA
+-- graphs remove); long ones are host work the GPU waits for.
+-- @scope report
+-- @include metrics
+-- @reads idle_gap_rows, nvtx, api_calls, kernels
+-- @param long_gap_ns BIGINT = 100000   A host-caused gap at least this long is host work (ns).
+-- @column rank INTEGER                 Rank of the report.
+-- @column device BIGINT                CUDA device id.
+-- @column source VARCHAR               nvtx (an NVTX range), mpi (an NVTX range of domain
+--                                      MPI), cuda (a CUDA API call) or none.
+-- @column name VARCHAR                 The range's text or the call's API (NULL for none).
+-- @column gaps BIGINT                  Long host-caused gaps put on it.
+-- @column idle_ns BIGINT               Their summed duration (ns).
+-- @column longest_ns BIGINT            The longest of them (ns).
+-- @order rank, device, idle_ns DESC, source, name
+WITH gaps AS (
+    SELECT rank, device, start_ns, end_ns, dur_ns
+    FROM idle_gap_rows
+    WHERE cause = 'host_bound'
+        AND dur_ns >= $long_gap_ns
+),
+drivers AS (
+    SELECT DISTINCT rank, pid, device FROM kernels
+),
+steps AS (
+    SELECT DISTINCT rank, pid, tid, start_ns, end_ns, text FROM step_ranges($step_pattern)
+),
+work AS (
+    -- only what is long enough to cover half of the shortest long gap
+    SELECT n.rank, n.pid, n.start_ns, n.end_ns, n.text AS name,
+        CASE WHEN n.domain = 'MPI' THEN 'mpi' ELSE 'nvtx' END AS source
+    FROM nvtx AS n
+    ANTI JOIN steps AS s
+        ON s.rank = n.rank
+        AND s.pid = n.pid
+        AND s.tid = n.tid
+        AND s.start_ns = n.start_ns
+        AND s.end_ns = n.end_ns
+        AND s.text = n.text
+    WHERE n.event_type <> 'mark'
+        AND 2 * n.dur_ns >= $long_gap_ns
+        AND n.text IS NOT NULL
+        AND n.text <> 'capture'
+    UNION ALL
+    SELECT rank, pid, start_ns, end_ns, regexp_replace(api, '_v[0-9]+$', ''), 'cuda'
+    FROM api_calls
+    WHERE 2 * dur_ns >= $long_gap_ns
+),
+covered AS (
+    -- per gap, the shortest range or call covering half of it
+    SELECT
+        g.rank,
+        g.device,
+        g.start_ns,
+        any_value(g.dur_ns) AS dur_ns,
+        arg_min(w.source, (w.end_ns - w.start_ns, w.source, w.name)) AS source,
+        arg_min(w.name, (w.end_ns - w.start_ns, w.source, w.name)) AS name
+    FROM gaps AS g
+    JOIN drivers AS d
+        ON d.rank = g.rank
+        AND d.device = g.device
+    JOIN work AS w
+        ON w.rank = d.rank
+        AND w.pid = d.pid
+        AND w.start_ns < g.end_ns
+        AND w.end_ns > g.start_ns
+    WHERE 2 * (least(w.end_ns, g.end_ns) - greatest(w.start_ns, g.start_ns)) >= g.dur_ns
+    GROUP BY g.rank, g.device, g.start_ns
+),
+placed AS (
+    SELECT g.rank, g.device, g.dur_ns, coalesce(c.source, 'none') AS source, c.name
+    FROM gaps AS g
+    LEFT JOIN covered AS c
+        ON c.rank = g.rank
+        AND c.device = g.device
+        AND c.start_ns = g.start_ns
+)
+SELECT
+    rank,
+    device,
+    source,
+    name,
+    count(*) AS gaps,
+    sum(dur_ns)::BIGINT AS idle_ns,
+    max(dur_ns) AS longest_ns
+FROM placed
+GROUP BY rank, device, source, name
+ORDER BY rank, device, idle_ns DESC, source, name
