@@ -12,8 +12,10 @@ from bench.measure import KILLED
 
 HERE = Path(__file__).resolve().parent
 RESULTS_MD = HERE / "RESULTS.md"
-COLD_VS_FLOOR, WARM_S, RSS_MB, BASELINE_RATIO = 3.0, 1.0, 2048, 10.0
-COLD_VS_EXTRACT, STEPS_VS_WARM = 1.5, 3.0  # issue 15's targets
+# issue 25's targets
+COLD_VS_EXTRACT, BASELINE_RATIO, STEPS_VS_ASSEMBLED, WARM_S, RSS_MB = 1.5, 5.0, 3.0, 0.5, 2048
+FLAT = 1.25
+"""The sampled peak is flat with ranks when it grows at most this much from 8 to 64 ranks."""
 STATES = ("cold", "computed", "warm")  # empty cache; views cached, results computed; views + results cached
 COMPARABLE = tuple(f"{what}_{state}" for what in ("report", "trio") for state in STATES)  # beside the baseline
 
@@ -102,14 +104,13 @@ def main_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def targets(main: dict | None, scale: dict | None) -> str:
-    """One line per target: what was measured, met or by how much it is missed, and why."""
+def targets(main: dict | None, ranks: dict | None) -> str:
+    """One line per target of issue 25: what was measured, met or by how much it is missed,
+    and why (the CPU of one report by stage: `stages_table`)."""
     rows = main["rows"] if main else []
-    lines = ["| target | measured | verdict and cause |", "|---|---|---|"]
-    lines += [*_cold_targets(rows), _warm_target(rows), _assembled_target(rows), _steps_target(rows),
-              _rss_target(rows + (scale["rows"] if scale else [])), _together_target(rows)]
-    lines += _rss_growth(scale["rows"]) if scale else []
-    lines += _baseline_targets(rows)
+    lines = ["| target | measured | verdict and cause |", "|---|---|---|",
+             _extraction_target(rows), _baseline_target(rows), _steps_target(rows),
+             _warm_target(rows), _together_target(rows), _flat_target(ranks), _stages_target(rows)]
     return "\n".join(line for line in lines if line)
 
 
@@ -124,53 +125,77 @@ def _failure(target: str, row: dict | None) -> str:
     return f"| {target} | no result | {row.get('error') or row.get('skipped')} |"
 
 
-def _cold_targets(rows: list[dict]) -> list[str]:
-    """The cold report beside the floor (issue 6) and beside the extraction alone (issue 15)."""
-    floor, cold_open, extract = _wall(rows, "floor"), _wall(rows, "cold_open"), _wall(rows, "extract")
-    computed, computed_more = _bound(rows, "report_computed")
+def _stages(rows: list[dict]) -> dict | None:
+    row = _row(rows, "stages")
+    return row["detail"] if row and not row.get("error") and "read_s" in row["detail"] else None
+
+
+def _per_stage(rows: list[dict]) -> str:
+    """The CPU of one report by stage, as a clause."""
+    st = _stages(rows)
+    if st is None:
+        return "the CPU of one report by stage was not measured in this run"
+    return (f"per report of {st['kernels']:,} GPU activities (\"CPU per report, by stage\"): "
+            + ", ".join(f"{label} {st[key]:.2f} s" for key, label in STAGES) + f" of {st['total_s']:.2f} s")
+
+
+def _extraction_target(rows: list[dict]) -> str:
+    target = f"cold report ≤ {COLD_VS_EXTRACT}× the extraction-only row"
+    extract, cold_open = _wall(rows, "extract"), _wall(rows, "cold_open")
     cold, more = _cold_bound(rows, "report")
-    analysis = f"the report on the cached views with its results computed ({computed_more}{_s(computed)} s)"
-    lines = []
-    for against, target, limit, reference, why in (
-            ("the floor", f"cold report ≤ {COLD_VS_FLOOR:.0f}× floor", COLD_VS_FLOOR, floor,
-             lambda: f"The floor walks the rows inside SQLite and hands out two sums; any analysis must take "
-                     f"every value out: ADBC extraction alone is {_s(extract)} s "
-                     f"({_x(extract / floor if extract else None)} the floor), normalizing and caching "
-                     f"every view (cold open_run) {_s(cold_open)} s "
-                     f"({_x(cold_open / floor if cold_open else None)}), and the analysis is {analysis}."),
-            ("the extraction", f"cold report ≤ {COLD_VS_EXTRACT}× the extraction-only time (issue 15)",
-             COLD_VS_EXTRACT, extract,
-             lambda: f"Extraction reads three tables' columns into Arrow and stops; the cold report also "
-                     f"normalizes and caches every view (cold open_run {_s(cold_open)} s) and, in the same "
-                     f"task per report, computes every per-report object the report reads from the written "
-                     f"views ({analysis}), then the cross-rank section: see \"Issue #15, third pass\" "
-                     f"below.")):
-        if not (reference and cold):
-            lines.append(_failure(target, _any(rows, "report_cold")))
-            continue
-        ratio = cold / reference
-        lines.append(_line(target, f"{more}{_s(cold)} s = {more}{_x(ratio)} {against} ({_s(reference)} s)",
-                           not more and ratio <= limit, ratio / limit, more, why()))
-    return lines
+    if not (extract and cold):
+        return _failure(target, _any(rows, "report_cold") or _any(rows, "extract"))
+    ratio = cold / extract
+    why = (f"The extraction row reads three tables' columns into Arrow and stops (one process: "
+           f"ADBC holds one core); the cold report also writes every view (cold open_run "
+           f"{_s(cold_open)} s) and computes every per-report object the report reads, then the "
+           f"cross-rank section: {_per_stage(rows)}.")
+    return _line(target, f"{more}{_s(cold)} s = {more}{_x(ratio)} the extraction ({_s(extract)} s)",
+                 not more and ratio <= COLD_VS_EXTRACT, ratio / COLD_VS_EXTRACT, more, why)
+
+
+def _baseline_target(rows: list[dict]) -> str:
+    """The baseline beside nsyswrap cold (like for like: both start from the SQLite files)."""
+    target = f"cold ledger + gaps + skew ≥ {BASELINE_RATIO:.0f}× faster than the pandas baseline"
+    baseline, cold_open = _wall(rows, "baseline"), _wall(rows, "cold_open")
+    computed, computed_more = _bound(rows, "trio_computed")
+    trio, more = _cold_bound(rows, "trio")
+    if not (baseline and trio):
+        return _failure(target, _any(rows, "trio_cold") or _any(rows, "baseline"))
+    ratio = baseline / trio
+    why = (f"The baseline reads only what its three answers need, caches nothing and runs in one "
+           f"process; nsyswrap's cold run first normalizes and caches every view ({_s(cold_open)} s "
+           f"for all later questions), then its three metrics take {computed_more}{_s(computed)} s "
+           f"on the cached views: {_per_stage(rows)}.")
+    measured = f"baseline {_s(baseline)} s ÷ nsyswrap {more}{_s(trio)} s = {'<' if more else ''}{_x(ratio)}"
+    return _line(target, measured, not more and ratio >= BASELINE_RATIO, BASELINE_RATIO / ratio,
+                 more, why)
 
 
 def _steps_target(rows: list[dict]) -> str:
+    target = (f"new --steps window on a cached run ≤ {STEPS_VS_ASSEMBLED:.0f}× the warm report "
+              "with its answer assembled")
     steps_row = _row(rows, "report_steps")
-    target = f"report with new --steps on cached data ≤ {STEPS_VS_WARM:.0f}× warm (issue 15)"
-    (steps, more), (warm, _) = _timing(steps_row), _bound(rows, "report_warm")
-    assembled, _ = _bound(rows, "report_assembled")
-    if not (steps and warm):
-        return _failure(target, steps_row)
-    ratio = steps / warm
-    measured = f"{more}{_s(steps)} s = {more}{_x(ratio)} the warm report ({_s(warm)} s, answer stored)"
-    if assembled:
-        measured += f", {more}{_x(steps / assembled)} the warm report assembled from cached results ({_s(assembled)} s)"
-    return _line(target, measured, not more and ratio <= STEPS_VS_WARM, ratio / STEPS_VS_WARM, more, STEPS_WHY)
+    (steps, more), (assembled, _) = _timing(steps_row), _bound(rows, "report_assembled")
+    if not (steps and assembled):
+        return _failure(target, steps_row or _any(rows, "report_assembled"))
+    ratio = steps / assembled
+    why = ("A new window's per-report objects are read off each report's stored timeline in the "
+           "worker pool (look-ups at its edges, steps and idle stretches), the window's other "
+           "per-report modules are computed, then the cross-rank section for that window.")
+    return _line(target, f"{more}{_s(steps)} s = {more}{_x(ratio)} the assembled warm report "
+                 f"({_s(assembled)} s)", not more and ratio <= STEPS_VS_ASSEMBLED,
+                 ratio / STEPS_VS_ASSEMBLED, more, why)
 
 
-STEPS_WHY = ("A new window's per-report objects (the device sweep, idle gaps, collective exposure, launch "
-             "latency) are computed in the worker pool, then the cross-rank section for that window: see "
-             "\"Issue #15, third pass\" below.")
+def _warm_target(rows: list[dict]) -> str:
+    target = f"warm report (stored answer) ≤ {WARM_S} s"
+    warm, more = _bound(rows, "report_warm")
+    if warm is None:
+        return _failure(target, _any(rows, "report_warm"))
+    why = (f"Python start and `import nsyswrap.cli` take {_s(_wall(rows, 'startup'))} s; the stored "
+           "answer is read and drawn without opening the run.")
+    return _line(target, f"{more}{_s(warm)} s", not more and warm <= WARM_S, warm / WARM_S, more, why)
 
 
 def _together_target(rows: list[dict]) -> str:
@@ -182,57 +207,59 @@ def _together_target(rows: list[dict]) -> str:
     measured = (f"{peak['rss_together_mb']:.0f} MB resident together in a 10 ms sample, the largest of every "
                 f"nsyswrap row ({peak['label']}; {peak['processes']} processes)")
     over = [f"{r['label']} ({r['rss_together_mb']:.0f} MB together; the task process alone peaks at "
-            f"{r['peak_rss_main_mb']:.0f} MB" + (f", holding the {r['detail']['rows']:,} rows it asked for as one "
-                                                 "DataFrame" if "rows" in r.get("detail", {}) else "") + ")"
-            for r in nsyswrap if r["rss_together_mb"] > RSS_MB]
-    return _line(f"whole-tree sampled peak RSS ≤ {RSS_MB / 1024:.0f} GB at -j 2 (issue 15)", measured,
+            f"{r['peak_rss_main_mb']:.0f} MB)" for r in nsyswrap if r["rss_together_mb"] > RSS_MB]
+    return _line(f"sampled peak of the process tree ≤ {RSS_MB / 1024:.0f} GB at -j 2", measured,
                  not over, peak["rss_together_mb"] / RSS_MB, "", f"Over 2 GB: {'; '.join(over)}.")
 
 
-def _warm_target(rows: list[dict]) -> str:
-    target = f"warm report ≤ {WARM_S:.0f} s and ≤ the floor (views, results and answer cached)"
-    warm, more = _bound(rows, "report_warm")
-    if warm is None:
-        return _failure(target, _any(rows, "report_warm"))
-    floor = _wall(rows, "floor")
-    why = (f"Python start and `import nsyswrap.cli` take {_s(_wall(rows, 'startup'))} s; the stored answer is "
-           "read and drawn without opening the run.")
-    measured = f"{more}{_s(warm)} s; the floor {_s(floor)} s"
-    return _line(target, measured, not more and warm <= WARM_S and (floor is None or warm <= floor),
-                 warm / min(WARM_S, floor or WARM_S), more, why)
+def _flat_target(ranks: dict | None) -> str:
+    """The sampled peak of the cold report from 8 to 64 ranks (part ranks, smallest steps)."""
+    target = f"that peak flat to 64 ranks (at most {FLAT}× from 8 to 64)"
+    if not ranks:
+        return f"| {target} | part ranks not measured | — |"
+    rows = ranks["rows"]
+    base = min(r["steps"] for r in rows)
+    by_ranks = {n: v for n in (8, 16, 32, 64)
+                if (v := _point(rows, "local_cold", n, base, "rss_together_mb"))}
+    if len(by_ranks) < 2:
+        return f"| {target} | no result | — |"
+    growth = by_ranks[max(by_ranks)] / by_ranks[min(by_ranks)]
+    measured = (" → ".join(f"{v:.0f}" for v in by_ranks.values()) + " MB at "
+                + "/".join(map(str, by_ranks)) + f" ranks ({ranks['started']})")
+    return _line(target, measured, growth <= FLAT, growth / FLAT, "",
+                 "The pool keeps -j reports in flight; the main process holds the cross-rank "
+                 "section's rows, which grow with ranks.")
 
 
-def _assembled_target(rows: list[dict]) -> str:
-    target = f"warm report ≤ {WARM_S:.0f} s, its answer assembled from the cached results (stored answer removed)"
-    warm, more = _bound(rows, "report_assembled")
-    if warm is None:
-        return _failure(target, _any(rows, "report_assembled"))
-    computed, computed_more = _bound(rows, "report_computed")
-    modules = sorted((r for r in rows if r["key"].startswith("module:") and "wall_s" in r), key=lambda r: -r["wall_s"])
-    opens = [m["detail"]["open_s"] for m in modules if "open_s" in m.get("detail", {})]
-    run_scope = [m for m in modules if m.get("scope") == "run"]
-    why = (f"Python start and `import nsyswrap.cli` take {_s(_wall(rows, 'startup'))} s and a warm open_run "
-           f"{_s(min(opens) if opens else None)} s (pandas, DuckDB and pyarrow imported); the single-rank "
-           f"section is read from the cached results, the cross-rank section's modules run over the run objects "
-           f"stored by the first call (the clock solve is not repeated). Slowest modules of scope run alone "
-           f"(solve included): " + ", ".join(f"{m['key'][7:]} {_timing(m)[1]}{_s(m['wall_s'])} s" for m in run_scope[:5]) + ".")
-    measured = (f"{more}{_s(warm)} s; the first report with these options (views cached, results computed) "
-                f"{computed_more}{_s(computed)} s")
-    return _line(target, measured, not more and warm <= WARM_S, warm / WARM_S, more, why)
+def _stages_target(rows: list[dict]) -> str:
+    st = _stages(rows)
+    target = "CPU per 1 M-kernel report reported per stage (read, sort/sweep, objects, store)"
+    if st is None:
+        return _failure(target, _any(rows, "stages"))
+    return f"| {target} | {_per_stage(rows)} | reported |"
 
 
-def _rss_target(rows: list[dict]) -> str:
-    nsyswrap = [r for r in rows if "peak_rss_mb" in r
-                and (r["key"] in COMPARABLE + ("cold_open",) or r["key"].startswith("module:"))]
-    if not nsyswrap:
-        return ""
-    peak = max(nsyswrap, key=lambda r: r["peak_rss_mb"])
-    over = sorted({_where(r) for r in nsyswrap if r["peak_rss_mb"] > RSS_MB})
-    measured = (f"{peak['peak_rss_mb']:.0f} MB, the sum of the peaks of {peak['processes']} processes "
-                f"({peak['peak_rss_main_mb']:.0f} MB the task process; at most {peak['rss_together_mb']:.0f} MB "
-                f"resident together in a sample) ({_where(peak)})")
-    return _line(f"peak RSS ≤ {RSS_MB / 1024:.0f} GB", measured, not over,
-                 peak["peak_rss_mb"] / RSS_MB, "", f"Over 2 GB: {'; '.join(over)}.")
+STAGES = (("read_s", "read"), ("views_s", "views"), ("sort_sweep_s", "sort/sweep"),
+          ("lookups_s", "look-ups"), ("objects_s", "objects"), ("store_s", "store"))
+STAGES_H = "## CPU per report, by stage"
+
+
+def stages_table(result: dict) -> str:
+    """The stage row's breakdown (bench/stages.py): what each stage costs of one report."""
+    st = _stages(result["rows"])
+    if st is None:
+        return "Not measured in this run."
+    lines = [f"`python -m bench.tasks stages RUN` ({result['started']}): the first report of the "
+             f"main run ({st['kernels']:,} GPU activities), cold, in one process with DuckDB on "
+             "one thread, exactly the views and per-report objects and modules a cold `nsyswrap "
+             "report` computes for it in its worker (bench/stages.py says how each stage is "
+             "timed; CPU is user + system of the process).", "",
+             "| stage | CPU s | share |", "|---|--:|--:|"]
+    lines += [f"| {label} | {st[key]:.2f} | {st[key] / st['total_s']:.0%} |" for key, label in STAGES]
+    lines += [f"| total | {st['total_s']:.2f} | |", "",
+              "Costliest objects (CPU s, net of writing): "
+              + ", ".join(f"{name} {cpu:.2f}" for name, cpu in st["costliest_objects"]) + "."]
+    return "\n".join(lines)
 
 
 def _cold_bound(rows: list[dict], what: str) -> tuple[float | None, str]:
@@ -243,32 +270,6 @@ def _cold_bound(rows: list[dict], what: str) -> tuple[float | None, str]:
     if cold is None and cold_open and computed_more:
         return cold_open + computed, ">"
     return cold, more
-
-
-def _baseline_targets(rows: list[dict]) -> list[str]:
-    """The baseline beside nsyswrap cold (like for like), on cached views and with results cached."""
-    baseline, cold_open = _wall(rows, "baseline"), _wall(rows, "cold_open")
-    computed, computed_more = _bound(rows, "trio_computed")
-    target = f"≥ {BASELINE_RATIO:.0f}× faster than the pandas baseline (ledger + gaps + skew)"
-    why = (f"The baseline starts from the SQLite files and caches nothing. nsyswrap's cold run first normalizes "
-           f"and caches every view ({_s(cold_open)} s, for all later questions); its three metrics then take "
-           f"{computed_more}{_s(computed)} s on the cached views with results computed, against {_s(baseline)} s "
-           f"for the baseline's loading and computing.")
-    lines = []
-    for state, against in (("cold", "nsyswrap cold: the like-for-like comparison, both start from the SQLite files"),
-                           ("computed", "nsyswrap on cached views, results computed: not like for like, the "
-                                        "baseline has no cache"),
-                           ("warm", "nsyswrap with views + results cached: not like for like")):
-        trio, more = _cold_bound(rows, "trio") if state == "cold" else _bound(rows, f"trio_{state}")
-        if not (baseline and trio):
-            failed = (r for r in rows if r["key"] in ("baseline", f"trio_{state}") and not _timing(r)[0])
-            lines.append(_failure(f"{target}, {against}", next(failed, None)))
-            continue
-        ratio = baseline / trio
-        measured = f"baseline {_s(baseline)} s ÷ nsyswrap {more}{_s(trio)} s = {'<' if more else ''}{_x(ratio)}"
-        lines.append(_line(f"{target}, {against}", measured, not more and ratio >= BASELINE_RATIO,
-                           BASELINE_RATIO / ratio, more, why if state == "cold" else ""))
-    return lines
 
 
 def _where(row: dict) -> str:
@@ -282,23 +283,6 @@ def _scale_value(rows: list[dict], key: str, ranks: int, kernels: float, field: 
 
 def _full(rows: list[dict]) -> float:
     return max(r["kernels_per_rank_m"] for r in rows)
-
-
-def _rss_growth(rows: list[dict]) -> list[str]:
-    """RSS by ranks (full kernels per rank), judged from 2 ranks on: -j 2 keeps two reports in flight."""
-    full, lines = _full(rows), []
-    for key, what in (("cold_open", "normalization (cold open_run)"),
-                      ("trio_computed", "ledger + gaps + skew, views cached, results computed")):
-        by_ranks = {r: v for r in (1, 2, 4, 8) if (v := _scale_value(rows, key, r, full, "peak_rss_mb"))}
-        if len(by_ranks) < 3:
-            continue
-        first = 2 if 2 in by_ranks else min(by_ranks)
-        growth = by_ranks[max(by_ranks)] / by_ranks[first]
-        values = " → ".join(f"{v:.0f}" for v in by_ranks.values())
-        verdict = "met" if growth <= 1.25 else f"**missed: {growth:.1f}× from {first} to {max(by_ranks)} ranks**"
-        lines.append(f"| {what}: RSS not growing with ranks | {values} MB at {', '.join(map(str, by_ranks))} "
-                     f"ranks | {verdict} |")
-    return lines
 
 
 def scale_table(result: dict) -> str:
@@ -344,7 +328,7 @@ def _context(result: dict) -> str:
 MAIN_H, TARGETS_H, SCALE_H = "## nsyswrap beside the SQLite floor and the pandas baseline", "## Targets", "## Scale"
 RANKS_H = "## Scale to 64 ranks: the local and the Dask engine"
 WHATIF_H = "## The what-if stage"
-GENERATED = (MAIN_H, TARGETS_H, SCALE_H, RANKS_H, WHATIF_H)
+GENERATED = (MAIN_H, TARGETS_H, SCALE_H, RANKS_H, WHATIF_H, "## CPU per report, by stage")
 WHATIF_ABOUT = (
     "`python -m bench --part whatif`: nsyswrap.crossrank.whatif's model and analysis (every "
     "candidate fix replayed, the critical path, the replay check) on the frames of a synthetic "
@@ -404,8 +388,12 @@ def render(main: dict | None, scale: dict | None, ranks: dict | None = None, pre
         out += [MAIN_H, "", _context(main), "", main_table(main), ""]
     elif MAIN_H in kept:
         out += [kept[MAIN_H]]
-    if main or scale:
-        out += [TARGETS_H, "", targets(main, scale), ""]
+    if main or ranks:
+        out += [TARGETS_H, "", targets(main, ranks), ""]
+    if main:
+        out += [STAGES_H, "", stages_table(main), ""]
+    elif STAGES_H in kept:
+        out += [kept[STAGES_H]]
     elif TARGETS_H in kept:
         out += [kept[TARGETS_H]]
     if scale:

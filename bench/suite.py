@@ -132,6 +132,9 @@ def main_suite(session: Session, run: Path) -> None:
     _cold(session, "trio", "ledger + idle gaps + collective skew", trio, computed)
     session.measure("extract", "diagnostic: ADBC extraction of the kernel/runtime/NVTX columns only",
                     ["extract", run, *j])
+    session.measure("stages", "diagnostic: one report's cold work in one process, CPU by stage "
+                    "(see \"CPU per report, by stage\")", ["stages", run], cache=fresh_cache("stages"),
+                    timeout_s=REPORT_TIMEOUT_S)
     rows_out = dataset.OUT / "module-rows"
     for name, module in catalog().items():  # each the first call of that module on the cached views
         scope, state = ("report", "results computed") if module.per_report else ("run", "computed on the run")

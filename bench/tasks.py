@@ -121,6 +121,13 @@ def task_modules(args) -> dict:
         return {"open_s": opened - started, "query_s": time.perf_counter() - opened, "rows": rows}
 
 
+def task_stages(args) -> dict:
+    """CPU of one report's cold work by stage (bench.stages), in this process."""
+    from bench.stages import stages
+
+    return stages(args.run)
+
+
 def task_baseline(args) -> dict:
     from bench.baseline import analyse
 

@@ -20,7 +20,8 @@ table's types; or a mapping `{name: rows}` of several objects that name the same
 and take the same parameters, which are all made from one call (the cross-rank solve
 makes its tables at once). A per-report builder runs in the worker, on the report alone,
 and its rows are stored like any per-report object's (`rank` and `report` are added by
-the view, never returned).
+the view; over a run of hand-made tables, one table of every rank, it keeps the `rank` it
+returns).
 """
 from __future__ import annotations
 
@@ -55,6 +56,12 @@ class Inputs:
     def reports(self) -> list:
         """The run's reports (`nsyswrap.reports.Report`: rank, path, rank_source)."""
         return list(self._run.reports)
+
+    @property
+    def cached(self) -> tuple:
+        """The run's reports as cached (`nsyswrap.connection.CachedReport`: rank, path,
+        views_dir); none for a run of hand-made tables (which may change between calls)."""
+        return tuple(self._run.cached)
 
     @property
     def allow_unrelated(self) -> bool:
@@ -98,13 +105,17 @@ def build(run, obj: sql_objects.SqlObject, params: dict) -> dict[str, pa.Table]:
                                "with the same parameters")
         table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows,
                                                                              preserve_index=False)
+        # a per-report object's view adds rank and report over cached reports; over
+        # hand-made tables (no store) it is one table of every rank: the rank stays
+        kept = ["rank"] if target.kind == "report" and not run.cached else []
         if target.kind == "report":
-            table = table.drop_columns([c for c in PER_REPORT_KEYS if c in table.column_names])
+            table = table.drop_columns([c for c in PER_REPORT_KEYS if c in table.column_names
+                                        and c not in kept])
         declared = [c.name for c in target.columns]
-        if sorted(table.column_names) != sorted(declared):
+        if sorted(table.column_names) != sorted(kept + declared):
             raise RuntimeError(f"{obj.builder} returned columns {table.column_names} for {name}; "
                                f"its header ({target.path}) declares {declared}")
-        out[name] = table.select(declared)
+        out[name] = table.select(kept + declared)
     return out
 
 
@@ -121,7 +132,11 @@ def typed(con: duckdb.DuckDBPyConnection, obj: sql_objects.SqlObject, rows: pa.T
     view = f"nsyswrap_built_{obj.name}"
     con.register(view, rows)
     try:
-        listed = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in obj.columns)
+        declared = {c.name for c in obj.columns}
+        ranked = ["CAST(rank AS INTEGER) AS rank"] if ("rank" in rows.column_names
+                                                       and "rank" not in declared) else []
+        listed = ", ".join(ranked + [f'CAST("{c.name}" AS {c.type}) AS "{c.name}"'
+                                     for c in obj.columns])
         con.execute(sql.replace("{rows}", f"(SELECT {listed} FROM {view})"))
     finally:
         con.unregister(view)

@@ -188,11 +188,14 @@ def test_nothing_is_inferred_from_sql_text(tmp_path, monkeypatch):
         run_module(run, "gaps.by_cause")
         built = {p.name.rsplit("-", 1)[0] for p in tmp_path.rglob("objects/*")}
     needed = {n for n in sql_objects.needs("gaps.by_cause") if sql_objects.get(n).kind == "report"}
-    assert needed == {"device_windows", "device_step_regions", "device_sync_islands", "device_sweep",
-                      "idle_gap_rows"}
+    assert needed == {"device_windows", "device_step_regions", "device_sync_islands",
+                      "device_timeline", "idle_gap_rows"}
     # and the run's rank identity its rows take (nsyswrap.rank_labels: run object rank_map)
     labels = {n for n in sql_objects.needs("rank_map") if sql_objects.get(n).kind == "report"}
-    assert built == needed | labels | {"gaps.by_cause"}
+    # and what their builders make in the same call (device_timeline: nccl_overlap)
+    builders = {sql_objects.get(n).builder for n in needed} - {None}
+    made = {o.name for o in sql_objects.objects().values() if o.builder in builders}
+    assert built == needed | labels | made | {"gaps.by_cause"}
 
 
 def test_sections_hold_no_sql():

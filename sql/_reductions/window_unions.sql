@@ -1,20 +1,19 @@
--- Union lengths per (rank, device) over the window: compute (c), comm (m), copy (p),
--- compute or comm (cm), any activity (a), read off device_sweep's window edges.
--- @reads device_sweep
+-- Per (rank, device) with a window: the union lengths over it, compute (c), comm (m), copy
+-- (p), compute or comm (cm), any activity (a), each covered_X(window end) -
+-- covered_X(window start) looked up in device_timeline at the two edges; and the summed
+-- time and count of each set's activities overlapping the window (clipped to it;
+-- zero-length ones in it count).
+-- @reads device_timeline, device_windows
+-- @builder nsyswrap.timeline_windows:window_unions
 -- @column device             BIGINT   CUDA device id.
 -- @column c_ns               BIGINT   Union of compute in the window (ns).
 -- @column m_ns               BIGINT   Union of communication (ns).
 -- @column p_ns               BIGINT   Union of copies (ns).
 -- @column cm_ns              BIGINT   Union of compute and communication (ns).
 -- @column a_ns               BIGINT   Union of every activity (ns).
-SELECT
-    rank,
-    device,
-    (arg_max(covered_c, t) - arg_min(covered_c, t))::BIGINT AS c_ns,
-    (arg_max(covered_m, t) - arg_min(covered_m, t))::BIGINT AS m_ns,
-    (arg_max(covered_p, t) - arg_min(covered_p, t))::BIGINT AS p_ns,
-    (arg_max(covered_cm, t) - arg_min(covered_cm, t))::BIGINT AS cm_ns,
-    (arg_max(covered_a, t) - arg_min(covered_a, t))::BIGINT AS a_ns
-FROM device_sweep
-WHERE code = 4
-GROUP BY rank, device
+-- @column compute_sum_ns     BIGINT   Summed compute time in the window, each activity clipped to it (ns).
+-- @column comm_sum_ns        BIGINT   Summed communication time in the window (ns).
+-- @column copy_sum_ns        BIGINT   Summed copy and memset time in the window (ns).
+-- @column compute_kernels    BIGINT   Compute kernels overlapping the window.
+-- @column comm_kernels       BIGINT   Communication kernels and P2P copies overlapping it.
+-- @column copies             BIGINT   Other copies and memsets overlapping it.

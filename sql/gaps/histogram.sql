@@ -1,6 +1,6 @@
 -- One row per (rank, device, cause, length bucket) of the idle gaps in the window.
 -- Buckets are decades: [0, 1 us), [1 us, 10 us), ... , [10 ms, 100 ms), [100 ms, inf).
--- @reads idle_gaps
+-- @reads idle_gap_rows
 -- @column rank INTEGER                 Rank of the report.
 -- @column device BIGINT                CUDA device id.
 -- @column cause VARCHAR                host_bound, sync, other or unknown.
@@ -25,7 +25,7 @@ WITH bucketed AS (
             WHEN dur_ns < 100000000 THEN 10000000
             ELSE 100000000
         END::BIGINT AS bucket_lo_ns
-    FROM idle_gaps
+    FROM idle_gap_rows
 )
 SELECT
     rank,

@@ -4,7 +4,7 @@
 -- went idle: it waited on something else), else sync (host synchronization calls cover
 -- at least half the gap), host_bound (that work was launched only after the GPU went
 -- idle) or unknown (no launch record).
--- @reads idle_gaps
+-- @reads idle_gap_rows
 -- @param min_gap_ns BIGINT = 0         Only gaps at least this long (ns).
 -- @column rank INTEGER                 Rank of the report.
 -- @column device BIGINT                CUDA device id.
@@ -29,6 +29,6 @@ SELECT
     next_name,
     next_launch_ns,
     cause
-FROM idle_gaps
+FROM idle_gap_rows
 WHERE dur_ns >= $min_gap_ns
 ORDER BY rank, device, start_ns

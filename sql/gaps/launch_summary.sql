@@ -1,6 +1,6 @@
 -- One row per (rank, device) with kernels in the window: launch latency percentiles
--- and how many kernels are tiny (shorter than tiny_kernel_ns).
--- @include metrics
+-- and how many kernels are tiny (shorter than tiny_kernel_ns), read off the device timeline.
+-- @reads device_timeline, device_windows
 -- @param tiny_kernel_ns BIGINT = 10000  Kernels shorter than this are tiny (ns).
 -- @column rank INTEGER                 Rank of the report.
 -- @column device BIGINT                CUDA device id.
@@ -14,6 +14,19 @@
 -- @column tiny_kernel_ns BIGINT        Their summed duration (ns).
 -- @scope report
 -- @order rank, device
+WITH launched AS (
+    SELECT
+        t.rank,
+        t.device,
+        t.start_ns - t.launch_ns AS latency_ns,
+        t.end_ns - t.start_ns AS dur_ns
+    FROM device_timeline AS t
+    JOIN device_windows AS w
+        ON w.rank = t.rank
+        AND w.device = t.device
+    WHERE t.start_ns BETWEEN w.window_start_ns AND w.window_end_ns
+        AND t.kernel
+)
 SELECT
     rank,
     device,
@@ -26,6 +39,6 @@ SELECT
     count(*) FILTER (WHERE dur_ns < $tiny_kernel_ns) AS tiny_kernels,
     coalesce(sum(dur_ns) FILTER (WHERE dur_ns < $tiny_kernel_ns), 0)::BIGINT
         AS tiny_kernel_ns
-FROM window_launch_latency($window_nvtx, $step_pattern, $step_from, $step_to)
+FROM launched
 GROUP BY rank, device
 ORDER BY rank, device

@@ -2,7 +2,6 @@
 -- compute_only + comm_only + both + copy_only + idle = span. Communication is NCCL
 -- kernels and peer-to-peer copies, copy is any other memcpy/memset, compute is every
 -- other kernel; all streams of the device count, busy times are unions, not sums.
--- @include metrics
 -- @reads window_unions, device_windows
 -- @column rank INTEGER                 Rank of the report.
 -- @column device BIGINT                CUDA device id.
@@ -50,35 +49,14 @@ ledger AS (
         a_ns AS busy_ns,
         c_ns AS compute_busy_ns,
         m_ns AS comm_busy_ns,
-        p_ns AS copy_busy_ns
+        p_ns AS copy_busy_ns,
+        compute_sum_ns,
+        comm_sum_ns,
+        copy_sum_ns,
+        compute_kernels,
+        comm_kernels,
+        copies
     FROM unions
-),
-clipped AS (
-    SELECT
-        w.rank,
-        w.device,
-        k.activity,
-        greatest(0, least(k.end_ns, w.window_end_ns)
-            - greatest(k.start_ns, w.window_start_ns)) AS dur_ns
-    FROM gpu_work() AS k
-    JOIN win AS w
-        ON w.rank = k.rank
-        AND w.device = k.device
-    WHERE (k.start_ns < w.window_end_ns AND k.end_ns > w.window_start_ns)
-        OR (k.dur_ns = 0 AND k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns)
-),
-sums AS (
-    SELECT
-        rank,
-        device,
-        coalesce(sum(dur_ns) FILTER (WHERE activity = 'compute'), 0) AS compute_sum_ns,
-        coalesce(sum(dur_ns) FILTER (WHERE activity = 'comm'), 0) AS comm_sum_ns,
-        coalesce(sum(dur_ns) FILTER (WHERE activity = 'copy'), 0) AS copy_sum_ns,
-        count(*) FILTER (WHERE activity = 'compute') AS compute_kernels,
-        count(*) FILTER (WHERE activity = 'comm') AS comm_kernels,
-        count(*) FILTER (WHERE activity = 'copy') AS copies
-    FROM clipped
-    GROUP BY rank, device
 ),
 joined AS (
     SELECT
@@ -96,19 +74,16 @@ joined AS (
         coalesce(l.compute_busy_ns, 0)::BIGINT AS compute_busy_ns,
         coalesce(l.comm_busy_ns, 0)::BIGINT AS comm_busy_ns,
         coalesce(l.copy_busy_ns, 0)::BIGINT AS copy_busy_ns,
-        coalesce(s.compute_sum_ns, 0)::BIGINT AS compute_sum_ns,
-        coalesce(s.comm_sum_ns, 0)::BIGINT AS comm_sum_ns,
-        coalesce(s.copy_sum_ns, 0)::BIGINT AS copy_sum_ns,
-        coalesce(s.compute_kernels, 0) AS compute_kernels,
-        coalesce(s.comm_kernels, 0) AS comm_kernels,
-        coalesce(s.copies, 0) AS copies
+        coalesce(l.compute_sum_ns, 0)::BIGINT AS compute_sum_ns,
+        coalesce(l.comm_sum_ns, 0)::BIGINT AS comm_sum_ns,
+        coalesce(l.copy_sum_ns, 0)::BIGINT AS copy_sum_ns,
+        coalesce(l.compute_kernels, 0) AS compute_kernels,
+        coalesce(l.comm_kernels, 0) AS comm_kernels,
+        coalesce(l.copies, 0) AS copies
     FROM win AS w
     LEFT JOIN ledger AS l
         ON l.rank = w.rank
         AND l.device = w.device
-    LEFT JOIN sums AS s
-        ON s.rank = w.rank
-        AND s.device = w.device
 )
 SELECT
     rank,

@@ -1,0 +1,121 @@
+"""Where the CPU of one report's cold work goes, stage by stage (`python -m bench.tasks
+stages RUN`): the first report of RUN, in this process alone (DuckDB on one thread, as in
+a worker of `-j` 2 on 2 cores), into an empty cache, exactly the work a cold `nsyswrap
+report` does per report in its worker: the views, then every per-report object and module
+the report reads (`nsyswrap.report.planned`).
+
+Stages, CPU seconds of this process (user + system, every thread):
+
+- read: the ADBC reads out of SQLite (CPU of the thread pulling the batches, UTF-8 checks
+  included), timed inside the batch generator;
+- views: the rest of normalization (names, the launches join, the other views);
+- sort/sweep: the device timeline's builder (the activities read back from the kernels
+  view, one sort per device, the sweep, each NCCL kernel's overlap);
+- look-ups: the objects read off the timeline (window unions, step unions, idle gaps);
+- objects: every other per-report object and module the report reads (SQL);
+- store: writing Parquet, measured apart: every file the views and objects wrote is read
+  into memory and written again with the same options, and that write is its share (the
+  other stages are given net of it).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+TIMELINE = {"device_timeline", "nccl_overlap"}
+LOOKUPS = {"window_unions", "step_unions", "idle_gap_rows"}
+
+
+def cpu() -> float:
+    return time.process_time()
+
+
+def stages(run: Path) -> dict:
+    from nsyswrap import cache, planner, sqlite_source
+    from nsyswrap.opener import DEFAULT_OPENER
+    from nsyswrap.opening import plan_of
+    from nsyswrap.report import ReportOptions, planned
+    from nsyswrap.reports import expand
+    from nsyswrap.validate import inspect_tables
+
+    report = sorted(expand([run]), key=lambda p: p.name)[0]
+    wanted = list(planned(DEFAULT_OPENER, ReportOptions()).plan)
+    _, (cached,) = plan_of([report], wanted)
+    targets = planner.planned(planner.plan.Scope((cached,), (), False, True), wanted)[0]
+    read = [0.0]
+
+    def timed_reader(path, query):  # the batches pulled by DuckDB, timed in the thread pulling them
+        reader = sqlite_source.read_batches(path, query)
+
+        def batches():
+            it = iter(reader)
+            while True:
+                started = time.thread_time()
+                batch = next(it, None)
+                read[0] += time.thread_time() - started
+                if batch is None:
+                    return
+                yield batch
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+    per_object: dict[str, float] = {}
+    store_object = planner._store
+
+    def timed_store(one, name, params, target):
+        started = cpu()
+        store_object(one, name, params, target)
+        per_object[name] = per_object.get(name, 0.0) + cpu() - started
+
+    cache.read_batches, planner._store = timed_reader, timed_store
+    try:
+        started = cpu()
+        cache.normalize(report, inspect_tables(report), cached.views_dir)
+        normalized = cpu() - started
+        started = cpu()
+        planner.compute("2048MB", 1, (cached, targets))
+        computed = cpu() - started
+    finally:
+        cache.read_batches, planner._store = sqlite_source.read_batches, store_object
+    view_store = _rewrite(sorted(cached.views_dir.glob("*.parquet")), cache.VIEW_PARQUET)
+    object_store = {name: _rewrite([target / planner.ROWS], f"FORMAT parquet, ROW_GROUP_SIZE "
+                                   f"{planner.ROW_GROUP}") for name, _, target in targets}
+    sweep = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in TIMELINE)
+    lookups = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in LOOKUPS)
+    others = computed - sweep - lookups - sum(object_store.values())
+    return {
+        "report": str(report), "kernels": _count(cached.views_dir / "kernels.parquet"),
+        "read_s": read[0], "views_s": normalized - read[0] - view_store, "sort_sweep_s": sweep,
+        "lookups_s": lookups, "objects_s": others,
+        "store_s": view_store + sum(object_store.values()),
+        "total_s": normalized + computed,
+        "costliest_objects": sorted(((n, round(s - object_store.get(n, 0), 3))
+                                     for n, s in per_object.items()), key=lambda x: -x[1])[:8],
+    }
+
+
+def _rewrite(files: list[Path], options: str) -> float:
+    """CPU to write the rows of `files` again with `options` (read into memory first)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    total = 0.0
+    with tempfile.TemporaryDirectory() as folder:
+        for i, file in enumerate(files):
+            con.execute(f"CREATE OR REPLACE TABLE t AS SELECT * FROM read_parquet('{file}')")
+            started = cpu()
+            con.execute(f"COPY t TO '{os.path.join(folder, f'{i}.parquet')}' ({options})")
+            total += cpu() - started
+    con.close()
+    return total
+
+
+def _count(file: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(file).metadata.num_rows

@@ -1,0 +1,45 @@
+-- One row per GPU activity of a device (kernel, memcpy, memset), in start order: the one
+-- sorted timeline per device behind the ledger, the step ledger, collective exposure, idle
+-- gaps and launch latency, computed once per report right after the views (one sort per
+-- device, then one sweep: nsyswrap.device_timeline). The time a set X covers before an
+-- instant t is union_X - max(0, end_X - t) over the rows starting before t; the first row
+-- of every block of 64 rows of a device carries that state over the rows before it (the
+-- *_end_ns and *_ns columns; NULL on the other rows), and a look-up at t sweeps on from
+-- the block holding the last row starting before t. Sets: comm = NCCL kernels and
+-- peer-to-peer copies, copy = other memcpy/memset, compute = every other kernel; a
+-- zero-length activity adds no time but ends an idle stretch; one ending before it starts
+-- or never counts by its start only. Rows are read in their stored order.
+-- @reads kernels, launches
+-- @builder nsyswrap.device_timeline:build
+-- @column device             BIGINT    CUDA device id.
+-- @column start_ns           BIGINT    Activity start, ns on the report's session clock.
+-- @column end_ns             BIGINT    Activity end (ns; as in the kernels view).
+-- @column activity           UTINYINT  0 compute, 1 comm, 2 copy.
+-- @column kernel             BOOLEAN   A kernel, not a memcpy or memset.
+-- @column launch_ns          BIGINT    First launch call of its correlation id (ns; NULL:
+--                                      not traced).
+-- @column compute_end_ns     BIGINT    First row of a block: furthest end of compute and
+--                                      zero-length activities before it (ns).
+-- @column comm_end_ns        BIGINT    First row of a block: furthest end of communication
+--                                      before it (ns).
+-- @column copy_end_ns        BIGINT    First row of a block: furthest end of copies before
+--                                      it (ns).
+-- @column compute_ns         BIGINT    First row of a block: union of compute before it (ns).
+-- @column comm_ns            BIGINT    First row of a block: union of communication before
+--                                      it (ns).
+-- @column copy_ns            BIGINT    First row of a block: union of copies before it (ns).
+-- @column compute_comm_ns    BIGINT    First row of a block: union of compute and
+--                                      communication before it (ns).
+-- @column busy_ns            BIGINT    First row of a block: union of every activity before
+--                                      it (ns).
+-- @column ends_idle          BOOLEAN   Nothing ran on the device just before it starts: it
+--                                      ends an idle stretch (or is the device's first work).
+-- @column idle_since_ns      BIGINT    Where that idle stretch started: the end of everything
+--                                      before (ns; NULL: the first work).
+-- @column next_name          VARCHAR   On rows ending an idle stretch, and on rows without a
+--                                      usable end (the only work that can start inside one,
+--                                      where a window may end): the name of the work starting
+--                                      here (of work starting together, the first launched
+--                                      of those named, else the least name).
+-- @column next_launch_ns     BIGINT    On those rows: the first launch call of the work
+--                                      starting here (ns).
