@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nsyswrap.reports import assign_ranks, expand
+from nsyswrap.storage.reports import assign_ranks, expand
 
 PTOP = 10  # ENUM_CUDA_MEMCPY_OPER: peer-to-peer copy
 STREAM_WAIT = 2  # ENUM_CUPTI_SYNC_TYPE: cudaStreamWaitEvent

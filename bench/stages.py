@@ -35,12 +35,14 @@ def cpu() -> float:
 
 
 def stages(run: Path) -> dict:
-    from nsyswrap import cache, planner, sqlite_source
-    from nsyswrap.opener import DEFAULT_OPENER
-    from nsyswrap.opening import plan_of
+    from nsyswrap.engine import cache
+    from nsyswrap.storage import sqlite_source
+    from nsyswrap.engine import planner
+    from nsyswrap.engine.opener import DEFAULT_OPENER
+    from nsyswrap.engine.opening import plan_of
     from nsyswrap.report import ReportOptions, planned
-    from nsyswrap.reports import expand
-    from nsyswrap.validate import inspect_tables
+    from nsyswrap.storage.reports import expand
+    from nsyswrap.storage.validate import inspect_tables
 
     report = sorted(expand([run]), key=lambda p: p.name)[0]
     wanted = list(planned(DEFAULT_OPENER, ReportOptions()).plan)

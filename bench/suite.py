@@ -104,7 +104,7 @@ def warm_page_cache(run: Path) -> None:
 def main_suite(session: Session, run: Path) -> None:
     """floor; the report and the baseline's work, each on cached views with results
     computed, with results cached, and cold; the baseline; each module alone."""
-    from nsyswrap.queries import catalog
+    from nsyswrap.engine.queries import catalog
 
     j = ["-j", session.jobs]
     warm_page_cache(run)

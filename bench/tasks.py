@@ -30,9 +30,9 @@ def task_extract(args) -> dict:
     """Read the big tables into Arrow exactly as nsyswrap's cache does, `jobs` reports at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from nsyswrap.cache import _raw
-    from nsyswrap.reports import expand
-    from nsyswrap.validate import inspect_tables
+    from nsyswrap.engine.cache import _raw
+    from nsyswrap.storage.reports import expand
+    from nsyswrap.storage.validate import inspect_tables
 
     def read(path: Path) -> int:
         tables = inspect_tables(path)
@@ -86,7 +86,7 @@ def _engine(name: str, workers: int):
             client.write_scheduler_file(str(scheduler_file))
             yield ["--engine", "dask", "--scheduler-file", str(scheduler_file)], timing
     finally:
-        from nsyswrap.dask_engine import close_clients
+        from nsyswrap.engine.dask_engine import close_clients
 
         close_clients()  # nsyswrap's own client, kept between runs, before its scheduler goes
         cluster.close()
@@ -105,8 +105,8 @@ def task_modules(args) -> dict:
     With `--stream DIR`, each module's rows go to DIR/NAME.parquet as `nsyswrap query NAME RUN -o
     FILE -f parquet` writes them (streamed: never one DataFrame in this process)."""
     from nsyswrap import open_run
-    from nsyswrap.queries import run_module
-    from nsyswrap.stream import write_module
+    from nsyswrap.engine.queries import run_module
+    from nsyswrap.engine.stream import write_module
 
     def rows_of(run, name: str) -> int:
         if args.stream is None:

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsyswrap import sql_objects
-from nsyswrap.connection import VIEWS
-from nsyswrap.opener import DEFAULT_OPENER, Opener
-from nsyswrap.queries import catalog, run_module
-from nsyswrap.sql_guard import check_read_only, lock
+from nsyswrap.engine import sql_objects
+from nsyswrap.engine.connection import VIEWS
+from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
+from nsyswrap.engine.queries import catalog, run_module
+from nsyswrap.engine.sql_guard import check_read_only, lock
 
 
 def query(name: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
@@ -22,7 +22,7 @@ def query_to_file(name: str, reports: list[str | Path], output: Path, fmt: str, 
                   opener: Opener = DEFAULT_OPENER, **params) -> int:
     """Write prebuilt module `name`'s rows to `output` as csv or parquet, per-rank modules
     streamed from the per-report results (memory does not grow with the rows); the rows."""
-    from nsyswrap.stream import write_module
+    from nsyswrap.engine.stream import write_module
 
     with opener.open(reports) as run:
         return write_module(run, name, Path(output), fmt, **params)

@@ -146,8 +146,8 @@ def opens_reports(command):
 
     @functools.wraps(command)
     def with_opener(*args, **kwargs):
-        from nsyswrap.opener import Opener
-        from nsyswrap.pool import find_engine
+        from nsyswrap.engine.opener import Opener
+        from nsyswrap.engine.pool import find_engine
 
         given = {name: kwargs.pop(name) for name in ENGINE_OPTIONS}
         opener = Opener(rank_pattern=given["rank_pattern"], jobs=given["jobs"],
@@ -436,7 +436,7 @@ def cache_info(
     cache_max: CacheMax = None,
 ) -> None:
     """What the cache holds: entries and bytes per kind, its cap and where it is."""
-    from nsyswrap import store
+    from nsyswrap.storage import store
 
     table = store.info(cache_max or "")
     if fmt is not Format.table:
@@ -451,7 +451,7 @@ def cache_info(
 @cache_app.command("clear")
 def cache_clear() -> None:
     """Remove every cache entry that no running nsyswrap is using."""
-    from nsyswrap import store
+    from nsyswrap.storage import store
 
     removed, freed, kept = store.clear()
     print(f"removed {removed:,} entries ({store.human(freed)})"

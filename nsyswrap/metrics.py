@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.queries import run_module
-from nsyswrap.run import Run
+from nsyswrap.engine.queries import run_module
+from nsyswrap.engine.run import Run
 
 
 def time_ledger(run: Run, **params) -> pd.DataFrame:

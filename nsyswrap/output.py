@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.validate import special_file
+from nsyswrap.storage.validate import special_file
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.opener import DEFAULT_OPENER, Opener
+from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.output import check_writable
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 DEFAULT_MAX_EVENTS = 100_000
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from nsyswrap import open_run
-from nsyswrap.connection import VIEWS, session
-from nsyswrap.run import Run
+from nsyswrap.engine.connection import VIEWS, session
+from nsyswrap.engine.run import Run
 
 from report_builder import global_pid, make_report
 

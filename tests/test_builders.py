@@ -1,4 +1,4 @@
-"""Objects built in Python (`-- @builder module:function`, nsyswrap.builders): per-report and
+"""Objects built in Python (`-- @builder module:function`, nsyswrap.engine.builders): per-report and
 run objects, typed by their @column lines, reading only what they declare."""
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES
 
-from nsyswrap import open_run, planner, sql_objects
+from nsyswrap import open_run
 
+
+from nsyswrap.engine import planner, sql_objects
 HEADERS = {
     "_reductions/test_device_counts.sql": """-- One row per device of one report: its activities.
 -- @reads kernels

@@ -14,15 +14,15 @@ import pandas as pd
 import pytest
 
 from nsyswrap import open_run
-from nsyswrap import sql_objects
-from nsyswrap.connection import VIEWS
+from nsyswrap.engine import sql_objects
+from nsyswrap.engine.connection import VIEWS
 from nsyswrap.crossrank import (
     bandwidth, clock_offsets, comm_split, fit_alpha_beta, matched_collectives, mismatches, phase_lag, stragglers,
 )
-from nsyswrap.queries import catalog, run_module
+from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.cross_rank import crossrank_section
-from nsyswrap.sql_files import sql_root
+from nsyswrap.storage.sql_files import sql_root
 from nsyswrap.synth import ExtraCollective, Scenario, Straggler, generate_run
 
 from crossrank_runs import ALPHA_NS, BYTES_PER_NS, planted_run

@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsyswrap import open_run, planner
+from nsyswrap import open_run
+
+from nsyswrap.engine import planner
 import pandas as pd
 
 from nsyswrap.crossrank import clock_offsets, matched_collectives, phase_lag, stragglers
@@ -50,7 +52,7 @@ def test_every_offset_and_drift_exact(hybrid):
 
 def test_groups_are_found_and_never_merged(hybrid):
     _, run = hybrid
-    planner.bind(run, "xr_groups", {})  # run objects are bound when asked for (nsyswrap.planner)
+    planner.bind(run, "xr_groups", {})  # run objects are bound when asked for (nsyswrap.engine.planner)
     groups = run.df("SELECT members, spans_hosts FROM xr_groups ORDER BY members")
     assert sorted(groups["members"]) == ["0,1,2,3", "0,4", "1,5", "2,6", "3,7", "4,5,6,7"]
     assert groups.set_index("members")["spans_hosts"].to_dict()["0,4"]

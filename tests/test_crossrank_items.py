@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from nsyswrap import open_run
-from nsyswrap.builders import create_table
+from nsyswrap.engine.builders import create_table
 from nsyswrap.comparison.gate import REGRESSION
 from nsyswrap.crossrank.solve import ALIGNED_COLUMNS
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.synth import generate_run, preset
@@ -100,7 +100,7 @@ def test_waits_of_seconds_are_reported(tmp_path):
 
 def test_frames_are_handed_to_duckdb_typed():
     """ns past 2^31 after thousands of small ones: the solve's frames are cast to the
-    declared column types (nsyswrap.builders), no type is guessed from the first rows."""
+    declared column types (nsyswrap.engine.builders), no type is guessed from the first rows."""
     n = 5_000
     frame = pd.DataFrame({c: [None] * n for c in ALIGNED_COLUMNS}).assign(
         pg="0",

@@ -26,12 +26,14 @@ from test_crossrank_hybrid import (  # noqa: F401
     test_timeline_places_every_rank_by_its_drifting_clock,
 )
 
-from nsyswrap import open_run, planner
+from nsyswrap import open_run
+
+from nsyswrap.engine import planner
 from nsyswrap.crossrank import clock_offsets
 from nsyswrap.crossrank.nccl_payload import BY_LAYOUT, NO_BLOBS, PayloadError, decode, payload_keys, split
 from nsyswrap.crossrank.ranks import member_ranks
 from nsyswrap.launch.export import export_run, include_blobs
-from nsyswrap.reports import Report
+from nsyswrap.storage.reports import Report
 from nsyswrap.synth import generate_run, preset
 from nsyswrap.synth import nccl_nvtx
 

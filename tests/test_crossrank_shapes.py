@@ -15,7 +15,7 @@ from nsyswrap import open_run
 from nsyswrap.crossrank import clock_offsets, matched_collectives
 from nsyswrap.crossrank.alignment import MAX_DRIFT_PPB, solve_clocks
 from nsyswrap.crossrank.streams import infer_barrier_groups
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions
 from nsyswrap.report.data_quality import crossrank_notes
 from nsyswrap.synth import generate_run, preset

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from conftest import FIXTURES
-from nsyswrap.dask_engine import close_clients
+from nsyswrap.engine.dask_engine import close_clients
 
 distributed = pytest.importorskip("distributed")
 
@@ -54,7 +54,7 @@ def test_report_json_is_the_local_one(cli, cluster, cache, run):
     names = {task["key"].split("-")[0] for task in stream.data}
     assert len(workers) == 2, "both worker processes took reports"
     # one task per report: its normalization and the per-report objects and modules the
-    # report reads, in one pass (nsyswrap.run.open_run's plan)
+    # report reads, in one pass (nsyswrap.engine.run.open_run's plan)
     assert names == {"_normalize"}, names
 
 

@@ -1,4 +1,4 @@
-"""The figures read off the stored device timeline (nsyswrap.device_timeline) equal those
+"""The figures read off the stored device timeline (nsyswrap.sweep.device_timeline) equal those
 of the windowed SQL sweep they replaced, kept here as the reference
 (tests/data/sweep_reference: `device_sweep` and the objects and modules that read it, as
 they were): on the fixtures over many kinds of windows, and on random activities with
@@ -18,8 +18,12 @@ from hypothesis import strategies as st
 from metric_helpers import table_run
 from test_window_objects import WINDOWS
 
-from nsyswrap import device_timeline, open_run, planner, sql_objects
+from nsyswrap.sweep import device_timeline
 
+
+from nsyswrap import open_run
+
+from nsyswrap.engine import planner, sql_objects
 REFERENCE = {p.stem: p.read_text()
              for p in (Path(__file__).parent / "data" / "sweep_reference").glob("*.sql")}
 REPLACED = ("device_sweep", "window_unions", "step_unions", "idle_gap_rows", "idle_gaps",

@@ -17,7 +17,7 @@ from nsyswrap.crossrank import comm_split
 from nsyswrap.comparison.significance import MIN_STEPS, compare_medians
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.opener import Opener
+from nsyswrap.engine.opener import Opener
 from nsyswrap.synth import generate_run
 from nsyswrap.synth.catalog import COVER_KERNEL
 from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_pair

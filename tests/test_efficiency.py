@@ -15,11 +15,11 @@ import pytest
 from conftest import FIXTURES, ROOT, SHARED
 
 import nsyswrap
-from nsyswrap import sql_objects
-from nsyswrap.connection import session
+from nsyswrap.engine import sql_objects
+from nsyswrap.engine.connection import session
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.nsys import nsys_argv
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.compute import kernel_spread, slow_kernels
 from nsyswrap.report.diagnosis import diagnose

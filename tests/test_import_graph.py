@@ -1,17 +1,18 @@
-"""The imports run one way: CLI -> sections -> domain -> engine -> storage. The engine
-imports no domain package, not even inside a function (a builder is imported by name
-when it runs: nsyswrap.builders), so no import circle joins the engine and crossrank/."""
+"""The layout shows the architecture and the imports run one way: CLI -> sections ->
+domain -> engine (nsyswrap/engine) -> storage (nsyswrap/storage). The engine imports no
+domain package, not even inside a function (a builder is imported by name when it runs:
+nsyswrap.engine.builders), so no import circle joins the engine and crossrank/."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "nsyswrap"
-DOMAIN = ("crossrank", "report", "html_report", "comparison", "annotate", "launch", "synth")
-ENGINE = ("api", "builders", "cache", "cache_keys", "connection", "dask_engine", "errors",
-          "opener", "opening", "plan", "planner", "pool", "processes", "queries", "rank_labels",
-          "raw_tables", "reports", "run", "sql_files", "sql_guard", "sql_objects",
-          "sqlite_source", "store", "stream", "validate")
+LAYERS = {"engine": ("engine", "storage"), "storage": ("storage",)}
+# What stays at the top of the package: the CLI and its output, the public API, the one
+# error type, the single-rank metric calls and the Chrome trace export.
+TOP = {"__init__", "__main__", "api", "cli", "errors", "metrics", "output", "text_table",
+       "timeline"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -25,18 +26,29 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def test_the_engine_imports_no_domain_package():
-    assert {p.stem for p in ROOT.glob("*.py")} >= set(ENGINE)
-    for name in ENGINE:
-        domain = {m for m in _imports(ROOT / f"{name}.py")
-                  if m.split(".")[1:2] and m.split(".")[1] in DOMAIN}
-        assert not domain, f"nsyswrap/{name}.py imports {sorted(domain)}"
+def _modules(package: str) -> dict[str, Path]:
+    return {f"nsyswrap.{package}.{p.stem}": p for p in (ROOT / package).glob("*.py")
+            if p.stem != "__init__"}
+
+
+def test_the_top_of_the_package_holds_only_its_entry_points():
+    assert {p.stem for p in ROOT.glob("*.py")} == TOP
+
+
+def test_each_layer_imports_only_itself_and_the_layers_below():
+    """The engine imports the engine, storage and the error type; storage only storage."""
+    for layer, allowed in LAYERS.items():
+        for name, path in _modules(layer).items():
+            above = {m for m in _imports(path) if m.split(".")[1:2]
+                     and m.split(".")[1] not in (*allowed, "errors")}
+            assert not above, f"{name} imports {sorted(above)}"
 
 
 def test_the_engine_has_no_import_circle():
-    """Not even inside a function: each engine module imports only modules below it."""
-    graph = {name: {m.split(".")[1] for m in _imports(ROOT / f"{name}.py")
-                    if m.split(".")[1:2] and m.split(".")[1] in ENGINE} for name in ENGINE}
+    """Not even inside a function: each engine or storage module imports only modules
+    below it."""
+    modules = _modules("engine") | _modules("storage")
+    graph = {name: {m for m in _imports(path) if m in modules} for name, path in modules.items()}
     done: set[str] = set()
 
     def visit(name: str, path: list[str]) -> None:
@@ -46,7 +58,7 @@ def test_the_engine_has_no_import_circle():
                 visit(imported, path + [name])
             done.add(name)
 
-    for name in ENGINE:
+    for name in modules:
         visit(name, [])
 
 
@@ -54,4 +66,4 @@ def test_crossrank_reaches_the_engine_through_its_interface():
     """crossrank/ reads declared objects and modules (queries, run) and never the
     planner's insides."""
     for path in (ROOT / "crossrank").glob("*.py"):
-        assert not {m for m in _imports(path) if m.startswith("nsyswrap.planner")}, path.name
+        assert not {m for m in _imports(path) if m.startswith("nsyswrap.engine.planner")}, path.name

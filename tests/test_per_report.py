@@ -10,10 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nsyswrap import open_run, planner
+from nsyswrap import open_run
+
+from nsyswrap.engine import planner
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.pool import map_reports
-from nsyswrap.queries import bind, catalog, run_module, run_modules
+from nsyswrap.engine.pool import map_reports
+from nsyswrap.engine.queries import bind, catalog, run_module, run_modules
 from nsyswrap.report import ReportOptions, build_report, report
 from nsyswrap.synth import generate_run, preset
 

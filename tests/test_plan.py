@@ -1,4 +1,4 @@
-"""The compiled plan (nsyswrap.plan) and `nsyswrap plan`: what `report` would compute, what
+"""The compiled plan (nsyswrap.engine.plan) and `nsyswrap plan`: what `report` would compute, what
 is stored, and why, before anything runs."""
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import json
 
 from conftest import FIXTURES
 
-from nsyswrap import plan, sql_objects, store
-from nsyswrap.connection import CachedReport
+from nsyswrap.engine import plan, sql_objects
+
+from nsyswrap.storage import store
+from nsyswrap.engine.connection import CachedReport
 
 RUN = FIXTURES / "run2"
 
@@ -43,9 +45,10 @@ def test_the_plan_says_what_is_stored_and_leaves_out_what_only_stored_steps_read
     assert all(r["compute"] in (0, "no") for r in rows if r["stage"] != "run" or r["stored"] != "-")
     assert "xr_rank_keys" not in {r["name"] for r in rows}  # the stored solve needs none of it
     window = {r["name"]: r for r in _rows(cli, "--steps", "1:2")}
-    sweep = window["device_sweep"]
-    assert sweep["compute"] == 2 and "step_from=1" in sweep["params"]
-    assert window["device_step_regions"]["compute"] == 0  # the same for every window: stored
+    edges = window["device_windows"]
+    assert edges["compute"] == 2 and "step_from=1" in edges["params"]
+    for stored in ("device_timeline", "device_step_regions"):  # the same for every window
+        assert window[stored]["compute"] == 0, stored
 
 
 def test_a_plan_without_cached_reports_computes_every_step_on_the_connection():

@@ -12,9 +12,9 @@ import pytest
 from conftest import FIXTURES
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
-from nsyswrap.precompute import precompute
+from nsyswrap.launch.precompute import precompute
 from nsyswrap.report import report
-from nsyswrap.opener import Opener
+from nsyswrap.engine.opener import Opener
 
 
 def test_after_each_rank_alone_the_run_only_reduces(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from nsyswrap import open_run
-from nsyswrap.cache import VIEWS
+from nsyswrap.engine.cache import VIEWS
 
 from conftest import PUBLIC
 

@@ -14,7 +14,7 @@ from nsyswrap import open_run
 from nsyswrap.api import query_to_file
 from nsyswrap.crossrank import clock_offsets
 from nsyswrap.crossrank.ranks import rank_map
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.render import heading

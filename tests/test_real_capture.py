@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nsyswrap
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"

@@ -33,7 +33,7 @@ def _truncate(path: Path) -> None:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
     """(report, a store holding its views, per-report objects and per-rank results)."""
-    from nsyswrap.precompute import precompute
+    from nsyswrap.launch.precompute import precompute
 
     folder = tmp_path_factory.mktemp("built")
     report = Path(shutil.copy(REPORT, folder / "rank0.sqlite"))
@@ -96,9 +96,9 @@ def test_an_unusable_cache_falls_back_to_a_private_directory(cli, report, tmp_pa
 
 
 def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch):
-    import nsyswrap.cache_keys
+    import nsyswrap.storage.cache_keys
 
-    monkeypatch.setattr(nsyswrap.cache_keys, "MIN_FREE_BYTES", 1 << 62)  # more than any disk has free
+    monkeypatch.setattr(nsyswrap.storage.cache_keys, "MIN_FREE_BYTES", 1 << 62)  # more than any disk has free
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "full"))
     count, err = _count(cli, report)
     assert count > 0 and "MB free); caching in" in err

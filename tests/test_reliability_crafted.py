@@ -351,10 +351,10 @@ def test_a_new_commit_in_the_wal_file_is_read_again(wal_report, original):
 def test_a_report_damaged_part_way_is_one_line_without_the_sql(cli, tmp_path, monkeypatch, table):
     """The header and the first rows read; a page further on does not (as when the file is
     cut short or rewritten while read): small batches, so the damage is met mid-stream."""
-    import nsyswrap.sqlite_source
+    import nsyswrap.storage.sqlite_source
     from nsyswrap.synth import generate_run, preset
 
-    monkeypatch.setattr(nsyswrap.sqlite_source, "BATCH_ROWS", 300)
+    monkeypatch.setattr(nsyswrap.storage.sqlite_source, "BATCH_ROWS", 300)
 
     generate_run(preset("run2").replace(steps=20), tmp_path / "run")
     report = tmp_path / "run" / "rank0.sqlite"

@@ -77,7 +77,7 @@ def test_a_bad_scheduler_file_fails_in_seconds(cli, cache, tmp_path, text, needl
 def test_a_lost_worker_is_retried_and_a_cluster_without_workers_is_an_error(monkeypatch):
     """Two workers: one killed mid-task, its task runs again on the other. Then every worker
     gone while tasks wait: an error after WORKERS_TIMEOUT_S, not an endless wait."""
-    import nsyswrap.dask_engine as engine_module
+    import nsyswrap.engine.dask_engine as engine_module
     from nsyswrap.errors import NsysWrapError
 
     monkeypatch.setattr(engine_module, "WORKERS_TIMEOUT_S", 3)

@@ -40,7 +40,7 @@ VIEWS_UNDER_A_LIMIT = """
 import resource, sys
 from pathlib import Path
 import duckdb
-from nsyswrap.connection import create_view
+from nsyswrap.engine.connection import create_view
 folder, n = Path(sys.argv[1]), int(sys.argv[2])
 con = duckdb.connect()
 for view in ("kernels", "session"):
@@ -72,7 +72,7 @@ def test_views_over_many_reports_hold_few_files_open(tmp_path, reports):
 ONE_LIMIT = """
 import os, resource, sys
 import duckdb, pandas, pyarrow.parquet, adbc_driver_sqlite.dbapi  # loaded before the limit
-import nsyswrap.cli, nsyswrap.run
+import nsyswrap.cli, nsyswrap.engine.run
 held = len(os.listdir("/proc/self/fd"))
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 resource.setrlimit(resource.RLIMIT_NOFILE, (held + int(sys.argv[1]), hard))
@@ -116,8 +116,8 @@ def test_limit_errors_name_the_file_and_the_fix():
 
 FULL = """
 import sys
-import nsyswrap.cache_keys
-nsyswrap.cache_keys.MIN_FREE_BYTES = 0  # the start-up check passes: the disk fills up later
+import nsyswrap.storage.cache_keys
+nsyswrap.storage.cache_keys.MIN_FREE_BYTES = 0  # the start-up check passes: the disk fills up later
 from nsyswrap.cli import main
 main(sys.argv[1:])
 """
@@ -171,7 +171,7 @@ def test_work_directories_of_dead_processes_are_removed_when_a_run_starts(
 ):
     import tempfile
 
-    from nsyswrap.leftovers import host
+    from nsyswrap.storage.leftovers import host
 
     temp = tmp_path / "tmp"
     temp.mkdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ("import sys, time\n"
-          "from nsyswrap.pool import map_reports\n"
+          "from nsyswrap.engine.pool import map_reports\n"
           "print(map_reports(time.sleep, [float(sys.argv[1])] * 2, 2), flush=True)\n")
 
 

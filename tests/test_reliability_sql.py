@@ -40,7 +40,7 @@ def _cache_files(root: Path) -> dict[Path, bytes]:
     ("DROP VIEW kernels", "DROP"),
 ], ids=lambda v: v.split()[0] if " " in v else v)
 def test_statements_that_write_or_fetch_are_refused(cli, run, tmp_path, text, kind):
-    from nsyswrap.cache_keys import cache_root
+    from nsyswrap.storage.cache_keys import cache_root
 
     before, cache = run.read_bytes(), _cache_files(cache_root())
     sql = text.format(report=run, cache=cache_root(), tmp=tmp_path)

@@ -188,7 +188,7 @@ def test_a_restarted_job_appends_a_segment_and_the_later_samples_win(tmp_path):
 
 def test_samples_beside_exports_add_their_section_finding_and_capture(tmp_path):
     planted_samples(tmp_path, ranks=2, steps=20, slow=(1, 4, 10, 3_000_000))
-    from nsyswrap.opener import DEFAULT_OPENER
+    from nsyswrap.engine.opener import DEFAULT_OPENER
     from nsyswrap.report.options import ReportOptions
 
     exports, samples = split_inputs([ROOT / "fixtures" / "run2", *files(tmp_path)])

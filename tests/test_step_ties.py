@@ -10,8 +10,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nsyswrap import open_run, planner, sql_objects
+from nsyswrap import open_run
 
+
+from nsyswrap.engine import planner, sql_objects
 from conftest import FIXTURES
 
 TIED = {"step_pattern": "bwd:%"}

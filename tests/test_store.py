@@ -1,4 +1,4 @@
-"""The one store (nsyswrap.store): bounded by its cap, least recently used first, never an
+"""The one store (nsyswrap.storage.store): bounded by its cap, least recently used first, never an
 entry in use; `nsyswrap cache info|clear`."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 from conftest import FIXTURES
 
-from nsyswrap import store
+from nsyswrap.storage import store
 
 RUN = FIXTURES / "run2"
 
@@ -88,8 +88,9 @@ def test_a_run_object_evicted_or_damaged_after_planning_is_computed_with_its_inp
                                                                                    capsys):
     """A stored run object leaves its inputs out of the plan; when it is gone by the time it
     is read, what it reads is computed first, and it again."""
-    from nsyswrap import open_run, planner
-    from nsyswrap.queries import run_module
+    from nsyswrap import open_run
+    from nsyswrap.engine import planner
+    from nsyswrap.engine.queries import run_module
 
     with open_run([RUN], jobs=1) as run:
         first = run_module(run, "crossrank.clock_offsets")

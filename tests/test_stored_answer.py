@@ -15,7 +15,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.opener import Opener
+from nsyswrap.engine.opener import Opener
 
 
 @pytest.fixture

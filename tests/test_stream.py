@@ -7,7 +7,7 @@ import pytest
 
 from conftest import FIXTURES
 from nsyswrap import api
-from nsyswrap.queries import catalog
+from nsyswrap.engine.queries import catalog
 
 RUN = FIXTURES / "run4_straggler"
 MODULES = ["gaps.idle", "gaps.launch_latency", "kernels.summary", "crossrank.collectives"]

@@ -11,10 +11,12 @@ from conftest import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsyswrap import open_run, planner
+from nsyswrap import open_run
+
+from nsyswrap.engine import planner
 from nsyswrap.crossrank import fixes, lanes, whatif
 from nsyswrap.crossrank.replay import Graph
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
 

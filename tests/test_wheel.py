@@ -5,7 +5,7 @@ import subprocess
 import sys
 import zipfile
 
-from nsyswrap.sql_files import sql_root
+from nsyswrap.storage.sql_files import sql_root
 
 from conftest import ROOT
 
@@ -23,7 +23,7 @@ def test_wheel_ships_sql(tmp_path):
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     found = subprocess.run(
-        [sys.executable, "-c", "from nsyswrap.sql_files import sql_root; print(sql_root())"],
+        [sys.executable, "-c", "from nsyswrap.storage.sql_files import sql_root; print(sql_root())"],
         check=True, capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(site)},
     ).stdout.strip()
     assert found == str(site / "nsyswrap" / "sql")

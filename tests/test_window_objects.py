@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nsyswrap import open_run, planner, sql_objects
+from nsyswrap import open_run
+
+from nsyswrap.engine import planner, sql_objects
 from nsyswrap.synth import generate_run, preset
 
 from conftest import FIXTURES

@@ -17,7 +17,7 @@ import pandas as pd
 from nsyswrap.comparison import comparability, compare, headline
 from nsyswrap.comparison.samples import add_samples, identify, run_inputs
 from nsyswrap.comparison.significance import METHOD
-from nsyswrap.opener import DEFAULT_OPENER, Opener
+from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.report.options import ReportOptions
 
 SPLIT_NOTE = ("time in matched collectives is split into `waited` (before the last rank "

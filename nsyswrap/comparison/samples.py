@@ -17,10 +17,10 @@ import pandas as pd
 from nsyswrap import metrics
 from nsyswrap.crossrank import metrics as crossrank
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.reports import MANIFEST_NAME
-from nsyswrap.run import Run
+from nsyswrap.storage.reports import MANIFEST_NAME
+from nsyswrap.engine.run import Run
 
 LAUNCH_OPTIONS = {"trace": "--trace", "nsys_args": "--nsys-arg", "annotate": "--annotate"}
 """manifest.json option -> nsyswrap launch's option: the capture options compared."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.queries import object_rows, run_module
-from nsyswrap.run import Run
+from nsyswrap.engine.queries import object_rows, run_module
+from nsyswrap.engine.run import Run
 
 
 def unrelated(run: Run, **params) -> NsysWrapError | None:

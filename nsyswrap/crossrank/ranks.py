@@ -1,20 +1,20 @@
 """Ranks of the cross-rank analysis when a report holds several rank processes.
 
-A report usually holds one rank (its rank: nsyswrap.reports). One `nsys profile` around
+A report usually holds one rank (its rank: nsyswrap.storage.reports). One `nsys profile` around
 `torchrun` or `mpirun` holds them all: then each process with GPU work or collective
 calls is a rank, all on the report's one clock. Ranks are then numbered over the
 reports (in rank order) by each process's lowest GPU, then pid: the device order
 (the order torchrun's LOCAL_RANK follows when each rank takes its own GPU).
 
 Order of trust: the launcher's manifest, the file name, the `MPI Rank N` nsys records
-(nsyswrap.reports), then NCCL's own word: myrank in the process's largest communicator
+(nsyswrap.storage.reports), then NCCL's own word: myrank in the process's largest communicator
 (the world's) from its ncclCommInitRank payload (nsyswrap.crossrank.nccl_payload), then
 the process environment, then the order given / the device order. NCCL's ranks are used
 only when every rank not placed by a more trusted source has one and all ranks differ.
 
 This is the run's one rank identity: the run objects `xr_members` and `rank_map` (built
 here, `build`), with which the engine labels every per-report result
-(nsyswrap.rank_labels). A per-device row (ledger, gaps, steps, ...) carries the rank of
+(nsyswrap.engine.rank_labels). A per-device row (ledger, gaps, steps, ...) carries the rank of
 the process that ran the most GPU activities on that device (ties: the lowest rank); a
 row of one process, that process's rank; a row of neither, the lowest rank of its report.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.nccl_payload import payload_keys, world_ranks
-from nsyswrap.queries import object_rows, run_module
+from nsyswrap.engine.queries import object_rows, run_module
 
 MEMBER_COLUMNS = ["report_rank", "pid", "rank", "rank_source"]
 TRUSTED = ("manifest", "file name", "MPI rank (nsys)")  # sources NCCL's rank does not override
@@ -33,7 +33,7 @@ def member_ranks(processes: pd.DataFrame, callers: pd.DataFrame, reports: list,
                  nccl: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per rank: the report (its rank) and process it is, its rank and where that
     came from. `processes` (rank, pid, device): processes with GPU work; `callers`
-    (rank, pid): processes with collective calls; `reports`: nsyswrap.reports.Report;
+    (rank, pid): processes with collective calls; `reports`: nsyswrap.storage.reports.Report;
     `nccl` (rank = report rank, pid, world_rank, nranks): NCCL's ranks (see the module doc)."""
     members = _found_ranks(processes, callers, reports)
     return members if nccl is None or nccl.empty else _nccl_ranks(members, nccl)
@@ -88,7 +88,7 @@ MAP_COLUMNS = ["report_rank", "pid", "device", "rank"]
 
 def build(inputs) -> dict[str, pd.DataFrame]:
     """Builder of the run objects `xr_members` and `rank_map` (their headers name it, see
-    nsyswrap.builders). xr_members: `member_ranks` with each rank's GPU activities per
+    nsyswrap.engine.builders). xr_members: `member_ranks` with each rank's GPU activities per
     device (device NULL for a rank without GPU work). rank_map: how the engine labels a
     per-report result with the run's ranks (see the module doc), none when every report is
     one rank, its own: by (report_rank, pid), else (report_rank, device: the rank of the

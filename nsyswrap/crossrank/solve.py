@@ -3,7 +3,7 @@ small per-report frames: match the collective calls (nsyswrap.crossrank.matching
 the clocks over the true barriers (nsyswrap.crossrank.alignment), group the exchange
 streams of a kernel-only run on the solved clocks (nsyswrap.crossrank.streams) and time
 every matched collective on the run clock. The results are run objects of `sql/_run` whose
-headers name `build` as their builder (nsyswrap.builders): one call makes all six, once per
+headers name `build` as their builder (nsyswrap.engine.builders): one call makes all six, once per
 run and step_pattern:
 
 * `xr_keys`: one row per rank and collective call of the chosen kind, with its verdict.
@@ -47,7 +47,7 @@ ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "
 
 def build(inputs) -> dict[str, pd.DataFrame]:
     """Builder of the run objects of the solve (their headers name it, see
-    nsyswrap.builders): the six frames, and xr_unrelated (why the reports are not one run,
+    nsyswrap.engine.builders): the six frames, and xr_unrelated (why the reports are not one run,
     if they are not), by object name, from what `inputs` declares."""
     rank_keys = inputs.frame("xr_rank_keys")
     keys, payload_note = payload_keys(rank_keys, inputs.frame("payload_schemas"))

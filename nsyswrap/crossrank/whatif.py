@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsyswrap import sql_objects
+from nsyswrap.engine import sql_objects
 from nsyswrap.crossrank.fixes import candidates
 from nsyswrap.crossrank.lanes import NO_PHASE, Model, build_model, phase_parts
 from nsyswrap.crossrank.lanes import inputs as read_inputs
@@ -173,7 +173,7 @@ def critical_path(model: Model, times: np.ndarray) -> pd.DataFrame:
 
 
 def build(inputs) -> dict[str, pd.DataFrame]:
-    """Builder of the replay's run objects (their headers name it, see nsyswrap.builders):
+    """Builder of the replay's run objects (their headers name it, see nsyswrap.engine.builders):
     the three frames, by object name, from what `inputs` declares; none where the reports
     are not one run (xr_unrelated) or nothing is matched."""
     columns = {name: [c.name for c in sql_objects.get(name).columns] for name in OBJECTS.values()}

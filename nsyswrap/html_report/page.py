@@ -12,13 +12,13 @@ from nsyswrap.crossrank import matched_collectives
 from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.html_report.charts import (COLORS, critical_path_bars, ledger_bars, skew_heatmap,
                                          step_timeline)
-from nsyswrap.opener import DEFAULT_OPENER, Opener
+from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.output import check_writable
-from nsyswrap.queries import catalog, run_module
+from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report, planned
 from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.report.render import heading
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 MAX_STEPS = 12
 MAX_ROWS = 200

@@ -32,7 +32,7 @@ class LaunchConfig:
     jobs: Optional[int] = None
     dry_run: bool = False
     nsys: str = "nsys"  # the nsys executable
-    precompute: bool = False  # each rank exports and precomputes its report (nsyswrap.precompute)
+    precompute: bool = False  # each rank exports and precomputes its report (nsyswrap.launch.precompute)
     sample_every: int = 10  # with "sample" in annotate: the sampler's every, start and end
     sample_start: int = 0
     sample_end: Optional[int] = None

@@ -25,7 +25,7 @@ from nsyswrap.launch.manifest import now_utc, rank_record_path, short_host, writ
 from nsyswrap.launch.nsys import (QDSTRM_FIX, file_sizes, nsys_argv, report_stem, rescue_qdstrm, stall_limit,
                                   tree_cpu_ticks, wait_or_stop)
 from nsyswrap.launch.ranks import env_rank
-from nsyswrap.processes import alive
+from nsyswrap.storage.processes import alive
 from nsyswrap.sample.capture import VARIABLE as RULE_VARIABLE
 from nsyswrap.sample.sampler import VARIABLE as SAMPLE_VARIABLE
 
@@ -170,7 +170,7 @@ def run_rank(cfg: LaunchConfig) -> int:
             print(f"nsyswrap: rank {rank}: {note}", file=sys.stderr)
     reports = [str(p) for p in reports_of(stem)] if record["profiled"] else []
     if cfg.precompute and reports:
-        from nsyswrap.precompute import export_and_precompute
+        from nsyswrap.launch.precompute import export_and_precompute
 
         if failed := export_and_precompute(reports_of(stem), cfg.nsys):
             note = f"{note}; {failed}" if note else failed

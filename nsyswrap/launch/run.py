@@ -31,7 +31,7 @@ from nsyswrap.launch.nsys import find_nsys
 from nsyswrap.launch.ranks import format_ranks
 from nsyswrap.launch.rank import rank_command
 from nsyswrap.launch.rewrite import rewrite
-from nsyswrap.processes import alive
+from nsyswrap.storage.processes import alive
 
 WRAPPER_MODULE = "nsyswrap.launch.rank"
 RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite", SAMPLE_FILES, CAPTURE_FILES)

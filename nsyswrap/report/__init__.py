@@ -19,16 +19,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nsyswrap.cache_keys import nsyswrap_version
-from nsyswrap.opener import DEFAULT_OPENER, Opener
+from nsyswrap.storage.cache_keys import nsyswrap_version
+from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.report import answers
 from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import ReportFormat, write_report
-from nsyswrap.reports import expand
+from nsyswrap.storage.reports import expand
 
 if TYPE_CHECKING:
-    from nsyswrap.run import Run
+    from nsyswrap.engine.run import Run
 
 __all__ = ["ReportFormat", "ReportOptions", "build_report", "explain", "planned", "report",
            "sections", "write_report"]
@@ -89,11 +89,11 @@ def explain(inputs: list[str | Path], options: ReportOptions | None = None, *,
             opener: Opener = DEFAULT_OPENER) -> dict:
     """What `report` would compute for `inputs` and what is stored (`nsyswrap plan`):
     `summary` lines (the stored answer, the reports' views) and `steps`, the compiled plan
-    of what the sections ask for (nsyswrap.plan.rows), as a DataFrame."""
+    of what the sections ask for (nsyswrap.engine.plan.rows), as a DataFrame."""
     import pandas as pd
 
-    from nsyswrap import plan
-    from nsyswrap.opening import plan_of
+    from nsyswrap.engine import plan
+    from nsyswrap.engine.opening import plan_of
 
     options = options or ReportOptions()
     entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern,
@@ -116,10 +116,10 @@ def explain(inputs: list[str | Path], options: ReportOptions | None = None, *,
 
 def planned(opener: Opener, options: ReportOptions) -> Opener:
     """`opener` that computes each report's share of the report in the pass that normalizes
-    it (see nsyswrap.opening.open_run): the modules the sections ask for, with their
+    it (see nsyswrap.engine.opening.open_run): the modules the sections ask for, with their
     parameters (what they miss is computed when asked for, in a later pass)."""
-    from nsyswrap import rank_labels
-    from nsyswrap.queries import bind, get
+    from nsyswrap.engine import rank_labels
+    from nsyswrap.engine.queries import bind, get
     from nsyswrap.report.compute import compute_modules
     from nsyswrap.report.cross_rank import crossrank_modules
     from nsyswrap.report.host import host_modules
@@ -140,5 +140,5 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
               ("trace.data_quality", {}), ("trace.left_out", {}),
               *crossrank_modules(likely).values()]
     typed = [(name, bind(get(name), params)) for name, params in wanted]
-    # and the rank identity every per-report result takes (nsyswrap.rank_labels)
+    # and the rank identity every per-report result takes (nsyswrap.engine.rank_labels)
     return replace(opener, plan=(*typed, (rank_labels.MAP, {})))

@@ -1,7 +1,7 @@
 """Stored answers: a report asked again (the same reports, options and nsyswrap) is read
 back, not computed, and without loading pandas, DuckDB or pyarrow.
 
-The store's entry `answers/report-<key>/answer.json` (`nsyswrap.store`) holds the report's
+The store's entry `answers/report-<key>/answer.json` (`nsyswrap.storage.store`) holds the report's
 JSON document, exactly what `--format json` prints, written whole and then renamed. The
 key covers everything the answer depends on:
 
@@ -25,12 +25,12 @@ import hashlib
 import json
 from pathlib import Path
 
-from nsyswrap import store
-from nsyswrap.cache_keys import code_digest, nsyswrap_version, report_key
+from nsyswrap.storage import store
+from nsyswrap.storage.cache_keys import code_digest, nsyswrap_version, report_key
 from nsyswrap.errors import NsysWrapError, note
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import to_json
-from nsyswrap.reports import MANIFEST_NAME
+from nsyswrap.storage.reports import MANIFEST_NAME
 
 KIND = "answers"
 FILE = "answer.json"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.queries import run_modules
+from nsyswrap.engine.queries import run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 TFLOPS = "TFLOP/s"
 TOP_KERNELS = 10    # kernels per (rank, device) in the top-kernels table

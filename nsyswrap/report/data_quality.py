@@ -5,10 +5,10 @@ without kernels, and across ranks the collective calls left out of every cross-r
 `crossrank.clock_offsets`)."""
 from __future__ import annotations
 
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report.figures import COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 LEFT_OUT = {"kernels_end_before_start": ("end_lt_start", "end before start"),
             "kernels_null_time": ("no_time", "no start or end"),

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.queries import run_modules
+from nsyswrap.engine.queries import run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 TOP_CALLS = 8  # functions per rank in each table
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.queries import run_modules
+from nsyswrap.engine.queries import run_modules
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 GB_PER_S = "GB/s"
 NO_MEMORY = ("the capture has no GPU memory events: capture with nsys profile "

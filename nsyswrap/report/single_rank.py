@@ -8,12 +8,12 @@ from __future__ import annotations
 import pandas as pd
 
 from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.queries import run_module, run_modules
+from nsyswrap.engine.queries import run_module, run_modules
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import LONG_GAP_NS, Totals, naive_note, verdict
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 TOP_EXPOSED = 10
 TOP_RANGES = 15

@@ -5,10 +5,10 @@ launches and how much GPU activity each device has, per rank (a report holding s
 ranks has rows for each). Layout: see nsyswrap.report."""
 from __future__ import annotations
 
-from nsyswrap.queries import run_modules
+from nsyswrap.engine.queries import run_modules
 from nsyswrap.report.figures import BYTES, COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 TABLES = ("frameworks", "copies", "host_alloc", "graphs", "activity")
 """The section's tables, each the rows of module `trace.<table>` (sql/trace/)."""

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.queries import run_module
+from nsyswrap.engine.queries import run_module
 from nsyswrap.report.diagnosis import listed
 from nsyswrap.report.figures import NS, figure
 from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
-from nsyswrap.run import Run
+from nsyswrap.engine.run import Run
 
 OUTLIER = 3.0
 MIN_STEPS_FOR_RULE = 3

@@ -26,8 +26,8 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from nsyswrap.builders import create_table
-from nsyswrap.cache_keys import nsyswrap_version
+from nsyswrap.engine.builders import create_table
+from nsyswrap.storage.cache_keys import nsyswrap_version
 from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, solve_clocks
 from nsyswrap.crossrank.matching import KEY_COLUMNS, match
 from nsyswrap.crossrank.solve import (
@@ -39,8 +39,8 @@ from nsyswrap.crossrank.solve import (
 )
 from nsyswrap.errors import note
 from nsyswrap.output import check_writable
-from nsyswrap.planner import result_over
-from nsyswrap.queries import bind, get
+from nsyswrap.engine.planner import result_over
+from nsyswrap.engine.queries import bind, get
 from nsyswrap.report.cross_rank import crossrank_answer
 from nsyswrap.report.diagnosis import _ranks, diagnose, rows
 from nsyswrap.report.figures import NS, figure

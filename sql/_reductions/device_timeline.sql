@@ -1,7 +1,7 @@
 -- One row per GPU activity of a device (kernel, memcpy, memset), in start order: the one
 -- sorted timeline per device behind the ledger, the step ledger, collective exposure, idle
 -- gaps and launch latency, computed once per report right after the views (one sort per
--- device, then one sweep: nsyswrap.device_timeline). The time a set X covers before an
+-- device, then one sweep: nsyswrap.sweep.device_timeline). The time a set X covers before an
 -- instant t is union_X - max(0, end_X - t) over the rows starting before t; the first row
 -- of every block of 64 rows of a device carries that state over the rows before it (the
 -- *_end_ns and *_ns columns; NULL on the other rows), and a look-up at t sweeps on from
@@ -10,7 +10,7 @@
 -- zero-length activity adds no time but ends an idle stretch; one ending before it starts
 -- or never counts by its start only. Rows are read in their stored order.
 -- @reads kernels, launches
--- @builder nsyswrap.device_timeline:build
+-- @builder nsyswrap.sweep.device_timeline:build
 -- @column device             BIGINT    CUDA device id.
 -- @column start_ns           BIGINT    Activity start, ns on the report's session clock.
 -- @column end_ns             BIGINT    Activity end (ns; as in the kernels view).

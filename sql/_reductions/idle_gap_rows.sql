@@ -6,7 +6,7 @@
 -- step: the step region holding the gap start, else the first one starting inside the
 -- gap.
 -- @reads device_timeline, device_windows, device_step_regions, device_sync_islands
--- @builder nsyswrap.timeline_windows:idle_gap_rows
+-- @builder nsyswrap.sweep.timeline_windows:idle_gap_rows
 -- @column device             BIGINT   CUDA device id.
 -- @column step               BIGINT   Step region holding the gap start (else the first starting inside it).
 -- @column start_ns           BIGINT   Gap start, ns on the report's session clock.

@@ -4,7 +4,7 @@
 -- the timeline, from the same read of the activities; collective_exposure picks the
 -- kernels of its window.
 -- @reads kernels, launches
--- @builder nsyswrap.device_timeline:build
+-- @builder nsyswrap.sweep.device_timeline:build
 -- @column pid                BIGINT   Process that launched the kernel.
 -- @column device             BIGINT   CUDA device id.
 -- @column stream             BIGINT   CUDA stream id.

@@ -2,7 +2,7 @@
 -- window and is in [step_from, step_to) (the whole region, not only its part in the
 -- window): covered_X(region end) - covered_X(region start), looked up in device_timeline.
 -- @reads device_timeline, device_windows, device_step_regions
--- @builder nsyswrap.timeline_windows:step_unions
+-- @builder nsyswrap.sweep.timeline_windows:step_unions
 -- @column device             BIGINT   CUDA device id.
 -- @column step               BIGINT   Step number.
 -- @column start_ns           BIGINT   Step range start (session clock ns).

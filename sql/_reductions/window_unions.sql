@@ -4,7 +4,7 @@
 -- time and count of each set's activities overlapping the window (clipped to it;
 -- zero-length ones in it count).
 -- @reads device_timeline, device_windows
--- @builder nsyswrap.timeline_windows:window_unions
+-- @builder nsyswrap.sweep.timeline_windows:window_unions
 -- @column device             BIGINT   CUDA device id.
 -- @column c_ns               BIGINT   Union of compute in the window (ns).
 -- @column m_ns               BIGINT   Union of communication (ns).

@@ -1,5 +1,5 @@
 -- How a per-report result's rows take the run's ranks (the rank identity of
--- nsyswrap.crossrank.ranks), applied by the engine (nsyswrap.rank_labels) to every
+-- nsyswrap.crossrank.ranks), applied by the engine (nsyswrap.engine.rank_labels) to every
 -- per-report result: a row of a process that is a rank takes its rank (pid given), else
 -- a row of a device the rank of the process that ran the most GPU activities on it (ties:
 -- the lowest rank; device given), else its report's lowest rank (both NULL). No row when

@@ -18,7 +18,7 @@ inferred from the SQL text: what an object needs is what its header says, and a 
 checks each header against what the object really reads and returns.
 
 An object built in Python names its builder (`@builder module:function`, see
-`nsyswrap.builders`) and has no SQL body: its `@column` types are the single source of its
+`nsyswrap.engine.builders`) and has no SQL body: its `@column` types are the single source of its
 table's types, and the builder reads only what `@reads` declares.
 
 Values reach the SQL only as bound `$name` parameters; parameters flow by name from an
@@ -36,9 +36,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsyswrap.cache_keys import code_digest
-from nsyswrap.raw_tables import RAW_TABLES
-from nsyswrap.sql_files import sql_root
+from nsyswrap.storage.cache_keys import code_digest
+from nsyswrap.storage.raw_tables import RAW_TABLES
+from nsyswrap.storage.sql_files import sql_root
 
 _DIRECTIVE = re.compile(r"^--\s*@(\w+)\s*(.*)$")
 _PARAM = re.compile(r"^(\w+)\s+(\w+)(?:\s*=\s*(\S+))?\s*(.*)$")
@@ -91,7 +91,7 @@ class SqlObject:
     uses: frozenset[str]
     """The parameters its SQL binds (the others pass to what it reads)."""
     builder: str | None = None
-    """`module:function` that builds it in Python (see nsyswrap.builders), else None."""
+    """`module:function` that builds it in Python (see nsyswrap.engine.builders), else None."""
 
     @property
     def per_report(self) -> bool:

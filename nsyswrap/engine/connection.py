@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from nsyswrap.sql_guard import SAFE_CONFIG
+from nsyswrap.engine.sql_guard import SAFE_CONFIG
 
 VIEWS = (
     "memcpy", "memset", "kernels", "syncs", "api_calls", "launches",

@@ -1,6 +1,6 @@
 """One sorted timeline per device: the builder of the per-report objects `device_timeline`
-and `nccl_overlap` (`@builder`, see `nsyswrap.builders`), and `timeline()`, which the
-objects read off it use (`nsyswrap.timeline_windows`).
+and `nccl_overlap` (`@builder`, see `nsyswrap.engine.builders`), and `timeline()`, which the
+objects read off it use (`nsyswrap.sweep.timeline_windows`).
 
 `device_timeline` reads a report's GPU activities once and sorts each device's by start
 once, in the worker right after the views are written, then sweeps them: the furthest end

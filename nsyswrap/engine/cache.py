@@ -6,7 +6,7 @@ entry (a truncated or missing Parquet file) is found when the report is opened, 
 and built again, each with a one-line note.
 
 The first open of a report reads its tables once (see `sqlite_source`) and
-writes one Parquet file per view, an entry of the store (`nsyswrap.store`: views); later
+writes one Parquet file per view, an entry of the store (`nsyswrap.storage.store`: views); later
 opens read the Parquet files only.
 """
 from __future__ import annotations
@@ -19,12 +19,14 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from nsyswrap import sql_objects, store
-from nsyswrap.cache_keys import report_key
-from nsyswrap.connection import VIEWS, quote, session
-from nsyswrap.leftovers import temp_dir
-from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
-from nsyswrap.sqlite_source import READ_FAILURES, read_batches, typed_select, wal_applied
+from nsyswrap.engine import sql_objects
+
+from nsyswrap.storage import store
+from nsyswrap.storage.cache_keys import report_key
+from nsyswrap.engine.connection import VIEWS, quote, session
+from nsyswrap.storage.leftovers import temp_dir
+from nsyswrap.storage.raw_tables import RAW_FILTERS, RAW_TABLES
+from nsyswrap.storage.sqlite_source import READ_FAILURES, read_batches, typed_select, wal_applied
 
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx", "osrt", "gpu_memory"}
 VIEW_PARQUET = "FORMAT parquet, PARQUET_VERSION v2"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.validate import special_file
+from nsyswrap.storage.validate import special_file
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -188,7 +188,7 @@ def close_clients() -> None:
 
 def _check_code(client, name: str) -> None:
     """Every worker must run this nsyswrap: cache entries are keyed to its code."""
-    from nsyswrap.cache_keys import code_digest
+    from nsyswrap.storage.cache_keys import code_digest
 
     mine = code_digest()
     other = sorted(w for w, digest in client.run(code_digest).items() if digest != mine)

@@ -1,6 +1,6 @@
-"""What a window reads off the device timeline (`nsyswrap.device_timeline`): the builders
+"""What a window reads off the device timeline (`nsyswrap.sweep.device_timeline`): the builders
 of the per-report objects `window_unions`, `step_unions` and `idle_gap_rows` (`@builder`,
-see `nsyswrap.builders`). Each is a few look-ups per window, step region or idle stretch,
+see `nsyswrap.engine.builders`). Each is a few look-ups per window, step region or idle stretch,
 never a pass over the activities: a new `--steps` window reads the stored timeline only.
 """
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nsyswrap import device_timeline
-from nsyswrap.device_timeline import (
+from nsyswrap.sweep import device_timeline
+from nsyswrap.sweep.device_timeline import (
     BAD,
     COMM,
     COMPUTE,

@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 
 from nsyswrap.errors import note
-from nsyswrap.leftovers import temp_dir
-from nsyswrap.raw_tables import RAW_FILTERS, RAW_TABLES
-from nsyswrap.sql_files import sql_root
+from nsyswrap.storage.leftovers import temp_dir
+from nsyswrap.storage.raw_tables import RAW_FILTERS, RAW_TABLES
+from nsyswrap.storage.sql_files import sql_root
 
 MIN_FREE_BYTES = 64 << 20  # a cache directory with less room than this counts as full
 
@@ -92,7 +92,7 @@ def code_digest() -> str:
     """Changes whenever nsyswrap's SQL or Python changes (the Dask engine checks that its
     workers run this code)."""
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.rglob("*.py")) + sorted(sql_root().rglob("*.sql")):
+    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")) + sorted(sql_root().rglob("*.sql")):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

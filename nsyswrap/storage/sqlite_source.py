@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nsyswrap.errors import NsysWrapError, limit_error
-from nsyswrap.leftovers import temp_dir
-from nsyswrap.raw_tables import TIME_AND_PLACE
+from nsyswrap.storage.leftovers import temp_dir
+from nsyswrap.storage.raw_tables import TIME_AND_PLACE
 
 BATCH_ROWS = 262_144
 NOT_INTEGER = -(1 << 63)

@@ -36,10 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from nsyswrap import processes
-from nsyswrap.cache_keys import cache_root
+from nsyswrap.storage import processes
+from nsyswrap.storage.cache_keys import cache_root
 from nsyswrap.errors import NsysWrapError, limit_error, note
-from nsyswrap.leftovers import tag
+from nsyswrap.storage.leftovers import tag
 
 KINDS = ("views", "objects", "runs", "answers")
 INDEX = "entry.json"

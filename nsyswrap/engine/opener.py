@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from nsyswrap.reports import DEFAULT_RANK_PATTERN
+from nsyswrap.storage.reports import DEFAULT_RANK_PATTERN
 
 if TYPE_CHECKING:
-    from nsyswrap.dask_engine import DaskEngine
-    from nsyswrap.run import Run
+    from nsyswrap.engine.dask_engine import DaskEngine
+    from nsyswrap.engine.run import Run
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,13 @@ class Opener:
     jobs: int = 2
     progress: Callable[[int, int], None] | None = None
     allow_unrelated: bool = False  # analyse reports across runs (see Run.allow_unrelated)
-    engine: DaskEngine | None = None  # None: local worker processes (see nsyswrap.pool)
+    engine: DaskEngine | None = None  # None: local worker processes (see nsyswrap.engine.pool)
     plan: tuple[tuple[str, dict], ...] = ()  # what the caller will ask for (see open_run)
-    cache_max: str = ""  # the store's cap (nsyswrap.store.cap_bytes; "": the default)
+    cache_max: str = ""  # the store's cap (nsyswrap.storage.store.cap_bytes; "": the default)
 
     def open(self, inputs: list[str | Path]) -> Run:
-        from nsyswrap import store
-        from nsyswrap.opening import open_run
+        from nsyswrap.storage import store
+        from nsyswrap.engine.opening import open_run
 
         store.cap_bytes(self.cache_max)  # a bad --cache-max is refused before any work
         run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,

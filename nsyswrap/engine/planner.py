@@ -1,17 +1,17 @@
-"""The planner: executes the compiled plan of a request (`nsyswrap.plan`), in order.
+"""The planner: executes the compiled plan of a request (`nsyswrap.engine.plan`), in order.
 
-What an object needs is what its header declares (see `nsyswrap.sql_objects`); the plan
+What an object needs is what its header declares (see `nsyswrap.engine.sql_objects`); the plan
 lists it, step by step, with what the store holds of it:
 
 * macro libraries are run on the connection once;
 * per-report steps (objects, and per-report modules of several reports) not stored yet
   are computed first, for every report, in one pass of the worker pool (`jobs` reports at
   a time, or on Dask): each worker computes its report's steps in order on that report
-  alone and stores each as an entry of the store (`nsyswrap.store`: `objects/<name>-<key>/
+  alone and stores each as an entry of the store (`nsyswrap.storage.store`: `objects/<name>-<key>/
   rows.parquet`). The run reads one as a view of its name over every report's file, with
   `rank` and `report` first;
 * a run object is computed over the run's views and objects into a table (by its SQL, or
-  by its Python builder: `nsyswrap.builders`), read as a view of its name; over cached
+  by its Python builder: `nsyswrap.engine.builders`), read as a view of its name; over cached
   reports it is stored too (`runs/`) and read back by later calls, so a warm report does
   not solve the clocks again;
 * a module (public query) runs after what it needs is bound; one of scope report over
@@ -35,10 +35,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsyswrap import builders, plan, sql_objects, store
-from nsyswrap.connection import CachedReport, create_view, quote
-from nsyswrap.pool import map_reports
-from nsyswrap.run import open_cached, ours
+from nsyswrap.engine import builders, plan, sql_objects
+
+from nsyswrap.storage import store
+from nsyswrap.engine.connection import CachedReport, create_view, quote
+from nsyswrap.engine.pool import map_reports
+from nsyswrap.engine.run import open_cached, ours
 
 ROWS = "rows.parquet"
 ROW_GROUP = 16384

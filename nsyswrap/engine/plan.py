@@ -1,7 +1,7 @@
 """The compiled plan of a request: the whole graph, checked, before anything runs.
 
 A request asks for results `{key: (module or object, parameters)}`. `compile` walks the
-headers' declarations from each (`nsyswrap.sql_objects`: `@include`, `@reads`; the
+headers' declarations from each (`nsyswrap.engine.sql_objects`: `@include`, `@reads`; the
 graph is checked when the headers load: a cycle or a missing object names its files)
 and gives one `Step` per object and parameter values it needs, in dependency order:
 
@@ -11,19 +11,21 @@ and gives one `Step` per object and parameter values it needs, in dependency ord
 * `run`: a run object, computed over the whole run from the per-report results, stored;
 * `module`: a public module run on the run's connection.
 
-Each step knows where it is stored (its store entries, `nsyswrap.store`) and whether it
+Each step knows where it is stored (its store entries, `nsyswrap.storage.store`) and whether it
 is: what is stored needs nothing under it, so the plan leaves out what only a stored
 step reads (a warm run reads its stored clock solve and computes none of its inputs).
-`nsyswrap.planner` executes a plan in order; `nsyswrap plan` prints it (`rows`).
+`nsyswrap.engine.planner` executes a plan in order; `nsyswrap plan` prints it (`rows`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsyswrap import sql_objects, store
-from nsyswrap.cache_keys import code_digest, nsyswrap_version
-from nsyswrap.connection import CachedReport
+from nsyswrap.engine import sql_objects
+
+from nsyswrap.storage import store
+from nsyswrap.storage.cache_keys import code_digest, nsyswrap_version
+from nsyswrap.engine.connection import CachedReport
 
 
 @dataclass(frozen=True)

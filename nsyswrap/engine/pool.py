@@ -1,6 +1,6 @@
 """Per-report work in a bounded pool of processes: `jobs` reports at a time, so memory
 grows with `jobs`, not with the number of ranks, and every core is used; or, with an
-engine (`nsyswrap.dask_engine.DaskEngine`), on the workers of a Dask cluster."""
+engine (`nsyswrap.engine.dask_engine.DaskEngine`), on the workers of a Dask cluster."""
 from __future__ import annotations
 
 import multiprocessing
@@ -11,9 +11,9 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Callable, Iterable, TypeVar
 
-from nsyswrap.dask_engine import DaskEngine
+from nsyswrap.engine.dask_engine import DaskEngine
 from nsyswrap.errors import NsysWrapError, open_files_error
-from nsyswrap.processes import start_worker
+from nsyswrap.storage.processes import start_worker
 
 POOL_FILES = 24  # file descriptors a pool needs free: its workers' pipes, and some to spare
 T = TypeVar("T")
@@ -40,7 +40,7 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
     # forkserver: workers fork from a clean server process, never from this one, which
     # may hold DuckDB threads; the server imports nsyswrap once for all workers.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["nsyswrap.opening"])
+    context.set_forkserver_preload(["nsyswrap.engine.opening"])
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context,
                                initializer=start_worker, initargs=(os.getpid(),))
     try:

@@ -18,7 +18,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from nsyswrap.processes import alive
+from nsyswrap.storage.processes import alive
 
 TEMP_PREFIXES = ("nsyswrap-spill-", "nsyswrap-wal-", "nsyswrap-cache-")
 
@@ -39,7 +39,7 @@ def temp_dir(kind: str) -> Path:
 
 def remove_dead(cache: Path) -> None:
     """Remove the work directories of dead processes of this host: in the temporary
-    directory, and in the store's folders of `cache` (`nsyswrap.store`: `.build-*` of an
+    directory, and in the store's folders of `cache` (`nsyswrap.storage.store`: `.build-*` of an
     entry half written, `.damaged-*` and `.evicted-*` of one half removed)."""
     _sweep(Path(tempfile.gettempdir()), TEMP_PREFIXES)
     for folder in _dirs(cache):

@@ -12,7 +12,7 @@ from weakref import WeakKeyDictionary
 
 import pandas as pd
 
-from nsyswrap import planner
+from nsyswrap.engine import planner
 
 MAP = "rank_map"
 _READ: WeakKeyDictionary = WeakKeyDictionary()  # run -> its maps, read once per run

@@ -33,7 +33,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from nsyswrap import sql_objects
+from nsyswrap.engine import sql_objects
 
 PER_REPORT_KEYS = ("rank", "report")
 """Columns the view of a per-report object adds: a per-report builder does not return them."""
@@ -54,12 +54,12 @@ class Inputs:
 
     @property
     def reports(self) -> list:
-        """The run's reports (`nsyswrap.reports.Report`: rank, path, rank_source)."""
+        """The run's reports (`nsyswrap.storage.reports.Report`: rank, path, rank_source)."""
         return list(self._run.reports)
 
     @property
     def cached(self) -> tuple:
-        """The run's reports as cached (`nsyswrap.connection.CachedReport`: rank, path,
+        """The run's reports as cached (`nsyswrap.engine.connection.CachedReport`: rank, path,
         views_dir); none for a run of hand-made tables (which may change between calls)."""
         return tuple(self._run.cached)
 

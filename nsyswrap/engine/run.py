@@ -1,8 +1,8 @@
 """A run: several per-rank reports behind one DuckDB connection with the normalized views.
 
 What SQL objects need (libraries, per-report and run objects) the planner binds on the
-connection when asked for them (`nsyswrap.planner`); opening reports as a run (validate,
-rank, normalize) is `nsyswrap.opening`.
+connection when asked for them (`nsyswrap.engine.planner`); opening reports as a run (validate,
+rank, normalize) is `nsyswrap.engine.opening`.
 """
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from typing import Callable
 import duckdb
 import pandas as pd
 
-from nsyswrap import sql_objects, store
-from nsyswrap.connection import CachedReport, connect
-from nsyswrap.dask_engine import DaskEngine
+from nsyswrap.engine import sql_objects
+
+from nsyswrap.storage import store
+from nsyswrap.engine.connection import CachedReport, connect
+from nsyswrap.engine.dask_engine import DaskEngine
 from nsyswrap.errors import NsysWrapError, limit_error
-from nsyswrap.leftovers import temp_dir
-from nsyswrap.reports import Report
+from nsyswrap.storage.leftovers import temp_dir
+from nsyswrap.storage.reports import Report
 
 MEMORY_LIMIT_MB = 2048
 """DuckDB's memory cap for a run, shared by the run's connection and its workers."""
@@ -37,7 +39,7 @@ class Run:
     libraries: set[str] = field(default_factory=set)
     """Macro libraries (`sql/_macros`) run on the connection."""
     bound: dict[str, str] = field(default_factory=dict)
-    """Object name -> key of the parameters its view holds now (see nsyswrap.planner)."""
+    """Object name -> key of the parameters its view holds now (see nsyswrap.engine.planner)."""
     tables: set[str] = field(default_factory=set)
     """Run objects computed so far (a table per object and parameter values)."""
     allow_unrelated: bool = False

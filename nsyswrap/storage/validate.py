@@ -89,7 +89,7 @@ def check_header(path: Path) -> None:
 def inspect_tables(path: Path) -> dict[str, set[str]]:
     """The tables and columns of a valid nsys export; raises for anything else."""
     # (pyarrow loads with it: not for `check_readable`)
-    from nsyswrap.sqlite_source import connect_readonly, table_columns, wal_applied
+    from nsyswrap.storage.sqlite_source import connect_readonly, table_columns, wal_applied
 
     check_header(path)
     try:

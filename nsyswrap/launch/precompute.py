@@ -18,8 +18,8 @@ from nsyswrap.errors import NsysWrapError
 def precompute(reports: list[Path]) -> None:
     """Normalize `reports` and cache their reductions and per-rank results, in this
     process: the rank's node does its own share."""
-    from nsyswrap import planner, sql_objects
-    from nsyswrap.opener import Opener
+    from nsyswrap.engine import planner, sql_objects
+    from nsyswrap.engine.opener import Opener
     from nsyswrap.report import ReportOptions, build_report
 
     with Opener(jobs=1).open(reports) as run:

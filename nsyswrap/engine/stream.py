@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsyswrap import planner
-from nsyswrap.connection import quote
-from nsyswrap.rank_labels import label_sql
-from nsyswrap.queries import bind, get, run_module
-from nsyswrap.run import Run
+from nsyswrap.engine import planner
+from nsyswrap.engine.connection import quote
+from nsyswrap.engine.rank_labels import label_sql
+from nsyswrap.engine.queries import bind, get, run_module
+from nsyswrap.engine.run import Run
 
 FORMATS = {"csv": "FORMAT csv, HEADER", "parquet": "FORMAT parquet"}
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES, check_readable
+from nsyswrap.storage.validate import EXPORT_HINT, RAW_REPORT_SUFFIXES, check_readable
 
 DEFAULT_RANK_PATTERN = r"rank(\d+)"
 ENV_RANKS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
@@ -128,7 +128,7 @@ def _recorded_rank(path: Path) -> tuple[int | None, str]:
     (`MPI Rank N`), else the process environment (capture metadata, then the target's
     DeviceEnvironment), variables in ENV_RANKS order. SLURM_PROCID is last: under
     mpirun inside one SLURM task it is 0 on every rank."""
-    from nsyswrap.sqlite_source import connect_readonly, wal_applied  # (pyarrow: not for `expand`)
+    from nsyswrap.storage.sqlite_source import connect_readonly, wal_applied  # (pyarrow: not for `expand`)
 
     with wal_applied(path):
         return _recorded_in(connect_readonly(path), path)
@@ -157,7 +157,7 @@ def _recorded_in(con, path: Path) -> tuple[int | None, str]:
 def capture_identity(path: Path) -> tuple | None:
     """(session start in UTC ns, host, the processes' pids) of a report, or None when it
     records no session start or no process: two reports alike are one capture."""
-    from nsyswrap.sqlite_source import connect_readonly  # (it loads pyarrow: not for `expand`)
+    from nsyswrap.storage.sqlite_source import connect_readonly  # (it loads pyarrow: not for `expand`)
 
     con = connect_readonly(path)
     try:

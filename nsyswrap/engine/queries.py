@@ -1,7 +1,7 @@
 """Prebuilt SQL modules: `sql/<area>/<name>.sql` is module `<area>.<name>`.
 
-Each file is a declared SQL object (header grammar: `nsyswrap.sql_objects`); the planner
-computes what it needs and then it (`nsyswrap.planner`).
+Each file is a declared SQL object (header grammar: `nsyswrap.engine.sql_objects`); the planner
+computes what it needs and then it (`nsyswrap.engine.planner`).
 """
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import difflib
 
 import pandas as pd
 
-from nsyswrap import planner, rank_labels, sql_objects
+from nsyswrap.engine import planner, rank_labels, sql_objects
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.run import Run
-from nsyswrap.sql_objects import CONVERT, SqlObject
+from nsyswrap.engine.run import Run
+from nsyswrap.engine.sql_objects import CONVERT, SqlObject
 
 
 def catalog() -> dict[str, SqlObject]:
@@ -73,7 +73,7 @@ def object_rows(run: Run, name: str, **params) -> pd.DataFrame:
 
 def labelled(run: Run, module: SqlObject, rows: pd.DataFrame) -> pd.DataFrame:
     """A module's rows with the run's rank identity: a per-report module's `rank` is its
-    report's (nsyswrap.rank_labels relabels it, then the rows take the module's order
+    report's (nsyswrap.engine.rank_labels relabels it, then the rows take the module's order
     again); a run module's rows already carry it."""
     if not module.per_report:
         return rows

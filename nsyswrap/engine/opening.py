@@ -9,18 +9,18 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from nsyswrap import planner
-from nsyswrap.cache import cache_dir_for, normalize
-from nsyswrap.cache_keys import cache_root
-from nsyswrap.connection import CachedReport
-from nsyswrap.dask_engine import DaskEngine
-from nsyswrap.leftovers import remove_dead
-from nsyswrap.plan import Plan, Scope
-from nsyswrap.plan import compile as compile_plan
-from nsyswrap.pool import map_reports
-from nsyswrap.reports import DEFAULT_RANK_PATTERN, assign_ranks, expand, refuse_duplicates
-from nsyswrap.run import MEMORY_LIMIT_MB, Run, open_cached
-from nsyswrap.validate import inspect_tables
+from nsyswrap.engine import planner
+from nsyswrap.engine.cache import cache_dir_for, normalize
+from nsyswrap.storage.cache_keys import cache_root
+from nsyswrap.engine.connection import CachedReport
+from nsyswrap.engine.dask_engine import DaskEngine
+from nsyswrap.storage.leftovers import remove_dead
+from nsyswrap.engine.plan import Plan, Scope
+from nsyswrap.engine.plan import compile as compile_plan
+from nsyswrap.engine.pool import map_reports
+from nsyswrap.storage.reports import DEFAULT_RANK_PATTERN, assign_ranks, expand, refuse_duplicates
+from nsyswrap.engine.run import MEMORY_LIMIT_MB, Run, open_cached
+from nsyswrap.storage.validate import inspect_tables
 
 
 def open_run(
@@ -42,7 +42,7 @@ def open_run(
     `(name, params)` the caller will ask for: the per-report objects and modules they read
     are computed in the same task as the report's normalization (one pass per report,
     instead of a pass of the pool per request that opens each report again). When the run
-    closes, the store is held within `cache_max` (`nsyswrap.store.cap_bytes`: "" the
+    closes, the store is held within `cache_max` (`nsyswrap.storage.store.cap_bytes`: "" the
     default cap).
     """
     remove_dead(cache_root())  # what killed runs left behind
@@ -84,7 +84,7 @@ def _normalize(memory_limit: str, threads: int,
                item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]]
                ) -> None:
     """In a worker: a report's normalized views, then its planned per-report objects and
-    modules (see `nsyswrap.planner.planned`), under `memory_limit` with `threads` threads."""
+    modules (see `nsyswrap.engine.planner.planned`), under `memory_limit` with `threads` threads."""
     cached, tables, targets = item
     normalize(cached.path, tables, cached.views_dir)
     if targets:

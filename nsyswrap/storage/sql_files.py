@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # nsyswrap/
 
 
 def sql_root() -> Path:
     """`nsyswrap/sql` inside a wheel, else the repository's top-level `sql/`."""
-    for candidate in (_HERE / "sql", _HERE.parent / "sql"):
+    for candidate in (_PACKAGE / "sql", _PACKAGE.parent / "sql"):
         if candidate.is_dir():
             return candidate
     raise RuntimeError("nsyswrap's sql/ folder is missing from this installation")
