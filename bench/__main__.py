@@ -1,4 +1,5 @@
 """`python -m bench`: generate (or reuse) the runs, measure, print and write bench/RESULTS.md."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,25 +39,51 @@ def _run_part(part: str, session: suite.Session) -> None:
         suite.ranks_suite(session, session.rank_steps)
     else:
         suite.whatif_suite(session)
-    result = {"part": part, "started": stamp, "duration_s": time.monotonic() - started, "load_before": load,
-              "load_after": _load(), "jobs": session.jobs, "dataset": size, "rows": session.rows}
+    result = {
+        "part": part,
+        "started": stamp,
+        "duration_s": time.monotonic() - started,
+        "load_before": load,
+        "load_after": _load(),
+        "jobs": session.jobs,
+        "dataset": size,
+        "rows": session.rows,
+    }
     (dataset.OUT / f"results-{part}.json").write_text(json.dumps(result, indent=1))
     session.rows = []
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--part", choices=("all", *PARTS), default="all",
-                        help="main: the 8-rank comparison; scale: 1-8 ranks, 0.25-1 M kernels; ranks: 8-64 "
-                             "small ranks, local and Dask engines; whatif: the what-if stage "
-                             "(default: all four)")
-    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
-                        help="seconds for everything; measurements that do not fit are reported as skipped")
-    parser.add_argument("-j", "--jobs", type=int, default=2, help="reports nsyswrap normalizes at a time")
-    parser.add_argument("--steps", type=int, default=dataset.FULL_STEPS,
-                        help="steps per rank (~1000 kernels each); fewer for a quick try")
-    parser.add_argument("--rank-steps", type=int, default=RANK_STEPS,
-                        help="part ranks: steps per rank at 8-64 ranks (also 4x and 16x at 8 ranks)")
+    parser.add_argument(
+        "--part",
+        choices=("all", *PARTS),
+        default="all",
+        help="main: the 8-rank comparison; scale: 1-8 ranks, 0.25-1 M kernels; ranks: 8-64 "
+        "small ranks, local and Dask engines; whatif: the what-if stage "
+        "(default: all four)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help="seconds for everything; measurements that do not fit are reported as skipped",
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=2, help="reports nsyswrap normalizes at a time"
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=dataset.FULL_STEPS,
+        help="steps per rank (~1000 kernels each); fewer for a quick try",
+    )
+    parser.add_argument(
+        "--rank-steps",
+        type=int,
+        default=RANK_STEPS,
+        help="part ranks: steps per rank at 8-64 ranks (also 4x and 16x at 8 ranks)",
+    )
     args = parser.parse_args(argv)
     dataset.OUT.mkdir(parents=True, exist_ok=True)
     session = suite.Session(args.budget, args.jobs, args.steps, args.rank_steps)
@@ -64,8 +91,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.part in ("all", part):
             _run_part(part, session)
     previous = results.RESULTS_MD.read_text() if results.RESULTS_MD.is_file() else ""
-    text = results.render(_saved("main"), _saved("scale"), _saved("ranks"), previous,
-                          _saved("whatif"))
+    text = results.render(
+        _saved("main"), _saved("scale"), _saved("ranks"), previous, _saved("whatif")
+    )
     results.RESULTS_MD.write_text(text + "\n")
     print(text)
     print(f"\nwrote {results.RESULTS_MD}", file=sys.stderr)

@@ -5,6 +5,7 @@
 Each row is the best of several timed repeats, in ns per range. Module and collective rows
 are differences: the same work annotated minus it plain, divided by the ranges it adds.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,9 @@ def noop() -> None:
 
 def push_pop():
     calls = nvtx_calls()
-    attributes = calls.attributes("fwd:layers.3.attn")  # built once per module path, as annotate_model does
+    attributes = calls.attributes(
+        "fwd:layers.3.attn"
+    )  # built once per module path, as annotate_model does
 
     def range_() -> None:
         calls.push(attributes)
@@ -95,14 +98,19 @@ def main() -> None:
     rows = [
         ("bare Python function call", best_ns(noop, 200_000)),
         ("NVTX push + pop (one range, cached text)", best_ns(push_pop(), 200_000)),
-        ("nsyswrap.step(i) (call form, closes the previous step)", best_ns(step_counter(), 200_000)),
+        (
+            "nsyswrap.step(i) (call form, closes the previous step)",
+            best_ns(step_counter(), 200_000),
+        ),
         ("annotate_model: per module, forward only (no_grad)", per_module(train=False)),
         ("annotate_model: per module, forward + backward", per_module(train=True)),
         ("annotate_collectives: per all_reduce", per_collective()),
     ]
     nsyswrap.annotate.steps.end()
-    print(f"torch {torch.__version__}, nvtx {version('nvtx')}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"torch {torch.__version__}, nvtx {version('nvtx')}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     width = max(len(name) for name, _ in rows)
     print(f"{'what':<{width}}  ns per range")
     for name, ns in rows:

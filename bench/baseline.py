@@ -8,6 +8,7 @@ processed one at a time; only their collectives are kept for the cross-rank step
 The definitions follow nsyswrap's `ledger.devices`, `gaps.idle` and
 `crossrank.collectives` (window = first to last GPU activity of the device).
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -29,7 +30,9 @@ def _read(con: sqlite3.Connection, sql: str) -> pd.DataFrame:
 
 
 def _has(con: sqlite3.Connection, table: str) -> bool:
-    return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
+    return (
+        con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone() is not None
+    )
 
 
 def load_rank(path: Path) -> dict[str, pd.DataFrame]:
@@ -37,7 +40,9 @@ def load_rank(path: Path) -> dict[str, pd.DataFrame]:
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     try:
         names = _read(con, "SELECT id, value FROM StringIds").set_index("id")["value"]
-        device_cols = 'start, "end", deviceId AS device, contextId AS context, globalPid, correlationId'
+        device_cols = (
+            'start, "end", deviceId AS device, contextId AS context, globalPid, correlationId'
+        )
         kernels = _read(con, f"SELECT {device_cols}, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL")
         kernels["name"] = kernels["shortName"].map(names)
         frames = {"kernels": kernels}
@@ -46,16 +51,26 @@ def load_rank(path: Path) -> dict[str, pd.DataFrame]:
             ("memset", "CUPTI_ACTIVITY_KIND_MEMSET", ""),
             ("syncs", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", ", syncType"),
         ):
-            frames[key] = _read(con, f"SELECT {device_cols}{extra} FROM {table}") if _has(con, table) else None
-        runtime = _read(con, 'SELECT start, "end", eventClass, globalTid, correlationId, nameId '
-                             "FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+            frames[key] = (
+                _read(con, f"SELECT {device_cols}{extra} FROM {table}")
+                if _has(con, table)
+                else None
+            )
+        runtime = _read(
+            con,
+            'SELECT start, "end", eventClass, globalTid, correlationId, nameId '
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+        )
         runtime["api"] = runtime["nameId"].map(names)
         frames["runtime"] = runtime
-        nvtx = _read(con, 'SELECT start, "end", eventType, text, textId, globalTid FROM NVTX_EVENTS')
+        nvtx = _read(
+            con, 'SELECT start, "end", eventType, text, textId, globalTid FROM NVTX_EVENTS'
+        )
         nvtx["text"] = nvtx["text"].fillna(nvtx["textId"].map(names))
         frames["nvtx"] = nvtx
         frames["utc_epoch_ns"] = con.execute(
-            "SELECT max(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]
+            "SELECT max(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME"
+        ).fetchone()[0]
     finally:
         con.close()
     return frames
@@ -73,22 +88,42 @@ def _tid(global_id: pd.Series) -> pd.Series:
 def gpu_work(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Every kernel, memcpy and memset as compute, comm (NCCL or P2P copy) or copy."""
     k = t["kernels"]
-    kernels = pd.DataFrame({
-        "start": k["start"], "end": k["end"], "device": k["device"], "context": k["context"],
-        "pid": _pid(k["globalPid"]), "correlationId": k["correlationId"], "name": k["name"],
-        "activity": np.where(k["name"].str.lower().str.startswith("nccl", na=False), "comm", "compute"),
-    })
+    kernels = pd.DataFrame(
+        {
+            "start": k["start"],
+            "end": k["end"],
+            "device": k["device"],
+            "context": k["context"],
+            "pid": _pid(k["globalPid"]),
+            "correlationId": k["correlationId"],
+            "name": k["name"],
+            "activity": np.where(
+                k["name"].str.lower().str.startswith("nccl", na=False), "comm", "compute"
+            ),
+        }
+    )
     parts = [kernels]
     for key in ("memcpy", "memset"):
         c = t[key]
         if c is not None and len(c):
             comm = c["copyKind"].eq(PTOP) if key == "memcpy" else False
-            parts.append(pd.DataFrame({
-                "start": c["start"], "end": c["end"], "device": c["device"], "context": c["context"],
-                "pid": _pid(c["globalPid"]), "correlationId": c["correlationId"], "name": key,
-                "activity": np.where(comm, "comm", "copy"),
-            }))
-    return pd.concat(parts, ignore_index=True).sort_values(["device", "start"], kind="stable", ignore_index=True)
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "start": c["start"],
+                        "end": c["end"],
+                        "device": c["device"],
+                        "context": c["context"],
+                        "pid": _pid(c["globalPid"]),
+                        "correlationId": c["correlationId"],
+                        "name": key,
+                        "activity": np.where(comm, "comm", "copy"),
+                    }
+                )
+            )
+    return pd.concat(parts, ignore_index=True).sort_values(
+        ["device", "start"], kind="stable", ignore_index=True
+    )
 
 
 def islands(work: pd.DataFrame) -> pd.DataFrame:
@@ -101,9 +136,12 @@ def islands(work: pd.DataFrame) -> pd.DataFrame:
     previous = reach.groupby(w["device"]).shift()
     new_island = previous.isna() | (w["start"] > previous)
     island = new_island.cumsum()
-    return (pd.DataFrame({"device": w["device"], "start": w["start"], "end": reach, "island": island})
-            .groupby("island").agg(device=("device", "first"), start=("start", "min"), end=("end", "max"))
-            .reset_index(drop=True))
+    return (
+        pd.DataFrame({"device": w["device"], "start": w["start"], "end": reach, "island": island})
+        .groupby("island")
+        .agg(device=("device", "first"), start=("start", "min"), end=("end", "max"))
+        .reset_index(drop=True)
+    )
 
 
 def _union_ns(work: pd.DataFrame) -> pd.Series:
@@ -117,33 +155,50 @@ def ledger(work: pd.DataFrame, rank: int) -> pd.DataFrame:
     compute = work[work["activity"] == "compute"]
     comm = work[work["activity"] == "comm"]
     copy = work[work["activity"] == "copy"]
-    busy = pd.DataFrame({
-        "c": _union_ns(compute), "m": _union_ns(comm), "y": _union_ns(copy),
-        "cm": _union_ns(work[work["activity"] != "copy"]), "all": _union_ns(work),
-    }).reindex(span.index).fillna(0).astype("int64")
-    out = pd.DataFrame({
-        "rank": rank,
-        "device": span.index,
-        "span_ns": span["end"] - span["start"],
-        "compute_only_ns": busy["cm"] - busy["m"],
-        "comm_only_ns": busy["cm"] - busy["c"],
-        "both_ns": busy["c"] + busy["m"] - busy["cm"],
-        "copy_only_ns": busy["all"] - busy["cm"],
-        "idle_ns": span["end"] - span["start"] - busy["all"],
-        "compute_busy_ns": busy["c"],
-        "comm_busy_ns": busy["m"],
-        "copy_busy_ns": busy["y"],
-    })
+    busy = (
+        pd.DataFrame(
+            {
+                "c": _union_ns(compute),
+                "m": _union_ns(comm),
+                "y": _union_ns(copy),
+                "cm": _union_ns(work[work["activity"] != "copy"]),
+                "all": _union_ns(work),
+            }
+        )
+        .reindex(span.index)
+        .fillna(0)
+        .astype("int64")
+    )
+    out = pd.DataFrame(
+        {
+            "rank": rank,
+            "device": span.index,
+            "span_ns": span["end"] - span["start"],
+            "compute_only_ns": busy["cm"] - busy["m"],
+            "comm_only_ns": busy["cm"] - busy["c"],
+            "both_ns": busy["c"] + busy["m"] - busy["cm"],
+            "copy_only_ns": busy["all"] - busy["cm"],
+            "idle_ns": span["end"] - span["start"] - busy["all"],
+            "compute_busy_ns": busy["c"],
+            "comm_busy_ns": busy["m"],
+            "copy_busy_ns": busy["y"],
+        }
+    )
     return out.reset_index(drop=True)
 
 
 def launches(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One launch call per (pid, correlationId): the runtime call, else the driver call, earliest first."""
     r = t["runtime"]
-    calls = pd.DataFrame({
-        "pid": _pid(r["globalTid"]), "tid": _tid(r["globalTid"]), "correlationId": r["correlationId"],
-        "launch": r["start"], "preference": r["eventClass"].clip(upper=2),
-    })
+    calls = pd.DataFrame(
+        {
+            "pid": _pid(r["globalTid"]),
+            "tid": _tid(r["globalTid"]),
+            "correlationId": r["correlationId"],
+            "launch": r["start"],
+            "preference": r["eventClass"].clip(upper=2),
+        }
+    )
     calls = calls.sort_values(["preference", "launch"], kind="stable")
     return calls.drop_duplicates(["pid", "correlationId"]).drop(columns="preference")
 
@@ -160,7 +215,11 @@ def device_syncs(t: dict[str, pd.DataFrame], work: pd.DataFrame) -> pd.DataFrame
     r = t["runtime"]
     calls = r[r["api"].str.contains("synchronize", case=False, na=False)]
     drivers = work[["pid", "device"]].drop_duplicates()
-    parts.append(calls.assign(pid=_pid(calls["globalTid"])).merge(drivers, on="pid")[["device", "start", "end"]])
+    parts.append(
+        calls.assign(pid=_pid(calls["globalTid"])).merge(drivers, on="pid")[
+            ["device", "start", "end"]
+        ]
+    )
     return pd.concat(parts, ignore_index=True).sort_values(["device", "start"], ignore_index=True)
 
 
@@ -182,29 +241,44 @@ def idle_gaps(work: pd.DataFrame, t: dict[str, pd.DataFrame], rank: int) -> pd.D
     """Stretches of each device's span with nothing running, with sync time and cause."""
     span = work.groupby("device").agg(lo=("start", "min"), hi=("end", "max"))
     busy = islands(work)
-    edges = pd.concat([
-        busy[["device", "start", "end"]],
-        pd.DataFrame({"device": span.index, "start": span["lo"], "end": span["lo"]}),
-        pd.DataFrame({"device": span.index, "start": span["hi"], "end": span["hi"]}),
-    ], ignore_index=True).sort_values(["device", "start", "end"], ignore_index=True)
-    gaps = pd.DataFrame({
-        "device": edges["device"],
-        "start_ns": edges.groupby("device")["end"].cummax(),
-        "end_ns": edges.groupby("device")["start"].shift(-1),
-    }).dropna()
+    edges = pd.concat(
+        [
+            busy[["device", "start", "end"]],
+            pd.DataFrame({"device": span.index, "start": span["lo"], "end": span["lo"]}),
+            pd.DataFrame({"device": span.index, "start": span["hi"], "end": span["hi"]}),
+        ],
+        ignore_index=True,
+    ).sort_values(["device", "start", "end"], ignore_index=True)
+    gaps = pd.DataFrame(
+        {
+            "device": edges["device"],
+            "start_ns": edges.groupby("device")["end"].cummax(),
+            "end_ns": edges.groupby("device")["start"].shift(-1),
+        }
+    ).dropna()
     gaps = gaps[gaps["end_ns"] > gaps["start_ns"]].astype("int64")
     sync_union = islands(device_syncs(t, work))
-    gaps["sync_ns"] = (_covered_before(sync_union, gaps["device"], gaps["end_ns"])
-                       - _covered_before(sync_union, gaps["device"], gaps["start_ns"]))
+    gaps["sync_ns"] = _covered_before(sync_union, gaps["device"], gaps["end_ns"]) - _covered_before(
+        sync_union, gaps["device"], gaps["start_ns"]
+    )
     launched = work.merge(launches(t), on=["pid", "correlationId"], how="left")
-    first = launched.groupby(["device", "start"])["launch"].min().rename("next_launch_ns").reset_index()
+    first = (
+        launched.groupby(["device", "start"])["launch"].min().rename("next_launch_ns").reset_index()
+    )
     gaps = gaps.merge(first, left_on=["device", "end_ns"], right_on=["device", "start"], how="left")
     dur = gaps["end_ns"] - gaps["start_ns"]
     gaps["cause"] = np.select(
-        [gaps["next_launch_ns"] < gaps["start_ns"], 2 * gaps["sync_ns"] >= dur, gaps["next_launch_ns"].notna()],
-        ["other", "sync", "host_bound"], "unknown")
+        [
+            gaps["next_launch_ns"] < gaps["start_ns"],
+            2 * gaps["sync_ns"] >= dur,
+            gaps["next_launch_ns"].notna(),
+        ],
+        ["other", "sync", "host_bound"],
+        "unknown",
+    )
     return gaps.assign(rank=rank, dur_ns=dur)[
-        ["rank", "device", "start_ns", "end_ns", "dur_ns", "sync_ns", "next_launch_ns", "cause"]]
+        ["rank", "device", "start_ns", "end_ns", "dur_ns", "sync_ns", "next_launch_ns", "cause"]
+    ]
 
 
 def collectives(t: dict[str, pd.DataFrame], work: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -212,16 +286,31 @@ def collectives(t: dict[str, pd.DataFrame], work: pd.DataFrame, rank: int) -> pd
     n = t["nvtx"]
     n = n[n["eventType"].isin(PUSH_POP_OR_START_END) & n["text"].str.startswith("coll:", na=False)]
     keys = n["text"].str.extract(COLL_TEXT)
-    ranges = pd.DataFrame({
-        "pid": _pid(n["globalTid"]), "tid": _tid(n["globalTid"]), "start": n["start"], "end": n["end"],
-        "op": keys["op"], "pg": keys["pg"], "seq": pd.to_numeric(keys["seq"]),
-    }).dropna(subset=["pg", "seq"])
+    ranges = pd.DataFrame(
+        {
+            "pid": _pid(n["globalTid"]),
+            "tid": _tid(n["globalTid"]),
+            "start": n["start"],
+            "end": n["end"],
+            "op": keys["op"],
+            "pg": keys["pg"],
+            "seq": pd.to_numeric(keys["seq"]),
+        }
+    ).dropna(subset=["pg", "seq"])
     nccl = work[work["activity"].eq("comm") & work["name"].ne("memcpy")]
     nccl = nccl.merge(launches(t), on=["pid", "correlationId"]).sort_values("launch")
-    inside = pd.merge_asof(nccl, ranges.sort_values("start"), left_on="launch", right_on="start",
-                           by=["pid", "tid"], suffixes=("", "_range"))
+    inside = pd.merge_asof(
+        nccl,
+        ranges.sort_values("start"),
+        left_on="launch",
+        right_on="start",
+        by=["pid", "tid"],
+        suffixes=("", "_range"),
+    )
     inside = inside[inside["launch"] <= inside["end_range"]]
-    timed = inside.groupby(["pg", "seq"]).agg(kernel_start=("start", "min"), kernel_end=("end", "max"))
+    timed = inside.groupby(["pg", "seq"]).agg(
+        kernel_start=("start", "min"), kernel_end=("end", "max")
+    )
     out = ranges.merge(timed, on=["pg", "seq"], how="left")
     return out.assign(rank=rank, utc_epoch_ns=t["utc_epoch_ns"])
 
@@ -232,10 +321,18 @@ def collective_skew(colls: pd.DataFrame) -> pd.DataFrame:
     Clocks are aligned to the lowest rank by the median difference of collective ends.
     """
     members = colls.groupby("pg")["rank"].nunique()
-    per_key = colls.groupby(["pg", "seq"]).agg(ranks=("rank", "nunique"), copies=("rank", "size"),
-                                                ops=("op", "nunique")).reset_index()
+    per_key = (
+        colls.groupby(["pg", "seq"])
+        .agg(ranks=("rank", "nunique"), copies=("rank", "size"), ops=("op", "nunique"))
+        .reset_index()
+    )
     group = per_key["pg"].map(members)
-    keep = (group >= 2) & (per_key["ranks"] == group) & (per_key["copies"] == group) & (per_key["ops"] == 1)
+    keep = (
+        (group >= 2)
+        & (per_key["ranks"] == group)
+        & (per_key["copies"] == group)
+        & (per_key["ops"] == 1)
+    )
     full = pd.MultiIndex.from_frame(per_key.loc[keep, ["pg", "seq"]])
     m = colls.set_index(["pg", "seq"]).loc[full].reset_index()
     m["on_gpu"] = m["kernel_end"].notna().groupby([m["pg"], m["seq"]]).transform("all")
@@ -252,7 +349,9 @@ def collective_skew(colls: pd.DataFrame) -> pd.DataFrame:
     latest = m.groupby(["pg", "seq"])["start_ns"].transform("max")
     m["skew_ns"] = latest - m.groupby(["pg", "seq"])["start_ns"].transform("min")
     m["wait_ns"] = (np.minimum(latest, m["end_ns"]) - m["start_ns"]).clip(lower=0)
-    last = m.sort_values(["start_ns", "rank"], ascending=[False, True]).drop_duplicates(["pg", "seq"])
+    last = m.sort_values(["start_ns", "rank"], ascending=[False, True]).drop_duplicates(
+        ["pg", "seq"]
+    )
     m = m.merge(last[["pg", "seq", "rank"]].rename(columns={"rank": "last_rank"}), on=["pg", "seq"])
     return m[["pg", "seq", "op", "rank", "start_ns", "end_ns", "wait_ns", "last_rank", "skew_ns"]]
 
@@ -267,5 +366,8 @@ def analyse(inputs: list[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
         gaps.append(idle_gaps(work, tables, report.rank))
         colls.append(collectives(tables, work, report.rank))
         del tables, work
-    return (pd.concat(ledgers, ignore_index=True), pd.concat(gaps, ignore_index=True),
-            collective_skew(pd.concat(colls, ignore_index=True)))
+    return (
+        pd.concat(ledgers, ignore_index=True),
+        pd.concat(gaps, ignore_index=True),
+        collective_skew(pd.concat(colls, ignore_index=True)),
+    )

@@ -6,6 +6,7 @@ for a quick try. Runs with fewer ranks are directories of symbolic links to its 
 reports; runs with fewer kernels per rank are generated (1 rank, fewer steps). A run is
 regenerated only when its scenario changes.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,9 @@ FULL_STEPS = 1000  # the preset's steps: ~1 M kernels per rank
 
 def _generated(scenario: Scenario, out_dir: Path) -> Path:
     truth = out_dir / "truth.json"
-    if truth.is_file() and json.loads(truth.read_text())["scenario"] == json.loads(json.dumps(scenario.to_dict())):
+    if truth.is_file() and json.loads(truth.read_text())["scenario"] == json.loads(
+        json.dumps(scenario.to_dict())
+    ):
         return out_dir
     generate_run(scenario, out_dir, force=True)
     return out_dir
@@ -60,15 +63,20 @@ def one_rank(fraction: float, steps: int = FULL_STEPS) -> Path:
     if fraction >= 1:
         return first_ranks(1, steps)
     fewer = max(1, round(steps * fraction))
-    return _generated(preset(MAIN_PRESET, ranks=1, steps=fewer), RUNS / f"{_name(steps)}_1rank_{fewer}steps")
+    return _generated(
+        preset(MAIN_PRESET, ranks=1, steps=fewer), RUNS / f"{_name(steps)}_1rank_{fewer}steps"
+    )
 
 
 def size_of(run: Path) -> dict[str, int]:
     """Reports, bytes and rows of the tables the benchmark is about."""
     reports = sorted(run.glob("*.sqlite"))
     totals = {"reports": len(reports), "bytes": sum(p.stat().st_size for p in reports)}
-    for key, table in (("kernels", "CUPTI_ACTIVITY_KIND_KERNEL"), ("launch_calls", "CUPTI_ACTIVITY_KIND_RUNTIME"),
-                       ("nvtx", "NVTX_EVENTS")):
+    for key, table in (
+        ("kernels", "CUPTI_ACTIVITY_KIND_KERNEL"),
+        ("launch_calls", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+        ("nvtx", "NVTX_EVENTS"),
+    ):
         totals[key] = 0
         for path in reports:
             con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)

@@ -3,6 +3,7 @@
 Stdlib `sqlite3` only (no nsyswrap import), one report after the other: SQLite walks
 every row of both tables but never hands a value out of the library.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -22,7 +23,9 @@ def floor(run: Path) -> dict[str, int]:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         try:
             for table in FLOOR_TABLES:
-                rows, total = con.execute(f'SELECT count(*), sum("end" - start) FROM "{table}"').fetchone()
+                rows, total = con.execute(
+                    f'SELECT count(*), sum("end" - start) FROM "{table}"'
+                ).fetchone()
                 totals["rows"] += rows
                 totals["sum_ns"] += total or 0
         finally:

@@ -1,6 +1,7 @@
 """Run one measured thing in its own process: wall time, CPU and peak RSS of its whole
 process tree (the task, the forkserver nsyswrap's pool starts, the workers) and the
 task's own timing."""
+
 from __future__ import annotations
 
 import json
@@ -29,13 +30,17 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 @dataclass(frozen=True)
 class Measurement:
     label: str
-    wall_s: float      # the whole process, interpreter start and imports included
-    work_s: float      # the measured work alone, timed inside the process
-    cpu_s: float       # user + system CPU of every process of the tree, all threads
-    peak_rss_mb: float  # sum over the tree's processes of each one's peak RSS (VmHWM): an upper bound
+    wall_s: float  # the whole process, interpreter start and imports included
+    work_s: float  # the measured work alone, timed inside the process
+    cpu_s: float  # user + system CPU of every process of the tree, all threads
+    peak_rss_mb: (
+        float  # sum over the tree's processes of each one's peak RSS (VmHWM): an upper bound
+    )
     peak_rss_main_mb: float  # the task process's own VmHWM
-    processes: int     # processes seen in the tree (the task included)
-    rss_together_mb: float  # the largest sum of the live processes' RSS at one sample: the peak, from below
+    processes: int  # processes seen in the tree (the task included)
+    rss_together_mb: (
+        float  # the largest sum of the live processes' RSS at one sample: the peak, from below
+    )
     detail: dict
     error: str | None = None  # why the process produced no result (timeout, crash)
 
@@ -52,7 +57,9 @@ class Tree:
 
     def __init__(self, root: int):
         self.root = root
-        self.last: dict[int, tuple[float, float]] = {root: (0.0, 0.0)}  # pid -> (VmHWM MB, user + system s)
+        self.last: dict[int, tuple[float, float]] = {
+            root: (0.0, 0.0)
+        }  # pid -> (VmHWM MB, user + system s)
         self.others: set[int] = set()  # pids known not to be in the tree
         self.gone: set[int] = set()  # processes of the tree that ended (their pid may be reused)
         self.together = 0.0  # the largest sum of current RSS over one sample
@@ -108,14 +115,18 @@ def _wait(pid: int, timeout_s: float, tree: Tree):
         while not select.select([fd], [], [], POLL_S)[0]:
             tree.sample()
             if time.perf_counter() > deadline:
-                os.killpg(pid, signal.SIGKILL)  # the task runs in its own group with its descendants
+                os.killpg(
+                    pid, signal.SIGKILL
+                )  # the task runs in its own group with its descendants
                 return *os.wait4(pid, 0)[1:], True
         return *os.wait4(pid, 0)[1:], False
     finally:
         os.close(fd)
 
 
-def run_task(label: str, task: list[str], env: dict[str, str] | None = None, timeout_s: float = 300) -> Measurement:
+def run_task(
+    label: str, task: list[str], env: dict[str, str] | None = None, timeout_s: float = 300
+) -> Measurement:
     """Run `python -m bench.tasks TASK...`: its wall time, its own timing, its tree's CPU and peak RSS."""
     argv = [sys.executable, "-m", "bench.tasks", *task]
     WORKDIR.mkdir(parents=True, exist_ok=True)
@@ -133,10 +144,31 @@ def run_task(label: str, task: list[str], env: dict[str, str] | None = None, tim
         out.seek(0), err.seek(0)
         if timed_out or code != 0:
             tail = err.read().strip().splitlines()[-1:] or [""]
-            error = f"{KILLED} {timeout_s:.0f} s" if timed_out else f"exit code {code}: {tail[0][:200]}"
-            return Measurement(label, wall, wall, cpu, tree.peak_rss_mb(polled_main), polled_main,
-                               len(tree.last), tree.together, {}, error)
+            error = (
+                f"{KILLED} {timeout_s:.0f} s" if timed_out else f"exit code {code}: {tail[0][:200]}"
+            )
+            return Measurement(
+                label,
+                wall,
+                wall,
+                cpu,
+                tree.peak_rss_mb(polled_main),
+                polled_main,
+                len(tree.last),
+                tree.together,
+                {},
+                error,
+            )
         result = json.loads(out.read().strip().splitlines()[-1])
     work, main_mb = result.pop("work_s"), max(result.pop("peak_rss_mb"), polled_main)
-    return Measurement(label, wall, work, cpu, tree.peak_rss_mb(main_mb), main_mb, len(tree.last), tree.together,
-                       result)
+    return Measurement(
+        label,
+        wall,
+        work,
+        cpu,
+        tree.peak_rss_mb(main_mb),
+        main_mb,
+        len(tree.last),
+        tree.together,
+        result,
+    )

@@ -13,6 +13,7 @@ step (process time: the machine is shared, and waiting for a core is not a cost 
 each cost is the median over rounds of the difference between two set-ups in the same
 round. Per-event costs come from timeit loops (best of several repeats, CPU time) on one open step.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,10 +42,12 @@ RESULTS_MD = ROOT / "bench" / "RESULTS.md"
 HEADING = "## Always-on sampler overhead"
 STEPS, ROUNDS, EVERY = 200, 40, 10
 PHASES = ("data_loading", "forward", "backward", "optimizer")
-GPU_NOTE = ("GPU (CUDA events): not measured. No GPU machine was lent to this session, so the "
-            "cost of recording and reading CUDA events is not in this table; "
-            "`python bench/sample_cost.py` measures the same rows on a CUDA machine once the "
-            "model is moved to the GPU.")
+GPU_NOTE = (
+    "GPU (CUDA events): not measured. No GPU machine was lent to this session, so the "
+    "cost of recording and reading CUDA events is not in this table; "
+    "`python bench/sample_cost.py` measures the same rows on a CUDA machine once the "
+    "model is moved to the GPU."
+)
 
 
 def tiny_net() -> nn.Module:
@@ -82,7 +85,8 @@ def setup(folder: str, how: dict):
         handle = annotate_collectives()
     elif how.get("kinds"):
         os.environ[sampler_module.VARIABLE] = json.dumps(
-            {"out_dir": folder, "every": how.get("every", EVERY), "start": 0})
+            {"out_dir": folder, "every": how.get("every", EVERY), "start": 0}
+        )
         handle = install(how["kinds"])
     elif "every" in how:
         handle = nsyswrap.sampler(folder, every=how["every"], start=how.get("start", 0))
@@ -99,8 +103,10 @@ def setup(folder: str, how: dict):
 SETUPS = {
     "plain (no nsyswrap)": {},
     "marked by hand: nsyswrap.step + 4 nsyswrap.phase, no sampler": {"marked": True},
-    "marked, collectives annotated (annotate_collectives), no sampler": {"marked": True,
-                                                                          "collectives": True},
+    "marked, collectives annotated (annotate_collectives), no sampler": {
+        "marked": True,
+        "collectives": True,
+    },
     "marked, sampler on, no step sampled": {"marked": True, "every": 1, "start": 10**9},
     f"marked, sampler every {EVERY}": {"marked": True, "every": EVERY},
     "marked, sampler every step": {"marked": True, "every": 1},
@@ -121,8 +127,9 @@ def step_costs(folder: str) -> dict:
     for r in range(ROUNDS):
         for name, how in SETUPS.items():
             with setup(folder, how):
-                times[name].append(loop(model, optimizer, loader, r * STEPS, STEPS,
-                                        how.get("marked", False)))
+                times[name].append(
+                    loop(model, optimizer, loader, r * STEPS, STEPS, how.get("marked", False))
+                )
     return times
 
 
@@ -150,8 +157,9 @@ def _steps(s):
             if name == "backward":
                 done = torch.futures.Future()
                 done.set_result(None)
-                s.collective_end(s.collective_begin("all_reduce", "0", 1, 4096, 0),
-                                 _Work(done), True)
+                s.collective_end(
+                    s.collective_begin("all_reduce", "0", 1, 4096, 0), _Work(done), True
+                )
             s.phase_end(name)
         s.step_end()
 
@@ -184,8 +192,9 @@ def event_costs(folder: str) -> dict:
 
         what = "sampled" if sampled else "unsampled"
         out[f"phase (begin + end, NVTX range included), {what} step"] = best_ns(phase, 20_000)
-        out[f"collective (begin + end, the sampler's part), {what} step"] = best_ns(collective,
-                                                                                    20_000)
+        out[f"collective (begin + end, the sampler's part), {what} step"] = best_ns(
+            collective, 20_000
+        )
         if s.step is not None:
             s.step.phases.clear()
             s.step.calls.clear()
@@ -214,39 +223,56 @@ def section(times: dict, own: dict, events: dict) -> str:
         share = 100 * cost / (step_ms[plain] * 1e3)
         return f"{cost:+,.1f} µs ({share:+.2f} %; rounds' IQR {low:+,.1f} to {high:+,.1f})"
 
-    extras = ["", f"{plus(marked, plain)} over plain", f"{plus(coll, marked)} over marked",
-              f"{plus(none, coll)} over collectives annotated: an unsampled step",
-              f"{plus(every, coll)} over collectives annotated: **the sampler at every {EVERY}**",
-              f"{plus(sampled, coll)} over collectives annotated: a sampled step",
-              f"{plus(zero_steps, plain)} over plain", f"{plus(zero_sample, plain)} over plain, "
-              f"{plus(zero_sample, zero_steps)} over zero-code steps"]
-    machine = (f"torch {torch.__version__}, nvtx {version('nvtx')}, {os.cpu_count()} cores, load "
-               f"average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}")
-    lines = [HEADING, "", f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
-             f"`python bench/sample_cost.py` ({machine}). CPU, host timers: "
-             f"examples/train_ddp.py's TinyNet under DDP (one-rank gloo group), {STEPS} steps a "
-             f"round, {ROUNDS} rounds, set-ups interleaved; median of the rounds' CPU time per "
-             "step; a cost is the median over rounds of the difference to the set-up it is "
-             "measured against in the same round (% of a plain step), with the rounds' "
-             "interquartile range. Target: the sampler at every 10 costs at most 1 % of the "
-             "step.",
-             "", "| set-up | CPU ms per step | cost |", "|---|--:|---|"]
-    lines += [f"| {name} | {step_ms[name]:.3f} | {extra} |"
-              for name, extra in zip(names, extras)]
+    extras = [
+        "",
+        f"{plus(marked, plain)} over plain",
+        f"{plus(coll, marked)} over marked",
+        f"{plus(none, coll)} over collectives annotated: an unsampled step",
+        f"{plus(every, coll)} over collectives annotated: **the sampler at every {EVERY}**",
+        f"{plus(sampled, coll)} over collectives annotated: a sampled step",
+        f"{plus(zero_steps, plain)} over plain",
+        f"{plus(zero_sample, plain)} over plain, "
+        f"{plus(zero_sample, zero_steps)} over zero-code steps",
+    ]
+    machine = (
+        f"torch {torch.__version__}, nvtx {version('nvtx')}, {os.cpu_count()} cores, load "
+        f"average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}"
+    )
+    lines = [
+        HEADING,
+        "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
+        f"`python bench/sample_cost.py` ({machine}). CPU, host timers: "
+        f"examples/train_ddp.py's TinyNet under DDP (one-rank gloo group), {STEPS} steps a "
+        f"round, {ROUNDS} rounds, set-ups interleaved; median of the rounds' CPU time per "
+        "step; a cost is the median over rounds of the difference to the set-up it is "
+        "measured against in the same round (% of a plain step), with the rounds' "
+        "interquartile range. Target: the sampler at every 10 costs at most 1 % of the "
+        "step.",
+        "",
+        "| set-up | CPU ms per step | cost |",
+        "|---|--:|---|",
+    ]
+    lines += [f"| {name} | {step_ms[name]:.3f} | {extra} |" for name, extra in zip(names, extras)]
     at_every = ((EVERY - 1) * own["unsampled"] + own["sampled"]) / EVERY
     share = at_every / 1e9 / statistics.median(times[plain])
-    lines += ["", "The sampler's own work (its observer calls for one step: begin, end, four "
-              "phases, an asynchronous all_reduce, made directly; CPU time, best of timeit "
-              "repeats: what it costs with its code and data in the caches), against the plain "
-              "step above:", "",
-              "| the sampler's own work | µs per step | of a plain step |", "|---|--:|--:|",
-              f"| unsampled step | {own['unsampled'] / 1e3:.2f} | "
-              f"{100 * own['unsampled'] / 1e9 / statistics.median(times[plain]):.2f} % |",
-              f"| sampled step (host timers, record formatted and written) | "
-              f"{own['sampled'] / 1e3:.2f} | "
-              f"{100 * own['sampled'] / 1e9 / statistics.median(times[plain]):.2f} % |",
-              f"| **every {EVERY}th step sampled (mean)** | {at_every / 1e3:.2f} | "
-              f"**{100 * share:.2f} %** |"]
+    lines += [
+        "",
+        "The sampler's own work (its observer calls for one step: begin, end, four "
+        "phases, an asynchronous all_reduce, made directly; CPU time, best of timeit "
+        "repeats: what it costs with its code and data in the caches), against the plain "
+        "step above:",
+        "",
+        "| the sampler's own work | µs per step | of a plain step |",
+        "|---|--:|--:|",
+        f"| unsampled step | {own['unsampled'] / 1e3:.2f} | "
+        f"{100 * own['unsampled'] / 1e9 / statistics.median(times[plain]):.2f} % |",
+        f"| sampled step (host timers, record formatted and written) | "
+        f"{own['sampled'] / 1e3:.2f} | "
+        f"{100 * own['sampled'] / 1e9 / statistics.median(times[plain]):.2f} % |",
+        f"| **every {EVERY}th step sampled (mean)** | {at_every / 1e3:.2f} | "
+        f"**{100 * share:.2f} %** |",
+    ]
     lines += ["", "| event | µs |", "|---|--:|"]
     lines += [f"| {name} | {ns / 1e3:.2f} |" for name, ns in events.items()]
     lines += ["", GPU_NOTE, ""]
@@ -258,8 +284,9 @@ def write(text: str) -> None:
     old = RESULTS_MD.read_text() if RESULTS_MD.is_file() else ""
     parts = ("\n" + old).split("\n## ")
     kept = [p for p in parts[1:] if not ("## " + p).startswith(HEADING)]
-    RESULTS_MD.write_text(parts[0].lstrip("\n") + "".join("\n## " + p for p in kept).rstrip("\n")
-                          + "\n\n" + text)
+    RESULTS_MD.write_text(
+        parts[0].lstrip("\n") + "".join("\n## " + p for p in kept).rstrip("\n") + "\n\n" + text
+    )
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ Stages, CPU seconds of this process (user + system, every thread):
   into memory and written again with the same options, and that write is its share (the
   other stages are given net of it).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,12 +36,11 @@ def cpu() -> float:
 
 
 def stages(run: Path) -> dict:
-    from nsyswrap.engine import cache
-    from nsyswrap.storage import sqlite_source
-    from nsyswrap.engine import planner
+    from nsyswrap.engine import cache, planner
     from nsyswrap.engine.opener import DEFAULT_OPENER
     from nsyswrap.engine.opening import plan_of
     from nsyswrap.report import ReportOptions, planned
+    from nsyswrap.storage import sqlite_source
     from nsyswrap.storage.reports import expand
     from nsyswrap.storage.validate import inspect_tables
 
@@ -84,19 +84,29 @@ def stages(run: Path) -> dict:
     finally:
         cache.read_batches, planner._store = sqlite_source.read_batches, store_object
     view_store = _rewrite(sorted(cached.views_dir.glob("*.parquet")), cache.VIEW_PARQUET)
-    object_store = {name: _rewrite([target / planner.ROWS], f"FORMAT parquet, ROW_GROUP_SIZE "
-                                   f"{planner.ROW_GROUP}") for name, _, target in targets}
+    object_store = {
+        name: _rewrite(
+            [target / planner.ROWS], f"FORMAT parquet, ROW_GROUP_SIZE {planner.ROW_GROUP}"
+        )
+        for name, _, target in targets
+    }
     sweep = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in TIMELINE)
     lookups = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in LOOKUPS)
     others = computed - sweep - lookups - sum(object_store.values())
     return {
-        "report": str(report), "kernels": _count(cached.views_dir / "kernels.parquet"),
-        "read_s": read[0], "views_s": normalized - read[0] - view_store, "sort_sweep_s": sweep,
-        "lookups_s": lookups, "objects_s": others,
+        "report": str(report),
+        "kernels": _count(cached.views_dir / "kernels.parquet"),
+        "read_s": read[0],
+        "views_s": normalized - read[0] - view_store,
+        "sort_sweep_s": sweep,
+        "lookups_s": lookups,
+        "objects_s": others,
         "store_s": view_store + sum(object_store.values()),
         "total_s": normalized + computed,
-        "costliest_objects": sorted(((n, round(s - object_store.get(n, 0), 3))
-                                     for n, s in per_object.items()), key=lambda x: -x[1])[:8],
+        "costliest_objects": sorted(
+            ((n, round(s - object_store.get(n, 0), 3)) for n, s in per_object.items()),
+            key=lambda x: -x[1],
+        )[:8],
     }
 
 

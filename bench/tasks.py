@@ -4,6 +4,7 @@ Each task imports only what it needs, times its own work and prints one JSON lin
 ({"work_s": ..., "peak_rss_mb": its own VmHWM, more}); `measure.run_task` adds the
 wall time, and the CPU time and peak RSS of the whole process tree (workers included).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,10 @@ def task_extract(args) -> dict:
 
     def read(path: Path) -> int:
         tables = inspect_tables(path)
-        return sum(sum(b.num_rows for b in _raw(path, key, tables)) for key in ("kernel", "runtime", "nvtx"))
+        return sum(
+            sum(b.num_rows for b in _raw(path, key, tables))
+            for key in ("kernel", "runtime", "nvtx")
+        )
 
     with ThreadPoolExecutor(args.jobs) as pool:
         return {"rows": sum(pool.map(read, expand([args.run])))}
@@ -55,15 +59,29 @@ def task_report(args) -> dict:
         started = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()) as out:
             try:
-                main(["report", str(args.run), "-j", str(args.jobs), "--format", args.format, *engine_args,
-                      *(["--steps", args.steps] if args.steps else [])])
+                main(
+                    [
+                        "report",
+                        str(args.run),
+                        "-j",
+                        str(args.jobs),
+                        "--format",
+                        args.format,
+                        *engine_args,
+                        *(["--steps", args.steps] if args.steps else []),
+                    ]
+                )
             except SystemExit as done:  # click ends every command with sys.exit
                 if done.code:
                     raise
         report_s = time.perf_counter() - started
     text = out.getvalue()
-    return {"output_chars": len(text), "output_sha256": hashlib.sha256(text.encode()).hexdigest(),
-            "report_s": report_s, **timing}
+    return {
+        "output_chars": len(text),
+        "output_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "report_s": report_s,
+        **timing,
+    }
 
 
 @contextlib.contextmanager
@@ -78,10 +96,15 @@ def _engine(name: str, workers: int):
     from distributed import Client, LocalCluster
 
     started = time.perf_counter()
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    cluster = LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+    )
     timing = {"cluster_start_s": time.perf_counter() - started}
     try:
-        with tempfile.TemporaryDirectory() as folder, Client(cluster, set_as_default=False) as client:
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            Client(cluster, set_as_default=False) as client,
+        ):
             scheduler_file = Path(folder) / "scheduler.json"
             client.write_scheduler_file(str(scheduler_file))
             yield ["--engine", "dask", "--scheduler-file", str(scheduler_file)], timing
@@ -153,18 +176,31 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.tasks")
     parser.add_argument("task", choices=sorted(TASKS))
     parser.add_argument("run", type=Path, nargs="?")
-    parser.add_argument("--name", action="append", default=[], help="module name (task modules, repeatable)")
+    parser.add_argument(
+        "--name", action="append", default=[], help="module name (task modules, repeatable)"
+    )
     parser.add_argument("--jobs", "-j", type=int, default=2)
-    parser.add_argument("--engine", choices=("local", "dask"), default="local", help="task report: the engine")
-    parser.add_argument("--steps", help="task report: its --steps A:B (new options on a cached run)")
+    parser.add_argument(
+        "--engine", choices=("local", "dask"), default="local", help="task report: the engine"
+    )
+    parser.add_argument(
+        "--steps", help="task report: its --steps A:B (new options on a cached run)"
+    )
     parser.add_argument("--format", default="table", help="task report: its --format")
-    parser.add_argument("--stream", type=Path, help="task modules: write each module's rows to DIR/NAME.parquet")
-    parser.add_argument("--size", default="64x1000x100",
-                        help="task whatif: RANKSxCOLLECTIVESxSTEPS")
+    parser.add_argument(
+        "--stream", type=Path, help="task modules: write each module's rows to DIR/NAME.parquet"
+    )
+    parser.add_argument(
+        "--size", default="64x1000x100", help="task whatif: RANKSxCOLLECTIVESxSTEPS"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = TASKS[args.task](args)
-    print(json.dumps({"work_s": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb(), **result}))
+    print(
+        json.dumps(
+            {"work_s": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb(), **result}
+        )
+    )
 
 
 def peak_rss_mb(pid: int | str = "self") -> float | None:
@@ -183,8 +219,11 @@ def memory_mb(pid: int | str = "self") -> dict[str, float]:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return {}
-    return {ln.split(":")[0]: int(ln.split()[1]) / 1024 for ln in status.splitlines()
-            if ln.startswith("Vm") and ln.endswith(" kB")}
+    return {
+        ln.split(":")[0]: int(ln.split()[1]) / 1024
+        for ln in status.splitlines()
+        if ln.startswith("Vm") and ln.endswith(" kB")
+    }
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ phases itself with nsyswrap.step and nsyswrap.phase. --mark-phases marks only th
 `--slow 2:20:40:30` makes rank 2's data loading 30 ms slower in steps 20 to 39 (a
 straggler to find, e.g. with `nsyswrap launch --sample`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ class Block(nn.Module):
     def __init__(self, width: int):
         super().__init__()
         self.norm = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(inplace=True), nn.Linear(2 * width, width))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 2 * width), nn.ReLU(inplace=True), nn.Linear(2 * width, width)
+        )
 
     def forward(self, x):
         return x + self.mlp(self.norm(x))
@@ -46,13 +49,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--mark-steps", action="store_true", help="mark steps and phases with nsyswrap")
+    parser.add_argument(
+        "--mark-steps", action="store_true", help="mark steps and phases with nsyswrap"
+    )
     parser.add_argument("--mark-phases", action="store_true", help="mark only the phases (NVTX)")
-    parser.add_argument("--slow", metavar="RANK:FROM:TO:MS", default="",
-                        help="make RANK's data loading MS ms slower in steps FROM to TO-1")
+    parser.add_argument(
+        "--slow",
+        metavar="RANK:FROM:TO:MS",
+        default="",
+        help="make RANK's data loading MS ms slower in steps FROM to TO-1",
+    )
     args = parser.parse_args()
-    slow_rank, slow_from, slow_to, slow_ms = (map(int, args.slow.split(":")) if args.slow
-                                              else (-1, 0, 0, 0))
+    slow_rank, slow_from, slow_to, slow_ms = (
+        map(int, args.slow.split(":")) if args.slow else (-1, 0, 0, 0)
+    )
 
     dist.init_process_group("gloo")
     torch.manual_seed(0)

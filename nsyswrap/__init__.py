@@ -3,6 +3,7 @@
 Names load on first use: the annotation helpers run inside every training process, so
 `import nsyswrap` must stay light (no pandas, duckdb, torch or nvtx until asked for).
 """
+
 from __future__ import annotations
 
 import importlib

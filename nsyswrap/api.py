@@ -1,4 +1,5 @@
 """One-call Python entry points: each opens the reports, runs, and returns a DataFrame."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,14 +13,23 @@ from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.engine.sql_guard import check_read_only, lock
 
 
-def query(name: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
+def query(
+    name: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params
+) -> pd.DataFrame:
     """Run prebuilt module `name` (e.g. "kernels.summary") over the reports."""
     with opener.open(reports) as run:
         return run_module(run, name, **params)
 
 
-def query_to_file(name: str, reports: list[str | Path], output: Path, fmt: str, *,
-                  opener: Opener = DEFAULT_OPENER, **params) -> int:
+def query_to_file(
+    name: str,
+    reports: list[str | Path],
+    output: Path,
+    fmt: str,
+    *,
+    opener: Opener = DEFAULT_OPENER,
+    **params,
+) -> int:
     """Write prebuilt module `name`'s rows to `output` as csv or parquet, per-rank modules
     streamed from the per-report results (memory does not grow with the rows); the rows."""
     from nsyswrap.engine.stream import write_module
@@ -28,7 +38,9 @@ def query_to_file(name: str, reports: list[str | Path], output: Path, fmt: str, 
         return write_module(run, name, Path(output), fmt, **params)
 
 
-def sql(text: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params) -> pd.DataFrame:
+def sql(
+    text: str, reports: list[str | Path], *, opener: Opener = DEFAULT_OPENER, **params
+) -> pd.DataFrame:
     """Run ad-hoc SQL over the views of the reports; `$name` values come from params.
     Only one read-only statement is run (see `sql_guard`)."""
     check_read_only(text)
@@ -52,9 +64,13 @@ def catalog_table() -> pd.DataFrame:
 
 def views_table() -> pd.DataFrame:
     """The normalized views with their documented columns."""
-    rows = [{"view": "*", "column": "rank", "type": "INTEGER", "doc": "Rank of the report."},
-            {"view": "*", "column": "report", "type": "VARCHAR", "doc": "Path of the report."}]
+    rows = [
+        {"view": "*", "column": "rank", "type": "INTEGER", "doc": "Rank of the report."},
+        {"view": "*", "column": "report", "type": "VARCHAR", "doc": "Path of the report."},
+    ]
     for view in VIEWS:
         module = sql_objects.get(view)
-        rows += [{"view": view, "column": c.name, "type": c.type, "doc": c.doc} for c in module.columns]
+        rows += [
+            {"view": view, "column": c.name, "type": c.type, "doc": c.doc} for c in module.columns
+        ]
     return pd.DataFrame(rows)

@@ -3,6 +3,7 @@
 Imports stay light until a command runs (pandas, DuckDB and the engine load inside the
 commands), so `nsyswrap --help` answers at once. Commands are listed in workflow order.
 """
+
 from __future__ import annotations
 
 import functools
@@ -11,7 +12,7 @@ import sys
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 import typer.core
@@ -20,8 +21,20 @@ from nsyswrap.errors import NsysWrapError, limit_error, printable
 from nsyswrap.output import Format, ReportFormat, check_writable, write
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
-ORDER = ("launch", "export", "report", "diff", "timeline", "query", "sql", "list", "views",
-         "plan", "cache", "generate")
+ORDER = (
+    "launch",
+    "export",
+    "report",
+    "diff",
+    "timeline",
+    "query",
+    "sql",
+    "list",
+    "views",
+    "plan",
+    "cache",
+    "generate",
+)
 
 
 class _WorkflowOrder(typer.core.TyperGroup):
@@ -75,40 +88,136 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """Where does the step time of multi-GPU training go? Query Nsight Systems exports."""
 
 
 # readable=False: nsyswrap itself names an unreadable path in one line (exit 1), not click.
-Reports = Annotated[list[Path], typer.Argument(metavar="REPORTS", readable=False, help="Report .sqlite files, run directories or globs (one report per rank).")]
-Fmt = Annotated[Format, typer.Option("--format", "-f", help="table for people; csv, json or parquet for machines.")]
-Output = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", readable=False, help="Write to this file instead of the terminal.")]
+Reports = Annotated[
+    list[Path],
+    typer.Argument(
+        metavar="REPORTS",
+        readable=False,
+        help="Report .sqlite files, run directories or globs (one report per rank).",
+    ),
+]
+Fmt = Annotated[
+    Format,
+    typer.Option("--format", "-f", help="table for people; csv, json or parquet for machines."),
+]
+Output = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        readable=False,
+        help="Write to this file instead of the terminal.",
+    ),
+]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
-Params = Annotated[list[str], typer.Option("--param", "-p", metavar="NAME=VALUE", help="Query parameter NAME=VALUE (repeatable).")]
-RankPattern = Annotated[str, typer.Option("--rank-pattern", metavar="REGEX", help="Regex with one group that finds the rank in a file name.")]
-Steps = Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).")]
-StepPattern = Annotated[str, typer.Option("--step-pattern", metavar="PATTERN", help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.")]
-WindowNvtx = Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.")]
-FlopsPerStep = Annotated[Optional[float], typer.Option(
-    "--flops-per-step", metavar="N",
-    help="Model FLOPs one GPU computes per step: MFU and achieved TFLOP/s per step and rank.")]
-ModelParams = Annotated[Optional[float], typer.Option(
-    "--model-params", metavar="P",
-    help="Model parameters: FLOPs per step = 6 x P x T (with --tokens-per-step).")]
-TokensPerStep = Annotated[Optional[float], typer.Option(
-    "--tokens-per-step", metavar="T",
-    help="Tokens one GPU processes per step (with --model-params).")]
-PeakTflops = Annotated[Optional[float], typer.Option(
-    "--peak-tflops", metavar="X",
-    help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].")]
-Dtype = Annotated[str, typer.Option(
-    "--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32.")]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports read and analysed at a time, each in a worker process (bounds memory).")]
-AllowUnrelated = Annotated[bool, typer.Option("--allow-unrelated", help=(
-    "Analyse reports across ranks even when their captures are far apart in time "
-    "(different runs)."))]
+Params = Annotated[
+    list[str],
+    typer.Option(
+        "--param", "-p", metavar="NAME=VALUE", help="Query parameter NAME=VALUE (repeatable)."
+    ),
+]
+RankPattern = Annotated[
+    str,
+    typer.Option(
+        "--rank-pattern",
+        metavar="REGEX",
+        help="Regex with one group that finds the rank in a file name.",
+    ),
+]
+Steps = Annotated[
+    str | None,
+    typer.Option(
+        "--steps",
+        metavar="A:B",
+        help="Analyse only steps A to B-1, e.g. 2:5 (either side may be left out).",
+    ),
+]
+StepPattern = Annotated[
+    str,
+    typer.Option(
+        "--step-pattern",
+        metavar="PATTERN",
+        help="LIKE pattern of the step ranges, e.g. 'ProfilerStep#%'.",
+    ),
+]
+WindowNvtx = Annotated[
+    str | None,
+    typer.Option(
+        "--window-nvtx",
+        metavar="PATTERN",
+        help="Analyse only the span of NVTX ranges LIKE this, e.g. 'forward%'.",
+    ),
+]
+FlopsPerStep = Annotated[
+    float | None,
+    typer.Option(
+        "--flops-per-step",
+        metavar="N",
+        help="Model FLOPs one GPU computes per step: MFU and achieved TFLOP/s per step and rank.",
+    ),
+]
+ModelParams = Annotated[
+    float | None,
+    typer.Option(
+        "--model-params",
+        metavar="P",
+        help="Model parameters: FLOPs per step = 6 x P x T (with --tokens-per-step).",
+    ),
+]
+TokensPerStep = Annotated[
+    float | None,
+    typer.Option(
+        "--tokens-per-step",
+        metavar="T",
+        help="Tokens one GPU processes per step (with --model-params).",
+    ),
+]
+PeakTflops = Annotated[
+    float | None,
+    typer.Option(
+        "--peak-tflops",
+        metavar="X",
+        help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].",
+    ),
+]
+Dtype = Annotated[
+    str,
+    typer.Option(
+        "--dtype", metavar="TYPE", help="Data type of the peak: bf16, fp16, fp8, tf32 or fp32."
+    ),
+]
+Jobs = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        metavar="N",
+        help="Reports read and analysed at a time, each in a worker process (bounds memory).",
+    ),
+]
+AllowUnrelated = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unrelated",
+        help=(
+            "Analyse reports across ranks even when their captures are far apart in time "
+            "(different runs)."
+        ),
+    ),
+]
 
 
 class EngineName(str, Enum):
@@ -116,15 +225,37 @@ class EngineName(str, Enum):
     dask = "dask"
 
 
-EngineOpt = Annotated[EngineName, typer.Option("--engine", help="Where per-report work runs: local worker processes, or the workers of a running Dask cluster (shared file system).")]
-SchedulerFile = Annotated[Optional[Path], typer.Option("--scheduler-file", metavar="FILE", readable=False, help="--engine dask: the file `dask scheduler --scheduler-file` wrote.")]
-SchedulerAddress = Annotated[Optional[str], typer.Option("--scheduler-address", metavar="ADDRESS", help="--engine dask: tcp://HOST:PORT (default $DASK_SCHEDULER_ADDRESS).")]
+EngineOpt = Annotated[
+    EngineName,
+    typer.Option(
+        "--engine",
+        help="Where per-report work runs: local worker processes, or the workers of a running Dask cluster (shared file system).",
+    ),
+]
+SchedulerFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--scheduler-file",
+        metavar="FILE",
+        readable=False,
+        help="--engine dask: the file `dask scheduler --scheduler-file` wrote.",
+    ),
+]
+SchedulerAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler-address",
+        metavar="ADDRESS",
+        help="--engine dask: tcp://HOST:PORT (default $DASK_SCHEDULER_ADDRESS).",
+    ),
+]
 
 
-CACHE_MAX_HELP = ("Cap of the cache, e.g. 20G, 500M or 10% (of the free disk); least recently "
-                  "used entries go first [default: $NSYSWRAP_CACHE_MAX, else 25%].")
-CacheMax = Annotated[str | None,
-                     typer.Option("--cache-max", metavar="SIZE", help=CACHE_MAX_HELP)]
+CACHE_MAX_HELP = (
+    "Cap of the cache, e.g. 20G, 500M or 10% (of the free disk); least recently "
+    "used entries go first [default: $NSYSWRAP_CACHE_MAX, else 25%]."
+)
+CacheMax = Annotated[str | None, typer.Option("--cache-max", metavar="SIZE", help=CACHE_MAX_HELP)]
 ENGINE_OPTIONS = {  # name: (annotation, default): every command that opens reports takes them
     "rank_pattern": (RankPattern, r"rank(\d+)"),
     "jobs": (Jobs, 2),
@@ -141,8 +272,10 @@ def opens_reports(command):
     and a progress bar on stderr (a terminal only) while reports are read."""
     signature = inspect.signature(command, eval_str=True)
     own = [p for p in signature.parameters.values() if p.name != "opener"]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                               annotation=kind) for name, (kind, default) in ENGINE_OPTIONS.items()]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+        for name, (kind, default) in ENGINE_OPTIONS.items()
+    ]
 
     @functools.wraps(command)
     def with_opener(*args, **kwargs):
@@ -150,11 +283,15 @@ def opens_reports(command):
         from nsyswrap.engine.pool import find_engine
 
         given = {name: kwargs.pop(name) for name in ENGINE_OPTIONS}
-        opener = Opener(rank_pattern=given["rank_pattern"], jobs=given["jobs"],
-                        progress=_progress_bar() if sys.stderr.isatty() else None,
-                        engine=find_engine(given["engine"].value, given["scheduler_file"],
-                                           given["scheduler_address"]),
-                        cache_max=given["cache_max"] or "")
+        opener = Opener(
+            rank_pattern=given["rank_pattern"],
+            jobs=given["jobs"],
+            progress=_progress_bar() if sys.stderr.isatty() else None,
+            engine=find_engine(
+                given["engine"].value, given["scheduler_file"], given["scheduler_address"]
+            ),
+            cache_max=given["cache_max"] or "",
+        )
         return command(*args, opener=opener, **kwargs)
 
     with_opener.__signature__ = signature.replace(parameters=own + added)
@@ -213,7 +350,12 @@ def list_queries(fmt: Fmt = Format.table) -> None:
 @app.command()
 @opens_reports
 def query(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="Prebuilt query, e.g. kernels.summary (see `nsyswrap list`).")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME", help="Prebuilt query, e.g. kernels.summary (see `nsyswrap list`)."
+        ),
+    ],
     reports: Reports,
     param: Params = [],
     fmt: Fmt = Format.table,
@@ -235,7 +377,12 @@ def query(
 @app.command()
 @opens_reports
 def sql(
-    text: Annotated[str, typer.Argument(metavar="SQL", help="SQL over the views (see `nsyswrap views`); $name for parameters.")],
+    text: Annotated[
+        str,
+        typer.Argument(
+            metavar="SQL", help="SQL over the views (see `nsyswrap views`); $name for parameters."
+        ),
+    ],
     reports: Reports,
     param: Params = [],
     fmt: Fmt = Format.table,
@@ -264,27 +411,67 @@ def views(fmt: Fmt = Format.table) -> None:
     for view, cols in table.groupby("view", sort=False):
         print(view)
         for r in cols.itertuples(index=False):
-            print("\n".join(wrap(f"{r.column} {r.type}: {r.doc}", console.width,
-                                 indent="      ", first="    ")))
+            print(
+                "\n".join(
+                    wrap(
+                        f"{r.column} {r.type}: {r.doc}",
+                        console.width,
+                        indent="      ",
+                        first="    ",
+                    )
+                )
+            )
 
 
 @app.command()
 @opens_reports
 def report(
     reports: Reports,
-    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="table for people; json: every figure with its unit, null with a reason.")] = ReportFormat.table,
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="table for people; json: every figure with its unit, null with a reason.",
+        ),
+    ] = ReportFormat.table,
     output: Output = None,
     force: Force = False,
     steps: Steps = None,
     window_nvtx: WindowNvtx = None,
     step_pattern: StepPattern = "step:%",
-    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page: the diagnosis, then plots.")] = None,
-    detail: Annotated[bool, typer.Option("--detail", help="Show every row of every table (long tables are summarized otherwise).")] = False,
-    section: Annotated[Optional[str], typer.Option("--section", metavar="NAME", help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).")] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="FILE",
+            readable=False,
+            help="Also write a self-contained HTML page: the diagnosis, then plots.",
+        ),
+    ] = None,
+    detail: Annotated[
+        bool,
+        typer.Option(
+            "--detail", help="Show every row of every table (long tables are summarized otherwise)."
+        ),
+    ] = False,
+    section: Annotated[
+        str | None,
+        typer.Option(
+            "--section",
+            metavar="NAME",
+            help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).",
+        ),
+    ] = None,
     allow_unrelated: AllowUnrelated = False,
-    whole_capture: Annotated[bool, typer.Option(
-        "--whole-capture", help="Analyse each GPU's first to last activity, not only the steps "
-        "(the default window when the capture has steps).")] = False,
+    whole_capture: Annotated[
+        bool,
+        typer.Option(
+            "--whole-capture",
+            help="Analyse each GPU's first to last activity, not only the steps "
+            "(the default window when the capture has steps).",
+        ),
+    ] = False,
     flops_per_step: FlopsPerStep = None,
     model_params: ModelParams = None,
     tokens_per_step: TokensPerStep = None,
@@ -297,21 +484,30 @@ def report(
     The diagnosis and key figures per rank come first, then the time ledger, collective
     exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
     memory and the host's CUDA and OS calls."""
-    from nsyswrap.report import ReportOptions, report as build_report, write_report
+    from nsyswrap.report import ReportOptions, write_report
+    from nsyswrap.report import report as build_report
     from nsyswrap.sample.inputs import split_inputs
 
     check_writable(output, force)
-    options = ReportOptions.parse(steps, window_nvtx, step_pattern, whole_capture,
-                                  flops_per_step=flops_per_step, model_params=model_params,
-                                  tokens_per_step=tokens_per_step, peak_tflops=peak_tflops,
-                                  dtype=dtype)
+    options = ReportOptions.parse(
+        steps,
+        window_nvtx,
+        step_pattern,
+        whole_capture,
+        flops_per_step=flops_per_step,
+        model_params=model_params,
+        tokens_per_step=tokens_per_step,
+        peak_tflops=peak_tflops,
+        dtype=dtype,
+    )
     opener = replace(opener, allow_unrelated=allow_unrelated)
     exports, samples = split_inputs(reports)
     if samples:  # sample files of the always-on sampler, alone or beside exports
         from nsyswrap.sample.analysis import report_with_samples
 
-        result = report_with_samples(exports, samples, options, opener=opener, html=html,
-                                     force=force)
+        result = report_with_samples(
+            exports, samples, options, opener=opener, html=html, force=force
+        )
     elif html is None:
         result = build_report(reports, options, opener=opener)
     else:
@@ -326,20 +522,64 @@ def report(
 @app.command()
 @opens_reports
 def diff(
-    base: Annotated[str, typer.Argument(metavar="BASE", help="BASE run: a run directory, a quoted glob, a manifest.json or one report .sqlite.")],
+    base: Annotated[
+        str,
+        typer.Argument(
+            metavar="BASE",
+            help="BASE run: a run directory, a quoted glob, a manifest.json or one report .sqlite.",
+        ),
+    ],
     new: Annotated[str, typer.Argument(metavar="NEW", help="NEW run, the same way.")],
     fmt: Fmt = Format.table,
     output: Output = None,
-    force: Annotated[bool, typer.Option("--force", help="Compare runs the comparability check refuses, and overwrite output files.")] = False,
-    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Compare only steps A to B-1, e.g. 2:5 (either side may be left out).")] = None,
-    window_nvtx: Annotated[Optional[str], typer.Option("--window-nvtx", metavar="PATTERN", help="Compare only steps overlapping NVTX ranges LIKE this.")] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Compare runs the comparability check refuses, and overwrite output files.",
+        ),
+    ] = False,
+    steps: Annotated[
+        str | None,
+        typer.Option(
+            "--steps",
+            metavar="A:B",
+            help="Compare only steps A to B-1, e.g. 2:5 (either side may be left out).",
+        ),
+    ] = None,
+    window_nvtx: Annotated[
+        str | None,
+        typer.Option(
+            "--window-nvtx",
+            metavar="PATTERN",
+            help="Compare only steps overlapping NVTX ranges LIKE this.",
+        ),
+    ] = None,
     step_pattern: StepPattern = "step:%",
-    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page.")] = None,
-    fail_on_regression: Annotated[Optional[float], typer.Option(
-        "--fail-on-regression", min=0, metavar="PCT",
-        help="Exit 3 when NEW is significantly worse than BASE by more than PCT % "
-             "(1: bad input, 2: usage error).")] = None,
-    metric: Annotated[str, typer.Option("--metric", metavar="ID", help="Figure the gate checks: an id of --format csv, e.g. step_time:rank=2.")] = "step_time",
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", metavar="FILE", readable=False, help="Also write a self-contained HTML page."
+        ),
+    ] = None,
+    fail_on_regression: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-on-regression",
+            min=0,
+            metavar="PCT",
+            help="Exit 3 when NEW is significantly worse than BASE by more than PCT % "
+            "(1: bad input, 2: usage error).",
+        ),
+    ] = None,
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            metavar="ID",
+            help="Figure the gate checks: an id of --format csv, e.g. step_time:rank=2.",
+        ),
+    ] = "step_time",
     opener=None,
 ) -> None:
     """Did it help? Compare run NEW against run BASE.
@@ -365,11 +605,28 @@ def diff(
 @opens_reports
 def timeline(
     reports: Reports,
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE", readable=False, help="Trace file to write (Chrome/Perfetto JSON).")],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            readable=False,
+            help="Trace file to write (Chrome/Perfetto JSON).",
+        ),
+    ],
     steps: Steps = None,
     window_nvtx: WindowNvtx = None,
     step_pattern: StepPattern = "step:%",
-    max_events: Annotated[Optional[int], typer.Option("--max-events", min=1, metavar="N", help="Keep at most this many events, longest first [default: 100,000].")] = None,
+    max_events: Annotated[
+        int | None,
+        typer.Option(
+            "--max-events",
+            min=1,
+            metavar="N",
+            help="Keep at most this many events, longest first [default: 100,000].",
+        ),
+    ] = None,
     force: Force = False,
     opener=None,
 ) -> None:
@@ -380,8 +637,14 @@ def timeline(
     from nsyswrap.timeline import write_timeline
 
     limit = {} if max_events is None else {"max_events": max_events}
-    events = write_timeline(reports, output, ReportOptions.parse(steps, window_nvtx, step_pattern),
-                            opener=opener, force=force, **limit)
+    events = write_timeline(
+        reports,
+        output,
+        ReportOptions.parse(steps, window_nvtx, step_pattern),
+        opener=opener,
+        force=force,
+        **limit,
+    )
     print(f"wrote {output}: {events:,} events")
 
 
@@ -417,16 +680,29 @@ def plan(
     for r in found["steps"].itertuples(index=False):
         head = f"{r.stage:<10}  {r.name}" + (f" ({r.params})" if r.params else "")
         stored = "" if r.stored == "-" else f"stored {r.stored}, "
-        todo = f"computes {r.compute}" if r.stage == "per report" else (
-            "computed" if r.compute == "yes" else "read from the store")
+        todo = (
+            f"computes {r.compute}"
+            if r.stage == "per report"
+            else ("computed" if r.compute == "yes" else "read from the store")
+        )
         if r.stage == "connection":
             todo = "loaded on the connection"
-        print("\n".join(wrap(f"{head}: {stored}{todo}; {r.why}", console.width,
-                             indent=" " * 17, first=f"{r.step:>3}  ")))
+        print(
+            "\n".join(
+                wrap(
+                    f"{head}: {stored}{todo}; {r.why}",
+                    console.width,
+                    indent=" " * 17,
+                    first=f"{r.step:>3}  ",
+                )
+            )
+        )
 
 
-cache_app = typer.Typer(help="Show or empty the cache (normalized views, stored results and "
-                        "answers).", no_args_is_help=True)
+cache_app = typer.Typer(
+    help="Show or empty the cache (normalized views, stored results and answers).",
+    no_args_is_help=True,
+)
 app.add_typer(cache_app, name="cache")
 
 
@@ -454,8 +730,10 @@ def cache_clear() -> None:
     from nsyswrap.storage import store
 
     removed, freed, kept = store.clear()
-    print(f"removed {removed:,} entries ({store.human(freed)})"
-          + (f"; {kept:,} in use kept" if kept else ""))
+    print(
+        f"removed {removed:,} entries ({store.human(freed)})"
+        + (f"; {kept:,} in use kept" if kept else "")
+    )
 
 
 def _presets_help() -> str:
@@ -474,12 +752,33 @@ class _PresetsEpilog(typer.core.TyperCommand):
 
 @app.command(cls=_PresetsEpilog)
 def generate(
-    scenario: Annotated[str, typer.Argument(metavar="SCENARIO", help="A preset (listed below) or a scenario / truth .json file.")],
-    out: Annotated[Path, typer.Argument(metavar="OUT", readable=False, help="Directory for rank<N>.sqlite reports and truth.json.")],
-    ranks: Annotated[Optional[int], typer.Option("--ranks", min=1, metavar="N", help="Number of ranks.")] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", min=1, metavar="N", help="Training steps per rank.")] = None,
-    kernels_per_step: Annotated[Optional[int], typer.Option("--kernels-per-step", min=1, metavar="N", help="Compute kernels per step and device.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", metavar="N", help="Random seed.")] = None,
+    scenario: Annotated[
+        str,
+        typer.Argument(
+            metavar="SCENARIO", help="A preset (listed below) or a scenario / truth .json file."
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Argument(
+            metavar="OUT",
+            readable=False,
+            help="Directory for rank<N>.sqlite reports and truth.json.",
+        ),
+    ],
+    ranks: Annotated[
+        int | None, typer.Option("--ranks", min=1, metavar="N", help="Number of ranks.")
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", min=1, metavar="N", help="Training steps per rank.")
+    ] = None,
+    kernels_per_step: Annotated[
+        int | None,
+        typer.Option(
+            "--kernels-per-step", min=1, metavar="N", help="Compute kernels per step and device."
+        ),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", metavar="N", help="Random seed.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace reports already in OUT.")] = False,
 ) -> None:
     """Write synthetic reports with planted ground truth.
@@ -487,9 +786,18 @@ def generate(
     One rank<N>.sqlite per rank and truth.json, for demos and tests."""
     from nsyswrap.synth.run import generate_named
 
-    truth = generate_named(scenario, out, force=force, ranks=ranks, steps=steps,
-                           kernels_per_step=kernels_per_step, seed=seed)
-    print(f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, truth.json")
+    truth = generate_named(
+        scenario,
+        out,
+        force=force,
+        ranks=ranks,
+        steps=steps,
+        kernels_per_step=kernels_per_step,
+        seed=seed,
+    )
+    print(
+        f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, truth.json"
+    )
 
 
 # --- launch and export (nsyswrap/launch/) ---------------------------------------------------------
@@ -504,62 +812,186 @@ Works the same with srun and mpirun/mpiexec. Exits with the training's exit code
 """
 
 
-@app.command(help=LAUNCH_HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(
+    help=LAUNCH_HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
 def launch(
     ctx: typer.Context,
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", readable=False, help="Run directory for reports and manifest (default: runs/<time>).")] = None,
-    ranks: Annotated[Optional[str], typer.Option("--ranks", metavar="LIST", help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.")] = None,
-    steps: Annotated[Optional[str], typer.Option("--steps", metavar="A:B", help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).")] = None,
-    every: Annotated[Optional[int], typer.Option("--every", metavar="N", help="Capture the --steps window again every N steps.")] = None,
-    annotate: Annotated[str, typer.Option(
-        "--annotate", metavar="KINDS", help="Annotate at start-up: modules, collectives, steps, "
-        "sample (comma list) or all (the first three).")] = "",
-    trace: Annotated[str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")] = "cuda,nvtx,osrt",
-    nsys_arg: Annotated[list[str], typer.Option("--nsys-arg", metavar="OPTION", help="Extra nsys profile option, --name=value form (repeatable).")] = [],
-    nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            readable=False,
+            help="Run directory for reports and manifest (default: runs/<time>).",
+        ),
+    ] = None,
+    ranks: Annotated[
+        str | None,
+        typer.Option(
+            "--ranks",
+            metavar="LIST",
+            help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.",
+        ),
+    ] = None,
+    steps: Annotated[
+        str | None,
+        typer.Option(
+            "--steps",
+            metavar="A:B",
+            help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).",
+        ),
+    ] = None,
+    every: Annotated[
+        int | None,
+        typer.Option(
+            "--every", metavar="N", help="Capture the --steps window again every N steps."
+        ),
+    ] = None,
+    annotate: Annotated[
+        str,
+        typer.Option(
+            "--annotate",
+            metavar="KINDS",
+            help="Annotate at start-up: modules, collectives, steps, "
+            "sample (comma list) or all (the first three).",
+        ),
+    ] = "",
+    trace: Annotated[
+        str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")
+    ] = "cuda,nvtx,osrt",
+    nsys_arg: Annotated[
+        list[str],
+        typer.Option(
+            "--nsys-arg",
+            metavar="OPTION",
+            help="Extra nsys profile option, --name=value form (repeatable).",
+        ),
+    ] = [],
+    nsys: Annotated[
+        str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")
+    ] = "nsys",
     force: Annotated[bool, typer.Option("--force", help="Replace a run already in --out.")] = False,
-    export: Annotated[bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")] = True,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each rank's command and stop.")] = False,
-    precompute: Annotated[bool, typer.Option("--precompute", help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).")] = False,
-    memory: Annotated[bool, typer.Option(
-        "--memory", help="Record GPU memory allocations (nsys --cuda-memory-usage=true) for the "
-                         "report's GPU memory table.")] = False,
-    sample: Annotated[bool, typer.Option(
-        "--sample", help="Time every 10th step of every rank, its phases and collectives, into "
-        "samples.rank<R>.jsonl in --out (CUDA events, or host timers without CUDA); without "
-        "--ranks, --steps or --capture-when no rank runs under nsys.")] = False,
-    sample_every: Annotated[Optional[int], typer.Option(
-        "--sample-every", metavar="N", help="Sample every Nth step (implies --sample) "
-        "[default: 10].")] = None,
-    sample_steps: Annotated[Optional[str], typer.Option(
-        "--sample-steps", metavar="A:B", help="Sample only from step A to B-1 (A: to the end; "
-        "implies --sample).")] = None,
-    capture_when: Annotated[Optional[str], typer.Option(
-        "--capture-when", metavar="RULE", help="Capture steps with nsys on --ranks (default all) "
-        "when a sampled step takes more than K x the running median: slower=K[,steps=N]"
-        "[,after=M][,captures=C] or a JSON file (implies --sample).")] = None,
+    export: Annotated[
+        bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")
+    ] = True,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            metavar="N",
+            help="Reports exported at a time (default: one per core).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print each rank's command and stop.")
+    ] = False,
+    precompute: Annotated[
+        bool,
+        typer.Option(
+            "--precompute",
+            help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).",
+        ),
+    ] = False,
+    memory: Annotated[
+        bool,
+        typer.Option(
+            "--memory",
+            help="Record GPU memory allocations (nsys --cuda-memory-usage=true) for the "
+            "report's GPU memory table.",
+        ),
+    ] = False,
+    sample: Annotated[
+        bool,
+        typer.Option(
+            "--sample",
+            help="Time every 10th step of every rank, its phases and collectives, into "
+            "samples.rank<R>.jsonl in --out (CUDA events, or host timers without CUDA); without "
+            "--ranks, --steps or --capture-when no rank runs under nsys.",
+        ),
+    ] = False,
+    sample_every: Annotated[
+        int | None,
+        typer.Option(
+            "--sample-every",
+            metavar="N",
+            help="Sample every Nth step (implies --sample) [default: 10].",
+        ),
+    ] = None,
+    sample_steps: Annotated[
+        str | None,
+        typer.Option(
+            "--sample-steps",
+            metavar="A:B",
+            help="Sample only from step A to B-1 (A: to the end; implies --sample).",
+        ),
+    ] = None,
+    capture_when: Annotated[
+        str | None,
+        typer.Option(
+            "--capture-when",
+            metavar="RULE",
+            help="Capture steps with nsys on --ranks (default all) "
+            "when a sampled step takes more than K x the running median: slower=K[,steps=N]"
+            "[,after=M][,captures=C] or a JSON file (implies --sample).",
+        ),
+    ] = None,
 ) -> None:
     from datetime import datetime
 
     from nsyswrap.launch.config import LaunchConfig
     from nsyswrap.launch.run import launch as run_launch
 
-    cfg = LaunchConfig.build(ctx.args, out=out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"),
-                             ranks=ranks, steps=steps, every=every, trace=trace, nsys_args=nsys_arg,
-                             annotate=annotate, nsys=nsys, force=force, export=export, jobs=jobs, dry_run=dry_run,
-                             precompute=precompute, memory=memory, sample=sample,
-                             sample_every=sample_every, sample_steps=sample_steps,
-                             capture_when=capture_when)
+    cfg = LaunchConfig.build(
+        ctx.args,
+        out=out or Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S"),
+        ranks=ranks,
+        steps=steps,
+        every=every,
+        trace=trace,
+        nsys_args=nsys_arg,
+        annotate=annotate,
+        nsys=nsys,
+        force=force,
+        export=export,
+        jobs=jobs,
+        dry_run=dry_run,
+        precompute=precompute,
+        memory=memory,
+        sample=sample,
+        sample_every=sample_every,
+        sample_steps=sample_steps,
+        capture_when=capture_when,
+    )
     raise typer.Exit(run_launch(cfg))
 
 
 @app.command()
 def export(
-    run: Annotated[Path, typer.Argument(metavar="RUN", readable=False, help="Run directory (the --out of `nsyswrap launch`).")],
-    force: Annotated[bool, typer.Option("--force", help="Export again reports that already have a .sqlite.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Reports exported at a time (default: one per core).")] = None,
-    nsys: Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")] = "nsys",
+    run: Annotated[
+        Path,
+        typer.Argument(
+            metavar="RUN", readable=False, help="Run directory (the --out of `nsyswrap launch`)."
+        ),
+    ],
+    force: Annotated[
+        bool, typer.Option("--force", help="Export again reports that already have a .sqlite.")
+    ] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            metavar="N",
+            help="Reports exported at a time (default: one per core).",
+        ),
+    ] = None,
+    nsys: Annotated[
+        str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")
+    ] = "nsys",
 ) -> None:
     """Export a run's reports to SQLite (resumable).
 

@@ -1,4 +1,5 @@
 """The one error type nsyswrap raises for bad input, and the machine's limits said as one."""
+
 from __future__ import annotations
 
 import errno
@@ -58,11 +59,13 @@ def limit_error(exc: BaseException, where: str | Path | None = None) -> NsysWrap
         if file is not None and (where is None or not str(file).startswith(str(where))):
             where = Path(file).parent  # not under `where`: e.g. DuckDB's spill directory
             where = where.parent if where.name.startswith(".build-") else where  # (being removed)
-        return NsysWrapError(where or "disk",
-                             "cannot be written: " + ("the disk quota is used up" if quota
-                                                      else "no space is left on its device"),
-                             "free space there, or point NSYSWRAP_CACHE_DIR (the cache) or TMPDIR "
-                             "(temporary files) at a directory with room")
+        return NsysWrapError(
+            where or "disk",
+            "cannot be written: "
+            + ("the disk quota is used up" if quota else "no space is left on its device"),
+            "free space there, or point NSYSWRAP_CACHE_DIR (the cache) or TMPDIR "
+            "(temporary files) at a directory with room",
+        )
     return None
 
 
@@ -72,6 +75,8 @@ def open_files_error() -> NsysWrapError:
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     most = "unlimited" if hard == resource.RLIM_INFINITY else f"{hard}"
-    return NsysWrapError("open files",
-                         f"the limit of {soft} open files per process (ulimit -n) was reached",
-                         f"raise it, e.g. ulimit -n 4096 (at most {most} here)")
+    return NsysWrapError(
+        "open files",
+        f"the limit of {soft} open files per process (ulimit -n) was reached",
+        f"raise it, e.g. ulimit -n 4096 (at most {most} here)",
+    )

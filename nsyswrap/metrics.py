@@ -3,6 +3,7 @@
 Most take the window parameters `window_nvtx`, `step_pattern`, `step_from`, `step_to`
 (see `sql/ledger/devices.sql`); every parameter has a default.
 """
+
 from __future__ import annotations
 
 import pandas as pd

@@ -1,4 +1,5 @@
 """Writing a result for people (a table) or machines (csv, json, parquet)."""
+
 from __future__ import annotations
 
 import io
@@ -6,7 +7,6 @@ import json
 import tempfile
 from enum import Enum
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from nsyswrap.errors import NsysWrapError
@@ -39,23 +39,36 @@ def check_writable(output: Path | None, force: bool) -> None:
         return
     output = Path(output)
     if output.is_dir():
-        raise NsysWrapError(output, "is a directory", "give a file name, e.g. --output DIR/result.csv")
+        raise NsysWrapError(
+            output, "is a directory", "give a file name, e.g. --output DIR/result.csv"
+        )
     if output.exists() and not force:
-        raise NsysWrapError(output, "already exists", "pass --force to overwrite it or choose another --output")
+        raise NsysWrapError(
+            output, "already exists", "pass --force to overwrite it or choose another --output"
+        )
     if output.exists() and special_file(output.stat().st_mode):  # opening a FIFO would wait
-        raise NsysWrapError(output, f"is {special_file(output.stat().st_mode)}, not a regular file",
-                            "choose a file name for --output (or leave it out to print)")
+        raise NsysWrapError(
+            output,
+            f"is {special_file(output.stat().st_mode)}, not a regular file",
+            "choose a file name for --output (or leave it out to print)",
+        )
     folder = output.absolute().parent
     if not folder.is_dir():
-        raise NsysWrapError(output, f"cannot be written: directory {folder} does not exist",
-                            "create it first or choose another --output")
+        raise NsysWrapError(
+            output,
+            f"cannot be written: directory {folder} does not exist",
+            "create it first or choose another --output",
+        )
     try:
         tempfile.TemporaryFile(dir=folder).close()
         if output.exists():
             open(output, "ab").close()  # opening to append changes nothing
     except OSError as exc:
-        raise NsysWrapError(output, f"cannot be written ({exc.strerror})",
-                            "choose an --output in a directory you can write to") from None
+        raise NsysWrapError(
+            output,
+            f"cannot be written ({exc.strerror})",
+            "choose an --output in a directory you can write to",
+        ) from None
 
 
 def to_json_records(df: pd.DataFrame) -> list[dict]:
@@ -101,23 +114,29 @@ def table_lines(df: pd.DataFrame, width: int | None) -> list[str]:
 
     if df.empty:
         return [f"(no rows; columns: {', '.join(map(str, df.columns))})"]
-    right = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-             for c in df.columns]
-    cells = [["" if _isna(v) else _fmt(v) for v in row]
-             for row in df.head(TABLE_ROWS).itertuples(index=False)]
+    right = [
+        pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+        for c in df.columns
+    ]
+    cells = [
+        ["" if _isna(v) else _fmt(v) for v in row]
+        for row in df.head(TABLE_ROWS).itertuples(index=False)
+    ]
     keys = sum(1 for c in df.columns[:2] if c in ("rank", "report")) or 1
     # numbers go from the right before names are cut below 24 characters
     droppable = tuple(i for i in reversed(range(keys, len(df.columns))) if right[i])
-    lines, dropped = fit([str(c) for c in df.columns], cells, right, width or 10**6, keys,
-                         droppable=droppable)
+    lines, dropped = fit(
+        [str(c) for c in df.columns], cells, right, width or 10**6, keys, droppable=droppable
+    )
     notes = []
     if len(df) > TABLE_ROWS:
         notes.append(f"first {TABLE_ROWS} of {len(df):,} rows")
     if dropped:
         notes.append(f"not shown at this width: {', '.join(dropped)}")
     if notes:
-        lines += wrap("; ".join(notes) + "; --format csv or json gives every row and column.",
-                      width or 100)
+        lines += wrap(
+            "; ".join(notes) + "; --format csv or json gives every row and column.", width or 100
+        )
     return lines
 
 

@@ -13,6 +13,7 @@ Control characters in cells, headers and wrapped text (a crafted kernel name hol
 sequences or a newline) are shown escaped (`errors.printable`): they never reach the
 terminal raw.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -20,8 +21,8 @@ import textwrap
 from nsyswrap.errors import printable
 
 GAP = 2
-TEXT_MIN = 12       # text cells are shortened no further than this
-TEXT_MAX = 40       # nor kept longer than this when the table does not fit
+TEXT_MIN = 12  # text cells are shortened no further than this
+TEXT_MAX = 40  # nor kept longer than this when the table does not fit
 NBSP = "\u00a0"
 
 
@@ -60,16 +61,24 @@ def shorten_column(values: list[str], width: int) -> list[str]:
         alike.setdefault(text, set()).add(v)
     for group in alike.values():
         if len(group) > 1:
-            head = max(range(1, width - 1), key=lambda h: (
-                len({_shorten(v, width, h) for v in group}), -abs(h - even)))
+            head = max(
+                range(1, width - 1),
+                key=lambda h: (len({_shorten(v, width, h) for v in group}), -abs(h - even)),
+            )
             short.update({v: _shorten(v, width, head) for v in group})
     return [short[v] for v in values]
 
 
-def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int,
-        keep: int = 1, whole: frozenset[int] = frozenset(),
-        drop_first: tuple[int, ...] = (),
-        droppable: tuple[int, ...] | None = None) -> tuple[list[str], list[str]]:
+def fit(
+    headers: list[str],
+    rows: list[list[str]],
+    right: list[bool],
+    width: int,
+    keep: int = 1,
+    whole: frozenset[int] = frozenset(),
+    drop_first: tuple[int, ...] = (),
+    droppable: tuple[int, ...] | None = None,
+) -> tuple[list[str], list[str]]:
     """(lines, dropped headers) of a table no wider than `width`. `right`: right-align
     (numbers) per column; the first `keep` columns are never dropped; the text of the
     columns in `whole` (e.g. verdicts) is never shortened, like numbers. `droppable`: the
@@ -128,8 +137,12 @@ def fit(headers: list[str], rows: list[list[str]], right: list[bool], width: int
             line.append(_pad(_shorten(part, widths[c]), widths[c], right[c]))
     out = [(" " * GAP).join(line).rstrip() for line in head_lines]
     out.append((" " * GAP).join("-" * widths[c] for c in cols))
-    shown = {c: [r[c] for r in rows] if right_or_whole[c] else
-             shorten_column([r[c] for r in rows], widths[c]) for c in cols}
+    shown = {
+        c: [r[c] for r in rows]
+        if right_or_whole[c]
+        else shorten_column([r[c] for r in rows], widths[c])
+        for c in cols
+    }
     for i in range(len(rows)):
         out.append((" " * GAP).join(_pad(shown[c][i], widths[c], right[c]) for c in cols).rstrip())
     return out, dropped
@@ -144,6 +157,12 @@ def wrap(text: str, width: int, indent: str = "", first: str = "") -> list[str]:
     glued = printable(text)
     for unit in (" ms", " us", " ns", " s ", " %", " GB/s", " MB", " kB"):
         glued = glued.replace(unit, NBSP + unit[1:])
-    lines = textwrap.wrap(glued, width, initial_indent=first or indent, subsequent_indent=indent,
-                          break_long_words=False, break_on_hyphens=False)
+    lines = textwrap.wrap(
+        glued,
+        width,
+        initial_indent=first or indent,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
     return [line.replace(NBSP, " ") for line in lines]

@@ -1,4 +1,5 @@
 """Shared test set-up: a private cache, the real public exports, and the CLI runner."""
+
 from __future__ import annotations
 
 import os

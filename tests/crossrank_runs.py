@@ -9,6 +9,7 @@ on one run clock (ns since rank 0's aligned session start) and written to each
 report shifted by that rank's UTC start difference and planted clock offset,
 so aligning the reports must give the run clock back exactly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -80,16 +81,24 @@ def planted_run(
     out.mkdir(parents=True, exist_ok=True)
     utc_delta = {r: r * 1_234_567 for r in range(ranks)}
     offset = {r: 0 if r == 0 else (r * 337_001) % 2_000_000 - 1_000_000 for r in range(ranks)}
-    truth = Truth(offset, {r: utc_delta[r] + offset[r] for r in range(ranks)}, straggler=straggler,
-                  extra_collective_rank=extra_collective_rank)
+    truth = Truth(
+        offset,
+        {r: utc_delta[r] + offset[r] for r in range(ranks)},
+        straggler=straggler,
+        extra_collective_rank=extra_collective_rank,
+    )
     events = {r: {"nvtx": [], "kernels": [], "runtime": []} for r in range(ranks)}
     corr = iter(range(10_000, 1 << 30))
 
-    def collective(op: str, seq: int, step: int, nbytes: int, arrive: dict[int, tuple[int, int]]) -> int:
+    def collective(
+        op: str, seq: int, step: int, nbytes: int, arrive: dict[int, tuple[int, int]]
+    ) -> int:
         """arrive: rank -> (host time, time its GPU stream is free); returns the end on the host."""
         coll = Collective("0", seq, op, step, nbytes, {}, {})
         if gpu:
-            coll.start_ns = {r: max(t + LAUNCH_TO_KERNEL_NS, free) for r, (t, free) in arrive.items()}
+            coll.start_ns = {
+                r: max(t + LAUNCH_TO_KERNEL_NS, free) for r, (t, free) in arrive.items()
+            }
         else:
             coll.start_ns = {r: t for r, (t, _) in arrive.items()}
         end = max(coll.start_ns.values()) + _transfer_ns(op, nbytes)
@@ -129,7 +138,9 @@ def planted_run(
         for r in range(ranks):
             events[r]["nvtx"].append((t, t + PHASES["optimizer"], "optimizer"))
         t += PHASES["optimizer"]
-        t = collective("all_gather", 2 * step + 1, step, 256 << 10, {r: (t, t) for r in range(ranks)})
+        t = collective(
+            "all_gather", 2 * step + 1, step, 256 << 10, {r: (t, t) for r in range(ranks)}
+        )
         for r in range(ranks):
             events[r]["nvtx"].append((now, t + 1_000, f"step:{step}"))
         now = t + 1_000

@@ -1,4 +1,5 @@
 """Helpers for the metric tests: copies in hand-made reports, and a run over plain tables."""
+
 from __future__ import annotations
 
 import json
@@ -6,12 +7,11 @@ import sqlite3
 from pathlib import Path
 
 import pandas as pd
+from report_builder import global_pid, make_report
 
 from nsyswrap import open_run
 from nsyswrap.engine.connection import VIEWS, session
 from nsyswrap.engine.run import Run
-
-from report_builder import global_pid, make_report
 
 COPY_KINDS = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "PtoP": 10}
 
@@ -120,9 +120,14 @@ def two_device_case(path: Path) -> Path:
 
 
 LEDGER_KEYS = {  # truth.json key -> ledger.devices column
-    "span_ns": "span_ns", "compute_only_ns": "compute_only_ns", "comm_only_ns": "comm_only_ns",
-    "both_ns": "both_ns", "other_only_ns": "copy_only_ns", "idle_ns": "idle_ns",
-    "compute_busy_ns": "compute_busy_ns", "comm_busy_ns": "comm_busy_ns",
+    "span_ns": "span_ns",
+    "compute_only_ns": "compute_only_ns",
+    "comm_only_ns": "comm_only_ns",
+    "both_ns": "both_ns",
+    "other_only_ns": "copy_only_ns",
+    "idle_ns": "idle_ns",
+    "compute_busy_ns": "compute_busy_ns",
+    "comm_busy_ns": "comm_busy_ns",
 }
 
 

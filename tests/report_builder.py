@@ -3,6 +3,7 @@
 Only the tables and columns nsyswrap reads are written; the generator in
 `nsyswrap.synth` writes complete reports.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -62,7 +63,10 @@ def make_report(
         "INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
         [("EXPORT_PRODUCT_VERSION", "2026.2.1.210"), ("EXPORT_SCHEMA_VERSION", "3.25.0")],
     )
-    con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '2023-11-14T22:13:20', '')", (utc_epoch_ns,))
+    con.execute(
+        "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '2023-11-14T22:13:20', '')",
+        (utc_epoch_ns,),
+    )
     for i, (start, end, device, stream, name, *corr) in enumerate(kernels):
         corr_id = corr[0] if corr else 10_000 + i
         con.execute(

@@ -8,6 +8,7 @@ loading longer in steps [first, stop). Times are chosen on one true clock; each 
 it with its own offset (its monotonic clock and its wall clock are off by HOST_OFFSET_NS
 per host index), so aligning the ranks must take the offsets back out.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,16 @@ class Planted:
     sampled: list[int] = field(default_factory=list)
 
 
-def planted_samples(out: Path, ranks: int = 4, steps: int = 60, every: int = 2,
-                    slow: tuple[int, int, int, int] | None = (2, 20, 30, 5_000_000),
-                    hosts: int = 1, cut_last: bool = False, timer: str = "host") -> Planted:
+def planted_samples(
+    out: Path,
+    ranks: int = 4,
+    steps: int = 60,
+    every: int = 2,
+    slow: tuple[int, int, int, int] | None = (2, 20, 30, 5_000_000),
+    hosts: int = 1,
+    cut_last: bool = False,
+    timer: str = "host",
+) -> Planted:
     """Write samples.rank<R>.jsonl for `ranks` ranks on `hosts` hosts into `out`; `slow` is
     (rank, first step, stop step, extra data-loading ns)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -39,10 +47,23 @@ def planted_samples(out: Path, ranks: int = 4, steps: int = 60, every: int = 2,
     lines: dict[int, list[dict]] = {r: [] for r in range(ranks)}
     for r in range(ranks):
         k = host_of[r]
-        lines[r].append({"v": 1, "kind": "run", "rank": r, "host": f"node{k}", "pid": 100 + r,
-                         "utc_epoch_ns": UTC0 + k * HOST_OFFSET_NS, "monotonic_ns": MONO0 + r * 7,
-                         "every": every, "start": 0, "end": None, "ranks": None, "flush_every": 50,
-                         "nsyswrap": "test"})
+        lines[r].append(
+            {
+                "v": 1,
+                "kind": "run",
+                "rank": r,
+                "host": f"node{k}",
+                "pid": 100 + r,
+                "utc_epoch_ns": UTC0 + k * HOST_OFFSET_NS,
+                "monotonic_ns": MONO0 + r * 7,
+                "every": every,
+                "start": 0,
+                "end": None,
+                "ranks": None,
+                "flush_every": 50,
+                "nsyswrap": "test",
+            }
+        )
     truth, t = Planted(), 1_000_000
     for i in range(steps):
         arrivals, records = {}, {}
@@ -63,21 +84,51 @@ def planted_samples(out: Path, ranks: int = 4, steps: int = 60, every: int = 2,
             for r, (own, phases) in records.items():
                 to_own = own - t
                 truth.waits[r] = truth.waits.get(r, 0) + max(arrivals.values()) - arrivals[r]
-                coll = {"op": "all_reduce", "pg": "0", "size": ranks, "bytes": 4096, "seq": i,
-                        "start_ns": arrivals[r] + to_own, "end_ns": end + to_own, "async": False}
-                lines[r].append({"v": 1, "kind": "step", "step": i, "timer": timer,
-                                 "utc_ns": UTC0 + own, "start_ns": own,
-                                 "end_ns": end + OPTIMIZER_NS + to_own,
-                                 "phases": [*phases, {"name": "optimizer", "start_ns": end + to_own,
-                                                      "end_ns": end + to_own + OPTIMIZER_NS,
-                                                      "host_ns": OPTIMIZER_NS}],
-                                 "collectives": [coll], "dropped": 0})
+                coll = {
+                    "op": "all_reduce",
+                    "pg": "0",
+                    "size": ranks,
+                    "bytes": 4096,
+                    "seq": i,
+                    "start_ns": arrivals[r] + to_own,
+                    "end_ns": end + to_own,
+                    "async": False,
+                }
+                lines[r].append(
+                    {
+                        "v": 1,
+                        "kind": "step",
+                        "step": i,
+                        "timer": timer,
+                        "utc_ns": UTC0 + own,
+                        "start_ns": own,
+                        "end_ns": end + OPTIMIZER_NS + to_own,
+                        "phases": [
+                            *phases,
+                            {
+                                "name": "optimizer",
+                                "start_ns": end + to_own,
+                                "end_ns": end + to_own + OPTIMIZER_NS,
+                                "host_ns": OPTIMIZER_NS,
+                            },
+                        ],
+                        "collectives": [coll],
+                        "dropped": 0,
+                    }
+                )
         t = end + OPTIMIZER_NS
     for r in range(ranks):
         killed = cut_last and r == ranks - 1  # killed while writing its last step: no end record
         if not killed:
-            lines[r].append({"v": 1, "kind": "end", "sampled": len(truth.sampled), "skipped": 0,
-                             "unresolved": 0})
+            lines[r].append(
+                {
+                    "v": 1,
+                    "kind": "end",
+                    "sampled": len(truth.sampled),
+                    "skipped": 0,
+                    "unresolved": 0,
+                }
+            )
         text = "".join(json.dumps(x) + "\n" for x in lines[r])
         if killed:
             text = text[: -len(json.dumps(lines[r][-1])) // 2]

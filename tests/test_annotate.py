@@ -1,4 +1,5 @@
 """Annotation helpers: the NVTX ranges they emit, recorded in place of the real NVTX calls."""
+
 from __future__ import annotations
 
 import itertools
@@ -56,8 +57,13 @@ class Recorder:
         for event in self.events:
             if event[0] == "start":
                 texts[event[2]] = event[1]
-            out.append(event[0] if event[0] == "pop" else
-                       f"end {texts[event[1]]}" if event[0] == "end" else f"{event[0]} {event[1]}")
+            out.append(
+                event[0]
+                if event[0] == "pop"
+                else f"end {texts[event[1]]}"
+                if event[0] == "end"
+                else f"{event[0]} {event[1]}"
+            )
         return out
 
     def texts(self, kind="push"):
@@ -116,14 +122,23 @@ def tiny():
 
 # --- modules ---------------------------------------------------------------------------------
 
+
 def test_forward_and_backward_ranges_for_every_module(rec):
     model, x = tiny(), torch.randn(2, 4)
     with annotate_model(model):
         model(x).sum().backward()
-    assert rec.nested() == [(0, "fwd:Sequential"), (1, "fwd:0"), (1, "fwd:1"), (2, "fwd:1.lin"),
-                            (2, "fwd:1.act"), (1, "fwd:2")]
+    assert rec.nested() == [
+        (0, "fwd:Sequential"),
+        (1, "fwd:0"),
+        (1, "fwd:1"),
+        (2, "fwd:1.lin"),
+        (2, "fwd:1.act"),
+        (1, "fwd:2"),
+    ]
     spans = rec.backward_spans()
-    assert sorted(spans) == sorted(f"bwd:{p}" for p in ("Sequential", "0", "1", "1.lin", "1.act", "2"))
+    assert sorted(spans) == sorted(
+        f"bwd:{p}" for p in ("Sequential", "0", "1", "1.lin", "1.act", "2")
+    )
     (outer,), (inner,) = spans["bwd:1"], spans["bwd:1.lin"]
     assert outer[0] < inner[0] < inner[1] < outer[1]  # the block's backward holds its layer's
     assert spans["bwd:2"][0][1] < spans["bwd:1"][0][0] < spans["bwd:1"][0][1] < spans["bwd:0"][0][0]
@@ -194,6 +209,7 @@ def test_bad_input_is_a_clear_error(rec):
 
 # --- steps -----------------------------------------------------------------------------------
 
+
 def test_step_as_call_and_as_context_manager(rec):
     for i in range(2):
         steps.step(i)
@@ -202,8 +218,18 @@ def test_step_as_call_and_as_context_manager(rec):
     steps.end()
     with steps.step(5):
         pass
-    assert rec.sequence() == ["start step:0", "push work0", "pop", "end step:0", "start step:1",
-                              "push work1", "pop", "end step:1", "start step:5", "end step:5"]
+    assert rec.sequence() == [
+        "start step:0",
+        "push work0",
+        "pop",
+        "end step:0",
+        "start step:1",
+        "push work1",
+        "pop",
+        "end step:1",
+        "start step:5",
+        "end step:5",
+    ]
 
 
 def test_capture_window_brackets_its_steps(rec):
@@ -213,8 +239,14 @@ def test_capture_window_brackets_its_steps(rec):
             pass
     steps._close_all()
     assert [e for e in rec.sequence() if e.startswith(("start", "push", "pop"))] == [
-        "start step:0", "push capture", "start step:1", "start step:2", "pop", "start step:3",
-        "start step:4"]
+        "start step:0",
+        "push capture",
+        "start step:1",
+        "start step:2",
+        "pop",
+        "start step:3",
+        "start step:4",
+    ]
 
 
 def test_capture_window_repeats_and_follows_the_environment(rec, monkeypatch):
@@ -238,7 +270,9 @@ def test_capture_window_only_on_chosen_ranks(rec, monkeypatch):
     assert "capture" not in rec.texts()
 
 
-@pytest.mark.parametrize("steps_text, every", [("5", None), ("3:3", None), ("a:b", None), ("0:10", 5)])
+@pytest.mark.parametrize(
+    "steps_text, every", [("5", None), ("3:3", None), ("a:b", None), ("0:10", 5)]
+)
 def test_bad_capture_window(steps_text, every):
     with pytest.raises(NsysWrapError):
         steps.capture_window(steps_text, every)
@@ -255,8 +289,14 @@ def test_automatic_steps_follow_forward_and_optimizer(rec):
             model(torch.randn(2, 4))  # evaluation confirms no step
     # step 2 opened as step 1 ended; no training forward came: it is marked unfinished
     assert [e for e in rec.sequence() if "step" in e] == [
-        "start step:0", "end step:0", "start step:1", "end step:1", "start step:2",
-        "mark step:2 unfinished", "end step:2"]
+        "start step:0",
+        "end step:0",
+        "start step:1",
+        "end step:1",
+        "start step:2",
+        "mark step:2 unfinished",
+        "end step:2",
+    ]
 
 
 def test_automatic_steps_cover_the_data_loading_before_the_forward(rec):
@@ -274,8 +314,16 @@ def test_automatic_steps_cover_the_data_loading_before_the_forward(rec):
             model(x).sum().backward()
             optimizer.step()
     assert [e for e in rec.sequence() if "step" in e or "data" in e] == [
-        "start step:0", "push data_loading", "end step:0", "start step:1", "push data_loading",
-        "end step:1", "start step:2", "mark step:2 unfinished", "end step:2"]
+        "start step:0",
+        "push data_loading",
+        "end step:0",
+        "start step:1",
+        "push data_loading",
+        "end step:1",
+        "start step:2",
+        "mark step:2 unfinished",
+        "end step:2",
+    ]
     assert torch.utils.data.DataLoader.__iter__ is iterate  # taken off again
 
 
@@ -288,7 +336,11 @@ def test_automatic_steps_stand_aside_for_nsyswrap_step(rec):
                 model(torch.randn(2, 4)).sum().backward()
                 optimizer.step()
     assert [e for e in rec.sequence() if "step" in e] == [
-        "start step:10", "end step:10", "start step:11", "end step:11"]
+        "start step:10",
+        "end step:10",
+        "start step:11",
+        "end step:11",
+    ]
 
 
 def test_parse_kinds():
@@ -300,16 +352,24 @@ def test_parse_kinds():
 
 # --- start-up annotation (a fresh interpreter each) -----------------------------------------------
 
+
 def _python(code: str, tmp_path: Path, before=(), after=(), **env) -> subprocess.CompletedProcess:
     """Run code in a fresh interpreter with the start-up folder on PYTHONPATH, as the launcher sets it."""
     startup = ROOT / "nsyswrap" / "annotate" / "startup"
     path = os.pathsep.join(map(str, [*before, startup, ROOT, *after]))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": path, **env}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path, **env},
+        timeout=120,
+    )
 
 
 def test_startup_annotates_once_torch_is_imported(tmp_path):
-    done = _python("""
+    done = _python(
+        """
         import sys
         assert "torch" not in sys.modules
         import torch
@@ -319,25 +379,41 @@ def test_startup_annotates_once_torch_is_imported(tmp_path):
         assert len(optimizer._global_optimizer_post_hooks) == 2  # steps; the DDP search's end
         assert torch.distributed.all_reduce.__wrapped__ is not None
         print("ok")
-    """, tmp_path, NSYSWRAP_ANNOTATE="all")
+    """,
+        tmp_path,
+        NSYSWRAP_ANNOTATE="all",
+    )
     assert done.stdout.strip() == "ok", done.stderr
 
 
 def test_startup_runs_the_sitecustomize_it_hides(tmp_path):
     (tmp_path / "hidden").mkdir()
-    (tmp_path / "hidden" / "sitecustomize.py").write_text("import builtins\nbuiltins.HIDDEN_RAN = True\n")
-    done = _python("import builtins; print(builtins.HIDDEN_RAN)", tmp_path, after=[tmp_path / "hidden"],
-                   NSYSWRAP_ANNOTATE="modules")
+    (tmp_path / "hidden" / "sitecustomize.py").write_text(
+        "import builtins\nbuiltins.HIDDEN_RAN = True\n"
+    )
+    done = _python(
+        "import builtins; print(builtins.HIDDEN_RAN)",
+        tmp_path,
+        after=[tmp_path / "hidden"],
+        NSYSWRAP_ANNOTATE="modules",
+    )
     assert done.stdout.strip() == "True", done.stderr
 
 
 def test_startup_without_nvtx_warns_and_the_program_runs(tmp_path):
     (tmp_path / "nvtx").mkdir()
     (tmp_path / "nvtx" / "__init__.py").write_text("raise ImportError('no nvtx here')\n")
-    done = _python("import torch; print(torch.nn.Linear(2, 1)(torch.ones(1, 2)).shape)", tmp_path,
-                   before=[tmp_path], NSYSWRAP_ANNOTATE="modules")
+    done = _python(
+        "import torch; print(torch.nn.Linear(2, 1)(torch.ones(1, 2)).shape)",
+        tmp_path,
+        before=[tmp_path],
+        NSYSWRAP_ANNOTATE="modules",
+    )
     assert done.returncode == 0 and done.stdout.strip() == "torch.Size([1, 1])", done.stderr
-    assert "automatic annotation is off: nsyswrap.annotate: the nvtx package is not installed" in done.stderr
+    assert (
+        "automatic annotation is off: nsyswrap.annotate: the nvtx package is not installed"
+        in done.stderr
+    )
 
 
 # --- collectives (two gloo ranks in fresh processes) ------------------------------------------------
@@ -391,26 +467,37 @@ if __name__ == "__main__":
 
 def test_collectives_carry_op_bytes_dtype_group_and_sequence(tmp_path):
     (tmp_path / "run.py").write_text(COLLECTIVES_SCRIPT)
-    done = subprocess.run([sys.executable, "run.py", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "run.py", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rank0, rank1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
-    assert rank0["work"] != "NoneType"  # async_op=True still hands back the work; nothing waited on it
+    assert (
+        rank0["work"] != "NoneType"
+    )  # async_op=True still hands back the work; nothing waited on it
     grads = (8 * 2 + 2) * 4
-    assert rank0["texts"] == [
-        f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=0",  # DDP's gradient all-reduce
-        f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=1",
-        "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=2",
-        "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=3",
-        "coll:all_gather bytes=16 dtype=float16 pg=0 size=2 seq=4",
-        "coll:all_gather_into_tensor bytes=32 dtype=float32 pg=0 size=2 seq=5",
-        "coll:reduce_scatter_tensor bytes=16 dtype=float32 pg=0 size=2 seq=6",
-        "coll:all_to_all_single bytes=16 dtype=float32 pg=0 size=2 seq=7",
-        "coll:broadcast bytes=24 dtype=int64 pg=0 size=2 seq=8",
-        "coll:send bytes=20 dtype=float32 pg=0:0-1 size=2 seq=0",
-        "coll:barrier bytes=0 dtype=none pg=0 size=2 seq=9",
-        "coll:all_reduce bytes=8 dtype=float32 pg=1 size=2 seq=0",
-    ]
+    assert (
+        rank0["texts"]
+        == [
+            f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=0",  # DDP's gradient all-reduce
+            f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=1",
+            "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=2",
+            "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=3",
+            "coll:all_gather bytes=16 dtype=float16 pg=0 size=2 seq=4",
+            "coll:all_gather_into_tensor bytes=32 dtype=float32 pg=0 size=2 seq=5",
+            "coll:reduce_scatter_tensor bytes=16 dtype=float32 pg=0 size=2 seq=6",
+            "coll:all_to_all_single bytes=16 dtype=float32 pg=0 size=2 seq=7",
+            "coll:broadcast bytes=24 dtype=int64 pg=0 size=2 seq=8",
+            "coll:send bytes=20 dtype=float32 pg=0:0-1 size=2 seq=0",
+            "coll:barrier bytes=0 dtype=none pg=0 size=2 seq=9",
+            "coll:all_reduce bytes=8 dtype=float32 pg=1 size=2 seq=0",
+        ]
+    )
     assert rank1["texts"] == [t.replace("coll:send", "coll:recv") for t in rank0["texts"]]
 
 

@@ -1,11 +1,11 @@
 """Every bad input gives one `Error: <file>: <problem>; <fix>` line and exit code 1."""
+
 from __future__ import annotations
 
 import shutil
 import sqlite3
 
 import pytest
-
 from report_builder import make_report
 
 
@@ -92,8 +92,12 @@ def test_unknown_query(cli, good):
 
 
 def test_bad_parameter(cli, good):
-    _assert_one_line_error(cli("query", "kernels.summary", good, "-p", "nope=1"), "has no parameter")
-    _assert_one_line_error(cli("query", "kernels.summary", good, "-p", "min_dur_ns=abc"), "is not a BIGINT")
+    _assert_one_line_error(
+        cli("query", "kernels.summary", good, "-p", "nope=1"), "has no parameter"
+    )
+    _assert_one_line_error(
+        cli("query", "kernels.summary", good, "-p", "min_dur_ns=abc"), "is not a BIGINT"
+    )
 
 
 def test_bad_sql(cli, good):
@@ -103,7 +107,9 @@ def test_bad_sql(cli, good):
 def test_output_not_overwritten(cli, good, tmp_path):
     out = tmp_path / "out.csv"
     out.write_text("keep me")
-    _assert_one_line_error(cli("query", "kernels.summary", good, "-f", "csv", "-o", out), "already exists")
+    _assert_one_line_error(
+        cli("query", "kernels.summary", good, "-f", "csv", "-o", out), "already exists"
+    )
     assert out.read_text() == "keep me"
     assert cli("query", "kernels.summary", good, "-f", "csv", "-o", out, "--force")[0] == 0
     assert out.read_text().startswith("rank,pid,kind,name")

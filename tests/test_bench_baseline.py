@@ -1,16 +1,25 @@
 """The benchmark's pandas baseline computes what nsyswrap computes, to the nanosecond."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 import nsyswrap
 from bench.baseline import analyse
 
-from conftest import FIXTURES
-
 RUNS = ["run2", "edge_cases", "run4_straggler"]
-GAP_COLUMNS = ["rank", "device", "start_ns", "end_ns", "dur_ns", "sync_ns", "next_launch_ns", "cause"]
+GAP_COLUMNS = [
+    "rank",
+    "device",
+    "start_ns",
+    "end_ns",
+    "dur_ns",
+    "sync_ns",
+    "next_launch_ns",
+    "cause",
+]
 SKEW_COLUMNS = ["pg", "seq", "rank", "start_ns", "end_ns", "wait_ns", "last_rank", "skew_ns"]
 
 
@@ -43,7 +52,12 @@ def test_collective_skew_matches_nsyswrap(run):
     path, (_, _, skew) = run
     ours = nsyswrap.query("crossrank.collectives", [path]).sort_values(["pg", "seq", "rank"])
     theirs = skew[SKEW_COLUMNS].sort_values(["pg", "seq", "rank"])
-    assert ours[["pg", "seq", "rank"]].values.tolist() == theirs[["pg", "seq", "rank"]].values.tolist()
+    assert (
+        ours[["pg", "seq", "rank"]].values.tolist() == theirs[["pg", "seq", "rank"]].values.tolist()
+    )
     for column in ("start_ns", "end_ns", "wait_ns", "skew_ns"):
         assert (abs(ours[column].to_numpy() - theirs[column].to_numpy()) <= 200).all(), column
-    assert ((ours["end_ns"] - ours["start_ns"]).to_numpy() == (theirs["end_ns"] - theirs["start_ns"]).to_numpy()).all()
+    assert (
+        (ours["end_ns"] - ours["start_ns"]).to_numpy()
+        == (theirs["end_ns"] - theirs["start_ns"]).to_numpy()
+    ).all()

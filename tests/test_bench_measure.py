@@ -1,5 +1,6 @@
 """The benchmark's measurements follow the whole process tree (nsyswrap's workers are
 grandchildren of the task: children of the forkserver)."""
+
 from __future__ import annotations
 
 import subprocess

@@ -1,5 +1,6 @@
 """Objects built in Python (`-- @builder module:function`, nsyswrap.engine.builders): per-report and
 run objects, typed by their @column lines, reading only what they declare."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,9 +8,8 @@ import pytest
 from conftest import FIXTURES
 
 from nsyswrap import open_run
-
-
 from nsyswrap.engine import planner, sql_objects
+
 HEADERS = {
     "_reductions/test_device_counts.sql": """-- One row per device of one report: its activities.
 -- @reads kernels
@@ -49,9 +49,12 @@ def device_counts(inputs):
 def run_totals(inputs):
     CALLS["run_totals"] += 1
     counts = inputs.frame("test_device_counts")
-    return {"test_run_total": pd.DataFrame({"activities": [counts["activities"].sum()]}),
-            "test_run_devices": counts.groupby("rank", as_index=False).size().rename(
-                columns={"size": "devices"})}
+    return {
+        "test_run_total": pd.DataFrame({"activities": [counts["activities"].sum()]}),
+        "test_run_devices": counts.groupby("rank", as_index=False)
+        .size()
+        .rename(columns={"size": "devices"}),
+    }
 
 
 def sneaky(inputs):
@@ -81,8 +84,12 @@ def test_built_objects_are_typed_stored_and_built_once(declared):
         total = run.df("SELECT * FROM test_run_total")
         assert run.df("SELECT count(*) AS n FROM kernels")["n"][0] == total["activities"][0]
         described = run.connection.execute("DESCRIBE test_device_counts").fetchall()
-        assert [(c[0], c[1]) for c in described] == [("rank", "INTEGER"), ("report", "VARCHAR"),
-                                                     ("device", "BIGINT"), ("activities", "BIGINT")]
+        assert [(c[0], c[1]) for c in described] == [
+            ("rank", "INTEGER"),
+            ("report", "VARCHAR"),
+            ("device", "BIGINT"),
+            ("activities", "BIGINT"),
+        ]
         assert run.df("SELECT * FROM test_run_devices")["rank"].tolist() == [0, 1]
     assert CALLS["run_totals"] == 1  # one call made both objects
     with open_run([FIXTURES / "run2"], jobs=1) as run:  # stored: not built again
@@ -106,8 +113,10 @@ def test_a_built_object_has_no_sql_body(tmp_path):
 def test_a_cycle_of_headers_names_its_files(tmp_path, monkeypatch):
     """An object that needs itself through what it reads is refused before anything runs,
     naming each file of the cycle (never a bare RecursionError)."""
-    texts = {"a": "-- A.\n-- @reads b\n-- @column x BIGINT  X.\nSELECT x FROM b\n",
-             "b": "-- B.\n-- @reads a\n-- @column x BIGINT  X.\nSELECT x FROM a\n"}
+    texts = {
+        "a": "-- A.\n-- @reads b\n-- @column x BIGINT  X.\nSELECT x FROM b\n",
+        "b": "-- B.\n-- @reads a\n-- @column x BIGINT  X.\nSELECT x FROM a\n",
+    }
     for name, text in texts.items():
         (tmp_path / "_reductions").mkdir(exist_ok=True)
         (tmp_path / "_reductions" / f"{name}.sql").write_text(text)

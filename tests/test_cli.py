@@ -1,14 +1,14 @@
 """The CLI: help everywhere, machine formats, and the README documents every command."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 import typer.main
+from conftest import FIXTURES, ROOT
 
 from nsyswrap.cli import app
-
-from conftest import FIXTURES, ROOT
 
 COMMANDS = sorted(typer.main.get_command(app).commands)
 
@@ -35,7 +35,9 @@ def test_query_formats(cli, tmp_path):
     code, out, _ = cli("query", "kernels.summary", report, "-f", "json")
     rows = json.loads(out)
     assert code == 0 and rows and {"rank", "name", "total_ns"} <= set(rows[0])
-    code, out, _ = cli("query", "kernels.summary", report, "-f", "csv", "-p", "min_dur_ns=1000000000000")
+    code, out, _ = cli(
+        "query", "kernels.summary", report, "-f", "csv", "-p", "min_dur_ns=1000000000000"
+    )
     assert code == 0 and out.strip() == "rank,pid,kind,name,count,total_ns,avg_ns,min_ns,max_ns"
     target = tmp_path / "k.parquet"
     assert cli("query", "kernels.summary", report, "-f", "parquet", "-o", target)[0] == 0
@@ -43,7 +45,15 @@ def test_query_formats(cli, tmp_path):
 
 
 def test_sql_with_bound_parameter(cli):
-    code, out, _ = cli("sql", "SELECT count(*) AS n FROM kernels WHERE dur_ns > $d", FIXTURES / "run2", "-p", "d=0", "-f", "csv")
+    code, out, _ = cli(
+        "sql",
+        "SELECT count(*) AS n FROM kernels WHERE dur_ns > $d",
+        FIXTURES / "run2",
+        "-p",
+        "d=0",
+        "-f",
+        "csv",
+    )
     assert code == 0 and out.startswith("n\n")
 
 

@@ -1,5 +1,6 @@
 """CLI conventions: version, workflow order, light help, did-you-mean, whole descriptions,
 `launch --ranks` checked against the ranks the command starts."""
+
 from __future__ import annotations
 
 import re
@@ -7,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT
 
 
@@ -30,25 +30,49 @@ def test_version(cli):
 
 
 def test_help_imports_no_heavy_module_and_lists_the_workflow_order():
-    probe = ("import sys; from nsyswrap.cli import main\n"
-             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-             "print([m for m in ('pandas', 'duckdb', 'pyarrow', 'numpy') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, check=True).stdout
+    probe = (
+        "import sys; from nsyswrap.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print([m for m in ('pandas', 'duckdb', 'pyarrow', 'numpy') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
     assert out.strip().endswith("[]")
     listed = re.findall(r"^  (\w+) ", out.split("Commands:")[1], re.M)
-    order = ["launch", "export", "report", "diff", "timeline", "query", "sql", "list", "views",
-             "plan", "cache", "generate"]
+    order = [
+        "launch",
+        "export",
+        "report",
+        "diff",
+        "timeline",
+        "query",
+        "sql",
+        "list",
+        "views",
+        "plan",
+        "cache",
+        "generate",
+    ]
     assert listed == [c for c in order if c in listed] and len(listed) >= 9
     assert "list[" not in out and "<str>" not in out
 
 
-
-
 def test_launch_refuses_ranks_the_command_does_not_start(cli, tmp_path):
     pytest.importorskip("torch", reason="reading torchrun's options needs torch")
-    code, out, err = cli("launch", "--ranks", "0,5", "--dry-run", "--out", tmp_path / "run", "--",
-                         "torchrun", "--nproc-per-node", "2", "train.py")
+    code, out, err = cli(
+        "launch",
+        "--ranks",
+        "0,5",
+        "--dry-run",
+        "--out",
+        tmp_path / "run",
+        "--",
+        "torchrun",
+        "--nproc-per-node",
+        "2",
+        "train.py",
+    )
     assert code == 1 and "rank(s) 5" in err and "starts 2 rank(s)" in err
     assert not (tmp_path / "run").exists()
 
@@ -68,8 +92,15 @@ def test_every_command_that_opens_reports_takes_the_engine_options(command):
     from nsyswrap.cli import ENGINE_OPTIONS, app
 
     group = typer.main.get_command(app)
-    options = {o for p in group.commands[command].params if p.param_type_name == "option"
-               for o in p.opts}
-    assert {"--rank-pattern", "--jobs", "--engine", "--scheduler-file", "--scheduler-address",
-            "--cache-max"} <= options
+    options = {
+        o for p in group.commands[command].params if p.param_type_name == "option" for o in p.opts
+    }
+    assert {
+        "--rank-pattern",
+        "--jobs",
+        "--engine",
+        "--scheduler-file",
+        "--scheduler-address",
+        "--cache-max",
+    } <= options
     assert len(ENGINE_OPTIONS) == 6

@@ -5,6 +5,7 @@ Hand-built runs (`planted_run`) put every event on one run clock, so every figur
 exact; generated 8-rank runs (`nsyswrap.synth`) add end jitter, so offsets are checked
 to 1 µs and waits exactly given the recovered offsets.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,21 +13,27 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from crossrank_runs import ALPHA_NS, BYTES_PER_NS, planted_run
+from report_builder import make_report
 
 from nsyswrap import open_run
+from nsyswrap.crossrank import (
+    bandwidth,
+    clock_offsets,
+    comm_split,
+    fit_alpha_beta,
+    matched_collectives,
+    mismatches,
+    phase_lag,
+    stragglers,
+)
 from nsyswrap.engine import sql_objects
 from nsyswrap.engine.connection import VIEWS
-from nsyswrap.crossrank import (
-    bandwidth, clock_offsets, comm_split, fit_alpha_beta, matched_collectives, mismatches, phase_lag, stragglers,
-)
 from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.storage.sql_files import sql_root
 from nsyswrap.synth import ExtraCollective, Scenario, Straggler, generate_run
-
-from crossrank_runs import ALPHA_NS, BYTES_PER_NS, planted_run
-from report_builder import make_report
 
 MODES = {
     "gpu": {},
@@ -75,7 +82,9 @@ def test_each_collective_is_timed_exactly_on_run_time(planted):
         assert rows["wait_ns"].to_dict() == c.wait_ns
         assert rows["last_rank"].unique().tolist() == [c.last_rank]
         assert rows["transfer_ns"].unique().tolist() == [c.transfer_ns]
-        assert rows["skew_ns"].unique().tolist() == [max(c.start_ns.values()) - min(c.start_ns.values())]
+        assert rows["skew_ns"].unique().tolist() == [
+            max(c.start_ns.values()) - min(c.start_ns.values())
+        ]
 
 
 def test_straggler_rank_phase_and_cost_are_named(planted):
@@ -92,7 +101,11 @@ def test_straggler_rank_phase_and_cost_are_named(planted):
     per_step = strag.dropna(subset=["step"]).set_index("step")
     assert (per_step["phase_excess_ns"] == extra).all()
     for step, row in per_step.iterrows():
-        waits = [sum(c.wait_ns.values()) for c in truth.collectives if c.step == step and c.last_rank == rank]
+        waits = [
+            sum(c.wait_ns.values())
+            for c in truth.collectives
+            if c.step == step and c.last_rank == rank
+        ]
         assert row["imposed_wait_ns"] == sum(waits)
 
 
@@ -116,7 +129,9 @@ def test_phase_lag_measures_host_and_gpu_time(tmp_path):
     assert (slow["host_ns"] == slow["host_median_ns"]).all()  # the host range is not longer
     assert (slow["excess_ns"] == 120_000).all()
     named = strag[strag["significant"]]
-    assert named["rank"].unique().tolist() == [1] and named["phase"].unique().tolist() == ["backward"]
+    assert named["rank"].unique().tolist() == [1] and named["phase"].unique().tolist() == [
+        "backward"
+    ]
 
 
 def test_a_rank_with_one_more_collective_is_a_mismatch(tmp_path):
@@ -125,7 +140,8 @@ def test_a_rank_with_one_more_collective_is_a_mismatch(tmp_path):
         miss = mismatches(run)
         coll = matched_collectives(run)
     assert miss[["pg", "seq", "present_ranks", "missing_ranks", "reason"]].values.tolist() == [
-        ["0", 6, "1", "0,2,3", "missing"]]
+        ["0", 6, "1", "0,2,3", "missing"]
+    ]
     assert coll[["pg", "seq"]].drop_duplicates().shape[0] == len(truth.collectives)
 
 
@@ -135,11 +151,18 @@ def test_kernels_map_to_their_collective_range_through_the_launch(tmp_path):
     for rank in (0, 1):
         make_report(
             tmp_path / f"rank{rank}.sqlite",
-            nvtx=[(1_000, 9_000, "coll:all_reduce bytes=8 dtype=float32 pg=0 size=2 seq=0", 11),
-                  (2_000, 8_000, "coll:all_gather bytes=8 dtype=float32 pg=1 size=2 seq=0", 12)],
-            runtime=[(3_000, 3_100, "cudaLaunchKernel", 1, 12), (4_000, 4_100, "cudaLaunchKernel", 2, 11)],
-            kernels=[(5_000 + rank * 100, 6_000, 0, 7, "ncclDevKernel_AllGather_RING_LL", 1),
-                     (7_000 + rank * 300, 8_000, 0, 8, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2)],
+            nvtx=[
+                (1_000, 9_000, "coll:all_reduce bytes=8 dtype=float32 pg=0 size=2 seq=0", 11),
+                (2_000, 8_000, "coll:all_gather bytes=8 dtype=float32 pg=1 size=2 seq=0", 12),
+            ],
+            runtime=[
+                (3_000, 3_100, "cudaLaunchKernel", 1, 12),
+                (4_000, 4_100, "cudaLaunchKernel", 2, 11),
+            ],
+            kernels=[
+                (5_000 + rank * 100, 6_000, 0, 7, "ncclDevKernel_AllGather_RING_LL", 1),
+                (7_000 + rank * 300, 8_000, 0, 8, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 2),
+            ],
         )
     with _open(tmp_path) as run:
         coll = matched_collectives(run).set_index(["pg", "rank"])
@@ -151,14 +174,25 @@ def test_kernels_map_to_their_collective_range_through_the_launch(tmp_path):
 def test_differing_payloads_stop_matching_for_the_rest_of_the_group(tmp_path):
     sizes = {0: [8, 8, 8, 8], 1: [8, 4, 8, 8]}
     for rank, per_seq in sizes.items():
-        make_report(tmp_path / f"rank{rank}.sqlite", nvtx=[
-            (1_000 * (s + 1), 1_000 * (s + 1) + 500, f"coll:all_reduce bytes={b} dtype=float32 pg=7 size=2 seq={s}")
-            for s, b in enumerate(per_seq)])
+        make_report(
+            tmp_path / f"rank{rank}.sqlite",
+            nvtx=[
+                (
+                    1_000 * (s + 1),
+                    1_000 * (s + 1) + 500,
+                    f"coll:all_reduce bytes={b} dtype=float32 pg=7 size=2 seq={s}",
+                )
+                for s, b in enumerate(per_seq)
+            ],
+        )
     with _open(tmp_path) as run:
         miss = mismatches(run)
         coll = matched_collectives(run)
-    assert miss[["seq", "reason"]].values.tolist() == [[1, "bytes differ"], [2, "after divergence"],
-                                                       [3, "after divergence"]]
+    assert miss[["seq", "reason"]].values.tolist() == [
+        [1, "bytes differ"],
+        [2, "after divergence"],
+        [3, "after divergence"],
+    ]
     assert coll["seq"].unique().tolist() == [0]
 
 
@@ -169,7 +203,9 @@ def test_alpha_beta_fit_recovers_latency_and_bandwidth(tmp_path):
         bw = bandwidth(run)
     fit = fit_alpha_beta(coll).set_index("op")
     assert fit.loc["all_reduce", "latency_ns"] == pytest.approx(ALPHA_NS["all_reduce"], abs=1)
-    assert fit.loc["all_reduce", "bandwidth_gb_per_s"] == pytest.approx(BYTES_PER_NS["all_reduce"], rel=1e-4)
+    assert fit.loc["all_reduce", "bandwidth_gb_per_s"] == pytest.approx(
+        BYTES_PER_NS["all_reduce"], rel=1e-4
+    )
     assert fit.loc["all_reduce", "sizes"] == 3
     assert pd.isna(fit.loc["all_gather", "latency_ns"])  # one size: no fit
     row = bw[bw["op"] == "all_reduce"].iloc[0]
@@ -189,8 +225,11 @@ def test_step_window_limits_collectives_and_stragglers(planted):
 def test_no_copied_sql_blocks_and_every_cte_is_used():
     """Shared logic lives in the xr_* run objects of sql/_run and the per-report objects
     of sql/_reductions, not in copies; no CTE is named like a view or an object."""
-    paths = [*(sql_root() / "crossrank").glob("*.sql"), *(sql_root() / "_reductions").glob("*.sql"),
-             *(sql_root() / "_run").glob("*.sql")]
+    paths = [
+        *(sql_root() / "crossrank").glob("*.sql"),
+        *(sql_root() / "_reductions").glob("*.sql"),
+        *(sql_root() / "_run").glob("*.sql"),
+    ]
     for path in paths:
         text = path.read_text()
         assert "-- shared:" not in text, f"{path.name} still holds a copied block"
@@ -198,13 +237,17 @@ def test_no_copied_sql_blocks_and_every_cte_is_used():
         ctes = re.findall(r"^(?:WITH )?(\w+) AS (?:NOT )?(?:MATERIALIZED )?\(", code, re.M)
         unused = [c for c in ctes if len(re.findall(rf"\b{c}\b", code)) < 2]
         assert not unused, f"{path.name} defines unused CTEs {unused}"
-        assert not set(ctes) & {*VIEWS, *sql_objects.objects()}, f"{path.name} names a CTE like a view or object"
+        assert not set(ctes) & {*VIEWS, *sql_objects.objects()}, (
+            f"{path.name} names a CTE like a view or object"
+        )
 
 
 def test_events_are_stored_longest_first_up_to_the_default_max_events():
     """xr_events keeps each rank's longest events first, as many as crossrank.trace_events
     returns by default: a trace of the whole run reads only those row groups."""
-    default = next(p.default for p in catalog()["crossrank.trace_events"].params if p.name == "max_events")
+    default = next(
+        p.default for p in catalog()["crossrank.trace_events"].params if p.name == "max_events"
+    )
     text = (sql_root() / "_reductions" / "xr_events.sql").read_text()
     assert re.findall(r"dur_rank <= (\d+)", text) == [str(default)]
 
@@ -221,8 +264,16 @@ def test_every_crossrank_module_runs_on_one_report(tmp_path):
 # -- generated 8-rank runs: offsets within 1 µs, waits exact given them ----------------
 
 
-SKEWED = Scenario(name="skewed8", seed=11, ranks=8, steps=5, kernels_per_step=30, modules=4,
-                  clock_skew_ns=4_000_000, straggler=Straggler(rank=5, phase="data_loading", extra_ns=600_000))
+SKEWED = Scenario(
+    name="skewed8",
+    seed=11,
+    ranks=8,
+    steps=5,
+    kernels_per_step=30,
+    modules=4,
+    clock_skew_ns=4_000_000,
+    straggler=Straggler(rank=5, phase="data_loading", extra_ns=600_000),
+)
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +306,11 @@ def test_generated_waits_are_exact_given_the_offsets(skewed):
         last = min(r for r, t in starts.items() if t == latest)
         for rank, start in starts.items():
             mine = coll.loc[(c["seq"], rank)]
-            assert (mine["start_ns"], mine["wait_ns"], mine["last_rank"]) == (start, latest - start, last)
+            assert (mine["start_ns"], mine["wait_ns"], mine["last_rank"]) == (
+                start,
+                latest - start,
+                last,
+            )
         truth_waits = sorted(p["wait_ns"] for p in c["per_rank"])
         if truth_waits[1] > 2_000:  # the last rank is clear beyond the clock error
             assert last == c["last_rank"]
@@ -266,7 +321,10 @@ def test_generated_straggler_and_phase_are_named(skewed):
     truth, run = skewed
     strag = stragglers(run)
     overall = strag[strag["step"].isna()].iloc[0]
-    assert (overall["rank"], overall["phase"]) == (truth.straggler["rank"], truth.straggler["phase"])
+    assert (overall["rank"], overall["phase"]) == (
+        truth.straggler["rank"],
+        truth.straggler["phase"],
+    )
     per_step_excess = overall["phase_excess_ns"] / overall["phase_steps"]
     assert per_step_excess == pytest.approx(truth.straggler["extra_ns"], rel=0.05)
     later = strag[strag["step"] >= 1]  # step 0 also holds the ranks' start-up skew
@@ -276,7 +334,9 @@ def test_generated_straggler_and_phase_are_named(skewed):
 
 @pytest.mark.parametrize("phase", ["forward", "backward", "optimizer"])
 def test_generated_gpu_phase_stragglers_are_named(tmp_path, phase):
-    sc = SKEWED.replace(name=phase, seed=3, ranks=4, straggler=Straggler(rank=2, phase=phase, extra_ns=500_000))
+    sc = SKEWED.replace(
+        name=phase, seed=3, ranks=4, straggler=Straggler(rank=2, phase=phase, extra_ns=500_000)
+    )
     generate_run(sc, tmp_path)
     with _open(tmp_path) as run:
         overall = stragglers(run).query("step.isna()").iloc[0]
@@ -292,7 +352,9 @@ def test_generated_extra_collective_is_reported_not_joined(tmp_path):
         coll = matched_collectives(run)
     extra = truth.mismatches[0]
     assert miss.loc[extra["seq"], "reason"] == "bytes differ"
-    assert (miss.loc[miss.index > extra["seq"], "reason"].isin(["after divergence", "missing"])).all()
+    assert (
+        miss.loc[miss.index > extra["seq"], "reason"].isin(["after divergence", "missing"])
+    ).all()
     for u in truth.unmatched_collectives:
         assert miss.loc[u["seq"], "present_ranks"] == ",".join(map(str, u["ranks"]))
     joined = {c["seq"] for c in truth.collectives if c["same_content"] and c["seq"] < extra["seq"]}
@@ -305,9 +367,19 @@ def test_report_names_straggler_phase_cost_and_offsets(skewed):
     section = next(s for s in report["sections"] if s["id"] == "crossrank")
     rank, phase = truth.straggler["rank"], truth.straggler["phase"]
     assert section["verdict"]["label"] == f"straggler: rank {rank}"
-    assert f"`{phase}`" in section["verdict"]["reason"] and "made the others wait" in section["verdict"]["reason"]
+    assert (
+        f"`{phase}`" in section["verdict"]["reason"]
+        and "made the others wait" in section["verdict"]["reason"]
+    )
     tables = {t["id"]: t for t in section["tables"]}
-    expected = {"clock_offsets", "clock_uncertainty", "stragglers", "rank_waits", "bandwidth", "alpha_beta"}
+    expected = {
+        "clock_offsets",
+        "clock_uncertainty",
+        "stragglers",
+        "rank_waits",
+        "bandwidth",
+        "alpha_beta",
+    }
     assert expected <= set(tables)
     offsets = {row["rank"]: row["offset"]["value"] for row in tables["clock_offsets"]["rows"]}
     assert all(abs(offsets[r] - t) < 1_000 for r, t in enumerate(truth.offset_ns))

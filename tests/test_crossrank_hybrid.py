@@ -2,28 +2,30 @@
 TP groups of 4 inside each of 2 hosts, DP pairs across them, one clock per host with
 node1 3.1 ms off and drifting 40 ppm, backward on an autograd thread, rank 6 slow in
 backward in steps 2, 3, 5 and 7), with and without nsyswrap's `coll:` ranges, and the real MPI run."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from nsyswrap import open_run
-
-from nsyswrap.engine import planner
-import pandas as pd
-
 from nsyswrap.crossrank import clock_offsets, matched_collectives, phase_lag, stragglers
 from nsyswrap.crossrank.alignment import solve_clocks
 from nsyswrap.crossrank.matching import verdicts
+from nsyswrap.engine import planner
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset
 from nsyswrap.timeline import chrome_trace
 
-VARIANTS = {"ranges": {}, "kernels_only": {"coll_ranges": False, "nccl_nvtx": False},
-            "one_capture_per_node": {"ranks_per_report": 4}}
+VARIANTS = {
+    "ranges": {},
+    "kernels_only": {"coll_ranges": False, "nccl_nvtx": False},
+    "one_capture_per_node": {"ranks_per_report": 4},
+}
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "nsys-sqlite"
 REAL_MPI = SHARED / "real-mpi"
 TWO_GPU = SHARED / "public" / "nsysai__h100_2gpu_1s.sqlite"
@@ -52,7 +54,9 @@ def test_every_offset_and_drift_exact(hybrid):
 
 def test_groups_are_found_and_never_merged(hybrid):
     _, run = hybrid
-    planner.bind(run, "xr_groups", {})  # run objects are bound when asked for (nsyswrap.engine.planner)
+    planner.bind(
+        run, "xr_groups", {}
+    )  # run objects are bound when asked for (nsyswrap.engine.planner)
     groups = run.df("SELECT members, spans_hosts FROM xr_groups ORDER BY members")
     assert sorted(groups["members"]) == ["0,1,2,3", "0,4", "1,5", "2,6", "3,7", "4,5,6,7"]
     assert groups.set_index("members")["spans_hosts"].to_dict()["0,4"]
@@ -74,7 +78,11 @@ def test_every_matched_collective_skew_and_wait_exact(hybrid):
         for p in c["per_rank"]:
             row = mine.loc[(p["rank"], starts[p["rank"]])]
             assert (row["end_ns"], row["wait_ns"], row["skew_ns"], row["last_rank"]) == (
-                p["end_aligned_ns"] - utc0, p["wait_ns"], skew, c["last_rank"])
+                p["end_aligned_ns"] - utc0,
+                p["wait_ns"],
+                skew,
+                c["last_rank"],
+            )
 
 
 def test_timeline_places_every_rank_by_its_drifting_clock(hybrid):
@@ -84,8 +92,11 @@ def test_timeline_places_every_rank_by_its_drifting_clock(hybrid):
     truth, run = hybrid
     utc0 = truth.ranks[0]["utc_epoch_ns"]
     trace = chrome_trace(run, ReportOptions())
-    ends = {(e["pid"], round((e["ts"] + e["dur"]) * 1_000)) for e in trace["traceEvents"]
-            if e["ph"] == "X" and e["name"].startswith("ncclDevKernel")}
+    ends = {
+        (e["pid"], round((e["ts"] + e["dur"]) * 1_000))
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and e["name"].startswith("ncclDevKernel")
+    }
     for c in truth.collectives:
         assert len({p["end_aligned_ns"] for p in c["per_rank"]}) == 1
         for p in c["per_rank"]:
@@ -95,17 +106,27 @@ def test_timeline_places_every_rank_by_its_drifting_clock(hybrid):
 def test_straggler_rank_phase_and_steps(hybrid):
     truth, run = hybrid
     run_row = stragglers(run).query("step.isna()").iloc[0]
-    assert (run_row["rank"], run_row["phase"]) == (truth.straggler["rank"], truth.straggler["phase"])
+    assert (run_row["rank"], run_row["phase"]) == (
+        truth.straggler["rank"],
+        truth.straggler["phase"],
+    )
     assert run_row["significant"]
     # slow where planted; the others wait then and in the next step (lateness carries over)
     planted = list(truth.straggler["steps"])
     assert run_row["slow_steps"] == ",".join(map(str, planted))
     affected = [int(s) for s in run_row["affected_steps"].split(",")]
-    assert set(affected) <= {s + d for s in planted for d in (0, 1)} and len(affected) >= len(planted)
+    assert set(affected) <= {s + d for s in planted for d in (0, 1)} and len(affected) >= len(
+        planted
+    )
     lag = phase_lag(run)
-    slow = lag[(lag["rank"] == truth.straggler["rank"]) & (lag["phase"] == "backward")].set_index("step")
+    slow = lag[(lag["rank"] == truth.straggler["rank"]) & (lag["phase"] == "backward")].set_index(
+        "step"
+    )
     for step in planted:  # backward's GPU time counts the autograd thread's launches
-        assert slow.loc[step, "gpu_ns"] - slow.loc[step, "gpu_median_ns"] > 0.8 * truth.straggler["extra_ns"]
+        assert (
+            slow.loc[step, "gpu_ns"] - slow.loc[step, "gpu_median_ns"]
+            > 0.8 * truth.straggler["extra_ns"]
+        )
 
 
 def test_unrelated_reports_are_refused_in_one_line(tmp_path):
@@ -130,7 +151,9 @@ def test_real_mpi_run_true_ranks_matched_and_aligned():
         coll = matched_collectives(run)
     assert offsets["aligned"].all() and (offsets["source"] == "nvtx").all()
     assert offsets["offset_ns"].abs().max() < 100_000 and offsets["uncertainty_ns"].max() < 5_000
-    assert coll.groupby(["pg", "seq"])["rank"].nunique().eq(5).all() and coll["seq"].nunique() > 1_000
+    assert (
+        coll.groupby(["pg", "seq"])["rank"].nunique().eq(5).all() and coll["seq"].nunique() > 1_000
+    )
     # the five ranks share a node: one clock (its host from the recorded environment), and
     # its 1,002 MPI_Allreduce / MPI_Barrier calls (true barriers) all matched
     assert (offsets["clock"] == "host prm-dgx-05").all() and (offsets["offset_ns"] == 0).all()
@@ -141,8 +164,13 @@ def test_real_mpi_run_true_ranks_matched_and_aligned():
 def test_one_report_with_two_gpu_processes_is_two_ranks_on_one_clock():
     with open_run([TWO_GPU]) as run:
         offsets = clock_offsets(run)
-        section = next(s for s in build_report(run, ReportOptions())["sections"] if s["id"] == "crossrank")
-    assert offsets[["rank", "pid", "offset_ns", "shift_ns"]].values.tolist() == [[0, 111, 0, 0], [1, 112, 0, 0]]
+        section = next(
+            s for s in build_report(run, ReportOptions())["sections"] if s["id"] == "crossrank"
+        )
+    assert offsets[["rank", "pid", "offset_ns", "shift_ns"]].values.tolist() == [
+        [0, 111, 0, 0],
+        [1, 112, 0, 0],
+    ]
     assert offsets["rank_source"].str.startswith("device order").all() and offsets["aligned"].all()
     assert section["verdict"]["label"] is None and "NCCL kernels" in section["verdict"]["reason"]
 
@@ -152,21 +180,36 @@ def _calls(rows):
 
 
 def test_group_size_disagreement_stops_matching():
-    calls = _calls([(r, "0", s, "all_reduce", 8, 4 if (r, s) != (1, 1) else 2) for r in range(2) for s in range(3)])
+    calls = _calls(
+        [
+            (r, "0", s, "all_reduce", 8, 4 if (r, s) != (1, 1) else 2)
+            for r in range(2)
+            for s in range(3)
+        ]
+    )
     v = verdicts(calls).set_index(["rank", "seq"])
-    assert v.loc[(0, 0), "matches"] and not v.loc[(0, 1), "matches"] and not v.loc[(0, 2), "matches"]
+    assert (
+        v.loc[(0, 0), "matches"] and not v.loc[(0, 1), "matches"] and not v.loc[(0, 2), "matches"]
+    )
     assert v.loc[(1, 1), "size_differs"]
 
 
 def test_a_rank_no_collective_connects_is_unaligned_unless_its_host_is():
-    ends = pd.DataFrame([(r, "0", s, 1_000 * s + 10 * r, True) for r in (0, 1) for s in range(5)],
-                        columns=["rank", "pg", "seq", "end_ns", "on_gpu"])
-    sessions = pd.DataFrame({"rank": [0, 1, 2, 3], "utc_epoch_ns": [0, 5, 7, 9],
-                             "host": ["a", "b", "b", "c"]})
+    ends = pd.DataFrame(
+        [(r, "0", s, 1_000 * s + 10 * r, True) for r in (0, 1) for s in range(5)],
+        columns=["rank", "pg", "seq", "end_ns", "on_gpu"],
+    )
+    sessions = pd.DataFrame(
+        {"rank": [0, 1, 2, 3], "utc_epoch_ns": [0, 5, 7, 9], "host": ["a", "b", "b", "c"]}
+    )
     clock, _ = solve_clocks(ends, sessions)
     clock = clock.set_index("rank")
     assert clock.loc[1, "offset_ns"] == -15 and clock.loc[1, "method"].startswith("robust")
-    assert clock.loc[2, "aligned"] and clock.loc[2, "offset_ns"] == -15 and clock.loc[2, "source"] == "host"
+    assert (
+        clock.loc[2, "aligned"]
+        and clock.loc[2, "offset_ns"] == -15
+        and clock.loc[2, "source"] == "host"
+    )
     assert not clock.loc[3, "aligned"] and clock.loc[3, "method"].startswith("unaligned")
 
 
@@ -176,11 +219,17 @@ def _ends(jitter_ns: int = 0, outliers: int = 0) -> tuple[pd.DataFrame, pd.DataF
     from nsyswrap.synth.trace import recorded
 
     rng = np.random.default_rng(3)
-    utc, offset, drift = [0, 1_000, 2_000, 3_000], [0, 5_000, -7_000, 12_345], [0, 0, -40_000, 25_000]
+    utc, offset, drift = (
+        [0, 1_000, 2_000, 3_000],
+        [0, 5_000, -7_000, 12_345],
+        [0, 0, -40_000, 25_000],
+    )
     rows = []
     for seq, true_end in enumerate(np.sort(rng.integers(1_000_000, 500_000_000, 40))):
         for r in range(4):
-            x = recorded(int(true_end) - utc[r] - offset[r], -drift[r]) + int(rng.integers(0, jitter_ns + 1))
+            x = recorded(int(true_end) - utc[r] - offset[r], -drift[r]) + int(
+                rng.integers(0, jitter_ns + 1)
+            )
             rows.append((r, "0", seq, x, True))
     ends = pd.DataFrame(rows, columns=["rank", "pg", "seq", "end_ns", "on_gpu"])
     ends.loc[rng.choice(len(ends), outliers, replace=False), "end_ns"] += 50_000
@@ -194,12 +243,18 @@ def test_exact_ends_give_exact_clocks_despite_outliers(outliers):
     clock, resid = solve_clocks(ends, sessions)
     clock = clock.set_index("rank")
     assert clock["offset_ns"].to_dict() == offset and clock["drift_ppb"].to_dict() == drift
-    assert (resid.abs() > 1_000).sum() == outliers and (resid[resid.abs() < 1_000].round() == 0).all()
+    assert (resid.abs() > 1_000).sum() == outliers and (
+        resid[resid.abs() < 1_000].round() == 0
+    ).all()
 
 
 def test_jittered_ends_give_clocks_within_a_microsecond():
     ends, sessions, offset, drift = _ends(jitter_ns=200, outliers=6)
     clock = solve_clocks(ends, sessions)[0].set_index("rank")
     for r in offset:  # over the 0.5 s of collectives
-        assert abs(clock.loc[r, "offset_ns"] - offset[r]) + abs(clock.loc[r, "drift_ppb"] - drift[r]) * 0.5 < 1_000
+        assert (
+            abs(clock.loc[r, "offset_ns"] - offset[r])
+            + abs(clock.loc[r, "drift_ppb"] - drift[r]) * 0.5
+            < 1_000
+        )
         assert clock.loc[r, "uncertainty_ns"] < 1_000

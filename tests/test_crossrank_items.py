@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from nsyswrap import open_run
-from nsyswrap.engine.builders import create_table
 from nsyswrap.comparison.gate import REGRESSION
 from nsyswrap.crossrank.solve import ALIGNED_COLUMNS
+from nsyswrap.engine.builders import create_table
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.cross_rank import crossrank_section

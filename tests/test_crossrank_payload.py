@@ -2,6 +2,7 @@
 without any `coll:` range, its NCCL ranges carrying payloads (binaryData) and
 ncclCommInitRank ranges; decoding by the exported schemas; ranks from NCCL; the fallback
 where exports have no blobs; `nsyswrap export` asking for blobs."""
+
 from __future__ import annotations
 
 import os
@@ -27,19 +28,34 @@ from test_crossrank_hybrid import (  # noqa: F401
 )
 
 from nsyswrap import open_run
-
-from nsyswrap.engine import planner
 from nsyswrap.crossrank import clock_offsets
-from nsyswrap.crossrank.nccl_payload import BY_LAYOUT, NO_BLOBS, PayloadError, decode, payload_keys, split
+from nsyswrap.crossrank.nccl_payload import (
+    BY_LAYOUT,
+    NO_BLOBS,
+    PayloadError,
+    decode,
+    payload_keys,
+    split,
+)
 from nsyswrap.crossrank.ranks import member_ranks
+from nsyswrap.engine import planner
 from nsyswrap.launch.export import export_run, include_blobs
 from nsyswrap.storage.reports import Report
-from nsyswrap.synth import generate_run, preset
-from nsyswrap.synth import nccl_nvtx
+from nsyswrap.synth import generate_run, nccl_nvtx, preset
 
 PAYLOADS = {"coll_ranges": False, "nccl_payloads": True}
-VARIANTS = {"payloads": PAYLOADS, "payloads_one_capture_per_node": {**PAYLOADS, "ranks_per_report": 4}}
-MFU = Path(__file__).resolve().parents[1] / ".." / "shared" / "nsys-sqlite" / "public" / "nsysai__mfu_2gpu_before.sqlite"
+VARIANTS = {
+    "payloads": PAYLOADS,
+    "payloads_one_capture_per_node": {**PAYLOADS, "ranks_per_report": 4},
+}
+MFU = (
+    Path(__file__).resolve().parents[1]
+    / ".."
+    / "shared"
+    / "nsys-sqlite"
+    / "public"
+    / "nsysai__mfu_2gpu_before.sqlite"
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +83,16 @@ def _groups(run) -> pd.DataFrame:
 def test_groups_come_from_payloads_with_their_size(hybrid):
     truth, run = hybrid
     groups = _groups(run)
-    assert (groups["found_by"].str.startswith("nccl payload")).all() and (groups["status"] == "matched").all()
+    assert (groups["found_by"].str.startswith("nccl payload")).all() and (
+        groups["status"] == "matched"
+    ).all()
     # the two TP groups run the same op with the same sizes: only the comm hash parts them
     tp = groups[groups["members"].isin(["0,1,2,3", "4,5,6,7"])]
     assert tp["pg"].nunique() == 2 and (tp["group_size"] == 4).all() and (tp["captured"] == 4).all()
     sc = preset("hybrid8")
-    assert set(groups["pg"]) == {f"nccl:{nccl_nvtx.comm_hash(sc.seed, pg):016x}" for pg in (1, 2, 100, 101, 102, 103)}
+    assert set(groups["pg"]) == {
+        f"nccl:{nccl_nvtx.comm_hash(sc.seed, pg):016x}" for pg in (1, 2, 100, 101, 102, 103)
+    }
 
 
 def test_ranks_of_a_capture_per_node_come_from_ncclcomminitrank(hybrid):
@@ -82,7 +102,10 @@ def test_ranks_of_a_capture_per_node_come_from_ncclcomminitrank(hybrid):
         assert (offsets["rank_source"] == "file name").all()  # more trusted than NCCL's word
     else:
         assert offsets["rank"].tolist() == list(range(8))
-        assert (offsets["rank_source"] == "NCCL ncclCommInitRank (rank in the world communicator of 8 ranks)").all()
+        assert (
+            offsets["rank_source"]
+            == "NCCL ncclCommInitRank (rank in the world communicator of 8 ranks)"
+        ).all()
 
 
 def test_a_partial_capture_says_how_many_members_each_group_had(payload_run):
@@ -112,38 +135,56 @@ def test_without_schema_tables_nccls_layout_decodes_and_groups_say_so(payload_ru
     for rank in range(8):
         copy = tmp_path / f"rank{rank}.sqlite"
         shutil.copy(out / f"rank{rank}.sqlite", copy)
-        with sqlite3.connect(copy) as con:  # as an export before nsys 2026.2 (binaryData, no schemas)
+        with sqlite3.connect(
+            copy
+        ) as con:  # as an export before nsys 2026.2 (binaryData, no schemas)
             con.execute("DROP TABLE NVTX_PAYLOAD_SCHEMAS")
             con.execute("DROP TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES")
     with open_run([tmp_path]) as run:
         groups = _groups(run)
     assert sorted(groups["members"]) == ["0,1,2,3", "0,4", "1,5", "2,6", "3,7", "4,5,6,7"]
-    assert groups["found_by"].str.startswith("nccl payload").all() and groups["found_by"].str.endswith(BY_LAYOUT).all()
+    assert (
+        groups["found_by"].str.startswith("nccl payload").all()
+        and groups["found_by"].str.endswith(BY_LAYOUT).all()
+    )
     assert (groups["group_size"] == groups["captured"]).all()
 
 
 # --- decoding --------------------------------------------------------------------------------------
 
+
 def test_a_blob_decodes_by_the_schema_entries_of_a_real_2026_2_export():
     if not MFU.is_file():
         pytest.skip("needs ../shared/nsys-sqlite/public")
     with sqlite3.connect(f"file:{MFU}?mode=ro", uri=True) as con:
-        rows = con.execute("SELECT DISTINCT name, type, coalesce(offset, 0) FROM NVTX_PAYLOAD_SCHEMA_ENTRIES "
-                           "WHERE schemaId = 16777223 ORDER BY idx").fetchall()
-    assert [r[0] for r in rows] == ["NCCL communicator ID", "Message size [bytes]", "Reduction operation"]
+        rows = con.execute(
+            "SELECT DISTINCT name, type, coalesce(offset, 0) FROM NVTX_PAYLOAD_SCHEMA_ENTRIES "
+            "WHERE schemaId = 16777223 ORDER BY idx"
+        ).fetchall()
+    assert [r[0] for r in rows] == [
+        "NCCL communicator ID",
+        "Message size [bytes]",
+        "Reduction operation",
+    ]
     payload = struct.pack("<QQi4x", 0xFEDCBA9876543210, 25 * 2**20, 2)  # ncclMax: a registered enum
     blob = struct.pack("<QQQQ", 1, 16777223, len(payload), 32) + payload
     domain, schema, body = split(blob)
     assert (domain, schema) == (1, 16777223)
-    assert decode(body, rows) == {"NCCL communicator ID": 0xFEDCBA9876543210,
-                                  "Message size [bytes]": 25 * 2**20, "Reduction operation": 2}
+    assert decode(body, rows) == {
+        "NCCL communicator ID": 0xFEDCBA9876543210,
+        "Message size [bytes]": 25 * 2**20,
+        "Reduction operation": 2,
+    }
 
 
 def test_offsets_come_from_the_schema_not_from_nccls_layout():
     entries = [("Rank", 5, 0), ("No. of ranks", 5, 4), ("NCCL communicator ID", 18, 8)]
     payload = struct.pack("<iiQ", 3, 16, 77)
     assert decode(payload, entries) == {"Rank": 3, "No. of ranks": 16, "NCCL communicator ID": 77}
-    assert decode(payload[:12], entries) == {"Rank": 3, "No. of ranks": 16}  # truncated entry left out
+    assert decode(payload[:12], entries) == {
+        "Rank": 3,
+        "No. of ranks": 16,
+    }  # truncated entry left out
 
 
 def test_a_blob_shorter_than_it_says_is_refused():
@@ -154,10 +195,21 @@ def test_a_blob_shorter_than_it_says_is_refused():
 
 
 def test_nccl_ranges_without_payloads_give_no_keys_and_say_why():
-    keys = pd.DataFrame({"keyed": ["nccl", "kernel"], "rank": [0, 0], "pid": [1, 1], "pg": ["nccl", "s"],
-                         "seq": [0, 0], "op": ["all_reduce", "all_reduce"], "cpu_start_ns": [5, 6],
-                         "payload": [None, None]})
-    schemas = pd.DataFrame(columns=["rank", "domain_id", "schema_id", "idx", "type", "name", "offset_bytes"])
+    keys = pd.DataFrame(
+        {
+            "keyed": ["nccl", "kernel"],
+            "rank": [0, 0],
+            "pid": [1, 1],
+            "pg": ["nccl", "s"],
+            "seq": [0, 0],
+            "op": ["all_reduce", "all_reduce"],
+            "cpu_start_ns": [5, 6],
+            "payload": [None, None],
+        }
+    )
+    schemas = pd.DataFrame(
+        columns=["rank", "domain_id", "schema_id", "idx", "type", "name", "offset_bytes"]
+    )
     rest, why = payload_keys(keys, schemas)
     assert rest["keyed"].tolist() == ["kernel"] and "payload" not in rest and why == NO_BLOBS
 
@@ -165,17 +217,38 @@ def test_nccl_ranges_without_payloads_give_no_keys_and_say_why():
 def test_nccl_world_rank_beats_device_order_and_the_environment_only():
     processes = pd.DataFrame({"rank": [0, 0, 1], "pid": [10, 11, 20], "device": [0, 1, 0]})
     callers = processes[["rank", "pid"]]
-    reports = [Report(0, Path("capture0.sqlite"), "order"), Report(1, Path("capture1.sqlite"), "order")]
-    nccl = pd.DataFrame({"rank": [0, 0, 1], "pid": [10, 11, 20], "world_rank": [2, 0, 1], "nranks": [3, 3, 3]})
+    reports = [
+        Report(0, Path("capture0.sqlite"), "order"),
+        Report(1, Path("capture1.sqlite"), "order"),
+    ]
+    nccl = pd.DataFrame(
+        {"rank": [0, 0, 1], "pid": [10, 11, 20], "world_rank": [2, 0, 1], "nranks": [3, 3, 3]}
+    )
     members = member_ranks(processes, callers, reports, nccl)
-    assert members[["report_rank", "pid", "rank"]].values.tolist() == [[0, 11, 0], [1, 20, 1], [0, 10, 2]]
+    assert members[["report_rank", "pid", "rank"]].values.tolist() == [
+        [0, 11, 0],
+        [1, 20, 1],
+        [0, 10, 2],
+    ]
     assert members["rank_source"].str.startswith("NCCL ncclCommInitRank").all()
-    named = [Report(0, Path("rank0.sqlite"), "file name"), Report(1, Path("rank1.sqlite"), "file name")]
+    named = [
+        Report(0, Path("rank0.sqlite"), "file name"),
+        Report(1, Path("rank1.sqlite"), "file name"),
+    ]
     one = pd.DataFrame({"rank": [0, 1], "pid": [10, 20], "device": [0, 0]})
-    swapped = pd.DataFrame({"rank": [0, 1], "pid": [10, 20], "world_rank": [1, 0], "nranks": [2, 2]})
-    assert member_ranks(one, one[["rank", "pid"]], named, swapped)["rank_source"].tolist() == ["file name"] * 2
+    swapped = pd.DataFrame(
+        {"rank": [0, 1], "pid": [10, 20], "world_rank": [1, 0], "nranks": [2, 2]}
+    )
+    assert (
+        member_ranks(one, one[["rank", "pid"]], named, swapped)["rank_source"].tolist()
+        == ["file name"] * 2
+    )
     clash = nccl.assign(world_rank=[0, 0, 1])  # NCCL's ranks repeat: device order stays
-    assert not member_ranks(processes, callers, reports, clash)["rank_source"].str.startswith("NCCL").any()
+    assert (
+        not member_ranks(processes, callers, reports, clash)["rank_source"]
+        .str.startswith("NCCL")
+        .any()
+    )
 
 
 # --- export asks for blobs where nsys can ------------------------------------------------------------
@@ -195,7 +268,9 @@ open(options["--output"], "w").write("sqlite of " + args[-1])
 """
 
 
-@pytest.mark.parametrize("helps", ["", "\t--include-blobs=\n\t   Possible values are 'true' or 'false'."])
+@pytest.mark.parametrize(
+    "helps", ["", "\t--include-blobs=\n\t   Possible values are 'true' or 'false'."]
+)
 def test_export_asks_for_blobs_only_where_nsys_has_them(helps, tmp_path, monkeypatch):
     nsys = tmp_path / "bin" / "nsys"
     nsys.parent.mkdir()

@@ -5,6 +5,7 @@ they were): on the fixtures over many kinds of windows, and on random activities
 ties, zero-length and unfinished ones, shared correlation ids, host syncs and step ranges
 (with blocks of 3 rows, so that look-ups sweep on from a block's state).
 """
+
 from __future__ import annotations
 
 import re
@@ -18,18 +19,32 @@ from hypothesis import strategies as st
 from metric_helpers import table_run
 from test_window_objects import WINDOWS
 
+from nsyswrap import open_run
+from nsyswrap.engine import planner, sql_objects
 from nsyswrap.sweep import device_timeline
 
-
-from nsyswrap import open_run
-
-from nsyswrap.engine import planner, sql_objects
-REFERENCE = {p.stem: p.read_text()
-             for p in (Path(__file__).parent / "data" / "sweep_reference").glob("*.sql")}
-REPLACED = ("device_sweep", "window_unions", "step_unions", "idle_gap_rows", "idle_gaps",
-            "collective_exposure")  # in dependency order
-MODULES = ("ledger.devices", "steps.ledger", "gaps.idle", "gaps.by_cause", "gaps.histogram",
-           "collectives.exposure", "collectives.exposure_summary", "gaps.launch_summary")
+REFERENCE = {
+    p.stem: p.read_text()
+    for p in (Path(__file__).parent / "data" / "sweep_reference").glob("*.sql")
+}
+REPLACED = (
+    "device_sweep",
+    "window_unions",
+    "step_unions",
+    "idle_gap_rows",
+    "idle_gaps",
+    "collective_exposure",
+)  # in dependency order
+MODULES = (
+    "ledger.devices",
+    "steps.ledger",
+    "gaps.idle",
+    "gaps.by_cause",
+    "gaps.histogram",
+    "collectives.exposure",
+    "collectives.exposure_summary",
+    "gaps.launch_summary",
+)
 
 
 def _renamed(sql: str) -> str:
@@ -51,8 +66,10 @@ def compare(run, params: dict, what: str) -> None:
     correlation id, device, stream and start: twice for each of two kernels of one CUDA
     graph starting in the same ns on one stream. The timeline counts each kernel once.)"""
     con = run.connection
-    twice = con.execute("SELECT count(*) FROM kernels GROUP BY rank, pid, correlation_id, device, "
-                        "stream, start_ns HAVING count(*) > 1").fetchall()
+    twice = con.execute(
+        "SELECT count(*) FROM kernels GROUP BY rank, pid, correlation_id, device, "
+        "stream, start_ns HAVING count(*) > 1"
+    ).fetchall()
     values = {}
     for name in MODULES:
         values = {**values, **sql_objects.get(name).values(params)}
@@ -68,12 +85,14 @@ def compare(run, params: dict, what: str) -> None:
         new = con.execute(module.sql, module.bound(values)).df()
         sql = _renamed(REFERENCE.get(name, module.sql))
         old = con.execute(sql, _used(sql, values)).df()
-        pd.testing.assert_frame_equal(_sorted(new), _sorted(old), check_dtype=False,
-                                      obj=f"{name} {what} {params}")
+        pd.testing.assert_frame_equal(
+            _sorted(new), _sorted(old), check_dtype=False, obj=f"{name} {what} {params}"
+        )
 
 
-@pytest.mark.parametrize("fixture", ["run2", "run4_straggler", "edge_cases",
-                                     "real/h100_cuda_graphs"])
+@pytest.mark.parametrize(
+    "fixture", ["run2", "run4_straggler", "edge_cases", "real/h100_cuda_graphs"]
+)
 def test_fixtures_over_windows(fixture):
     for report in sorted((FIXTURES / fixture).glob("*.sqlite"))[:2]:
         with open_run([report], jobs=1) as run:
@@ -84,8 +103,14 @@ def test_fixtures_over_windows(fixture):
 # -- random activities -----------------------------------------------------------------
 
 NAMES = ("gemm", "relu", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "memcpy HtoD", None)
-KINDS = {"compute": ("compute", False), "nccl": ("nccl", True), "p2p": ("memcpy", True),
-         "memcpy": ("memcpy", False), "memset": ("memset", False), "other": ("other", False)}
+KINDS = {
+    "compute": ("compute", False),
+    "nccl": ("nccl", True),
+    "p2p": ("memcpy", True),
+    "memcpy": ("memcpy", False),
+    "memset": ("memset", False),
+    "other": ("other", False),
+}
 
 
 @st.composite
@@ -94,24 +119,51 @@ def activities(draw):
     for _ in range(draw(st.integers(1, 14))):
         kind, is_comm = KINDS[draw(st.sampled_from(sorted(KINDS)))]
         start = draw(st.integers(0, 60))
-        end = draw(st.one_of(st.integers(start, start + 15), st.just(start), st.just(None),
-                             st.integers(start - 5, start - 1)))
-        kernels.append(dict(device=draw(st.integers(0, 1)), stream=draw(st.integers(0, 2)),
-                            start_ns=start, end_ns=end, kind=kind, is_comm=is_comm,
-                            name=draw(st.sampled_from(NAMES)) if kind != "nccl" else NAMES[2],
-                            correlation_id=draw(st.integers(0, 6))))
-    calls = {c: draw(st.integers(-5, 60)) for c in sorted({k["correlation_id"] for k in kernels})
-             if draw(st.booleans())}
+        end = draw(
+            st.one_of(
+                st.integers(start, start + 15),
+                st.just(start),
+                st.just(None),
+                st.integers(start - 5, start - 1),
+            )
+        )
+        kernels.append(
+            dict(
+                device=draw(st.integers(0, 1)),
+                stream=draw(st.integers(0, 2)),
+                start_ns=start,
+                end_ns=end,
+                kind=kind,
+                is_comm=is_comm,
+                name=draw(st.sampled_from(NAMES)) if kind != "nccl" else NAMES[2],
+                correlation_id=draw(st.integers(0, 6)),
+            )
+        )
+    calls = {
+        c: draw(st.integers(-5, 60))
+        for c in sorted({k["correlation_id"] for k in kernels})
+        if draw(st.booleans())
+    }
     for k in kernels:
         if k["correlation_id"] in calls:
-            launches.append(dict(start_ns=calls[k["correlation_id"]],
-                                 correlation_id=k["correlation_id"], device=k["device"],
-                                 stream=k["stream"], kernel_start_ns=k["start_ns"],
-                                 kernel_end_ns=k["end_ns"], kind=k["kind"]))
-    syncs = [(s, s + draw(st.integers(1, 12)))
-             for s in draw(st.lists(st.integers(0, 60), max_size=3))]
-    steps = [(i, s, s + draw(st.integers(0, 20)) if draw(st.booleans()) else None)
-             for i, s in enumerate(draw(st.lists(st.integers(-5, 60), max_size=4)))]
+            launches.append(
+                dict(
+                    start_ns=calls[k["correlation_id"]],
+                    correlation_id=k["correlation_id"],
+                    device=k["device"],
+                    stream=k["stream"],
+                    kernel_start_ns=k["start_ns"],
+                    kernel_end_ns=k["end_ns"],
+                    kind=k["kind"],
+                )
+            )
+    syncs = [
+        (s, s + draw(st.integers(1, 12))) for s in draw(st.lists(st.integers(0, 60), max_size=3))
+    ]
+    steps = [
+        (i, s, s + draw(st.integers(0, 20)) if draw(st.booleans()) else None)
+        for i, s in enumerate(draw(st.lists(st.integers(-5, 60), max_size=4)))
+    ]
     return kernels, launches, syncs, steps
 
 
@@ -122,24 +174,32 @@ def fill(run, kernels, launches, syncs, steps) -> None:
     for table in ("kernels", "launches", "api_calls", "nvtx"):
         con.execute(f"DELETE FROM {table}")
     con.register("k", pd.DataFrame(kernels))
-    con.execute("INSERT INTO kernels BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
-                "1 AS context, device, stream, start_ns, end_ns::BIGINT AS end_ns, "
-                "(end_ns - start_ns)::BIGINT AS dur_ns, correlation_id, name, kind, is_comm FROM k")
+    con.execute(
+        "INSERT INTO kernels BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
+        "1 AS context, device, stream, start_ns, end_ns::BIGINT AS end_ns, "
+        "(end_ns - start_ns)::BIGINT AS dur_ns, correlation_id, name, kind, is_comm FROM k"
+    )
     if launches:
         con.register("l", pd.DataFrame(launches))
-        con.execute("INSERT INTO launches BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
-                    "1 AS tid, 'cudaLaunchKernel' AS api, start_ns, start_ns + 1 AS end_ns, "
-                    "1 AS dur_ns, correlation_id, device, stream, kernel_start_ns, "
-                    "kernel_end_ns::BIGINT AS kernel_end_ns, kind, "
-                    "kernel_start_ns - start_ns AS latency_ns FROM l")
+        con.execute(
+            "INSERT INTO launches BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
+            "1 AS tid, 'cudaLaunchKernel' AS api, start_ns, start_ns + 1 AS end_ns, "
+            "1 AS dur_ns, correlation_id, device, stream, kernel_start_ns, "
+            "kernel_end_ns::BIGINT AS kernel_end_ns, kind, "
+            "kernel_start_ns - start_ns AS latency_ns FROM l"
+        )
     for start, end in syncs:
-        con.execute("INSERT INTO api_calls BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
-                    "1 AS tid, 'cudaStreamSynchronize' AS api, $s AS start_ns, $e AS end_ns",
-                    {"s": start, "e": end})
+        con.execute(
+            "INSERT INTO api_calls BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
+            "1 AS tid, 'cudaStreamSynchronize' AS api, $s AS start_ns, $e AS end_ns",
+            {"s": start, "e": end},
+        )
     for step, start, end in [*steps, (None, 10, 40)]:
-        con.execute("INSERT INTO nvtx BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
-                    "1 AS tid, $s AS start_ns, $e AS end_ns, 'push_pop' AS event_type, $t AS text",
-                    {"s": start, "e": end, "t": "fwd:x" if step is None else f"step:{step}"})
+        con.execute(
+            "INSERT INTO nvtx BY NAME SELECT 0 AS rank, 'r' AS report, 1 AS pid, "
+            "1 AS tid, $s AS start_ns, $e AS end_ns, 'push_pop' AS event_type, $t AS text",
+            {"s": start, "e": end, "t": "fwd:x" if step is None else f"step:{step}"},
+        )
 
 
 @pytest.fixture(scope="module")
@@ -149,11 +209,22 @@ def tables(tmp_path_factory):
     run.close()
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case=activities(), window=st.sampled_from([
-    {}, {"step_from": 1}, {"step_to": 2}, {"step_from": 1, "step_to": 3},
-    {"window_nvtx": "fwd:%"}, {"window_nvtx": "fwd:%", "step_from": 0, "step_to": 2}]))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    case=activities(),
+    window=st.sampled_from(
+        [
+            {},
+            {"step_from": 1},
+            {"step_to": 2},
+            {"step_from": 1, "step_to": 3},
+            {"window_nvtx": "fwd:%"},
+            {"window_nvtx": "fwd:%", "step_from": 0, "step_to": 2},
+        ]
+    ),
+)
 def test_random_activities(tables, monkeypatch, case, window):
     monkeypatch.setattr(device_timeline, "BLOCK", 3)
     fill(tables, *case)

@@ -1,22 +1,24 @@
 """The diagnosis on top of the report: findings ranked by cost, cross-rank first, labels that
 never contradict each other, verdicts and advice that fit the evidence."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from conftest import FIXTURES, SHARED
+from metric_helpers import load_truth
 
 from nsyswrap import open_run
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.verdict import Evidence, Totals, recommendations
 
-from conftest import FIXTURES, SHARED
-from metric_helpers import load_truth
-
 PUBLIC = SHARED / "nsys-sqlite" / "public"
 COPY_HEAVY = ["gpu4__report2", "nsysai__h100_2gpu_1s", "sc23omp__report3"]
-needs_public = pytest.mark.skipif(not PUBLIC.is_dir(), reason="shared/nsys-sqlite/public is missing")
+needs_public = pytest.mark.skipif(
+    not PUBLIC.is_dir(), reason="shared/nsys-sqlite/public is missing"
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +47,19 @@ def test_straggler_comes_first_with_its_phase_and_cost(run4):
     assert "Rank 2" in first["text"] and "data_loading" in first["text"]
     assert "Ranks 0, 1 and 3 wait" in first["text"] and "per step" in first["text"]
     assert [f["scope"] for f in d["findings"]] == sorted(
-        (f["scope"] for f in d["findings"]), key=lambda s: s != "cross-rank")
+        (f["scope"] for f in d["findings"]), key=lambda s: s != "cross-rank"
+    )
     assert d["recommendations"][0].startswith("Make `data_loading` on rank 2")
 
 
 def test_ranks_that_wait_are_not_communication_bound(run4):
     labels = {x["rank"]: x["label"] for x in run4["diagnosis"]["devices"]}
-    assert labels == {0: "waiting-for-peers", 1: "waiting-for-peers", 2: "host-bound",
-                      3: "waiting-for-peers"}
+    assert labels == {
+        0: "waiting-for-peers",
+        1: "waiting-for-peers",
+        2: "host-bound",
+        3: "waiting-for-peers",
+    }
     single = next(s for s in run4["sections"] if s["id"] == "single_rank")
     shares = next(t for t in single["tables"] if t["id"] == "shares")["rows"]
     assert {r["rank"]: r["verdict"] for r in shares} == labels
@@ -63,25 +70,62 @@ def test_ranks_that_wait_are_not_communication_bound(run4):
 def test_diagnosis_reads_only_the_report_dict():
     """A hand-made report dict (no SQL anywhere) gets its diagnosis."""
     ns = lambda v: {"value": v, "unit": "ns"}  # noqa: E731
-    ledger = {"rank": 0, "device": 0, "span": ns(10**7), "compute_only": ns(10**6),
-              "both": ns(0), "comm_only": ns(0), "copy_only": ns(8 * 10**6), "idle": ns(10**6),
-              "compute_busy": ns(10**6), "comm_busy": ns(0), "copy_busy": ns(8 * 10**6)}
-    report = {"sections": [
-        {"id": "single_rank", "verdict": {"label": "balanced", "reason": ""},
-         "tables": [{"id": "ledger", "rows": [ledger]},
-                    {"id": "shares", "rows": [{"rank": 0, "device": 0, "verdict": "balanced"}]}]},
-        {"id": "trace", "tables": [
-            {"id": "copies", "rows": [{"rank": 0, "kind": "HtoD", "src": "Pageable",
-                                       "dst": "Device", "copies": {"value": 50, "unit": "count"},
-                                       "bytes": {"value": 5 * 10**8, "unit": "bytes"}}]},
-            {"id": "activity", "rows": [{"rank": 0, "device": 0,
-                                         "activities": {"value": 60, "unit": "count"}}]}]},
-    ]}
+    ledger = {
+        "rank": 0,
+        "device": 0,
+        "span": ns(10**7),
+        "compute_only": ns(10**6),
+        "both": ns(0),
+        "comm_only": ns(0),
+        "copy_only": ns(8 * 10**6),
+        "idle": ns(10**6),
+        "compute_busy": ns(10**6),
+        "comm_busy": ns(0),
+        "copy_busy": ns(8 * 10**6),
+    }
+    report = {
+        "sections": [
+            {
+                "id": "single_rank",
+                "verdict": {"label": "balanced", "reason": ""},
+                "tables": [
+                    {"id": "ledger", "rows": [ledger]},
+                    {"id": "shares", "rows": [{"rank": 0, "device": 0, "verdict": "balanced"}]},
+                ],
+            },
+            {
+                "id": "trace",
+                "tables": [
+                    {
+                        "id": "copies",
+                        "rows": [
+                            {
+                                "rank": 0,
+                                "kind": "HtoD",
+                                "src": "Pageable",
+                                "dst": "Device",
+                                "copies": {"value": 50, "unit": "count"},
+                                "bytes": {"value": 5 * 10**8, "unit": "bytes"},
+                            }
+                        ],
+                    },
+                    {
+                        "id": "activity",
+                        "rows": [
+                            {"rank": 0, "device": 0, "activities": {"value": 60, "unit": "count"}}
+                        ],
+                    },
+                ],
+            },
+        ]
+    }
     d = diagnose(report)
     assert d["headline"] == "COPY-BOUND"
     assert d["findings"][0]["share"]["value"] == pytest.approx(0.8)
-    assert "50 of 50 host copies (0.5 GB of 0.5 GB) are from or to pageable memory" in \
-        d["recommendations"][0]
+    assert (
+        "50 of 50 host copies (0.5 GB of 0.5 GB) are from or to pageable memory"
+        in d["recommendations"][0]
+    )
     assert "PyTorch" not in d["recommendations"][0]
     assert report["sections"][0]["tables"][1]["rows"][0]["verdict"] == "copy-bound"
 
@@ -123,15 +167,24 @@ def test_a_cpu_only_capture_says_it_has_no_gpu_activity(cli):
     assert "--trace=cuda" in d["cannot_answer"][0]["reason"]
     single = next(s for s in report["sections"] if s["id"] == "single_rank")
     steps = next(c for c in single["cannot_answer"] if c["what"] == "the step breakdown")
-    assert "no report has GPU activity" in steps["reason"] and "--step-pattern" not in steps["reason"]
+    assert (
+        "no report has GPU activity" in steps["reason"] and "--step-pattern" not in steps["reason"]
+    )
 
 
 def test_framework_advice_only_for_frameworks_in_the_trace():
-    comm = Totals(span_ns=10**7, compute_busy_ns=5 * 10**6, comm_busy_ns=4 * 10**6,
-                  both_ns=10**6, exposed_comm_ns=3 * 10**6, idle_ns=10**6)
+    comm = Totals(
+        span_ns=10**7,
+        compute_busy_ns=5 * 10**6,
+        comm_busy_ns=4 * 10**6,
+        both_ns=10**6,
+        exposed_comm_ns=3 * 10**6,
+        idle_ns=10**6,
+    )
     plain = " ".join(recommendations(comm, Evidence()).values())
-    torch = " ".join(recommendations(comm, Evidence(frameworks=frozenset({"pytorch", "nccl"})))
-                     .values())
+    torch = " ".join(
+        recommendations(comm, Evidence(frameworks=frozenset({"pytorch", "nccl"}))).values()
+    )
     assert "bucket_cap_mb" not in plain and "DDP" not in plain
     assert "bucket_cap_mb" in torch and "3.00 ms" in torch
 
@@ -140,11 +193,17 @@ def test_pinned_memory_advice_follows_the_pageable_bytes_of_the_copies():
     """The copies themselves say whether host memory is pinned: one pinned allocation call
     elsewhere in the program does not make pageable copies fast."""
     copies = Totals(span_ns=10**7, compute_busy_ns=10**6, copy_only_ns=8 * 10**6, idle_ns=10**6)
-    pageable = Evidence(host_copies=10, host_copy_bytes=10**9, pageable_copies=10,
-                        pageable_bytes=10**9)
+    pageable = Evidence(
+        host_copies=10, host_copy_bytes=10**9, pageable_copies=10, pageable_bytes=10**9
+    )
     assert "allocate those host buffers pinned" in recommendations(copies, pageable)["copies"]
-    allocates = Evidence(host_copies=10, host_copy_bytes=10**9, pageable_copies=10,
-                         pageable_bytes=10**9, host_alloc_calls=3)
+    allocates = Evidence(
+        host_copies=10,
+        host_copy_bytes=10**9,
+        pageable_copies=10,
+        pageable_bytes=10**9,
+        host_alloc_calls=3,
+    )
     text = recommendations(copies, allocates)["copies"]
     assert "allocate those host buffers pinned" in text and "do not use it" in text
     few = Evidence(host_copies=10, host_copy_bytes=10**9, pageable_copies=9, pageable_bytes=10**6)

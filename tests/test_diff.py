@@ -1,5 +1,6 @@
 """`nsyswrap diff`: planted differences between generated pairs of runs are found with the
 right sign and size, noise is not, the gate decides right, incomparable runs are refused."""
+
 from __future__ import annotations
 
 import json
@@ -8,21 +9,20 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import PUBLIC
 
 import nsyswrap
 from nsyswrap.comparison import diff
 from nsyswrap.comparison.gate import gate
 from nsyswrap.comparison.samples import add_samples, identify
-from nsyswrap.crossrank import comm_split
 from nsyswrap.comparison.significance import MIN_STEPS, compare_medians
+from nsyswrap.crossrank import comm_split
+from nsyswrap.engine.opener import Opener
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.engine.opener import Opener
 from nsyswrap.synth import generate_run
 from nsyswrap.synth.catalog import COVER_KERNEL
 from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_pair
-
-from conftest import PUBLIC
 
 MFU_BEFORE = next((p for p in PUBLIC if p.stem == "nsysai__mfu_2gpu_before"), None)
 
@@ -48,7 +48,7 @@ def test_straggler_fixed_step_time_and_cause(diffs):
     r = diffs["straggler_fixed"]
     step = r.figure("step_time")
     assert step.significant and step.n_base == step.n_new == BASE.steps
-    assert abs(step.delta + FIXED_NS) < 0.05 * FIXED_NS           # -2 ms per step
+    assert abs(step.delta + FIXED_NS) < 0.05 * FIXED_NS  # -2 ms per step
     assert step.ci_low < -0.95 * FIXED_NS and step.ci_high > -1.05 * FIXED_NS
     phase = r.figure(f"phase.host:rank={STRAGGLER_RANK},data_loading")
     assert phase.significant and abs(phase.delta + FIXED_NS) < 0.01 * FIXED_NS
@@ -58,8 +58,9 @@ def test_straggler_fixed_step_time_and_cause(diffs):
     assert not r.warnings
     s = r.stragglers.set_index("run")
     assert (s["rank"] == STRAGGLER_RANK).all()
-    assert s.loc[r.base, "phase_excess_per_step_ns"] - s.loc[r.new, "phase_excess_per_step_ns"] \
-        == pytest.approx(FIXED_NS, rel=0.01)
+    assert s.loc[r.base, "phase_excess_per_step_ns"] - s.loc[
+        r.new, "phase_excess_per_step_ns"
+    ] == pytest.approx(FIXED_NS, rel=0.01)
 
 
 def test_overlap_improved(diffs):
@@ -93,12 +94,13 @@ def test_kernels_faster(diffs):
     r = diffs["kernels_faster"]
     assert r.figure("step_time").significant and r.figure("step_time").delta < 0
     kernels = r.section("kernel")
-    planted = kernels[~kernels["item"].str.match("nccl|memcpy|memset")
-                      & (kernels["item"] != COVER_KERNEL.short)]
+    planted = kernels[
+        ~kernels["item"].str.match("nccl|memcpy|memset") & (kernels["item"] != COVER_KERNEL.short)
+    ]
     assert len(planted) >= 4
     assert planted["significant"].all()
-    assert planted["rel_delta"].between(-0.35, -0.15).all()      # a quarter shorter
-    assert (kernels["delta"].abs().diff().dropna() <= 0).all()      # top movers first
+    assert planted["rel_delta"].between(-0.35, -0.15).all()  # a quarter shorter
+    assert (kernels["delta"].abs().diff().dropna() <= 0).all()  # top movers first
     assert r.headline[1].startswith("backward on all ranks \u2212")
     assert r.headline[2].startswith("forward on all ranks \u2212")
 
@@ -128,9 +130,9 @@ def test_gate_both_ways(pairs, diffs, cli):
     fixed = diffs["straggler_fixed"]
     assert gate(fixed, 5)[0] == 0
     assert gate(fixed, 5, f"phase.host:rank={STRAGGLER_RANK},data_loading")[0] == 0
-    assert gate(fixed, 5, "collective.busbw:all_reduce 25 MiB")[0] == 0   # higher is better
+    assert gate(fixed, 5, "collective.busbw:all_reduce 25 MiB")[0] == 0  # higher is better
     worse = diffs["noise"]
-    assert gate(worse, 0)[0] == 0                                        # not significant
+    assert gate(worse, 0)[0] == 0  # not significant
     with pytest.raises(NsysWrapError, match="--metric nope"):
         gate(fixed, 5, "nope")
 
@@ -142,7 +144,9 @@ def test_different_rank_counts_are_refused(pairs, tmp_path, cli):
     code, out, err = cli("diff", base, two)
     assert code == 1 and not out
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "not comparable" in lines[0] and "ranks: 4 (0-3) vs 2 (0,1)" in lines[0]
+    assert (
+        len(lines) == 1 and "not comparable" in lines[0] and "ranks: 4 (0-3) vs 2 (0,1)" in lines[0]
+    )
     assert "--force" in lines[0]
     with pytest.raises(NsysWrapError, match="ranks"):
         diff(base, two)
@@ -171,12 +175,12 @@ def test_machine_formats_and_html(pairs, tmp_path, cli):
     step = next(f for f in doc["figures"] if f["id"] == "step_time")
     assert {"base", "new", "delta", "rel_delta", "ci_low", "ci_high", "significant"} <= set(step)
     target, page = tmp_path / "d.parquet", tmp_path / "d.html"
-    assert cli("diff", base, new, "-f", "parquet")[0] == 1             # needs --output
+    assert cli("diff", base, new, "-f", "parquet")[0] == 1  # needs --output
     code, _, _ = cli("diff", base, new, "-f", "parquet", "-o", target, "--html", page)
     assert code == 0 and len(pd.read_parquet(target)) == len(doc["figures"])
     text = page.read_text()
     assert text.startswith("<!doctype html>") and "data_loading" in text and "<polyline" in text
-    code, _, err = cli("diff", base, new, "--html", page)   # refused before any work
+    code, _, err = cli("diff", base, new, "--html", page)  # refused before any work
     assert code == 1 and "already exists" in err
 
 
@@ -207,10 +211,21 @@ def test_bootstrap_is_seeded_and_finds_shifts():
     pd.testing.assert_frame_equal(compare_medians(base, new), compare_medians(base, new))
 
 
-@pytest.mark.skipif(MFU_BEFORE is None, reason="shared/nsys-sqlite/public is not beside the repository")
+@pytest.mark.skipif(
+    MFU_BEFORE is None, reason="shared/nsys-sqlite/public is not beside the repository"
+)
 def test_a_real_report_against_itself(cli):
-    code, out, err = cli("diff", MFU_BEFORE, MFU_BEFORE, "--step-pattern", "AllToAll%",
-                         "--fail-on-regression", "0", "-f", "json")
+    code, out, err = cli(
+        "diff",
+        MFU_BEFORE,
+        MFU_BEFORE,
+        "--step-pattern",
+        "AllToAll%",
+        "--fail-on-regression",
+        "0",
+        "-f",
+        "json",
+    )
     assert code == 0 and err.strip().splitlines()[-1].startswith("PASS: step_time +0.0 %")
     doc = json.loads(out)
     assert "no significant change" in doc["headline"][0]
@@ -222,7 +237,12 @@ def test_nsyswrap_diff_is_callable_however_it_was_imported():
     import subprocess
     import sys
 
-    code = ("import nsyswrap; f = nsyswrap.diff; import nsyswrap.comparison.gate; "
-            "assert callable(f) and callable(nsyswrap.diff), type(nsyswrap.diff)")
-    for script in (code, "import nsyswrap.comparison.render, nsyswrap; assert callable(nsyswrap.diff)"):
+    code = (
+        "import nsyswrap; f = nsyswrap.diff; import nsyswrap.comparison.gate; "
+        "assert callable(f) and callable(nsyswrap.diff), type(nsyswrap.diff)"
+    )
+    for script in (
+        code,
+        "import nsyswrap.comparison.render, nsyswrap; assert callable(nsyswrap.diff)",
+    ):
         subprocess.run([sys.executable, "-c", script], check=True)

@@ -2,6 +2,7 @@
 classifier, the peak table, MFU, the kernels that matter and a slower rank's copy of a
 kernel, copy bandwidth, GPU memory and the CUDA API / OS runtime summaries, on planted
 reports (copies of the bundled fixtures with tables added) and on the real captures."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,9 @@ from conftest import FIXTURES, ROOT, SHARED
 import nsyswrap
 from nsyswrap.engine import sql_objects
 from nsyswrap.engine.connection import session
+from nsyswrap.engine.queries import run_module
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.nsys import nsys_argv
-from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.compute import kernel_spread, slow_kernels
 from nsyswrap.report.diagnosis import diagnose
@@ -54,48 +55,80 @@ def _planted(folder: Path, source: Path, *statements: str, params: tuple = ()) -
 
 # --- the kernel classifier and the peak table ---------------------------------------------
 
-@pytest.mark.parametrize("name, demangled, expected", [
-    ("nvjet_sm90_tst_64x48_64x15_2x4_h_bz_NNT", None, "matmul"),
-    ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", None, "matmul"),
-    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", None, "matmul"),
-    ("Kernel2", "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4"
-                "_tn_align8>(T1::Params)", "matmul"),
-    ("triton_tem_fused_addmm_0", None, "matmul"),
-    ("matmul_kernel", None, "matmul"),
-    ("splitKreduce_kernel", None, "matmul"),
-    ("flash_fwd_kernel", None, "attention"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1"
-     "_cga1x1x1_kernel0_0", None, "attention"),
-    ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", None, "attention"),
-    ("triton_tem_fused_flex_attention_0", None, "attention"),
-    ("vectorized_elementwise_kernel", "void at::native::vectorized_elementwise_kernel<4, "
-     "at::native::CUDAFunctor_add<float>>(int, T2, T3)", "other"),
-    ("multi_tensor_apply_kernel", None, "other"),
-    ("vectorized_layer_norm_kernel", None, "other"),
-    ("gemv2T_kernel_val", None, "other"),  # a matrix-vector product runs on CUDA cores
-])
+
+@pytest.mark.parametrize(
+    "name, demangled, expected",
+    [
+        ("nvjet_sm90_tst_64x48_64x15_2x4_h_bz_NNT", None, "matmul"),
+        ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn", None, "matmul"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", None, "matmul"),
+        (
+            "Kernel2",
+            "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4"
+            "_tn_align8>(T1::Params)",
+            "matmul",
+        ),
+        ("triton_tem_fused_addmm_0", None, "matmul"),
+        ("matmul_kernel", None, "matmul"),
+        ("splitKreduce_kernel", None, "matmul"),
+        ("flash_fwd_kernel", None, "attention"),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1"
+            "_cga1x1x1_kernel0_0",
+            None,
+            "attention",
+        ),
+        ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", None, "attention"),
+        ("triton_tem_fused_flex_attention_0", None, "attention"),
+        (
+            "vectorized_elementwise_kernel",
+            "void at::native::vectorized_elementwise_kernel<4, "
+            "at::native::CUDAFunctor_add<float>>(int, T2, T3)",
+            "other",
+        ),
+        ("multi_tensor_apply_kernel", None, "other"),
+        ("vectorized_layer_norm_kernel", None, "other"),
+        ("gemv2T_kernel_val", None, "other"),  # a matrix-vector product runs on CUDA cores
+    ],
+)
 def test_kernel_classes(tmp_path, name, demangled, expected):
     con = session(memory_limit="256MB", spill_dir=tmp_path)
     con.execute(sql_objects.get("kernel_classes").sql)
     assert con.execute("SELECT kernel_class($1, $2)", [name, demangled]).fetchone()[0] == expected
 
 
-@pytest.mark.parametrize("exported, gpu", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
-    ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"),
-    ("NVIDIA GH200 480GB", "GH200"), ("NVIDIA B200", "B200"), ("NVIDIA GB200", "GB200"),
-    ("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100 80GB PCIe", "A100"), ("NVIDIA L40S", "L40S"),
-    ("NVIDIA L40", "L40"), ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"),
-    ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-PCIE-32GB", "V100 PCIe"),
-    ("Tesla T4", "T4"),
-    ("NVIDIA GeForce RTX 3080", None),
-])
+@pytest.mark.parametrize(
+    "exported, gpu",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA GH200 480GB", "GH200"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA GB200", "GB200"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A100 80GB PCIe", "A100"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L40", "L40"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA A10", "A10"),
+        ("Tesla V100-SXM2-16GB", "V100 SXM2"),
+        ("Tesla V100-PCIE-32GB", "V100 PCIe"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA GeForce RTX 3080", None),
+    ],
+)
 def test_the_peak_table_is_keyed_by_the_exported_name(tmp_path, exported, gpu):
     """The rule compute.mfu applies: the first row by priority whose pattern matches."""
     con = session(memory_limit="256MB", spill_dir=tmp_path)
     con.execute(sql_objects.get("gpu_peaks").sql)
-    found = con.execute("SELECT gpu FROM gpu_peaks() WHERE regexp_matches(lower($1), pattern) "
-                        "ORDER BY priority LIMIT 1", [exported]).fetchall()
+    found = con.execute(
+        "SELECT gpu FROM gpu_peaks() WHERE regexp_matches(lower($1), pattern) "
+        "ORDER BY priority LIMIT 1",
+        [exported],
+    ).fetchall()
     assert (found[0][0] if found else None) == gpu
 
 
@@ -103,22 +136,31 @@ def test_the_readme_lists_the_peak_table():
     """README's peak table is compute.peaks, row for row (GPU, bf16, fp8 and the source)."""
     peaks = pd.read_csv(ROOT / "tests" / "golden" / "compute.peaks.csv")
     text = (ROOT / "README.md").read_text()
-    listed = re.findall(r"^ *\| (\S[^|]*?) \| `([^`]+)` \| ([\d.]+|-) \| ([\d.]+|-) \| ([\d.]+|-) "
-                        r"\| ([\d.]+|-) \| ([\d.]+|-) \| ([^|]+) \|$", text, re.M)
+    listed = re.findall(
+        r"^ *\| (\S[^|]*?) \| `([^`]+)` \| ([\d.]+|-) \| ([\d.]+|-) \| ([\d.]+|-) "
+        r"\| ([\d.]+|-) \| ([\d.]+|-) \| ([^|]+) \|$",
+        text,
+        re.M,
+    )
     assert len(listed) == len(peaks)
     for (gpu, pattern, *figures, source), row in zip(listed, peaks.itertuples(index=False)):
         assert (gpu, pattern, source.strip()) == (row.gpu, row.pattern, row.source)
         expected = [row.fp32, row.tf32, row.bf16, row.fp16, row.fp8]
         assert [None if f == "-" else float(f) for f in figures] == [
-            None if pd.isna(v) else v for v in expected]
+            None if pd.isna(v) else v for v in expected
+        ]
 
 
 # --- MFU ----------------------------------------------------------------------------------
 
+
 def test_mfu_is_the_flops_over_the_step_time_and_the_peak():
     truth = json.loads((RUN4 / "truth.json").read_text())
-    durations = {(d["rank"], d["device"], s["step"]): s["span_ns"] for d in truth["devices"]
-                 for s in d["steps"]}
+    durations = {
+        (d["rank"], d["device"], s["step"]): s["span_ns"]
+        for d in truth["devices"]
+        for s in d["steps"]
+    }
     mfu = nsyswrap.query("compute.mfu", [RUN4], flops_per_step=1e12, peak_tflops=500.0)
     assert len(mfu) == len(durations)
     for r in mfu.itertuples(index=False):
@@ -131,14 +173,17 @@ def test_mfu_is_the_flops_over_the_step_time_and_the_peak():
     assert six.mfu.isna().all()  # the synthetic reports name no GPU (as nsys 2026.2 exports)
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--flops-per-step", "1e12", "--model-params", "1e9", "--tokens-per-step", "10"], "twice"),
-    (["--model-params", "1e9"], "needs --tokens-per-step"),
-    (["--tokens-per-step", "4096"], "needs --model-params"),
-    (["--flops-per-step", "-5"], "not a positive number"),
-    (["--peak-tflops", "inf", "--flops-per-step", "1e12"], "not a positive number"),
-    (["--flops-per-step", "1e12", "--dtype", "int4"], "not a data type of the peak table"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--flops-per-step", "1e12", "--model-params", "1e9", "--tokens-per-step", "10"], "twice"),
+        (["--model-params", "1e9"], "needs --tokens-per-step"),
+        (["--tokens-per-step", "4096"], "needs --model-params"),
+        (["--flops-per-step", "-5"], "not a positive number"),
+        (["--peak-tflops", "inf", "--flops-per-step", "1e12"], "not a positive number"),
+        (["--flops-per-step", "1e12", "--dtype", "int4"], "not a data type of the peak table"),
+    ],
+)
 def test_mfu_inputs_that_cannot_be_right_are_one_line_errors(cli, args, needle):
     code, out, err = cli("report", RUN2, *args)
     assert code == 1 and not out and err.startswith("Error: ") and needle in err
@@ -147,12 +192,16 @@ def test_mfu_inputs_that_cannot_be_right_are_one_line_errors(cli, args, needle):
 
 # --- planted: GPU name, GPU memory, a slow rank -------------------------------------------
 
-GPU_TABLE = ("CREATE TABLE TARGET_INFO_GPU (vmId INTEGER, id INTEGER, name TEXT, "
-             "totalMemory INTEGER, smCount INTEGER)")
-MEMORY_TABLE = ("CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, globalPid INTEGER, "
-                "deviceId INTEGER, contextId INTEGER, address INTEGER, pc INTEGER, bytes INTEGER, "
-                "memKind INTEGER, memoryOperationType INTEGER, name TEXT, correlationId INTEGER, "
-                "streamId INTEGER)")
+GPU_TABLE = (
+    "CREATE TABLE TARGET_INFO_GPU (vmId INTEGER, id INTEGER, name TEXT, "
+    "totalMemory INTEGER, smCount INTEGER)"
+)
+MEMORY_TABLE = (
+    "CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, globalPid INTEGER, "
+    "deviceId INTEGER, contextId INTEGER, address INTEGER, pc INTEGER, bytes INTEGER, "
+    "memKind INTEGER, memoryOperationType INTEGER, name TEXT, correlationId INTEGER, "
+    "streamId INTEGER)"
+)
 STEP_STARTS = (1_029_849, 3_734_918, 5_991_050)  # run2 rank 0's step:0..2 (window from 1,233,849)
 
 
@@ -161,8 +210,12 @@ def _memory_events(gpid: int) -> list[tuple]:
     step allocates and frees 500 B; step 1 also keeps 300 B; step 2 frees 700 B the capture
     never saw allocated; a pinned host buffer is not device memory."""
     s0, s1, s2 = STEP_STARTS
-    events = [(1_100_000, 0x1000, 1000, 2, 0), (s1 + 500_000, 0x3000, 300, 2, 0),
-              (s2 + 100_000, 0x9999, 700, 2, 1), (s1 + 1_000, 0x7000, 10**9, 1, 0)]
+    events = [
+        (1_100_000, 0x1000, 1000, 2, 0),
+        (s1 + 500_000, 0x3000, 300, 2, 0),
+        (s2 + 100_000, 0x9999, 700, 2, 1),
+        (s1 + 1_000, 0x7000, 10**9, 1, 0),
+    ]
     for i, s in enumerate(STEP_STARTS):
         events += [(s + 300_000, 0x2000 + i, 500, 2, 0), (s + 400_000, 0x2000 + i, 500, 2, 1)]
     return [(t, gpid, 0, 1, a, 0, b, k, op, None, 1, None) for t, a, b, k, op in events]
@@ -177,11 +230,15 @@ def planted(tmp_path_factory) -> Path:
         gpid = con.execute("SELECT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
     events = _memory_events(gpid)
     insert = "INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (" + ", ".join("?" * 12) + ")"
-    return _planted(folder, source, GPU_TABLE,
-                    "INSERT INTO TARGET_INFO_GPU VALUES "
-                    "(0, 0, 'NVIDIA H100 80GB HBM3', 10000, 132)",
-                    MEMORY_TABLE, *[insert] * len(events),
-                    params=((), (), (), *events))
+    return _planted(
+        folder,
+        source,
+        GPU_TABLE,
+        "INSERT INTO TARGET_INFO_GPU VALUES (0, 0, 'NVIDIA H100 80GB HBM3', 10000, 132)",
+        MEMORY_TABLE,
+        *[insert] * len(events),
+        params=((), (), (), *events),
+    )
 
 
 def test_gpu_memory_peak_and_churn_per_step(planted):
@@ -209,10 +266,13 @@ def test_a_named_gpu_gets_its_peak_and_the_report_its_memory_table(planted):
 
 
 def test_tensor_shapes_in_the_trace_are_said(tmp_path):
-    report = _planted(tmp_path, RUN2 / "rank0.sqlite",
-                      "UPDATE NVTX_EVENTS SET text = 'aten::mm, seq = 3, op_id = 7, "
-                      "sizes = [[8, 128], [128, 256]]' WHERE rowid = "
-                      "(SELECT min(rowid) FROM NVTX_EVENTS WHERE text LIKE 'fwd:%')")
+    report = _planted(
+        tmp_path,
+        RUN2 / "rank0.sqlite",
+        "UPDATE NVTX_EVENTS SET text = 'aten::mm, seq = 3, op_id = 7, "
+        "sizes = [[8, 128], [128, 256]]' WHERE rowid = "
+        "(SELECT min(rowid) FROM NVTX_EVENTS WHERE text LIKE 'fwd:%')",
+    )
     assert nsyswrap.query("compute.tensor_shapes", [report]).ranges_with_shapes.tolist() == [1]
     compute = _section(nsyswrap.report.report([report]), "compute")
     reasons = [c["reason"] for c in compute["cannot_answer"]]
@@ -227,10 +287,22 @@ def test_a_rank_slower_in_one_kernel_is_named():
         for name, p10, median in (("k", 95.0, 100.0), ("j", 95.0, 100.0)):
             if rank == 2:
                 p10, median = (125.0, 130.0) if name == "k" else (90.0, 130.0)
-            rows.append({"rank": rank, "device": 0, "position": 1 if name == "k" else 2,
-                         "name": name, "class": "matmul", "kernels": 10, "total_ns": 10 * median,
-                         "share_of_compute": 0.5, "p10_ns": p10, "median_ns": median,
-                         "p90_ns": median + 5, "max_ns": int(median) + 9})
+            rows.append(
+                {
+                    "rank": rank,
+                    "device": 0,
+                    "position": 1 if name == "k" else 2,
+                    "name": name,
+                    "class": "matmul",
+                    "kernels": 10,
+                    "total_ns": 10 * median,
+                    "share_of_compute": 0.5,
+                    "p10_ns": p10,
+                    "median_ns": median,
+                    "p90_ns": median + 5,
+                    "max_ns": int(median) + 9,
+                }
+            )
     top = kernel_spread(pd.DataFrame(rows))
     assert top.spread.round(2).tolist() == [0.3] * 6
     (slow,) = slow_kernels(top)
@@ -242,9 +314,13 @@ def test_the_slow_rank_of_a_kernel_is_a_finding(tmp_path):
     folder = tmp_path / "run"
     shutil.copytree(RUN4, folder)
     name = "nvjet_tst_192x208_64x4_1x1_h_bz_coopB_bias_TNT"
-    _planted(tmp_path, folder / "rank3.sqlite",
-             'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + ("end" - start) * 3 / 2 '
-             "WHERE shortName = (SELECT id FROM StringIds WHERE value = ?)", params=((name,),))
+    _planted(
+        tmp_path,
+        folder / "rank3.sqlite",
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + ("end" - start) * 3 / 2 '
+        "WHERE shortName = (SELECT id FROM StringIds WHERE value = ?)",
+        params=((name,),),
+    )
     shutil.copy(tmp_path / "rank3.sqlite", folder / "rank3.sqlite")
     report = nsyswrap.report.report([folder])
     slow = _table(report, "compute", "slow_kernels")
@@ -255,6 +331,7 @@ def test_the_slow_rank_of_a_kernel_is_a_finding(tmp_path):
 
 
 # --- the real captures --------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def gloo_run():
@@ -267,10 +344,11 @@ def test_the_real_report_prints_mfu_per_rank_with_its_peak(cli):
     assert code == 0, err
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("MFU = achieved / peak"))
-    table = lines[start:start + 12]
+    table = lines[start : start + 12]
     for rank in (0, 1):
-        row = next(line for line in table
-                   if re.match(rf"{rank}\s+0\s+H100 SXM\s+bf16\s+989\.500", line))
+        row = next(
+            line for line in table if re.match(rf"{rank}\s+0\s+H100 SXM\s+bf16\s+989\.500", line)
+        )
         assert re.search(r"\s\d+\.\d\s", row), row  # the MFU in percent
     assert "Compute reaches" in out and "MFU at the median step" in out
 
@@ -279,10 +357,15 @@ def test_the_real_report_has_the_new_tables_in_json(cli):
     code, out, err = cli("report", GLOO, "--flops-per-step", "2e11", "--format", "json")
     assert code == 0, err
     report = json.loads(out)
-    for section_id, table_id in (("compute", "mfu"), ("compute", "mfu_steps"),
-                                 ("compute", "tensor_cores"), ("compute", "top_kernels"),
-                                 ("memory", "copy_bandwidth"), ("host", "cuda_api"),
-                                 ("host", "osrt")):
+    for section_id, table_id in (
+        ("compute", "mfu"),
+        ("compute", "mfu_steps"),
+        ("compute", "tensor_cores"),
+        ("compute", "top_kernels"),
+        ("memory", "copy_bandwidth"),
+        ("host", "cuda_api"),
+        ("host", "osrt"),
+    ):
         assert {r["rank"] for r in _table(report, section_id, table_id)} == {0, 1}, table_id
     for row in _table(report, "compute", "mfu"):
         assert row["peak"] == {"value": H100_BF16, "unit": "TFLOP/s"}
@@ -308,8 +391,11 @@ def test_without_flops_mfu_cannot_be_answered(gloo_run):
 def test_host_summaries_add_up(gloo_run):
     api = run_module(gloo_run, "host.cuda_api")
     assert api.groupby(["rank", "pid"]).share.sum().round(9).eq(1).all()
-    ledger = run_module(gloo_run, "ledger.devices").groupby("rank").agg(
-        start=("window_start_ns", "min"), end=("window_end_ns", "max"))
+    ledger = (
+        run_module(gloo_run, "ledger.devices")
+        .groupby("rank")
+        .agg(start=("window_start_ns", "min"), end=("window_end_ns", "max"))
+    )
     calls = gloo_run.df("SELECT rank, start_ns, dur_ns FROM api_calls").join(ledger, on="rank")
     inside = calls[calls.start_ns.between(calls.start, calls.end)].groupby("rank").dur_ns.sum()
     assert api.groupby("rank").total_ns.sum().tolist() == inside.tolist()
@@ -322,9 +408,12 @@ def test_host_summaries_add_up(gloo_run):
 def test_the_real_memory_capture_gets_its_memory_table():
     """The peak is the running sum of the device allocations and releases, whose most is
     reached once the allocations of the first steps are made."""
-    events = nsyswrap.sql("SELECT start_ns, operation, bytes FROM gpu_memory "
-                          "WHERE mem_kind IN ('Device', 'Device Static', 'Array') "
-                          "ORDER BY start_ns, operation", [MEMORY])
+    events = nsyswrap.sql(
+        "SELECT start_ns, operation, bytes FROM gpu_memory "
+        "WHERE mem_kind IN ('Device', 'Device Static', 'Array') "
+        "ORDER BY start_ns, operation",
+        [MEMORY],
+    )
     live = (events.bytes.where(events.operation == "alloc", -events.bytes)).cumsum()
     report = nsyswrap.report.report([MEMORY], ReportOptions(step_pattern="iteration %"))
     (row,) = _table(report, "memory", "gpu_memory")
@@ -343,18 +432,21 @@ def test_slow_host_copies_are_below_the_link():
 
 # --- launch --memory ----------------------------------------------------------------------
 
+
 def test_launch_memory_adds_the_nsys_option_once():
     cfg = LaunchConfig.build(["python", "train.py"], out="/runs/a", memory=True)
     assert nsys_argv(0, cfg, "h").count("--cuda-memory-usage=true") == 1
     again = LaunchConfig.from_wrapper_args(cfg.wrapper_args() + ["--", "python", "train.py"])
     assert nsys_argv(0, again, "h").count("--cuda-memory-usage=true") == 1
-    own = LaunchConfig.build(["python"], out="/o", memory=True,
-                             nsys_args=["--cuda-memory-usage=false"])
+    own = LaunchConfig.build(
+        ["python"], out="/o", memory=True, nsys_args=["--cuda-memory-usage=false"]
+    )
     given = [a for a in nsys_argv(0, own, "h") if "memory-usage" in a]
     assert given == ["--cuda-memory-usage=false"]
 
 
 # --- findings from hand-made report dicts (the diagnosis reads only the tables) -------------
+
 
 def _ns(v):
     return {"value": v, "unit": "ns"}
@@ -363,27 +455,80 @@ def _ns(v):
 def _device(compute_ns: int, copy_only_ns: int, span: int = 10**7) -> dict:
     """A report dict of one GPU (rank 0) with `compute_ns` of compute and `copy_only_ns` of
     copies alone in a span of `span` ns, over 2 steps."""
-    ledger = {"rank": 0, "device": 0, "span": _ns(span), "compute_only": _ns(compute_ns),
-              "both": _ns(0), "comm_only": _ns(0), "copy_only": _ns(copy_only_ns),
-              "idle": _ns(span - compute_ns - copy_only_ns), "compute_busy": _ns(compute_ns),
-              "comm_busy": _ns(0), "copy_busy": _ns(copy_only_ns)}
+    ledger = {
+        "rank": 0,
+        "device": 0,
+        "span": _ns(span),
+        "compute_only": _ns(compute_ns),
+        "both": _ns(0),
+        "comm_only": _ns(0),
+        "copy_only": _ns(copy_only_ns),
+        "idle": _ns(span - compute_ns - copy_only_ns),
+        "compute_busy": _ns(compute_ns),
+        "comm_busy": _ns(0),
+        "copy_busy": _ns(copy_only_ns),
+    }
     steps = [{"rank": 0, "device": 0, "step": s, "duration": _ns(span // 2)} for s in (0, 1)]
-    return {"sections": [
-        {"id": "single_rank", "verdict": {"label": "balanced", "reason": ""},
-         "tables": [{"id": "ledger", "rows": [ledger]}, {"id": "steps", "rows": steps},
-                    {"id": "shares", "rows": [{"rank": 0, "device": 0, "verdict": None}]}]},
-        {"id": "trace", "tables": [{"id": "activity", "rows": [
-            {"rank": 0, "device": 0, "activities": {"value": 100, "unit": "count"}}]}]}]}
+    return {
+        "sections": [
+            {
+                "id": "single_rank",
+                "verdict": {"label": "balanced", "reason": ""},
+                "tables": [
+                    {"id": "ledger", "rows": [ledger]},
+                    {"id": "steps", "rows": steps},
+                    {"id": "shares", "rows": [{"rank": 0, "device": 0, "verdict": None}]},
+                ],
+            },
+            {
+                "id": "trace",
+                "tables": [
+                    {
+                        "id": "activity",
+                        "rows": [
+                            {"rank": 0, "device": 0, "activities": {"value": 100, "unit": "count"}}
+                        ],
+                    }
+                ],
+            },
+        ]
+    }
 
 
 def test_compute_outside_tensor_cores_is_a_ranked_finding():
     report = _device(compute_ns=9 * 10**6, copy_only_ns=0)
     frac = lambda v: {"value": v, "unit": "fraction"}  # noqa: E731
-    report["sections"].append({"id": "compute", "tables": [
-        {"id": "tensor_cores", "rows": [{"rank": 0, "device": 0, "compute": _ns(9 * 10**6),
-                                         "other": _ns(6 * 10**6), "tensor_core": frac(1 / 3)}]},
-        {"id": "top_kernels", "rows": [{"rank": 0, "device": 0, "kernel": "layer_norm",
-                                        "class": "other", "of_compute": frac(0.4)}]}]})
+    report["sections"].append(
+        {
+            "id": "compute",
+            "tables": [
+                {
+                    "id": "tensor_cores",
+                    "rows": [
+                        {
+                            "rank": 0,
+                            "device": 0,
+                            "compute": _ns(9 * 10**6),
+                            "other": _ns(6 * 10**6),
+                            "tensor_core": frac(1 / 3),
+                        }
+                    ],
+                },
+                {
+                    "id": "top_kernels",
+                    "rows": [
+                        {
+                            "rank": 0,
+                            "device": 0,
+                            "kernel": "layer_norm",
+                            "class": "other",
+                            "of_compute": frac(0.4),
+                        }
+                    ],
+                },
+            ],
+        }
+    )
     d = diagnose(report)
     (finding,) = [f for f in d["findings"] if f["id"] == "tensor_cores"]
     assert finding["cost"] == _ns(3 * 10**6) and finding["cost_basis"] == "per step"
@@ -395,11 +540,31 @@ def test_compute_outside_tensor_cores_is_a_ranked_finding():
 
 def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
     report = _device(compute_ns=10**6, copy_only_ns=6 * 10**6)
-    report["sections"].append({"id": "memory", "tables": [{"id": "copy_bandwidth", "rows": [
-        {"rank": 0, "device": 0, "kind": "HtoD", "src": "Pinned", "dst": "Device",
-         "large_bandwidth": {"value": 3.2, "unit": "GB/s"}, "expected": "10-64",
-         "vs_expected": "below", "pageable": False, "time": _ns(5 * 10**6),
-         "link": "host link"}]}]})
+    report["sections"].append(
+        {
+            "id": "memory",
+            "tables": [
+                {
+                    "id": "copy_bandwidth",
+                    "rows": [
+                        {
+                            "rank": 0,
+                            "device": 0,
+                            "kind": "HtoD",
+                            "src": "Pinned",
+                            "dst": "Device",
+                            "large_bandwidth": {"value": 3.2, "unit": "GB/s"},
+                            "expected": "10-64",
+                            "vs_expected": "below",
+                            "pageable": False,
+                            "time": _ns(5 * 10**6),
+                            "link": "host link",
+                        }
+                    ],
+                }
+            ],
+        }
+    )
     d = diagnose(report)
     (finding,) = [f for f in d["findings"] if f["id"] == "copy_bandwidth"]
     assert finding["cost"] == _ns(2_500_000) and finding["share"]["value"] == pytest.approx(0.5)

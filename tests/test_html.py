@@ -1,4 +1,5 @@
 """`nsyswrap report RUN --html PATH`: a self-contained page with the plots and every section."""
+
 from __future__ import annotations
 
 import re
@@ -6,7 +7,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from crossrank_runs import planted_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -21,7 +21,9 @@ def page(tmp_path_factory):
     planted_run(out, ranks=4, steps=3, straggler=(3, "data_loading", 200_000))
     html = out / "report.html"
     with pytest.raises(SystemExit) as done:
-        main(["report", str(out), "--html", str(html), "-f", "json", "-o", str(out / "report.json")])
+        main(
+            ["report", str(out), "--html", str(html), "-f", "json", "-o", str(out / "report.json")]
+        )
     assert done.value.code in (0, None)
     return out, html, html.read_text(encoding="utf-8")
 
@@ -35,15 +37,21 @@ def test_page_is_self_contained(page):
 
 def test_page_has_the_four_plots_and_the_sections(page):
     _, _, text = page
-    for label in ("per-rank step timeline", "GPU time ledger per rank", "critical path per step",
-                  "arrival skew per rank and collective"):
+    for label in (
+        "per-rank step timeline",
+        "GPU time ledger per rank",
+        "critical path per step",
+        "arrival skew per rank and collective",
+    ):
         assert f'aria-label="{label}"' in text
     assert text.count("<svg") == 4
     # the straggler's data loading on each step's critical path
     assert len(re.findall(r"<title>step \d+: rank 3 data_loading", text)) == 3
     assert "straggler: rank 3" in text and "`data_loading`" in text
     assert "Where the GPU time goes" in text and "Across ranks" in text
-    assert len(re.findall(r"<title>rank \d+, pg=0 seq=\d+: arrived", text)) == 4 * 6  # one cell per rank x collective
+    assert (
+        len(re.findall(r"<title>rank \d+, pg=0 seq=\d+: arrived", text)) == 4 * 6
+    )  # one cell per rank x collective
 
 
 def test_the_diagnosis_comes_before_the_plots(page):
@@ -53,10 +61,11 @@ def test_the_diagnosis_comes_before_the_plots(page):
 
 
 def test_plots_that_cannot_be_drawn_say_how_to_capture_them(tmp_path):
+    from report_builder import make_report
+
     from nsyswrap import open_run
     from nsyswrap.html_report import html_page
     from nsyswrap.report import ReportOptions, build_report
-    from report_builder import make_report
 
     path = make_report(tmp_path / "rank0.sqlite", kernels=[(0, 100, 0, 7, "a")])
     with open_run([path]) as run:
@@ -77,10 +86,22 @@ def test_page_renders_headless(page, tmp_path):
     _, html, _ = page
     png = tmp_path / "page.png"
     subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--screenshot={png}",
-         "--window-size=1400,900", html.as_uri()],
-        check=True, capture_output=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--screenshot={png}",
+            "--window-size=1400,900",
+            html.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     assert png.stat().st_size > 20_000  # a blank page is a few kB
 
@@ -90,7 +111,14 @@ def test_one_colour_per_meaning():
     from nsyswrap.html_report.page import LABEL_COLORS
 
     assert not set(PALETTE) & set(COLORS.values())  # phases never look like a cause
-    assert [c for _, _, c in LEDGER_PARTS] == [COLORS[k] for k in ("compute", "both", "comm", "copy", "idle")]
-    assert WAIT_COLOR == LABEL_COLORS["waiting-for-peers"] == LABEL_COLORS["straggler"] == COLORS["wait"]
+    assert [c for _, _, c in LEDGER_PARTS] == [
+        COLORS[k] for k in ("compute", "both", "comm", "copy", "idle")
+    ]
+    assert (
+        WAIT_COLOR
+        == LABEL_COLORS["waiting-for-peers"]
+        == LABEL_COLORS["straggler"]
+        == COLORS["wait"]
+    )
     assert LABEL_COLORS["communication-bound"] == COLORS["comm"]
     assert LABEL_COLORS["compute-bound"] == COLORS["compute"]

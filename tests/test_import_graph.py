@@ -2,6 +2,7 @@
 domain -> engine (nsyswrap/engine) -> storage (nsyswrap/storage). The engine imports no
 domain package, not even inside a function (a builder is imported by name when it runs:
 nsyswrap.engine.builders), so no import circle joins the engine and crossrank/."""
+
 from __future__ import annotations
 
 import ast
@@ -11,8 +12,17 @@ ROOT = Path(__file__).resolve().parents[1] / "nsyswrap"
 LAYERS = {"engine": ("engine", "storage"), "storage": ("storage",)}
 # What stays at the top of the package: the CLI and its output, the public API, the one
 # error type, the single-rank metric calls and the Chrome trace export.
-TOP = {"__init__", "__main__", "api", "cli", "errors", "metrics", "output", "text_table",
-       "timeline"}
+TOP = {
+    "__init__",
+    "__main__",
+    "api",
+    "cli",
+    "errors",
+    "metrics",
+    "output",
+    "text_table",
+    "timeline",
+}
 
 
 def _imports(path: Path) -> set[str]:
@@ -27,8 +37,11 @@ def _imports(path: Path) -> set[str]:
 
 
 def _modules(package: str) -> dict[str, Path]:
-    return {f"nsyswrap.{package}.{p.stem}": p for p in (ROOT / package).glob("*.py")
-            if p.stem != "__init__"}
+    return {
+        f"nsyswrap.{package}.{p.stem}": p
+        for p in (ROOT / package).glob("*.py")
+        if p.stem != "__init__"
+    }
 
 
 def test_the_top_of_the_package_holds_only_its_entry_points():
@@ -39,8 +52,11 @@ def test_each_layer_imports_only_itself_and_the_layers_below():
     """The engine imports the engine, storage and the error type; storage only storage."""
     for layer, allowed in LAYERS.items():
         for name, path in _modules(layer).items():
-            above = {m for m in _imports(path) if m.split(".")[1:2]
-                     and m.split(".")[1] not in (*allowed, "errors")}
+            above = {
+                m
+                for m in _imports(path)
+                if m.split(".")[1:2] and m.split(".")[1] not in (*allowed, "errors")
+            }
             assert not above, f"{name} imports {sorted(above)}"
 
 
@@ -52,7 +68,7 @@ def test_the_engine_has_no_import_circle():
     done: set[str] = set()
 
     def visit(name: str, path: list[str]) -> None:
-        assert name not in path, "import circle: " + " -> ".join(path[path.index(name):] + [name])
+        assert name not in path, "import circle: " + " -> ".join(path[path.index(name) :] + [name])
         if name not in done:
             for imported in graph[name]:
                 visit(imported, path + [name])

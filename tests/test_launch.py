@@ -1,4 +1,5 @@
 """The launcher and export, with a stand-in `nsys` on PATH that records its arguments."""
+
 from __future__ import annotations
 
 import json
@@ -95,37 +96,66 @@ def manifest(out: Path) -> dict:
 
 # --- the nsys command of one rank ------------------------------------------------------------------
 
+
 def test_nsys_argv_for_training():
     cfg = LaunchConfig.build(["python", "train.py"], out="/runs/a")
     assert nsys_argv(3, cfg, "node7") == [
-        "nsys", "profile", "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none",
-        "--output=/runs/a/node7.rank3", "python", "train.py"]
+        "nsys",
+        "profile",
+        "--trace=cuda,nvtx,osrt",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--output=/runs/a/node7.rank3",
+        "python",
+        "train.py",
+    ]
 
 
 def test_nsys_argv_with_window_force_and_own_options():
-    cfg = LaunchConfig.build(["python", "train.py"], out="/runs/a", steps="100:110", every=1000, trace="nvtx",
-                             nsys_args=["--sample=process-tree", "--cuda-memory-usage=true"], force=True)
+    cfg = LaunchConfig.build(
+        ["python", "train.py"],
+        out="/runs/a",
+        steps="100:110",
+        every=1000,
+        trace="nvtx",
+        nsys_args=["--sample=process-tree", "--cuda-memory-usage=true"],
+        force=True,
+    )
     assert nsys_argv(0, cfg, "h") == [
-        "nsys", "profile", "--trace=nvtx", "--cpuctxsw=none", "--capture-range=nvtx",
-        "--nvtx-capture=capture@nsyswrap", "--capture-range-end=repeat", "--force-overwrite=true",
-        "--sample=process-tree", "--cuda-memory-usage=true", "--output=/runs/a/h.rank0", "python", "train.py"]
+        "nsys",
+        "profile",
+        "--trace=nvtx",
+        "--cpuctxsw=none",
+        "--capture-range=nvtx",
+        "--nvtx-capture=capture@nsyswrap",
+        "--capture-range-end=repeat",
+        "--force-overwrite=true",
+        "--sample=process-tree",
+        "--cuda-memory-usage=true",
+        "--output=/runs/a/h.rank0",
+        "python",
+        "train.py",
+    ]
     assert cfg.annotate == ("steps",)  # a step window needs step ranges
     once = LaunchConfig.build(["python"], out="/o", steps="2:4")
     assert "--capture-range-end=stop" in nsys_argv(0, once, "h")
 
 
-@pytest.mark.parametrize("options, complaint", [
-    ({}, "no training command"),
-    ({"ranks": "1,x"}, "not a list of ranks"),
-    ({"ranks": "3-1"}, "not a list of ranks"),
-    ({"steps": "10"}, "not a step window"),
-    ({"steps": "1:5", "every": 2}, "at least as long as the window"),
-    ({"every": 5}, "needs a step window"),
-    ({"annotate": "modules,kernels"}, "unknown kind"),
-    ({"nsys_args": ["-o", "x"]}, "--name=value form"),
-    ({"nsys_args": ["--output=x"]}, "report name"),
-    ({"command": ["--rank", "1", "python"]}, "not an option of nsyswrap launch"),
-])
+@pytest.mark.parametrize(
+    "options, complaint",
+    [
+        ({}, "no training command"),
+        ({"ranks": "1,x"}, "not a list of ranks"),
+        ({"ranks": "3-1"}, "not a list of ranks"),
+        ({"steps": "10"}, "not a step window"),
+        ({"steps": "1:5", "every": 2}, "at least as long as the window"),
+        ({"every": 5}, "needs a step window"),
+        ({"annotate": "modules,kernels"}, "unknown kind"),
+        ({"nsys_args": ["-o", "x"]}, "--name=value form"),
+        ({"nsys_args": ["--output=x"]}, "report name"),
+        ({"command": ["--rank", "1", "python"]}, "not an option of nsyswrap launch"),
+    ],
+)
 def test_bad_options_are_clear_errors(options, complaint):
     command = options.pop("command", ["python", "train.py"] if options else [])
     with pytest.raises(NsysWrapError, match=complaint):
@@ -133,9 +163,18 @@ def test_bad_options_are_clear_errors(options, complaint):
 
 
 def test_wrapper_receives_the_same_configuration():
-    cfg = LaunchConfig.build(["python", "train.py", "--lr", "0.1"], out="/o", ranks="0-2,7", steps="5:9",
-                             every=100, trace="nvtx,osrt", nsys_args=["--stats=true"], annotate="modules",
-                             force=True, nsys="/opt/nsys")
+    cfg = LaunchConfig.build(
+        ["python", "train.py", "--lr", "0.1"],
+        out="/o",
+        ranks="0-2,7",
+        steps="5:9",
+        every=100,
+        trace="nvtx,osrt",
+        nsys_args=["--stats=true"],
+        annotate="modules",
+        force=True,
+        nsys="/opt/nsys",
+    )
     assert LaunchConfig.from_wrapper_args(cfg.wrapper_args() + ["--", *cfg.command]) == cfg
 
 
@@ -149,11 +188,36 @@ def test_ranks_from_the_launcher_environment():
 
 # --- where the wrapper goes -----------------------------------------------------------------------
 
+
 def test_rewrite_plain_srun_and_mpirun():
     assert rewrite(["python", "train.py"], WRAP) == (["W", "--", "python", "train.py"], None)
-    srun = ["srun", "-N", "2", "--ntasks=8", "-p", "gpu", "--exclusive", "python", "train.py", "-n", "3"]
+    srun = [
+        "srun",
+        "-N",
+        "2",
+        "--ntasks=8",
+        "-p",
+        "gpu",
+        "--exclusive",
+        "python",
+        "train.py",
+        "-n",
+        "3",
+    ]
     assert rewrite(srun, WRAP) == (srun[:7] + WRAP + srun[7:], 8)
-    mpirun = ["mpirun", "-np", "4", "--mca", "btl", "self", "-x", "NCCL_DEBUG", "python", "-u", "train.py"]
+    mpirun = [
+        "mpirun",
+        "-np",
+        "4",
+        "--mca",
+        "btl",
+        "self",
+        "-x",
+        "NCCL_DEBUG",
+        "python",
+        "-u",
+        "train.py",
+    ]
     assert rewrite(mpirun, WRAP) == (mpirun[:8] + WRAP + mpirun[8:], 4)
     with pytest.raises(NsysWrapError, match="no program to run"):
         rewrite(["srun", "-N", "2", "no-such-program-here"], WRAP)
@@ -171,44 +235,93 @@ def test_rewrite_torchrun_forms(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHON_EXEC", "/opt/py/bin/python")
     assert rewrite(["torchrun", "train.py"], WRAP)[0][-3] == "/opt/py/bin/python"
     monkeypatch.delenv("PYTHON_EXEC")
-    command, ranks = rewrite(["torchrun", "--nproc-per-node", "2", "--nnodes=1", "train.py", "--lr", "3"], WRAP)
+    command, ranks = rewrite(
+        ["torchrun", "--nproc-per-node", "2", "--nnodes=1", "train.py", "--lr", "3"], WRAP
+    )
     python = command[command.index("--") + 1]
-    assert command == ["torchrun", "--nproc-per-node", "2", "--nnodes=1", "--no-python", *WRAP,
-                       python, "-u", "train.py", "--lr", "3"] and ranks == 2
+    assert (
+        command
+        == [
+            "torchrun",
+            "--nproc-per-node",
+            "2",
+            "--nnodes=1",
+            "--no-python",
+            *WRAP,
+            python,
+            "-u",
+            "train.py",
+            "--lr",
+            "3",
+        ]
+        and ranks == 2
+    )
     command, _ = rewrite(["torchrun", "--nproc_per_node=4", "-m", "pkg.train", "-m", "x"], WRAP)
     assert command[:3] == ["torchrun", "--nproc_per_node=4", "--no-python"]
     assert command[-5:] == ["-u", "-m", "pkg.train", "-m", "x"]
     command, ranks = rewrite(["torchrun", "--no-python", "--nnodes", "1:2", "./run.sh"], WRAP)
-    assert command == ["torchrun", "--nnodes", "1:2", "--no-python", *WRAP, "./run.sh"] and ranks is None
-    command, ranks = rewrite([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "t.py"], WRAP)
-    assert command[:6] == [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "--no-python"]
+    assert (
+        command == ["torchrun", "--nnodes", "1:2", "--no-python", *WRAP, "./run.sh"]
+        and ranks is None
+    )
+    command, ranks = rewrite(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "t.py"], WRAP
+    )
+    assert command[:6] == [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "3",
+        "--no-python",
+    ]
     assert ranks == 3
-    command, ranks = rewrite(["srun", "-N", "2", "torchrun", "--nnodes", "2", "--nproc-per-node", "4", "t.py"], WRAP)
-    assert command[:8] == ["srun", "-N", "2", "torchrun", "--nnodes", "2", "--nproc-per-node", "4"] and ranks == 8
+    command, ranks = rewrite(
+        ["srun", "-N", "2", "torchrun", "--nnodes", "2", "--nproc-per-node", "4", "t.py"], WRAP
+    )
+    assert (
+        command[:8] == ["srun", "-N", "2", "torchrun", "--nnodes", "2", "--nproc-per-node", "4"]
+        and ranks == 8
+    )
 
 
 # --- launching ------------------------------------------------------------------------------------
 
+
 def test_launch_runs_the_rank_under_nsys_and_keeps_its_exit_code(standin, tmp_path):
-    train = script(tmp_path, """
+    train = script(
+        tmp_path,
+        """
         import os, sys
         print("annotate:", os.environ.get("NSYSWRAP_ANNOTATE"))
         sys.exit(3)
-    """)
+    """,
+    )
     out = tmp_path / "run"
     cfg = LaunchConfig.build([sys.executable, str(train)], out=out, annotate="modules,steps")
     assert launch(cfg) == 3
     (call,) = standin.calls()
-    assert call == ["profile", "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none",
-                    f"--output={out}/{HOST}.rank0", sys.executable, str(train)]
+    assert call == [
+        "profile",
+        "--trace=cuda,nvtx,osrt",
+        "--sample=none",
+        "--cpuctxsw=none",
+        f"--output={out}/{HOST}.rank0",
+        sys.executable,
+        str(train),
+    ]
     run = manifest(out)
     assert run["status"] == "failed" and run["exit_code"] == 3 and run["hosts"] == [HOST]
     assert run["nsys"]["version"] == "2022.4.2.1" and run["command"] == [sys.executable, str(train)]
-    assert run["options"]["annotate"] == ["modules", "steps"] and run["started_utc"] < run["ended_utc"]
+    assert (
+        run["options"]["annotate"] == ["modules", "steps"] and run["started_utc"] < run["ended_utc"]
+    )
     (rank,) = run["ranks"]
     assert rank["rank"] == 0 and rank["profiled"] and rank["exit_code"] == 3
     assert rank["reports"] == [f"{out}/{HOST}.rank0.nsys-rep"]
-    assert run["sqlite"] == [f"{out}/{HOST}.rank0.sqlite"] and (out / f"{HOST}.rank0.sqlite").exists()
+    assert (
+        run["sqlite"] == [f"{out}/{HOST}.rank0.sqlite"] and (out / f"{HOST}.rank0.sqlite").exists()
+    )
 
 
 @pytest.mark.torch
@@ -221,18 +334,24 @@ def test_only_selected_ranks_run_under_nsys(standin, tmp_path):
     (call,) = standin.calls()
     assert f"--output={out}/{HOST}.rank1" in call
     ranks = manifest(out)["ranks"]
-    assert [(r["rank"], r["profiled"], r["exit_code"]) for r in ranks] == [(0, False, 0), (1, True, 0)]
+    assert [(r["rank"], r["profiled"], r["exit_code"]) for r in ranks] == [
+        (0, False, 0),
+        (1, True, 0),
+    ]
 
 
 @pytest.mark.torch
 def test_a_crashing_rank_keeps_the_others_and_fails_the_launch(standin, tmp_path):
     pytest.importorskip("torch")
-    train = script(tmp_path, """
+    train = script(
+        tmp_path,
+        """
         import os, sys, time
         if os.environ["RANK"] == "1":
             sys.exit(7)
         time.sleep(60)
-    """)
+    """,
+    )
     out = tmp_path / "run"
     code = launch(LaunchConfig.build(["torchrun", "--nproc-per-node", "2", str(train)], out=out))
     assert code != 0
@@ -242,17 +361,36 @@ def test_a_crashing_rank_keeps_the_others_and_fails_the_launch(standin, tmp_path
     assert by_rank[1]["exit_code"] == 7 and by_rank[1]["status"] == "failed"
     assert by_rank[0]["exit_code"] == 128 + signal.SIGTERM  # stopped by torchrun, report kept
     assert all(Path(r["reports"][0]).exists() for r in by_rank.values())
-    assert sorted(p.name for p in out.glob("*.sqlite")) == [f"{HOST}.rank0.sqlite", f"{HOST}.rank1.sqlite"]
+    assert sorted(p.name for p in out.glob("*.sqlite")) == [
+        f"{HOST}.rank0.sqlite",
+        f"{HOST}.rank1.sqlite",
+    ]
 
 
 def test_ctrl_c_stops_the_ranks_and_keeps_what_was_captured(standin, tmp_path):
     train = script(tmp_path, "import time\nfor _ in range(600):\n    time.sleep(0.1)\n")
     out = tmp_path / "run"
-    launcher = subprocess.Popen([sys.executable, "-m", "nsyswrap", "launch", "--out", str(out), "--",
-                                 sys.executable, str(train)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nsyswrap",
+            "launch",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            str(train),
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     record = out / "ranks" / f"{HOST}.rank0.json"
     deadline = time.monotonic() + 60
-    while not (record.exists() and "child_pid" in record.read_text()) and time.monotonic() < deadline:
+    while (
+        not (record.exists() and "child_pid" in record.read_text()) and time.monotonic() < deadline
+    ):
         time.sleep(0.2)
     time.sleep(1)
     launcher.send_signal(signal.SIGINT)
@@ -275,16 +413,27 @@ def test_nsys_dying_before_the_program_starts_is_retried(standin, tmp_path, monk
     assert rank["nsys_attempts"] == 2 and rank["exit_code"] == 0
     agent = int(flaky.read_text())
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{agent}").exists() and b"Z" not in _state(agent) and time.monotonic() < deadline:
+    while (
+        Path(f"/proc/{agent}").exists()
+        and b"Z" not in _state(agent)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
-    assert not Path(f"/proc/{agent}").exists() or b"Z" in _state(agent), "the stray agent was not stopped"
+    assert not Path(f"/proc/{agent}").exists() or b"Z" in _state(agent), (
+        "the stray agent was not stopped"
+    )
 
 
 def test_a_program_that_fails_after_starting_is_not_run_again(standin, tmp_path):
-    train = script(tmp_path, f"import sys; open({str(tmp_path / 'runs.txt')!r}, 'a').write('ran\\n'); sys.exit(5)")
+    train = script(
+        tmp_path,
+        f"import sys; open({str(tmp_path / 'runs.txt')!r}, 'a').write('ran\\n'); sys.exit(5)",
+    )
     out = tmp_path / "run"
     assert launch(LaunchConfig.build([sys.executable, str(train)], out=out)) == 5
-    assert (tmp_path / "runs.txt").read_text() == "ran\n" and manifest(out)["ranks"][0]["nsys_attempts"] == 1
+    assert (tmp_path / "runs.txt").read_text() == "ran\n" and manifest(out)["ranks"][0][
+        "nsys_attempts"
+    ] == 1
 
 
 def _state(pid: int) -> bytes:
@@ -323,10 +472,14 @@ def test_an_existing_run_is_replaced_only_with_force(standin, tmp_path):
 
 def test_a_qdstrm_left_by_nsys_is_imported_or_reported(standin, tmp_path, monkeypatch):
     monkeypatch.setenv("NSYS_STANDIN_SUFFIX", ".qdstrm")
-    importer = tmp_path / "host-linux-x64" / "QdstrmImporter"  # where nsys keeps it, beside its own folder
+    importer = (
+        tmp_path / "host-linux-x64" / "QdstrmImporter"
+    )  # where nsys keeps it, beside its own folder
     importer.parent.mkdir()
-    importer.write_text(f"#!{sys.executable}\nimport sys, shutil\n"
-                        "shutil.copy(sys.argv[2], sys.argv[2][:-len('.qdstrm')] + '.nsys-rep')\n")
+    importer.write_text(
+        f"#!{sys.executable}\nimport sys, shutil\n"
+        "shutil.copy(sys.argv[2], sys.argv[2][:-len('.qdstrm')] + '.nsys-rep')\n"
+    )
     importer.chmod(0o755)
     out = tmp_path / "run"
     assert launch(LaunchConfig.build([sys.executable, "-c", "pass"], out=out)) == 0
@@ -344,8 +497,23 @@ def test_a_qdstrm_left_by_nsys_is_imported_or_reported(standin, tmp_path, monkey
 def test_dry_run_prints_every_rank_and_starts_nothing(cli, tmp_path):
     pytest.importorskip("torch", reason="reading torchrun options needs torch")
     out = tmp_path / "run"
-    code, _, err = cli("launch", "--dry-run", "--ranks", "1", "--steps", "2:4", "--out", out, "--",
-                       "torchrun", "--nproc-per-node", "2", "train.py", "--steps", "9")
+    code, _, err = cli(
+        "launch",
+        "--dry-run",
+        "--ranks",
+        "1",
+        "--steps",
+        "2:4",
+        "--out",
+        out,
+        "--",
+        "torchrun",
+        "--nproc-per-node",
+        "2",
+        "train.py",
+        "--steps",
+        "9",
+    )
     assert code == 0
     lines = err.replace("\n ", " ").splitlines()
     assert lines[0].startswith("launch: torchrun --nproc-per-node 2 --no-python")
@@ -357,10 +525,14 @@ def test_dry_run_prints_every_rank_and_starts_nothing(cli, tmp_path):
 
 def test_cli_launch_errors_are_one_line(cli):
     code, _, err = cli("launch", "--ranks", "x", "--", "python", "t.py")
-    assert code == 1 and err.strip() == "Error: --ranks: 'x' is not a list of ranks; write e.g. 0,1,7 or 0-3,8"
+    assert (
+        code == 1
+        and err.strip() == "Error: --ranks: 'x' is not a list of ranks; write e.g. 0,1,7 or 0-3,8"
+    )
 
 
 # --- export ---------------------------------------------------------------------------------------
+
 
 def test_export_is_parallel_resumable_and_overwrites_only_with_force(standin, tmp_path, cli):
     run = tmp_path / "run"
@@ -384,13 +556,19 @@ def test_export_failures_are_clear(standin, tmp_path, monkeypatch):
         export_run(tmp_path)
     (tmp_path / "h.rank0.nsys-rep").write_text("report")
     monkeypatch.setenv("NSYS_STANDIN_EXPORT_FAIL", "1")
-    with pytest.raises(NsysWrapError, match="nsys export failed .1 of 1 reports.: Error: the report is damaged"):
+    with pytest.raises(
+        NsysWrapError, match="nsys export failed .1 of 1 reports.: Error: the report is damaged"
+    ):
         export_run(tmp_path)
     assert not (tmp_path / "h.rank0.sqlite").exists()
 
 
 def test_import_without_torch_or_nvtx():
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import sys
         sys.modules["torch"] = sys.modules["nvtx"] = None  # importing them now fails
         import nsyswrap, nsyswrap.annotate, nsyswrap.annotate.steps, nsyswrap.launch.run
@@ -400,6 +578,12 @@ def test_import_without_torch_or_nvtx():
             nsyswrap.step(0)
         except nsyswrap.NsysWrapError as exc:
             print(exc)
-    """)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    """),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "the nvtx package is not installed" in done.stdout

@@ -1,19 +1,26 @@
 """The time ledger and per-collective exposure, exact to the ns on hand-made reports and
 against a brute-force reference on random intervals."""
+
 from __future__ import annotations
 
 from collections import Counter
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from metric_helpers import (
+    AG,
+    AR,
+    LEDGER_KEYS,
+    load_truth,
+    set_kernels,
+    table_run,
+    truth_runs,
+    two_device_case,
+)
 
 from nsyswrap import metrics, open_run
-
-from conftest import FIXTURES
-from metric_helpers import (
-    AG, AR, LEDGER_KEYS, load_truth, set_kernels, table_run, truth_runs, two_device_case,
-)
 
 LEDGER_PARTS = ["compute_only_ns", "comm_only_ns", "both_ns", "copy_only_ns", "idle_ns"]
 
@@ -32,22 +39,61 @@ def rows_by_device(df, columns):
 def test_ledger_is_exact_on_nested_back_to_back_and_zero_length_kernels(run):
     ledger = metrics.time_ledger(run)
     columns = [
-        "window_start_ns", "window_end_ns", "span_ns", *LEDGER_PARTS, "compute_busy_ns",
-        "comm_busy_ns", "copy_busy_ns", "exposed_comm_ns", "compute_sum_ns", "comm_sum_ns",
-        "copy_sum_ns", "compute_kernels", "comm_kernels", "copies",
+        "window_start_ns",
+        "window_end_ns",
+        "span_ns",
+        *LEDGER_PARTS,
+        "compute_busy_ns",
+        "comm_busy_ns",
+        "copy_busy_ns",
+        "exposed_comm_ns",
+        "compute_sum_ns",
+        "comm_sum_ns",
+        "copy_sum_ns",
+        "compute_kernels",
+        "comm_kernels",
+        "copies",
     ]
     assert rows_by_device(ledger, columns) == {
         0: dict(
-            window_start_ns=100, window_end_ns=1010, span_ns=910, compute_only_ns=110,
-            comm_only_ns=220, both_ns=280, copy_only_ns=50, idle_ns=250, compute_busy_ns=390,
-            comm_busy_ns=500, copy_busy_ns=50, exposed_comm_ns=220, compute_sum_ns=490,
-            comm_sum_ns=500, copy_sum_ns=50, compute_kernels=6, comm_kernels=3, copies=1,
+            window_start_ns=100,
+            window_end_ns=1010,
+            span_ns=910,
+            compute_only_ns=110,
+            comm_only_ns=220,
+            both_ns=280,
+            copy_only_ns=50,
+            idle_ns=250,
+            compute_busy_ns=390,
+            comm_busy_ns=500,
+            copy_busy_ns=50,
+            exposed_comm_ns=220,
+            compute_sum_ns=490,
+            comm_sum_ns=500,
+            copy_sum_ns=50,
+            compute_kernels=6,
+            comm_kernels=3,
+            copies=1,
         ),
         1: dict(
-            window_start_ns=0, window_end_ns=1000, span_ns=1000, compute_only_ns=900,
-            comm_only_ns=0, both_ns=100, copy_only_ns=0, idle_ns=0, compute_busy_ns=1000,
-            comm_busy_ns=100, copy_busy_ns=0, exposed_comm_ns=0, compute_sum_ns=1000,
-            comm_sum_ns=100, copy_sum_ns=0, compute_kernels=1, comm_kernels=2, copies=0,
+            window_start_ns=0,
+            window_end_ns=1000,
+            span_ns=1000,
+            compute_only_ns=900,
+            comm_only_ns=0,
+            both_ns=100,
+            copy_only_ns=0,
+            idle_ns=0,
+            compute_busy_ns=1000,
+            comm_busy_ns=100,
+            copy_busy_ns=0,
+            exposed_comm_ns=0,
+            compute_sum_ns=1000,
+            comm_sum_ns=100,
+            copy_sum_ns=0,
+            compute_kernels=1,
+            comm_kernels=2,
+            copies=0,
         ),
     }
     ratios = rows_by_device(ledger, ["overlap_ratio", "naive_overlap_ratio"])
@@ -58,15 +104,34 @@ def test_ledger_is_exact_on_nested_back_to_back_and_zero_length_kernels(run):
 def test_window_by_steps_and_by_nvtx(run):
     steps = metrics.time_ledger(run, step_from=1, step_to=2)
     assert rows_by_device(steps, ["window_source", "span_ns", *LEDGER_PARTS])[0] == dict(
-        window_source="steps", span_ns=580, compute_only_ns=10, comm_only_ns=200, both_ns=0,
-        copy_only_ns=50, idle_ns=320,
+        window_source="steps",
+        span_ns=580,
+        compute_only_ns=10,
+        comm_only_ns=200,
+        both_ns=0,
+        copy_only_ns=50,
+        idle_ns=320,
     )
     fwd = metrics.time_ledger(run, window_nvtx="fwd:%")
     assert rows_by_device(fwd, ["window_start_ns", "window_end_ns", *LEDGER_PARTS]) == {
-        0: dict(window_start_ns=150, window_end_ns=300, compute_only_ns=50, comm_only_ns=0,
-                both_ns=100, copy_only_ns=0, idle_ns=0),
-        1: dict(window_start_ns=150, window_end_ns=300, compute_only_ns=100, comm_only_ns=0,
-                both_ns=50, copy_only_ns=0, idle_ns=0),
+        0: dict(
+            window_start_ns=150,
+            window_end_ns=300,
+            compute_only_ns=50,
+            comm_only_ns=0,
+            both_ns=100,
+            copy_only_ns=0,
+            idle_ns=0,
+        ),
+        1: dict(
+            window_start_ns=150,
+            window_end_ns=300,
+            compute_only_ns=100,
+            comm_only_ns=0,
+            both_ns=50,
+            copy_only_ns=0,
+            idle_ns=0,
+        ),
     }
     assert metrics.time_ledger(run, window_nvtx="no such range%").empty
 
@@ -74,8 +139,13 @@ def test_window_by_steps_and_by_nvtx(run):
 def test_collective_exposure_and_context(run):
     exposure = metrics.collective_exposure(run)
     got = {
-        r.correlation_id: (r.overlap_ns, r.exposed_ns, r.exposure, r.step,
-                           r.context if isinstance(r.context, str) else None)
+        r.correlation_id: (
+            r.overlap_ns,
+            r.exposed_ns,
+            r.exposure,
+            r.step,
+            r.context if isinstance(r.context, str) else None,
+        )
         for r in exposure.itertuples()
     }
     assert got == {
@@ -86,8 +156,18 @@ def test_collective_exposure_and_context(run):
     }
     assert exposure.name.tolist()[:2] == [AG, AR]  # most exposed first
     summary = metrics.exposure_summary(run)
-    assert summary[["device", "collectives", "hidden", "partly_hidden", "exposed",
-                    "total_ns", "overlap_ns", "exposed_ns"]].values.tolist() == [
+    assert summary[
+        [
+            "device",
+            "collectives",
+            "hidden",
+            "partly_hidden",
+            "exposed",
+            "total_ns",
+            "overlap_ns",
+            "exposed_ns",
+        ]
+    ].values.tolist() == [
         [0, 2, 0, 1, 1, 400, 280, 120],
         [1, 2, 2, 0, 0, 100, 100, 0],
     ]
@@ -107,17 +187,25 @@ def test_ledger_and_exposure_match_planted_truth(run_dir):
         row = ledger.loc[(dev["rank"], dev["device"])]
         assert (row.window_start_ns, row.window_end_ns) == (dev["start_ns"], dev["end_ns"])
         assert {k: row[c] for k, c in LEDGER_KEYS.items()} == {k: dev[k] for k in LEDGER_KEYS}
-    got = {(r["rank"], r.correlation_id): (r.start_ns, r.end_ns, r.overlap_ns)
-           for _, r in exposure.iterrows()}
-    assert got == {(k["rank"], k["correlation_id"]): (k["start_ns"], k["end_ns"], k["overlap_ns"])
-                   for k in truth["nccl_kernels"]}
+    got = {
+        (r["rank"], r.correlation_id): (r.start_ns, r.end_ns, r.overlap_ns)
+        for _, r in exposure.iterrows()
+    }
+    assert got == {
+        (k["rank"], k["correlation_id"]): (k["start_ns"], k["end_ns"], k["overlap_ns"])
+        for k in truth["nccl_kernels"]
+    }
 
 
 # -- property: the SQL ledger equals a brute-force count of every ns ---------------------
 
 KINDS = {
-    "compute": ("compute", False), "other": ("other", False), "nccl": ("nccl", True),
-    "p2p": ("memcpy", True), "memcpy": ("memcpy", False), "memset": ("memset", False),
+    "compute": ("compute", False),
+    "other": ("other", False),
+    "nccl": ("nccl", True),
+    "p2p": ("memcpy", True),
+    "memcpy": ("memcpy", False),
+    "memset": ("memset", False),
 }
 
 
@@ -127,10 +215,16 @@ def activities(draw):
     for _ in range(draw(st.integers(1, 12))):
         kind, is_comm = KINDS[draw(st.sampled_from(sorted(KINDS)))]
         start = draw(st.integers(0, 40))
-        rows.append(dict(
-            device=draw(st.integers(0, 1)), stream=draw(st.integers(0, 2)), start_ns=start,
-            end_ns=start + draw(st.integers(0, 15)), kind=kind, is_comm=is_comm,
-        ))
+        rows.append(
+            dict(
+                device=draw(st.integers(0, 1)),
+                stream=draw(st.integers(0, 2)),
+                start_ns=start,
+                end_ns=start + draw(st.integers(0, 15)),
+                kind=kind,
+                is_comm=is_comm,
+            )
+        )
     return rows
 
 
@@ -152,17 +246,34 @@ def reference(rows):
         parts = Counter()
         for running in state.values():
             compute, comm = "compute" in running, "comm" in running
-            key = ("both_ns" if compute and comm else "compute_only_ns" if compute
-                   else "comm_only_ns" if comm else "copy_only_ns" if running else "idle_ns")
+            key = (
+                "both_ns"
+                if compute and comm
+                else "compute_only_ns"
+                if compute
+                else "comm_only_ns"
+                if comm
+                else "copy_only_ns"
+                if running
+                else "idle_ns"
+            )
             parts[key] += 1
         overlaps = sorted(
-            (r["start_ns"], r["end_ns"],
-             sum("compute" in state[t] for t in range(r["start_ns"], r["end_ns"])))
-            for r in mine if r["kind"] == "nccl"
+            (
+                r["start_ns"],
+                r["end_ns"],
+                sum("compute" in state[t] for t in range(r["start_ns"], r["end_ns"])),
+            )
+            for r in mine
+            if r["kind"] == "nccl"
         )
         instants = {r["start_ns"] for r in mine if r["start_ns"] == r["end_ns"]}
-        out[device] = ({k: parts[k] for k in LEDGER_PARTS}, end - start, overlaps,
-                       idle_runs(state, instants))
+        out[device] = (
+            {k: parts[k] for k in LEDGER_PARTS},
+            end - start,
+            overlaps,
+            idle_runs(state, instants),
+        )
     return out
 
 

@@ -1,4 +1,5 @@
 """Per-report work: worker processes, cached per-report results, per-rank modules."""
+
 from __future__ import annotations
 
 import os
@@ -9,17 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from nsyswrap import open_run
-
 from nsyswrap.engine import planner
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.engine.pool import map_reports
 from nsyswrap.engine.queries import bind, catalog, run_module, run_modules
+from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report, report
 from nsyswrap.synth import generate_run, preset
-
-from conftest import FIXTURES
 
 RUN = FIXTURES / "run4_straggler"
 
@@ -34,15 +33,22 @@ def test_workers_return_in_order_and_pass_errors_intact():
     assert map_reports(_fail_on_two, [1, 3, 4], jobs=2) == [10, 30, 40]
     with pytest.raises(NsysWrapError) as err:
         map_reports(_fail_on_two, [1, 2, 3], jobs=2)
-    assert (err.value.where, err.value.problem, err.value.fix) == ("report 2", "is broken", "fix it")
+    assert (err.value.where, err.value.problem, err.value.fix) == (
+        "report 2",
+        "is broken",
+        "fix it",
+    )
 
 
 def test_per_report_results_are_computed_once_per_params(tmp_path, monkeypatch):
     """Several modules at once: computed per report in one pool pass, stored under a key of
     their parameters, read back on the next call; other parameters compute anew."""
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path))
-    wanted = {"a": ("kernels.summary", {}), "b": ("ledger.devices", {}),
-              "c": ("kernels.summary", {"min_dur_ns": 10**9})}
+    wanted = {
+        "a": ("kernels.summary", {}),
+        "b": ("ledger.devices", {}),
+        "c": ("kernels.summary", {"min_dur_ns": 10**9}),
+    }
 
     def stored() -> set[Path]:
         return set(tmp_path.glob("objects/*"))
@@ -81,11 +87,13 @@ def _nulls_alike(frame: pd.DataFrame) -> pd.DataFrame:
 
 def test_scripts_without_a_main_guard_can_use_workers(tmp_path):
     script = tmp_path / "plain.py"
-    script.write_text("import nsyswrap\n"
-                      f"print(len(nsyswrap.query('ledger.devices', [{str(RUN)!r}])))\n")
+    script.write_text(
+        f"import nsyswrap\nprint(len(nsyswrap.query('ledger.devices', [{str(RUN)!r}])))\n"
+    )
     env = {**os.environ, "NSYSWRAP_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
     assert (done.returncode, done.stdout.strip()) == (0, "4"), done.stderr[-500:]
 
 
@@ -112,7 +120,10 @@ def test_run_objects_are_stored_and_read_back_without_the_solve(tmp_path, monkey
     and gives the same rows."""
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path))
     with open_run([RUN], jobs=1) as run:
-        first = {name: run_module(run, name) for name in ("crossrank.stragglers", "crossrank.clock_offsets")}
+        first = {
+            name: run_module(run, name)
+            for name in ("crossrank.stragglers", "crossrank.clock_offsets")
+        }
     assert len(list(tmp_path.glob("runs/xr_clock-*/rows.parquet"))) == 1
     from nsyswrap.crossrank import solve
 

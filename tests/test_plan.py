@@ -1,5 +1,6 @@
 """The compiled plan (nsyswrap.engine.plan) and `nsyswrap plan`: what `report` would compute, what
 is stored, and why, before anything runs."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,8 @@ import json
 from conftest import FIXTURES
 
 from nsyswrap.engine import plan, sql_objects
-
-from nsyswrap.storage import store
 from nsyswrap.engine.connection import CachedReport
+from nsyswrap.storage import store
 
 RUN = FIXTURES / "run2"
 
@@ -58,8 +58,9 @@ def test_a_plan_without_cached_reports_computes_every_step_on_the_connection():
 
 
 def test_per_report_steps_have_one_entry_per_report(tmp_path, cache):
-    cached = tuple(CachedReport(r, tmp_path / f"rank{r}.sqlite", tmp_path / f"v{r}")
-                   for r in (1, 0))
+    cached = tuple(
+        CachedReport(r, tmp_path / f"rank{r}.sqlite", tmp_path / f"v{r}") for r in (1, 0)
+    )
     compiled = plan.compile(plan.Scope(cached), [("ledger.devices", {})])
     work = compiled.per_report_work()
     assert [c.rank for c, _ in work] == [0, 1]  # in rank order

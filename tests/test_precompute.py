@@ -1,5 +1,6 @@
 """`nsyswrap launch --precompute`: each rank's share computed where it was captured, so
 the analysis of the whole run only reduces."""
+
 from __future__ import annotations
 
 import os
@@ -8,13 +9,13 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES
+
+from nsyswrap.engine.opener import Opener
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.precompute import precompute
 from nsyswrap.report import report
-from nsyswrap.engine.opener import Opener
 
 
 def test_after_each_rank_alone_the_run_only_reduces(tmp_path, monkeypatch):
@@ -38,14 +39,33 @@ def test_precompute_reaches_the_rank_wrapper_and_needs_the_export(tmp_path):
 
 
 @pytest.mark.nsys
-@pytest.mark.skipif(shutil.which("nsys") is None, reason="NVIDIA's nsys is not on PATH (bash .ci/install-nsys.sh)")
+@pytest.mark.skipif(
+    shutil.which("nsys") is None, reason="NVIDIA's nsys is not on PATH (bash .ci/install-nsys.sh)"
+)
 def test_launch_precompute_fills_the_cache(tmp_path):
     env_cache = tmp_path / "cache"
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "nsyswrap", "launch", "--precompute", "--trace", "nvtx,osrt",
-                           "--out", str(out), "--", sys.executable, "-c", "import time; time.sleep(0.3)"],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NSYSWRAP_CACHE_DIR": str(env_cache)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nsyswrap",
+            "launch",
+            "--precompute",
+            "--trace",
+            "nvtx,osrt",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            "-c",
+            "import time; time.sleep(0.3)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NSYSWRAP_CACHE_DIR": str(env_cache)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(list(out.glob("*.sqlite"))) == 1
     entries = list((env_cache / "views").iterdir())

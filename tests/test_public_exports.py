@@ -1,14 +1,16 @@
 """Every real export in shared/nsys-sqlite/public opens and every view answers."""
+
 from __future__ import annotations
 
 import pytest
+from conftest import PUBLIC
 
 from nsyswrap import open_run
 from nsyswrap.engine.cache import VIEWS
 
-from conftest import PUBLIC
-
-pytestmark = pytest.mark.skipif(not PUBLIC, reason="shared/nsys-sqlite/public is not beside the repository")
+pytestmark = pytest.mark.skipif(
+    not PUBLIC, reason="shared/nsys-sqlite/public is not beside the repository"
+)
 
 
 @pytest.mark.parametrize("path", PUBLIC, ids=[p.stem for p in PUBLIC])
@@ -21,7 +23,9 @@ def test_every_view_answers(path):
         assert session.nsys_version[0].startswith("20")
         kernels = run.df("SELECT * FROM kernels")
         assert (kernels.dur_ns >= 0).all()
-        launches = run.df("SELECT count(*) AS n, count(DISTINCT (pid, correlation_id)) AS d FROM launches")
+        launches = run.df(
+            "SELECT count(*) AS n, count(DISTINCT (pid, correlation_id)) AS d FROM launches"
+        )
         assert launches.n[0] == launches.d[0]  # one launch per GPU activity
 
 
@@ -31,17 +35,30 @@ def test_known_counts():
     with open_run([by_name["nsysai__mfu_2gpu_before"]]) as run:
         nccl = run.df("SELECT coll_op, count(*) AS n FROM kernels WHERE kind = 'nccl' GROUP BY ALL")
         assert nccl.to_dict("records") == [{"coll_op": "SendRecv", "n": 66}]
-        assert run.df("SELECT count(*) AS n FROM kernels WHERE kind IN ('compute', 'nccl')").n[0] == 4010
+        assert (
+            run.df("SELECT count(*) AS n FROM kernels WHERE kind IN ('compute', 'nccl')").n[0]
+            == 4010
+        )
         assert run.df("SELECT count(*) AS n FROM nvtx").n[0] == 19118
         pids = run.df("SELECT DISTINCT pid FROM kernels ORDER BY pid").pid.tolist()
         assert pids == [144, 145]
-        ncl = run.df("SELECT DISTINCT domain FROM nvtx WHERE text IN ('ncclSend', 'ncclRecv', 'ncclGroupStart')").domain.tolist()
+        ncl = run.df(
+            "SELECT DISTINCT domain FROM nvtx WHERE text IN ('ncclSend', 'ncclRecv', 'ncclGroupStart')"
+        ).domain.tolist()
         assert ncl == ["NCCL"]
     with open_run([by_name["pipit__saxpy-mpi-cuda_nsys_perlmutter0"]]) as run:
-        assert run.df("SELECT DISTINCT domain FROM nvtx WHERE domain <> 'default'").domain.tolist() == ["MPI"]
+        assert run.df(
+            "SELECT DISTINCT domain FROM nvtx WHERE domain <> 'default'"
+        ).domain.tolist() == ["MPI"]
 
 
 def test_all_public_reports_as_one_run(cli):
-    code, out, err = cli("sql", "SELECT rank, count(*) AS n FROM session GROUP BY rank ORDER BY rank", *PUBLIC, "-f", "csv")
+    code, out, err = cli(
+        "sql",
+        "SELECT rank, count(*) AS n FROM session GROUP BY rank ORDER BY rank",
+        *PUBLIC,
+        "-f",
+        "csv",
+    )
     assert code == 0, err
     assert out.count("\n") == len(PUBLIC) + 1

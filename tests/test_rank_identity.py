@@ -3,6 +3,7 @@ each device's and process's rows with the rank the cross-rank section gives that
 (nsyswrap.crossrank.ranks), in the single-rank tables, the diagnosis, `query` (also
 streamed to a file) and the timeline; the real MPI run (no steps, MPI collectives) is
 worded over the run and as MPI time on the host."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,7 +54,9 @@ def test_single_rank_tables_carry_each_device_s_true_rank(node_captures):
         else:  # both ends moved by the drift: the span to within the rounding of its two ends
             assert abs(recorded[0] - true[0] * (1 + drift[key[0]] / 1e6)) <= 1
     for table in ("shares", "collectives", "idle_gaps", "launches", "steps"):
-        assert {(r["rank"], r["device"]) for r in _rows(report, "single_rank", table)} == set(planted)
+        assert {(r["rank"], r["device"]) for r in _rows(report, "single_rank", table)} == set(
+            planted
+        )
     assert [(d["rank"], d["device"]) for d in report["diagnosis"]["devices"]] == sorted(planted)
 
 
@@ -77,23 +80,30 @@ def test_header_and_json_count_ranks_in_reports(node_captures):
     truth, _, report = node_captures
     assert heading(report) == "8 ranks in 2 reports"
     assert [(r["rank"], r["report_rank"], r["pid"]) for r in report["ranks"]] == [
-        (i["rank"], 4 * (i["rank"] // 4), i["pid"]) for i in truth.ranks]
+        (i["rank"], 4 * (i["rank"] // 4), i["pid"]) for i in truth.ranks
+    ]
     assert {r["rank_source"] for r in report["ranks"]} == {
         "device order (report of rank 0 holds 4 rank processes)",
-        "device order (report of rank 4 holds 4 rank processes)"}
+        "device order (report of rank 4 holds 4 rank processes)",
+    }
 
 
 def test_query_labels_rows_by_pid_or_device_also_streamed(node_captures, tmp_path):
     truth, run, _ = node_captures
     latency = run_module(run, "gaps.launch_latency")  # (pids repeat across the two reports)
     assert set(zip(latency["rank"], latency["pid"], latency["device"])) == {
-        (i["rank"], i["pid"], *i["devices"]) for i in truth.ranks}
+        (i["rank"], i["pid"], *i["devices"]) for i in truth.ranks
+    }
     assert latency["rank"].is_monotonic_increasing  # the module's order, by the true rank
     out = tmp_path / "ledger.csv"
     query_to_file("ledger.devices", [run.reports[0].path.parent], out, "csv")
     streamed = pd.read_csv(out)
-    assert streamed[["rank", "device"]].values.tolist() == sorted([d["rank"], d["device"]] for d in truth.devices)
-    node0 = sorted((d["rank"], d["span_ns"]) for d in truth.devices if d["rank"] < 4)  # (node1's clock drifts)
+    assert streamed[["rank", "device"]].values.tolist() == sorted(
+        [d["rank"], d["device"]] for d in truth.devices
+    )
+    node0 = sorted(
+        (d["rank"], d["span_ns"]) for d in truth.devices if d["rank"] < 4
+    )  # (node1's clock drifts)
     assert list(zip(streamed["rank"], streamed["span_ns"]))[:4] == node0
 
 
@@ -105,7 +115,10 @@ def test_two_gpu_processes_in_one_report_are_ranks_0_and_1_everywhere():
         latency = run_module(run, "gaps.launch_latency")
     assert offsets[["rank", "pid"]].values.tolist() == [[0, 111], [1, 112]]
     assert heading(report) == "2 ranks in 1 report"
-    assert [(r["rank"], r["device"]) for r in _rows(report, "single_rank", "ledger")] == [(0, 0), (1, 1)]
+    assert [(r["rank"], r["device"]) for r in _rows(report, "single_rank", "ledger")] == [
+        (0, 0),
+        (1, 1),
+    ]
     assert [(d["rank"], d["device"]) for d in report["diagnosis"]["devices"]] == [(0, 0), (1, 1)]
     assert latency.groupby("pid")["rank"].unique().map(list).to_dict() == {111: [0], 112: [1]}
 
@@ -136,16 +149,24 @@ def test_real_mpi_straggler_is_worded_over_the_run_as_mpi_time():
 def test_a_device_shared_by_processes_is_labelled_by_the_busiest_then_lowest_rank():
     """Report 0 holds ranks 0 and 1 on device 0 (rank 1 ran more there) and both on
     device 1 equally; report 2 is one rank: its rows keep their report's rank."""
-    members = pd.DataFrame({
-        "report_rank": [0, 0, 0, 0, 2], "pid": [10, 10, 11, 11, 20], "rank": [0, 0, 1, 1, 2],
-        "rank_source": ["device order"] * 4 + ["file name"],
-        "device": [0, 1, 0, 1, 0], "activities": [5, 7, 9, 7, 3]})
+    members = pd.DataFrame(
+        {
+            "report_rank": [0, 0, 0, 0, 2],
+            "pid": [10, 10, 11, 11, 20],
+            "rank": [0, 0, 1, 1, 2],
+            "rank_source": ["device order"] * 4 + ["file name"],
+            "device": [0, 1, 0, 1, 0],
+            "activities": [5, 7, 9, 7, 3],
+        }
+    )
     rows = rank_map(members)
     by_pid = {(r.report_rank, r.pid): r.rank for r in rows.dropna(subset=["pid"]).itertuples()}
-    by_device = {(r.report_rank, r.device): r.rank
-                 for r in rows.dropna(subset=["device"]).itertuples()}
-    by_report = {r.report_rank: r.rank
-                 for r in rows[rows.pid.isna() & rows.device.isna()].itertuples()}
+    by_device = {
+        (r.report_rank, r.device): r.rank for r in rows.dropna(subset=["device"]).itertuples()
+    }
+    by_report = {
+        r.report_rank: r.rank for r in rows[rows.pid.isna() & rows.device.isna()].itertuples()
+    }
     assert by_pid == {(0, 10): 0, (0, 11): 1, (2, 20): 2}
     assert by_device == {(0, 0): 1, (0, 1): 0, (2, 0): 2}
     assert by_report == {0: 0, 2: 2}

@@ -6,6 +6,7 @@ modules,collectives,steps`; `h100_cuda_graphs`: one process replays each trainin
 from a CUDA graph (fixtures/real/README.md says how both were made). Unlike the generated
 fixtures, correlation ids, launch latencies, threads and kernel names here come from CUPTI.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -76,7 +77,9 @@ def test_launch_latencies_are_positive(any_run):
         SELECT rank, count(*) AS n, min(latency_ns) AS low, median(latency_ns) AS middle
         FROM launches GROUP BY rank ORDER BY rank""")
     assert (latency["low"] > 0).all(), latency
-    assert (latency["middle"] > 1_000).all(), latency  # a launch takes microseconds to reach the GPU
+    assert (latency["middle"] > 1_000).all(), (
+        latency
+    )  # a launch takes microseconds to reach the GPU
     traced = run_module(any_run, "gaps.launch_latency")
     assert len(traced) and (traced["latency_ns"] > 0).all()
 
@@ -118,12 +121,16 @@ def test_backward_phase_holds_the_backward_kernels(run):
 
 def test_the_ledger_adds_up_to_the_span_exactly(any_run):
     ledger = run_module(any_run, "ledger.devices")
-    parts = ledger[["compute_only_ns", "both_ns", "comm_only_ns", "copy_only_ns", "idle_ns"]].sum(axis=1)
+    parts = ledger[["compute_only_ns", "both_ns", "comm_only_ns", "copy_only_ns", "idle_ns"]].sum(
+        axis=1
+    )
     assert (parts == ledger["span_ns"]).all(), ledger
     assert (ledger["compute_busy_ns"] > 0).all() and (ledger["copy_busy_ns"] > 0).all()
     steps = run_module(any_run, "steps.ledger")
     assert len(steps) == len(any_run.reports) * STEPS
-    parts = steps[["compute_only_ns", "both_ns", "exposed_comm_ns", "copy_only_ns", "idle_ns"]].sum(axis=1)
+    parts = steps[["compute_only_ns", "both_ns", "exposed_comm_ns", "copy_only_ns", "idle_ns"]].sum(
+        axis=1
+    )
     assert (parts == steps["duration_ns"]).all(), steps
 
 
@@ -132,9 +139,12 @@ def test_copies_syncs_and_collectives_are_all_there(run):
     assert {"HtoD", "DtoH", "DtoD"} <= set(copies["copy_kind"])
     syncs = run.df("SELECT DISTINCT sync_type FROM syncs")
     assert {"event_sync", "stream_wait"} <= set(syncs["sync_type"])
-    collectives = run.df("SELECT rank, op, count(*) AS n FROM collectives GROUP BY ALL ORDER BY ALL")
+    collectives = run.df(
+        "SELECT rank, op, count(*) AS n FROM collectives GROUP BY ALL ORDER BY ALL"
+    )
     assert list(collectives.itertuples(index=False, name=None)) == [
-        (r, op, n) for r in RANKS for op, n in (("all_reduce", 11), ("barrier", 1))]
+        (r, op, n) for r in RANKS for op, n in (("all_reduce", 11), ("barrier", 1))
+    ]
     assert run_module(run, "crossrank.mismatches").empty
 
 
@@ -147,12 +157,16 @@ def test_the_report_cannot_answer_only_what_the_capture_lacks(run):
     figure, saying why."""
     assert run.df("SELECT count(*) AS n FROM kernels WHERE is_comm")["n"][0] == 0
     report = build_report(run, ReportOptions())
-    unanswered = [(s["id"], item["what"]) for s in report["sections"] for item in s["cannot_answer"]]
-    assert unanswered == [("single_rank", "collective exposure"),
-                          ("compute", "MFU and achieved TFLOP/s"),
-                          ("crossrank", "NCCL bandwidth"),
-                          ("crossrank", "what a fix would save (the replay)"),
-                          ("memory", "GPU memory (peak allocated per rank, churn per step)")], unanswered
+    unanswered = [
+        (s["id"], item["what"]) for s in report["sections"] for item in s["cannot_answer"]
+    ]
+    assert unanswered == [
+        ("single_rank", "collective exposure"),
+        ("compute", "MFU and achieved TFLOP/s"),
+        ("crossrank", "NCCL bandwidth"),
+        ("crossrank", "what a fix would save (the replay)"),
+        ("memory", "GPU memory (peak allocated per rank, churn per step)"),
+    ], unanswered
     for section in report["sections"]:
         if section["id"] in ("single_rank", "crossrank"):
             assert section["verdict"] and section["tables"], section["id"]
@@ -167,7 +181,9 @@ def test_each_graph_replay_launches_the_whole_step(graphs):
         WHERE l.api LIKE 'cudaGraphLaunch%'
         GROUP BY ALL ORDER BY ALL""")
     assert len(replays) == STEPS
-    assert (replays["kernels"] == GRAPH_KERNELS).all() and (replays["first_latency_ns"] > 0).all(), replays
+    assert (replays["kernels"] == GRAPH_KERNELS).all() and (
+        replays["first_latency_ns"] > 0
+    ).all(), replays
     inside = run_module(graphs, "nvtx.range_gpu_time", text_like="replay")
     assert list(inside["kernels"]) == [GRAPH_KERNELS] * STEPS
     assert (inside["compute_ns"] > 0).all()
@@ -188,15 +204,21 @@ def test_launch_latency_has_one_row_per_kernel(graphs):
     assert sorted(rows["latency_ns"]) == sorted(truth["latency_ns"])
     summary = run_module(graphs, "gaps.launch_summary")
     assert summary[["kernels", "launched", "latency_max_ns"]].values.tolist() == [
-        [2074, 2074, int(truth["latency_ns"].max())]]
+        [2074, 2074, int(truth["latency_ns"].max())]
+    ]
 
 
 def test_the_graph_report_cannot_answer_only_what_one_process_lacks(graphs):
     report = build_report(graphs, ReportOptions())
-    unanswered = [(s["id"], item["what"]) for s in report["sections"] for item in s["cannot_answer"]]
-    assert unanswered == [("single_rank", "collective exposure"), ("compute", "MFU and achieved TFLOP/s"),
-                          ("crossrank", "cross-rank analysis"),
-                          ("memory", "GPU memory (peak allocated per rank, churn per step)")]
+    unanswered = [
+        (s["id"], item["what"]) for s in report["sections"] for item in s["cannot_answer"]
+    ]
+    assert unanswered == [
+        ("single_rank", "collective exposure"),
+        ("compute", "MFU and achieved TFLOP/s"),
+        ("crossrank", "cross-rank analysis"),
+        ("memory", "GPU memory (peak allocated per rank, churn per step)"),
+    ]
 
 
 def test_ranks_come_from_the_launch_manifest(run):

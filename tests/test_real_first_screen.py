@@ -7,6 +7,7 @@ the GPU activity, and nothing is per step), the per-step figures are those of th
 ranges, and no advice contradicts the trace (CUDA graphs, launch overhead, host work,
 pinned memory, frameworks, waiting ranks). Then the claims named in issue #24.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,12 @@ import statistics
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, SHARED
 
 import nsyswrap
 from nsyswrap.report import ReportOptions, report
 from nsyswrap.report.render import first_screen, render_text
 from nsyswrap.report.verdict import LONG_GAP_NS
-
-from conftest import FIXTURES, SHARED
 
 EXPORTS = SHARED / "nsys-sqlite"
 CAPTURES = {
@@ -80,17 +80,21 @@ def test_the_window_is_the_steps_and_per_step_figures_are_theirs(capture):
     assert selected == [s for s in window["steps"] if usual[0] <= s <= usual[-1]], name
     assert re.search(r"^Window: steps? \d", screen, re.M), name
     ranges = nsyswrap.query("steps.spans", CAPTURES[name], step_pattern=window["step_pattern"])
-    envelope = ranges.groupby(["rank", "step"]).agg(start=("start_ns", "min"),
-                                                    end=("end_ns", "max"))
+    envelope = ranges.groupby(["rank", "step"]).agg(
+        start=("start_ns", "min"), end=("end_ns", "max")
+    )
     steps = _rows(rep, "single_rank", "steps")
     for r in steps:  # the steps table holds the step ranges of the window
         start, end = envelope.loc[(r["rank"], r["step"])]
         assert _v(r["duration"]) == end - start, (name, r)
         assert usual[0] <= r["step"] < usual[-1] + 1
     for dev in d["devices"]:  # the statistics are those of the usual steps
-        mine = [_v(r["duration"]) for r in steps
-                if (r["rank"], r["device"]) == (dev["rank"], dev["device"])
-                and r["step"] not in set_apart]
+        mine = [
+            _v(r["duration"])
+            for r in steps
+            if (r["rank"], r["device"]) == (dev["rank"], dev["device"])
+            and r["step"] not in set_apart
+        ]
         if len(mine) >= 2:
             assert _v(dev["step_mean"]) == pytest.approx(statistics.fmean(mine)), name
             assert _v(dev["step_max"]) == max(mine), name
@@ -142,17 +146,21 @@ def _screen(rep: dict) -> str:
 
 @pytest.mark.skipif("real/h100_cuda_graphs" not in CAPTURES, reason="fixtures/real missing")
 def test_cuda_graphs_capture_reads_as_its_steps_without_graph_advice():
-    rep, given = _report("real/h100_cuda_graphs"), _report("real/h100_cuda_graphs",
-                                                           ReportOptions.parse("0:"))
+    rep, given = (
+        _report("real/h100_cuda_graphs"),
+        _report("real/h100_cuda_graphs", ReportOptions.parse("0:")),
+    )
     assert rep["diagnosis"]["devices"] == given["diagnosis"]["devices"]
     assert [f["text"] for f in rep["diagnosis"]["findings"]] == [
-        f["text"] for f in given["diagnosis"]["findings"]]
+        f["text"] for f in given["diagnosis"]["findings"]
+    ]
     assert "CUDA graph" not in _advice(rep) and "945" not in _screen(rep)
     assert "`data_loading`" in _advice(rep)  # the host work between the graph replays
 
 
-@pytest.mark.skipif("fsdp/fsdp2_nccl1" not in CAPTURES,
-                    reason="shared/nsys-sqlite/real-fsdp missing")
+@pytest.mark.skipif(
+    "fsdp/fsdp2_nccl1" not in CAPTURES, reason="shared/nsys-sqlite/real-fsdp missing"
+)
 def test_fsdp_steps_are_found_and_step_0_is_warm_up():
     rep = _report("fsdp/fsdp2_nccl1")
     w = rep["window"]
@@ -188,8 +196,11 @@ def test_the_showcase_never_calls_waiting_ranks_communication_bound(tmp_path):
     from nsyswrap.html_report import report_with_html
 
     report_with_html([FIXTURES / "run4_straggler"], ReportOptions(), tmp_path / "page.html")
-    for text in ("\n".join(render_text(rep, 80, detail=True)), json.dumps(rep),
-                 (tmp_path / "page.html").read_text()):
+    for text in (
+        "\n".join(render_text(rep, 80, detail=True)),
+        json.dumps(rep),
+        (tmp_path / "page.html").read_text(),
+    ):
         assert "communication-bound" not in text
 
 

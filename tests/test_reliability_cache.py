@@ -1,6 +1,7 @@
 """The cache heals and never lies: damaged entries are found and rebuilt (with a note), a
 report rewritten with the same size and mtime is read again, and a cache directory that
 cannot be used falls back to a private temporary one (with a note)."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from test_reliability_inputs import REPORT
 
 COUNT = "SELECT count(*) AS n FROM kernels"
@@ -37,7 +37,10 @@ def built(tmp_path_factory) -> tuple[Path, Path]:
 
     folder = tmp_path_factory.mktemp("built")
     report = Path(shutil.copy(REPORT, folder / "rank0.sqlite"))
-    saved, os.environ["NSYSWRAP_CACHE_DIR"] = os.environ["NSYSWRAP_CACHE_DIR"], str(folder / "cache")
+    saved, os.environ["NSYSWRAP_CACHE_DIR"] = (
+        os.environ["NSYSWRAP_CACHE_DIR"],
+        str(folder / "cache"),
+    )
     try:
         precompute([report])  # per-report objects and the report's per-rank results
     finally:
@@ -49,13 +52,17 @@ def _views(store: Path) -> Path:
     return next((store / "views").iterdir())
 
 
-@pytest.mark.parametrize("damage", [
-    lambda store: _truncate(_views(store) / "kernels.parquet"),
-    lambda store: (_views(store) / "nvtx.parquet").unlink(),
-    lambda store: (_views(store) / "session.parquet").write_bytes(b"PAR1 not really"),
-    lambda store: [_truncate(p) for p in store.glob("objects/window_unions-*/rows.parquet")],
-    lambda store: [_truncate(p) for p in store.glob("objects/device_windows-*/rows.parquet")],
-], ids=["truncated-view", "missing-view", "garbage-view", "truncated-unions", "truncated-window"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda store: _truncate(_views(store) / "kernels.parquet"),
+        lambda store: (_views(store) / "nvtx.parquet").unlink(),
+        lambda store: (_views(store) / "session.parquet").write_bytes(b"PAR1 not really"),
+        lambda store: [_truncate(p) for p in store.glob("objects/window_unions-*/rows.parquet")],
+        lambda store: [_truncate(p) for p in store.glob("objects/device_windows-*/rows.parquet")],
+    ],
+    ids=["truncated-view", "missing-view", "garbage-view", "truncated-unions", "truncated-window"],
+)
 def test_a_damaged_entry_is_rebuilt_and_said_so(cli, cache, built, damage):
     """A damaged view is found when its report is opened, a damaged object or result when
     it is read (ledger.devices reads window_unions and device_windows; what only they read
@@ -76,7 +83,9 @@ def test_a_report_rewritten_with_the_same_size_and_mtime_is_read_again(cli, cach
     before, _ = _count(cli, report)
     stat = report.stat()
     con = sqlite3.connect(report)
-    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.execute(
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+    )
     con.commit()
     con.close()
     os.utime(report, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -84,12 +93,18 @@ def test_a_report_rewritten_with_the_same_size_and_mtime_is_read_again(cli, cach
     assert _count(cli, report)[0] == before - 1
 
 
-@pytest.mark.parametrize("make", [
-    lambda tmp: Path("/proc/nsyswrap-cache"),
-    lambda tmp: (tmp / "file").write_text("x") and tmp / "file",
-    lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "cache",
-], ids=["cannot-be-created", "is-a-file", "under-a-file"])
-def test_an_unusable_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch, make):
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tmp: Path("/proc/nsyswrap-cache"),
+        lambda tmp: (tmp / "file").write_text("x") and tmp / "file",
+        lambda tmp: (tmp / "file").write_text("x") and tmp / "file" / "cache",
+    ],
+    ids=["cannot-be-created", "is-a-file", "under-a-file"],
+)
+def test_an_unusable_cache_falls_back_to_a_private_directory(
+    cli, report, tmp_path, monkeypatch, make
+):
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(make(tmp_path)))
     count, err = _count(cli, report)
     assert count > 0 and f"cache {make(tmp_path)} cannot be used" in err and "caching in" in err
@@ -98,7 +113,9 @@ def test_an_unusable_cache_falls_back_to_a_private_directory(cli, report, tmp_pa
 def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch):
     import nsyswrap.storage.cache_keys
 
-    monkeypatch.setattr(nsyswrap.storage.cache_keys, "MIN_FREE_BYTES", 1 << 62)  # more than any disk has free
+    monkeypatch.setattr(
+        nsyswrap.storage.cache_keys, "MIN_FREE_BYTES", 1 << 62
+    )  # more than any disk has free
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "full"))
     count, err = _count(cli, report)
     assert count > 0 and "MB free); caching in" in err

@@ -157,8 +157,13 @@ def test_other_events_outside_the_capture_are_left_out_and_counted(tmp_path, tab
 
 @pytest.mark.parametrize(
     "column, value, every",
-    [("start", "'n/a'", 3), ("end", "'none'", 2), ("start", "2.5", 5), ("end", "X'00ff'", 4),
-     ("start", "''", 7)],
+    [
+        ("start", "'n/a'", 3),
+        ("end", "'none'", 2),
+        ("start", "2.5", 5),
+        ("end", "X'00ff'", 4),
+        ("start", "''", 7),
+    ],
     ids=["n/a", "none", "fraction", "blob", "empty"],
 )
 def test_a_time_that_is_not_a_whole_number_is_left_out_and_counted(

@@ -1,5 +1,6 @@
 """launch and export under faults: nothing of the user's is deleted, a stuck nsys is stopped
 and said so, a run that cannot be written is refused before anything starts."""
+
 from __future__ import annotations
 
 import os
@@ -7,13 +8,13 @@ import sys
 import time
 
 import pytest
+from test_launch import HOST, manifest, standin  # noqa: F401  (the stand-in nsys fixture)
+from test_reliability_inputs import assert_one_line_error
 
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.export import export_run
 from nsyswrap.launch.run import launch
-from test_launch import HOST, manifest, standin  # noqa: F401  (the stand-in nsys fixture)
-from test_reliability_inputs import assert_one_line_error
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "run2", "rank0.sqlite")
 
@@ -23,7 +24,9 @@ def test_force_never_deletes_a_directory_that_is_not_a_run(standin, tmp_path, cl
     out.mkdir()
     important = out / "important.sqlite"
     important.write_bytes(open(FIXTURE, "rb").read())
-    result = cli("launch", "--out", out, "--force", "--no-export", "--", sys.executable, "-c", "pass")
+    result = cli(
+        "launch", "--out", out, "--force", "--no-export", "--", sys.executable, "-c", "pass"
+    )
     assert_one_line_error(result, "is not a run nsyswrap launch wrote")
     assert important.read_bytes() == open(FIXTURE, "rb").read() and not standin.calls()
 
@@ -79,23 +82,29 @@ def test_a_stuck_nsys_export_is_stopped_and_the_rest_kept(standin, tmp_path, mon
 
 # --- rank selections of any size (round 3) --------------------------------------------------
 
-@pytest.mark.parametrize("ranks, needle", [
-    ("0-1000000000", "selects 1,000,000,001 ranks"),
-    ("0-70000,80000", "selects 70,002 ranks"),
-    ("3,5-2147483648", "names a rank above 2,147,483,647"),
-    ("99999999999999999999", "names a rank above"),
-])
+
+@pytest.mark.parametrize(
+    "ranks, needle",
+    [
+        ("0-1000000000", "selects 1,000,000,001 ranks"),
+        ("0-70000,80000", "selects 70,002 ranks"),
+        ("3,5-2147483648", "names a rank above 2,147,483,647"),
+        ("99999999999999999999", "names a rank above"),
+    ],
+)
 def test_a_huge_rank_selection_is_one_line(cli, tmp_path, ranks, needle):
-    result = cli("launch", "--ranks", ranks, "--out", tmp_path / "run", "--",
-                 sys.executable, "-c", "pass")
+    result = cli(
+        "launch", "--ranks", ranks, "--out", tmp_path / "run", "--", sys.executable, "-c", "pass"
+    )
     assert_one_line_error(result, needle)
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("ranks, passed", [("0-29999", "0-29999"), ("5,1,3,2", "1-3,5"),
-                                           ("0-9999,10000-20000,7", "0-20000")])
-def test_a_large_rank_selection_reaches_every_rank_as_ranges(
-        standin, tmp_path, ranks, passed):  # noqa: F811
+@pytest.mark.parametrize(
+    "ranks, passed",
+    [("0-29999", "0-29999"), ("5,1,3,2", "1-3,5"), ("0-9999,10000-20000,7", "0-20000")],
+)
+def test_a_large_rank_selection_reaches_every_rank_as_ranges(standin, tmp_path, ranks, passed):  # noqa: F811
     out = tmp_path / "run"
     cfg = LaunchConfig.build([sys.executable, "-c", "pass"], out=out, ranks=ranks, export=False)
     args = cfg.wrapper_args()
@@ -123,10 +132,12 @@ def test_nsys_removed_during_export_is_one_line(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     nsys = bin_dir / "nsys"
-    nsys.write_text(f"#!{sys.executable}\nimport os, sys\n"
-                    "if sys.argv[1:] == ['--version']:\n"
-                    "    print('NVIDIA Nsight Systems version 2024.6.2')\n"
-                    "else:\n    os.remove(sys.argv[0])\n")
+    nsys.write_text(
+        f"#!{sys.executable}\nimport os, sys\n"
+        "if sys.argv[1:] == ['--version']:\n"
+        "    print('NVIDIA Nsight Systems version 2024.6.2')\n"
+        "else:\n    os.remove(sys.argv[0])\n"
+    )
     nsys.chmod(0o755)
     run = tmp_path / "run"
     run.mkdir()

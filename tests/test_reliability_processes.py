@@ -1,5 +1,6 @@
 """Worker processes end with their parent, and an interrupt that reaches only them is not
 a failure (real forkserver pool, real signals)."""
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ("import sys, time\n"
-          "from nsyswrap.engine.pool import map_reports\n"
-          "print(map_reports(time.sleep, [float(sys.argv[1])] * 2, 2), flush=True)\n")
+SCRIPT = (
+    "import sys, time\n"
+    "from nsyswrap.engine.pool import map_reports\n"
+    "print(map_reports(time.sleep, [float(sys.argv[1])] * 2, 2), flush=True)\n"
+)
 
 
 def _children() -> dict[int, int]:
@@ -44,9 +47,15 @@ def _start(seconds: float) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # SIGINT at its default, as in a terminal: a shell without job control starts background
     # commands (`cmd &`) with SIGINT ignored, and the child would inherit that from pytest
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(seconds)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(seconds)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def _gone(pids: list[int], timeout: float) -> bool:

@@ -1,18 +1,18 @@
 """Text output for people: the answer first, and readable at 80 columns (no line wider than
 the terminal, no number split, long tables as statistics with the rows a flag away)."""
+
 from __future__ import annotations
 
 import json
 import re
 
 import pytest
+from conftest import FIXTURES
 
 from nsyswrap import open_run
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.render import render_text
 from nsyswrap.text_table import fit, shorten_column, wrap
-
-from conftest import FIXTURES
 
 RUN4 = FIXTURES / "run4_straggler"
 
@@ -96,8 +96,11 @@ def test_a_table_keeps_the_columns_it_does_not_declare_droppable():
 
 
 def test_names_are_shortened_in_the_middle_and_stay_told_apart():
-    names = ["nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopB_TNT",
-             "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNT", "elementwise_kernel"]
+    names = [
+        "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopB_TNT",
+        "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_TNT",
+        "elementwise_kernel",
+    ]
     short = shorten_column(names, 12)
     assert len(set(short)) == 3 and all(len(s) <= 12 for s in short)
     assert short[0].startswith("nvjet") and short[0].endswith("TNT") and "…" in short[0]
@@ -120,8 +123,15 @@ def test_json_report_has_the_diagnosis(cli):
     code, out, _ = cli("report", RUN4, "-f", "json")
     report = json.loads(out)
     assert code == 0 and list(report["diagnosis"]) == [
-        "headline", "findings", "window", "devices", "host_steps", "worst_steps", "recommendations",
-        "cannot_answer"]
+        "headline",
+        "findings",
+        "window",
+        "devices",
+        "host_steps",
+        "worst_steps",
+        "recommendations",
+        "cannot_answer",
+    ]
 
 
 def test_terminal_and_html_write_a_cell_alike():
@@ -129,11 +139,26 @@ def test_terminal_and_html_write_a_cell_alike():
     from nsyswrap.html_report.page import _table_html
     from nsyswrap.report.render import _table
 
-    spec = {"id": "t", "title": "T", "rows": [
-        {"rank": 0, "time": {"value": 12345, "unit": "ns"}, "share": {"value": 0.25, "unit": "fraction"},
-         "shared": True, "gone": {"value": None, "unit": "ns", "reason": "why"}},
-        {"rank": 1, "time": {"value": 2500, "unit": "ns"}, "share": {"value": 0.5, "unit": "fraction"},
-         "shared": False, "gone": {"value": None, "unit": "ns", "reason": "why"}}]}
+    spec = {
+        "id": "t",
+        "title": "T",
+        "rows": [
+            {
+                "rank": 0,
+                "time": {"value": 12345, "unit": "ns"},
+                "share": {"value": 0.25, "unit": "fraction"},
+                "shared": True,
+                "gone": {"value": None, "unit": "ns", "reason": "why"},
+            },
+            {
+                "rank": 1,
+                "time": {"value": 2500, "unit": "ns"},
+                "share": {"value": 0.5, "unit": "fraction"},
+                "shared": False,
+                "gone": {"value": None, "unit": "ns", "reason": "why"},
+            },
+        ],
+    }
     terminal = "\n".join(_table(spec, 80, False))
     page = _table_html(spec)
     for text in ("12.345", "2.500", "25.0", "50.0", "yes", "no", "n/a"):

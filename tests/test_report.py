@@ -1,9 +1,13 @@
 """`nsyswrap report`: the single-rank section, its verdict, JSON figures and the CLI."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from conftest import FIXTURES, PUBLIC
+from metric_helpers import AG, AR, load_truth, two_device_case
+from report_builder import make_report
 
 from nsyswrap import open_run
 from nsyswrap.errors import NsysWrapError
@@ -11,10 +15,6 @@ from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.figures import is_figure
 from nsyswrap.report.single_rank import single_rank_section
 from nsyswrap.report.verdict import LABELS, Evidence, Totals, recommendations, verdict
-
-from conftest import FIXTURES, PUBLIC
-from metric_helpers import AG, AR, load_truth, two_device_case
-from report_builder import make_report
 
 RUN2 = FIXTURES / "run2"
 
@@ -25,8 +25,9 @@ def figures_and_nulls(obj, path="") -> tuple[int, list[str]]:
         ok = obj["value"] is not None or obj.get("reason")
         return 1, [] if ok else [path]
     count, bad = 0, []
-    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) \
-        else []
+    items = (
+        obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else []
+    )
     for key, child in items:
         n, b = figures_and_nulls(child, f"{path}/{key}")
         count, bad = count + n, bad + b
@@ -100,8 +101,9 @@ def test_window_options_narrow_every_table():
 
 def test_missing_figures_say_why(tmp_path):
     """No launches, no communication, no steps: nulls with reasons and cannot-answer lines."""
-    path = make_report(tmp_path / "rank0.sqlite",
-                       kernels=[(0, 100, 0, 7, "a"), (300, 400, 0, 7, "b")])
+    path = make_report(
+        tmp_path / "rank0.sqlite", kernels=[(0, 100, 0, 7, "a"), (300, 400, 0, 7, "b")]
+    )
     with open_run([path]) as run:
         sec = single_rank_section(run, ReportOptions())
     shares = table(sec, "shares")[0]
@@ -111,8 +113,12 @@ def test_missing_figures_say_why(tmp_path):
     assert launches["latency_p50"]["value"] is None
     assert "--trace=cuda" in launches["latency_p50"]["reason"]
     whats = [c["what"] for c in sec["cannot_answer"]]
-    assert whats == ["collective exposure", "the causes of idle gaps", "the step breakdown",
-                     "the GPU time of NVTX ranges"]
+    assert whats == [
+        "collective exposure",
+        "the causes of idle gaps",
+        "the step breakdown",
+        "the GPU time of NVTX ranges",
+    ]
     assert figures_and_nulls(sec)[1] == []
 
 
@@ -122,37 +128,68 @@ def test_report_tables_cover_the_hand_made_case(tmp_path):
         report = build_report(run, ReportOptions(whole_capture=True))
     mine = section(report)
     top = table(mine, "top_exposed")
-    assert [(r["kernel"], r["step"]["value"], r["exposed"]["value"], r["compute_stream"])
-            for r in top] == [(AG, 1, 100, True), (AR, 0, 20, False)]
+    assert [
+        (r["kernel"], r["step"]["value"], r["exposed"]["value"], r["compute_stream"]) for r in top
+    ] == [(AG, 1, 100, True), (AR, 0, 20, False)]
     assert [r["context"] for r in top] == [
-        "coll:all_gather bytes=4096 dtype=float32 pg=0 size=2 seq=0", "fwd:model.b"]
+        "coll:all_gather bytes=4096 dtype=float32 pg=0 size=2 seq=0",
+        "fwd:model.b",
+    ]
     hist = table(mine, "gap_histogram")
-    assert [(r["length"], r["host_bound"]["value"], r["sync"]["value"], r["other"]["value"])
-            for r in hist] == [("0 ns - 1 us", 1, 1, 1)]
+    assert [
+        (r["length"], r["host_bound"]["value"], r["sync"]["value"], r["other"]["value"])
+        for r in hist
+    ] == [("0 ns - 1 us", 1, 1, 1)]
 
 
 # -- verdict ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("totals, label", [
-    (Totals(span_ns=10**6, compute_busy_ns=8 * 10**5, idle_ns=2 * 10**5), "compute-bound"),
-    (Totals(span_ns=10**6, compute_busy_ns=6 * 10**5, comm_busy_ns=3 * 10**5,
-            exposed_comm_ns=2 * 10**5, idle_ns=2 * 10**5), "communication-bound"),
-    (Totals(span_ns=10**6, compute_busy_ns=6 * 10**5, idle_ns=4 * 10**5,
-            gap_ns={"host_bound": 3 * 10**5, "other": 10**5}), "host-bound"),
-    (Totals(span_ns=10**6, compute_busy_ns=6 * 10**5, idle_ns=4 * 10**5,
-            gap_ns={"other": 4 * 10**5}), "balanced"),
-    (Totals(span_ns=10**6, compute_busy_ns=5 * 10**5, copy_only_ns=5 * 10**5), "copy-bound"),
-    (Totals(span_ns=10**6, compute_busy_ns=8 * 10**5, copy_only_ns=2 * 10**5), "compute-bound"),
-    (Totals(), None),
-])
+@pytest.mark.parametrize(
+    "totals, label",
+    [
+        (Totals(span_ns=10**6, compute_busy_ns=8 * 10**5, idle_ns=2 * 10**5), "compute-bound"),
+        (
+            Totals(
+                span_ns=10**6,
+                compute_busy_ns=6 * 10**5,
+                comm_busy_ns=3 * 10**5,
+                exposed_comm_ns=2 * 10**5,
+                idle_ns=2 * 10**5,
+            ),
+            "communication-bound",
+        ),
+        (
+            Totals(
+                span_ns=10**6,
+                compute_busy_ns=6 * 10**5,
+                idle_ns=4 * 10**5,
+                gap_ns={"host_bound": 3 * 10**5, "other": 10**5},
+            ),
+            "host-bound",
+        ),
+        (
+            Totals(
+                span_ns=10**6,
+                compute_busy_ns=6 * 10**5,
+                idle_ns=4 * 10**5,
+                gap_ns={"other": 4 * 10**5},
+            ),
+            "balanced",
+        ),
+        (Totals(span_ns=10**6, compute_busy_ns=5 * 10**5, copy_only_ns=5 * 10**5), "copy-bound"),
+        (Totals(span_ns=10**6, compute_busy_ns=8 * 10**5, copy_only_ns=2 * 10**5), "compute-bound"),
+        (Totals(), None),
+    ],
+)
 def test_verdict_labels(totals, label):
     assert verdict(totals)["label"] == label
 
 
 def test_verdict_needs_enough_data():
-    busy = Totals(span_ns=10**7, compute_busy_ns=10**6, idle_ns=9 * 10**6,
-                  gap_ns={"host_bound": 9 * 10**6})
+    busy = Totals(
+        span_ns=10**7, compute_busy_ns=10**6, idle_ns=9 * 10**6, gap_ns={"host_bound": 9 * 10**6}
+    )
     assert verdict(busy)["label"] == "host-bound"
     two = verdict(busy, activities=2)
     assert two["label"] == "not enough data" and "only 2 GPU activities" in two["reason"]
@@ -161,21 +198,34 @@ def test_verdict_needs_enough_data():
 
 
 def test_recommendations_are_concrete():
-    comm = Totals(span_ns=10**7, compute_busy_ns=5 * 10**6, comm_busy_ns=4 * 10**6,
-                  both_ns=10**6, exposed_comm_ns=3 * 10**6, idle_ns=10**6,
-                  compute_sum_ns=5 * 10**6, comm_sum_ns=4 * 10**6)
-    recs = recommendations(comm, Evidence(top_exposed="AllReduce in bwd:x (step 2)",
-                                          same_stream=["rank 0 device 0"]))
+    comm = Totals(
+        span_ns=10**7,
+        compute_busy_ns=5 * 10**6,
+        comm_busy_ns=4 * 10**6,
+        both_ns=10**6,
+        exposed_comm_ns=3 * 10**6,
+        idle_ns=10**6,
+        compute_sum_ns=5 * 10**6,
+        comm_sum_ns=4 * 10**6,
+    )
+    recs = recommendations(
+        comm, Evidence(top_exposed="AllReduce in bwd:x (step 2)", same_stream=["rank 0 device 0"])
+    )
     assert list(recs) == ["exposed", "overlap", "same_stream"]
     assert "3.00 ms" in recs["exposed"] and "AllReduce in bwd:x" in recs["exposed"]
     assert "rank 0 device 0" in recs["same_stream"] and "own stream" in recs["same_stream"]
-    host = Totals(span_ns=10**7, compute_busy_ns=6 * 10**6, idle_ns=4 * 10**6,
-                  gap_ns={"host_bound": 3 * 10**6, "other": 10**6})
+    host = Totals(
+        span_ns=10**7,
+        compute_busy_ns=6 * 10**6,
+        idle_ns=4 * 10**6,
+        gap_ns={"host_bound": 3 * 10**6, "other": 10**6},
+    )
     recs = recommendations(host, Evidence(kernels=100, tiny_kernels=80))
     assert "CUDA graph" in recs["launch"] and "80 of the 100 kernels" in recs["launch"]
     assert "torch.compile" not in recs["launch"]
-    sync = Totals(span_ns=10**7, compute_busy_ns=6 * 10**6, idle_ns=4 * 10**6,
-                  gap_ns={"sync": 3 * 10**6})
+    sync = Totals(
+        span_ns=10**7, compute_busy_ns=6 * 10**6, idle_ns=4 * 10**6, gap_ns={"sync": 3 * 10**6}
+    )
     assert ".item()" in recommendations(sync, Evidence(frameworks=frozenset({"pytorch"})))["sync"]
     assert ".item()" not in recommendations(sync, Evidence())["sync"]
 
@@ -183,9 +233,15 @@ def test_recommendations_are_concrete():
 # -- options and CLI ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("2:5", (2, 5)), ("3:", (3, None)), (":4", (None, 4)), (" 1 : 2 ", (1, 2)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2:5", (2, 5)),
+        ("3:", (3, None)),
+        (":4", (None, 4)),
+        (" 1 : 2 ", (1, 2)),
+    ],
+)
 def test_steps_option(text, expected):
     options = ReportOptions.parse(steps=text)
     assert (options.step_from, options.step_to) == expected

@@ -1,5 +1,6 @@
 """Exported rows may come in any order (Nsight Systems 2025.6 says so): the report of a
 copy of a fixture whose every table lists its rows shuffled is byte-identical."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 
 from nsyswrap.report import ReportOptions, report
-
-from conftest import FIXTURES
 
 
 def shuffled_copy(src: Path, dst: Path, seed: int = 1) -> Path:
@@ -22,8 +22,12 @@ def shuffled_copy(src: Path, dst: Path, seed: int = 1) -> Path:
     rng = random.Random(seed)
     for path in sorted(dst.glob("*.sqlite")):
         con = sqlite3.connect(path)
-        tables = [name for (name,) in con.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+        tables = [
+            name
+            for (name,) in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
         for table in tables:
             rows = con.execute(f'SELECT * FROM "{table}"').fetchall()
             rng.shuffle(rows)

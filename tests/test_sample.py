@@ -1,5 +1,6 @@
 """The always-on sampler in the training process: what it records and when, its schema,
 CUDA events read only once complete, asynchronous collectives, and the capture rule."""
+
 from __future__ import annotations
 
 import json
@@ -44,6 +45,7 @@ def train(n: int, start: int = 0, collectives: int = 0, sampler=None) -> None:
 
 
 # --- what is recorded ---------------------------------------------------------------------------
+
 
 def test_every_nth_step_between_start_and_end_with_its_phases(tmp_path, fresh):
     s = sampler_module.sampler(tmp_path, every=3, start=2, end=11, flush_every=2)
@@ -117,6 +119,7 @@ def test_a_full_disk_stops_the_sampler_not_the_training(tmp_path, fresh, capsys)
 
 
 # --- asynchronous collectives and CUDA events ------------------------------------------------
+
 
 class Future:
     def __init__(self):
@@ -194,8 +197,9 @@ def test_cuda_steps_are_read_only_once_their_events_complete(tmp_path, fresh, mo
     assert len(s.pool.free) == 3  # step 0's four events came back; step 2's start took one
 
 
-def test_no_free_event_skips_the_step_and_a_full_queue_writes_what_is_known(tmp_path, fresh,
-                                                                             monkeypatch):
+def test_no_free_event_skips_the_step_and_a_full_queue_writes_what_is_known(
+    tmp_path, fresh, monkeypatch
+):
     monkeypatch.setattr(sampler_module, "cuda_in_use", lambda: True)
     s = sampler_module.sampler(tmp_path, every=1, flush_every=1)
     s.pool = EventPool(2 * (sampler_module.MAX_PENDING + 1), make=FakeEvent)
@@ -210,6 +214,7 @@ def test_no_free_event_skips_the_step_and_a_full_queue_writes_what_is_known(tmp_
 
 # --- schema -------------------------------------------------------------------------------------
 
+
 def test_schema_names_what_is_wrong():
     good = {"v": 1, "kind": "end", "sampled": 1, "skipped": 0, "unresolved": 0}
     assert schema.problem(good) is None
@@ -218,14 +223,25 @@ def test_schema_names_what_is_wrong():
     assert "no field 'skipped'" in schema.problem({k: v for k, v in good.items() if k != "skipped"})
     assert "expected int" in schema.problem({**good, "sampled": "1"})
     assert "expected int" in schema.problem({**good, "sampled": True})
-    step = {"v": 1, "kind": "step", "step": 0, "timer": "gpu", "utc_ns": 0, "start_ns": 0,
-            "end_ns": 1, "phases": [], "collectives": [], "dropped": 0}
+    step = {
+        "v": 1,
+        "kind": "step",
+        "step": 0,
+        "timer": "gpu",
+        "utc_ns": 0,
+        "start_ns": 0,
+        "end_ns": 1,
+        "phases": [],
+        "collectives": [],
+        "dropped": 0,
+    }
     assert "timer" in schema.problem(step)
     bad_phase = {**step, "timer": "host", "phases": [{"name": "x"}]}
     assert "phase has no field" in schema.problem(bad_phase)
 
 
 # --- the capture rule ---------------------------------------------------------------------------
+
 
 def test_capture_rules_inline_or_from_a_file(tmp_path):
     assert parse_rule("slower=2.5,steps=3") == CaptureRule(2.5, steps=3)
@@ -245,8 +261,15 @@ def test_the_rule_fires_once_on_a_slow_step_and_every_rank_opens_the_window(tmp_
         assert fast.fired(i, i, 10_000_000 + i) is None  # usual steps, and the warm-up
         assert other.window(i) is None
     trigger = fast.fired(6, 6, 25_000_000)
-    assert trigger == {"n": 1, "start": 8, "stop": 11, "fired_by": 1, "at_step": 6,
-                       "step_ns": 25_000_000, "median_ns": 10_000_002}
+    assert trigger == {
+        "n": 1,
+        "start": 8,
+        "stop": 11,
+        "fired_by": 1,
+        "at_step": 6,
+        "step_ns": 25_000_000,
+        "median_ns": 10_000_002,
+    }
     assert other.fired(6, 6, 30_000_000) is None  # the other rank came second: one trigger
     assert other.window(7) == {**trigger, "start": 8}
     assert other.window(8) is None  # read once
@@ -274,7 +297,7 @@ def test_the_sampler_opens_an_nsys_capture_window_when_the_rule_fires(tmp_path, 
     opened = [i for i, e in enumerate(events) if e == ("push", "capture")]
     assert len(opened) == 1
     closed = next(i for i, e in enumerate(events) if i > opened[0] and e == ("pop",))
-    inside = [e[1] for e in events[opened[0]:closed] if e[0] == "start"]
+    inside = [e[1] for e in events[opened[0] : closed] if e[0] == "start"]
     assert inside == ["step:7", "step:8"]  # step 5 is read as step 6 begins: lead 2 from step 5
     assert json.loads((tmp_path / "capture.1.json").read_text())["start"] == 7
     captures = [r for r in records(tmp_path / "samples.rank0.jsonl") if r["kind"] == "capture"]
@@ -283,21 +306,28 @@ def test_the_sampler_opens_an_nsys_capture_window_when_the_rule_fires(tmp_path, 
 
 # --- nsyswrap launch --sample / --capture-when -------------------------------------------------
 
+
 def test_launch_sample_alone_runs_no_nsys_and_tells_every_rank_the_sampler():
     from nsyswrap.launch.config import LaunchConfig
     from nsyswrap.launch.rank import rank_command
 
-    cfg = LaunchConfig.build(["python", "train.py"], out="/runs/s", sample=True, sample_every=5,
-                             sample_steps="100:")
+    cfg = LaunchConfig.build(
+        ["python", "train.py"], out="/runs/s", sample=True, sample_every=5, sample_steps="100:"
+    )
     assert not cfg.profiles and cfg.annotate == ("steps", "sample")
     argv, env = rank_command(3, cfg, "node1", environ={})
     assert argv == ["python", "train.py"]
     assert env["NSYSWRAP_ANNOTATE"] == "steps,sample"
-    assert json.loads(env["NSYSWRAP_SAMPLE"]) == {"out_dir": "/runs/s", "every": 5, "start": 100,
-                                                  "end": None}
+    assert json.loads(env["NSYSWRAP_SAMPLE"]) == {
+        "out_dir": "/runs/s",
+        "every": 5,
+        "start": 100,
+        "end": None,
+    }
     assert LaunchConfig.from_wrapper_args(cfg.wrapper_args() + ["--", "python", "train.py"]) == cfg
-    assert LaunchConfig.build(["python", "t.py"], out="/r", annotate="steps,sample",
-                              ranks="1").profiles  # --ranks: those ranks under nsys too
+    assert LaunchConfig.build(
+        ["python", "t.py"], out="/r", annotate="steps,sample", ranks="1"
+    ).profiles  # --ranks: those ranks under nsys too
 
 
 def test_launch_capture_when_runs_the_ranks_under_nsys_waiting_for_the_window():
@@ -305,26 +335,34 @@ def test_launch_capture_when_runs_the_ranks_under_nsys_waiting_for_the_window():
     from nsyswrap.launch.nsys import nsys_argv
     from nsyswrap.launch.rank import rank_command
 
-    cfg = LaunchConfig.build(["python", "train.py"], out="/runs/w", ranks="0,2",
-                             capture_when="slower=2,steps=4")
+    cfg = LaunchConfig.build(
+        ["python", "train.py"], out="/runs/w", ranks="0,2", capture_when="slower=2,steps=4"
+    )
     assert cfg.profiles and "sample" in cfg.annotate
     argv = nsys_argv(2, cfg, "node1")
-    assert {"--capture-range=nvtx", "--nvtx-capture=capture@nsyswrap",
-            "--capture-range-end=stop"} <= set(argv)
-    again = LaunchConfig.build(["python", "train.py"], out="/runs/w",
-                               capture_when="slower=2,captures=3")
+    assert {
+        "--capture-range=nvtx",
+        "--nvtx-capture=capture@nsyswrap",
+        "--capture-range-end=stop",
+    } <= set(argv)
+    again = LaunchConfig.build(
+        ["python", "train.py"], out="/runs/w", capture_when="slower=2,captures=3"
+    )
     assert "--capture-range-end=repeat" in nsys_argv(0, again, "node1")
     _, env = rank_command(1, cfg, "node1", environ={})
     assert env["NSYSWRAP_CAPTURE_WHEN"] == "slower=2,steps=4"
     assert rank_command(1, cfg, "node1", environ={})[0] == ["python", "train.py"]  # not chosen
 
 
-@pytest.mark.parametrize("options, complaint", [
-    ({"capture_when": "slower=2", "steps": "5:9"}, "both set the capture window"),
-    ({"capture_when": "faster=2"}, "unknown key"),
-    ({"sample_every": "0"}, "--sample-every 0"),
-    ({"sample_steps": "9:3"}, "--sample-steps 9:3"),
-])
+@pytest.mark.parametrize(
+    "options, complaint",
+    [
+        ({"capture_when": "slower=2", "steps": "5:9"}, "both set the capture window"),
+        ({"capture_when": "faster=2"}, "unknown key"),
+        ({"sample_every": "0"}, "--sample-every 0"),
+        ({"sample_steps": "9:3"}, "--sample-steps 9:3"),
+    ],
+)
 def test_bad_sampling_options_are_clear_errors(options, complaint):
     from nsyswrap.launch.config import LaunchConfig
 

@@ -2,6 +2,7 @@
 killed job's file, bad files, the report's wording and tables, and a real 4-rank CPU
 torchrun job under `nsyswrap launch --sample --capture-when` with a rank slow in its data
 loading between two step numbers."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,16 @@ from nsyswrap.sample.inputs import split_inputs
 from nsyswrap.sample.read import read_samples
 
 ROOT = Path(__file__).resolve().parents[1]
-CROSSRANK_TABLES = ["clock_offsets", "clock_uncertainty", "stragglers", "rank_waits", "comm_split",
-                    "groups", "bandwidth", "alpha_beta"]
+CROSSRANK_TABLES = [
+    "clock_offsets",
+    "clock_uncertainty",
+    "stragglers",
+    "rank_waits",
+    "comm_split",
+    "groups",
+    "bandwidth",
+    "alpha_beta",
+]
 
 
 def files(folder: Path) -> list[Path]:
@@ -51,15 +60,17 @@ def test_the_report_names_the_rank_the_phase_and_the_window(planted):
     assert finding["evidence"]["rank"] == 2 and finding["evidence"]["phase"] == "data_loading"
     assert finding["persistence"] == "intermittent"
     assert [(w["first"], w["last"], w["before"], w["after"]) for w in finding["windows"]] == [
-        (20, 28, 18, 30)]
+        (20, 28, 18, 30)
+    ]
     assert finding["text"].startswith("Rank 2 is the straggler: it arrives last at 5 of 29")
     assert "intermittent: in sampled steps 20-28 (5 of 29 sampled steps)" in finding["text"]
     assert d["recommendations"][0].startswith("Make `data_loading` on rank 2 as fast as")
     assert [c["what"] for c in d["cannot_answer"]] == ["from samples"]
     capture = report["capture"]
     assert capture["ranks"] == [0, 2] and capture["steps"] == "20:25"
-    assert capture["command"] == ("nsyswrap launch --ranks 0,2 --steps 20:25 -- "
-                                  "'<your training command>'")
+    assert capture["command"] == (
+        "nsyswrap launch --ranks 0,2 --steps 20:25 -- '<your training command>'"
+    )
     assert capture["when"].startswith("nsyswrap launch --ranks 0,2 --capture-when slower=")
 
 
@@ -79,9 +90,22 @@ def test_the_tables_and_verdict_are_those_of_the_nsys_path(planted):
     crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
     assert [t["id"] for t in crossrank["tables"]] == CROSSRANK_TABLES
     row = next(r for r in table(report, "crossrank", "stragglers") if r["step"] == "all")
-    assert list(row) == ["step", "rank", "last", "collectives", "lag", "imposed_wait",
-                         "share_of_wait", "significant", "jitter", "affected_steps", "slow_steps",
-                         "phase", "phase_excess", "phase_steps"]
+    assert list(row) == [
+        "step",
+        "rank",
+        "last",
+        "collectives",
+        "lag",
+        "imposed_wait",
+        "share_of_wait",
+        "significant",
+        "jitter",
+        "affected_steps",
+        "slow_steps",
+        "phase",
+        "phase_excess",
+        "phase_steps",
+    ]
     assert row["slow_steps"] == "20,22,24,26,28" and row["affected_steps"] == "20,22,24,26,28"
     assert crossrank["verdict"]["label"] == "straggler: rank 2"
     samples = next(s for s in report["sections"] if s["id"] == "samples")
@@ -111,8 +135,9 @@ def test_cuda_timed_steps_are_aligned_one_step_at_a_time(tmp_path):
     assert waited == truth.waits
     assert report["diagnosis"]["headline"] == "STRAGGLER: RANK 2"
     clock = table(report, "crossrank", "clock_offsets")
-    assert all(r["source"] == "cuda events" and "one solve per sampled step" in r["method"]
-               for r in clock)
+    assert all(
+        r["source"] == "cuda events" and "one solve per sampled step" in r["method"] for r in clock
+    )
 
 
 def test_a_slowdown_in_most_steps_is_persistent_and_no_straggler_means_nothing_to_capture(tmp_path):
@@ -129,17 +154,20 @@ def test_a_slowdown_in_most_steps_is_persistent_and_no_straggler_means_nothing_t
 def test_persistent_or_intermittent():
     found = episodes([4, 6, 8, 20], range(0, 30, 2))
     assert found["kind"] == "intermittent" and found["affected"] == 4
-    windows = [(w["first"], w["last"], w["steps"], w["before"], w["after"])
-               for w in found["windows"]]
+    windows = [
+        (w["first"], w["last"], w["steps"], w["before"], w["after"]) for w in found["windows"]
+    ]
     assert windows == [(4, 8, 3, 2, 10), (20, 20, 1, 18, 22)]
     assert describe(found, "sampled steps") == (
-        "intermittent: in sampled steps 4-8, 20 (4 of 15 sampled steps)")
+        "intermittent: in sampled steps 4-8, 20 (4 of 15 sampled steps)"
+    )
     assert episodes(range(0, 30, 2), range(0, 30, 2))["kind"] == "persistent"
     assert episodes([], [1, 2])["kind"] == "none"
     assert episodes([0, 2], [0, 2])["windows"][0]["before"] is None
 
 
 # --- files cut short, bad files, restarted jobs ------------------------------------------------
+
 
 def test_a_file_cut_mid_line_is_read_to_its_last_complete_record(tmp_path, cli):
     planted_samples(tmp_path, steps=40, cut_last=True)
@@ -212,6 +240,7 @@ def test_the_html_page_draws_step_times_with_the_slow_window(planted, tmp_path, 
 
 # --- a real run ---------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def sampled_run(tmp_path_factory):
     """4 CPU ranks (gloo) under `nsyswrap launch --sample --capture-when` with zero-code steps;
@@ -222,16 +251,46 @@ def sampled_run(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("sampled")
     fake = Standin(folder)
-    env = {**os.environ, "NSYS_STANDIN_LOG": str(fake.log),
-           "PATH": os.pathsep.join([str(fake.bin), str(Path(sys.executable).parent),
-                                    os.environ["PATH"]])}
+    env = {
+        **os.environ,
+        "NSYS_STANDIN_LOG": str(fake.log),
+        "PATH": os.pathsep.join(
+            [str(fake.bin), str(Path(sys.executable).parent), os.environ["PATH"]]
+        ),
+    }
     out = folder / "run"
-    command = ["torchrun", "--nproc-per-node", "4", str(ROOT / "examples" / "train_ddp.py"),
-               "--steps", "30", "--slow", "2:12:22:80"]
-    done = subprocess.run([sys.executable, "-m", "nsyswrap", "launch", "--sample-every", "2",
-                           "--capture-when", "slower=2.5,steps=3,after=4", "--ranks", "0,2",
-                           "--out", str(out), "--", *command],
-                          env=env, capture_output=True, text=True, timeout=600)
+    command = [
+        "torchrun",
+        "--nproc-per-node",
+        "4",
+        str(ROOT / "examples" / "train_ddp.py"),
+        "--steps",
+        "30",
+        "--slow",
+        "2:12:22:80",
+    ]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nsyswrap",
+            "launch",
+            "--sample-every",
+            "2",
+            "--capture-when",
+            "slower=2.5,steps=3,after=4",
+            "--ranks",
+            "0,2",
+            "--out",
+            str(out),
+            "--",
+            *command,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return out, fake, command
 
@@ -251,9 +310,11 @@ def test_a_4_rank_torchrun_job_with_a_rank_slow_in_data_loading(sampled_run, cli
     capture = report["capture"]
     first = finding["windows"][0]["first"]
     ranks = ",".join(map(str, capture["ranks"]))
-    assert capture["command"].startswith(f"nsyswrap launch --ranks {ranks} --steps "
-                                         f"{first}:{first + 5} --annotate steps,sample "
-                                         f"--out {out}-capture -- torchrun --nproc-per-node 4")
+    assert capture["command"].startswith(
+        f"nsyswrap launch --ranks {ranks} --steps "
+        f"{first}:{first + 5} --annotate steps,sample "
+        f"--out {out}-capture -- torchrun --nproc-per-node 4"
+    )
     assert 2 in capture["ranks"] and capture["command"].endswith(" ".join(command[4:]))
 
 
@@ -261,11 +322,15 @@ def test_a_4_rank_torchrun_job_with_a_rank_slow_in_data_loading(sampled_run, cli
 def test_the_capture_rule_opened_a_window_on_the_ranks_under_nsys(sampled_run):
     out, fake, _ = sampled_run
     profiled = fake.calls()
-    assert sorted(next(a for a in c if a.startswith("--output=")).split(".rank")[-1]
-                  for c in profiled) == ["0", "2"]
+    assert sorted(
+        next(a for a in c if a.startswith("--output=")).split(".rank")[-1] for c in profiled
+    ) == ["0", "2"]
     for call in profiled:
-        assert {"--capture-range=nvtx", "--nvtx-capture=capture@nsyswrap",
-                "--capture-range-end=stop"} <= set(call)
+        assert {
+            "--capture-range=nvtx",
+            "--nvtx-capture=capture@nsyswrap",
+            "--capture-range-end=stop",
+        } <= set(call)
     trigger = json.loads((out / "capture.1.json").read_text())
     assert trigger["stop"] - trigger["start"] == 3
     assert trigger["step_ns"] > 2.5 * trigger["median_ns"]

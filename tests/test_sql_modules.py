@@ -1,5 +1,6 @@
 """Every SQL file is a declared object whose header tells the truth (what it reads and
 returns), and every prebuilt query matches its golden output."""
+
 from __future__ import annotations
 
 import difflib
@@ -10,14 +11,12 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from nsyswrap import open_run
-
 from nsyswrap.engine import planner, sql_objects
 from nsyswrap.engine.connection import VIEWS, session
 from nsyswrap.engine.queries import bind, catalog, run_module
-
-from conftest import FIXTURES
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_RUN = FIXTURES / "run4_straggler"
@@ -25,8 +24,11 @@ MODULES = sorted(catalog())
 OBJECTS = sorted(o.name for o in sql_objects.objects().values() if o.kind in ("report", "run"))
 # Objects built in Python (`@builder`, nsyswrap.engine.builders) have no SQL body: their builder
 # can read only what @reads declares (nsyswrap.engine.builders.Inputs refuses anything else).
-CHECKED = sorted(o.name for o in sql_objects.objects().values() if o.kind != "view"
-                 and o.path.parent.name != "_views" and not o.builder)
+CHECKED = sorted(
+    o.name
+    for o in sql_objects.objects().values()
+    if o.kind != "view" and o.path.parent.name != "_views" and not o.builder
+)
 UPDATE = os.environ.get("NSYSWRAP_UPDATE_GOLDEN") == "1"
 
 
@@ -46,16 +48,21 @@ def test_module_columns_are_documented(golden_run, name):
     """A module returns exactly the columns its header declares, names and types."""
     module = catalog()[name]
     df = run_module(golden_run, name)
-    assert list(df.columns) == [c.name for c in module.columns], "@column lines must match the result"
+    assert list(df.columns) == [c.name for c in module.columns], (
+        "@column lines must match the result"
+    )
     params = bind(module, {})
     planner.prepare(golden_run, name, params)
-    described = golden_run.connection.execute(f"DESCRIBE {module.sql}", module.bound(params)).fetchall()
+    described = golden_run.connection.execute(
+        f"DESCRIBE {module.sql}", module.bound(params)
+    ).fetchall()
     assert [(c[0], c[1]) for c in described] == [(c.name, c.type) for c in module.columns]
     for column in module.columns:
         assert column.doc, f"{name}.{column.name} has no description"
     if module.per_report:
-        assert module.order and {k for k, _ in module.order} <= set(df.columns), \
+        assert module.order and {k for k, _ in module.order} <= set(df.columns), (
             "a per-report module declares the @order its rows are merged in"
+        )
 
 
 def _golden_csv(df: pd.DataFrame) -> str:
@@ -72,8 +79,13 @@ def test_module_matches_golden(golden_run, name):
         old = path.read_text() if path.exists() else ""
         if old != text:
             path.with_suffix(".csv.new").write_text(text)
-            print("".join(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
-                                               str(path), f"{path}.new")))
+            print(
+                "".join(
+                    difflib.unified_diff(
+                        old.splitlines(True), text.splitlines(True), str(path), f"{path}.new"
+                    )
+                )
+            )
         if not path.exists():
             pytest.fail(f"no golden file {path}: review {path}.new and rename it")
     expected = pd.read_csv(path)
@@ -103,8 +115,10 @@ def _schemas(golden_run) -> dict[str, list[tuple[str, str]]]:
     """(column, type) of every view and object of the golden run."""
     for name in OBJECTS:
         planner.bind(golden_run, name, {})
-    return {name: [(c[0], c[1]) for c in golden_run.connection.execute(f"DESCRIBE {name}").fetchall()]
-            for name in [*VIEWS, *OBJECTS]}
+    return {
+        name: [(c[0], c[1]) for c in golden_run.connection.execute(f"DESCRIBE {name}").fetchall()]
+        for name in [*VIEWS, *OBJECTS]
+    }
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +144,10 @@ def _runs_on(tmp_path, schemas, obj, inputs: set[str], libraries=None) -> bool:
         if obj.kind == "library":
             con.execute(obj.sql)
         else:
-            con.execute(f"SELECT * FROM ({obj.sql}) LIMIT 0",
-                        {p: sql_objects.get(obj.name).values({})[p] for p in obj.uses})
+            con.execute(
+                f"SELECT * FROM ({obj.sql}) LIMIT 0",
+                {p: sql_objects.get(obj.name).values({})[p] for p in obj.uses},
+            )
         return True
     except (duckdb.CatalogException, duckdb.BinderException):
         return False
@@ -145,18 +161,23 @@ def test_object_reads_what_its_header_declares(tmp_path, schemas, name):
     objects of `@reads`, those its libraries read, its libraries), and needs each of them."""
     obj = sql_objects.get(name)
     by_libraries = {r for lib in obj.includes for r in sql_objects.get(lib).reads}
-    assert _runs_on(tmp_path, schemas, obj, set(obj.reads) | by_libraries), \
+    assert _runs_on(tmp_path, schemas, obj, set(obj.reads) | by_libraries), (
         f"{name} reads something its header does not declare"
+    )
     for read in set(obj.reads) - by_libraries:
-        assert not _runs_on(tmp_path, schemas, obj, set(obj.reads) - {read} | by_libraries), \
+        assert not _runs_on(tmp_path, schemas, obj, set(obj.reads) - {read} | by_libraries), (
             f"{name} declares @reads {read} but does not read it"
+        )
     for lib in obj.includes:
-        assert not _runs_on(tmp_path, schemas, obj, set(obj.reads) | by_libraries,
-                            set(obj.includes) - {lib}), f"{name} includes {lib} but needs none of it"
+        assert not _runs_on(
+            tmp_path, schemas, obj, set(obj.reads) | by_libraries, set(obj.includes) - {lib}
+        ), f"{name} includes {lib} but needs none of it"
 
 
 def _macro_names() -> set[str]:
-    return {m for lib in sql_objects.of_kind("library") for m in re.findall(r"MACRO\s+(\w+)", lib.sql)}
+    return {
+        m for lib in sql_objects.of_kind("library") for m in re.findall(r"MACRO\s+(\w+)", lib.sql)
+    }
 
 
 def test_nothing_is_shadowed():
@@ -168,8 +189,11 @@ def test_nothing_is_shadowed():
     real = {n.lower() for n in [*sql_objects.objects(), *_macro_names()]}
     real |= {f"raw_{k}" for k in RAW_TABLES}
     real |= {t.lower() for names, _ in RAW_TABLES.values() for t in names}
-    temp = re.compile(r"\bCREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+(?:TABLE|VIEW|MACRO|FUNCTION)"
-                      r"\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(\w+)", re.I)
+    temp = re.compile(
+        r"\bCREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+(?:TABLE|VIEW|MACRO|FUNCTION)"
+        r"\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(\w+)",
+        re.I,
+    )
     root = Path(__file__).resolve().parents[1] / "nsyswrap"
     for path in root.rglob("*.py"):
         for name in temp.findall(path.read_text()):
@@ -189,8 +213,13 @@ def test_nothing_is_inferred_from_sql_text(tmp_path, monkeypatch):
         run_module(run, "gaps.by_cause")
         built = {p.name.rsplit("-", 1)[0] for p in tmp_path.rglob("objects/*")}
     needed = {n for n in sql_objects.needs("gaps.by_cause") if sql_objects.get(n).kind == "report"}
-    assert needed == {"device_windows", "device_step_regions", "device_sync_islands",
-                      "device_timeline", "idle_gap_rows"}
+    assert needed == {
+        "device_windows",
+        "device_step_regions",
+        "device_sync_islands",
+        "device_timeline",
+        "idle_gap_rows",
+    }
     # and the run's rank identity its rows take (nsyswrap.engine.rank_labels: run object rank_map)
     labels = {n for n in sql_objects.needs("rank_map") if sql_objects.get(n).kind == "report"}
     # and what their builders make in the same call (device_timeline: nccl_overlap)
@@ -206,8 +235,10 @@ def test_sections_hold_no_sql():
     macros = _macro_names()
     objects = {o.name for o in sql_objects.objects().values() if o.kind in ("report", "run")}
     objects.discard("idle_gaps")  # also the id of the report's table of idle gaps
-    words = re.compile(r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP|%s)\b|\.(df|execute|sql)\(|\.con\b"
-                       % "|".join(sorted(macros | objects)))
+    words = re.compile(
+        r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP|%s)\b|\.(df|execute|sql)\(|\.con\b"
+        % "|".join(sorted(macros | objects))
+    )
     for path in [*(root / "report").glob("*.py"), *(root / "html_report").glob("*.py")]:
         found = words.search(path.read_text())
         assert found is None, f"{path.name}: {found[0]!r}"
@@ -216,16 +247,24 @@ def test_sections_hold_no_sql():
 # The engine's and storage's modules run SQL (nsyswrap/engine, nsyswrap/storage), and so does
 # the public API (`nsyswrap.sql` runs the user's); so do the synthetic report writer's, which
 # write nsys's own SQLite export format, not analysis.
-SQL_RUNNERS = ("engine/", "storage/", "api.py", "synth/writer.py", "synth/schema.py",
-               "synth/extract_schema.py")
+SQL_RUNNERS = (
+    "engine/",
+    "storage/",
+    "api.py",
+    "synth/writer.py",
+    "synth/schema.py",
+    "synth/extract_schema.py",
+)
 
 
 def test_no_sql_in_python_outside_the_engine():
     """Every package and module outside the engine (domain, sections, CLI) holds no SQL
     text and runs no query: what it needs is a declared object or module in sql/."""
     root = Path(__file__).resolve().parents[1] / "nsyswrap"
-    words = re.compile(r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP)\b|\b(run|con|connection|self)"
-                       r"\.(df|execute|sql)\(|\.con\b")
+    words = re.compile(
+        r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP)\b|\b(run|con|connection|self)"
+        r"\.(df|execute|sql)\(|\.con\b"
+    )
     checked = 0
     for path in root.rglob("*.py"):
         rel = path.relative_to(root).as_posix()

@@ -4,6 +4,7 @@ profiler's `ProfilerStep#<i>` ranges are steps by `--step-pattern` or, where a p
 has no `step:` ranges, by default: every section, the HTML page and the timeline give
 the same figures as on the same run with `step:<i>` ranges (step_ranges in
 sql/_macros/metrics.sql)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +18,15 @@ from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import Scenario, Straggler, generate_run
 from nsyswrap.timeline import chrome_trace
 
-BASE = Scenario(name="numbering", seed=6, ranks=2, steps=4, kernels_per_step=12, modules=2,
-                straggler=Straggler(rank=1, phase="backward", extra_ns=400_000))
+BASE = Scenario(
+    name="numbering",
+    seed=6,
+    ranks=2,
+    steps=4,
+    kernels_per_step=12,
+    modules=2,
+    straggler=Straggler(rank=1, phase="backward", extra_ns=400_000),
+)
 NAMES = {"plain": "train_step", "profiler": "ProfilerStep#{}"}
 
 
@@ -34,12 +42,18 @@ def runs(tmp_path_factory):
 def _tables(report: dict) -> dict:
     """Every table's rows as JSON text, but the frameworks seen (ProfilerStep# ranges are
     PyTorch's mark)."""
-    return {(s["id"], t["id"]): json.dumps(t["rows"], sort_keys=True)
-            for s in report["sections"] for t in s["tables"] if (s["id"], t["id"]) != ("trace", "frameworks")}
+    return {
+        (s["id"], t["id"]): json.dumps(t["rows"], sort_keys=True)
+        for s in report["sections"]
+        for t in s["tables"]
+        if (s["id"], t["id"]) != ("trace", "frameworks")
+    }
 
 
-@pytest.mark.parametrize("key, pattern", [("plain", "train_step"), ("profiler", "ProfilerStep#%"),
-                                          ("profiler", "step:%")])
+@pytest.mark.parametrize(
+    "key, pattern",
+    [("plain", "train_step"), ("profiler", "ProfilerStep#%"), ("profiler", "step:%")],
+)
 def test_report_numbers_steps_alike(runs, key, pattern):
     with open_run([runs["numbered"]]) as run:
         expected = _tables(build_report(run, ReportOptions.parse("1:3")))
@@ -48,7 +62,9 @@ def test_report_numbers_steps_alike(runs, key, pattern):
         phases = run.df("SELECT DISTINCT step FROM xr_member_phases ORDER BY step")["step"].tolist()
     assert sorted({r["step"] for r in json.loads(got[("single_rank", "steps")])}) == [1, 2]
     stragglers = json.loads(got[("crossrank", "stragglers")])
-    assert [r["step"] for r in stragglers] == [1, 2, "all"] and stragglers[-1]["phase"] == "backward"
+    assert [r["step"] for r in stragglers] == [1, 2, "all"] and stragglers[-1][
+        "phase"
+    ] == "backward"
     assert phases == [0, 1, 2, 3]
     assert got == expected
 

@@ -2,6 +2,7 @@
 the HTML page and the timeline alike. A run whose steps are named `iteration <k>`,
 analysed with `--step-pattern 'iteration %'`, gives the same figures as the same run
 with `step:<k>` steps analysed with the default pattern."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,15 @@ from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import Scenario, Straggler, generate_run
 from nsyswrap.timeline import chrome_trace
 
-BASE = Scenario(name="iterations", seed=5, ranks=2, steps=4, kernels_per_step=12, modules=2,
-                straggler=Straggler(rank=1, phase="data_loading", extra_ns=400_000))
+BASE = Scenario(
+    name="iterations",
+    seed=5,
+    ranks=2,
+    steps=4,
+    kernels_per_step=12,
+    modules=2,
+    straggler=Straggler(rank=1, phase="data_loading", extra_ns=400_000),
+)
 ITERATION = "iteration %"
 
 
@@ -31,8 +39,11 @@ def runs(tmp_path_factory):
 
 def _tables(report: dict) -> dict:
     """Every table's rows by (section, table id), as JSON text."""
-    return {(s["id"], t["id"]): json.dumps(t["rows"], sort_keys=True)
-            for s in report["sections"] for t in s["tables"]}
+    return {
+        (s["id"], t["id"]): json.dumps(t["rows"], sort_keys=True)
+        for s in report["sections"]
+        for t in s["tables"]
+    }
 
 
 def test_report_sections_find_steps_by_the_pattern(runs):
@@ -50,9 +61,15 @@ def test_report_sections_find_steps_by_the_pattern(runs):
     assert tables == _tables(expected)
     # no `step:%` range there: the report finds the `iteration <k>` steps by themselves
     assert (default["window"]["step_pattern"], default["window"]["pattern_source"]) == (
-        ITERATION, "found")
+        ITERATION,
+        "found",
+    )
     assert sorted({r["step"] for r in json.loads(_tables(default)[("single_rank", "steps")])}) == [
-        0, 1, 2, 3]
+        0,
+        1,
+        2,
+        3,
+    ]
 
 
 def test_html_page_and_timeline_find_steps_by_the_pattern(runs, tmp_path):
@@ -72,8 +89,9 @@ def test_html_page_and_timeline_find_steps_by_the_pattern(runs, tmp_path):
 def test_cli_timeline_takes_the_step_window_and_pattern(cli, runs, tmp_path):
     _, named = runs
     target = tmp_path / "trace.json"
-    code, out, err = cli("timeline", named, "-o", target, "--steps", "2:3",
-                         "--step-pattern", ITERATION)
+    code, out, err = cli(
+        "timeline", named, "-o", target, "--steps", "2:3", "--step-pattern", ITERATION
+    )
     assert code == 0, err
     names = {e["name"] for e in json.loads(target.read_text())["traceEvents"] if e.get("ph") == "X"}
     assert "iteration 2" in names

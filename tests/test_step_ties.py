@@ -5,16 +5,15 @@ number holds the time), the same on every run and with any number of threads.
 On fixtures/run2 with `--step-pattern 'bwd:%'`, `bwd:head` (step 0: no number, first by
 start order) and `bwd:ToyTransformer` (step 1) start together at 1,343,585 ns on rank 0;
 so do steps 5 and 6, and 10 and 11, in the later iterations."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from nsyswrap import open_run
-
-
 from nsyswrap.engine import planner, sql_objects
-from conftest import FIXTURES
 
 TIED = {"step_pattern": "bwd:%"}
 RANK0 = FIXTURES / "run2" / "rank0.sqlite"
@@ -56,16 +55,20 @@ def test_phase_step_is_the_step_around_it(tmp_path, monkeypatch):
     # the ranges directly inside bwd:ToyTransformer (steps 1, 6, 11); bwd:head (0, 5, 10)
     # starts with it but is one level deeper
     by_phase = rows.groupby("phase")["step"].apply(sorted).to_dict()
-    assert by_phase == {p: [1, 6, 11] for p in
-                        ("bwd:embed", "bwd:head", "bwd:layers.0.attn", "bwd:layers.0.mlp")}
+    assert by_phase == {
+        p: [1, 6, 11] for p in ("bwd:embed", "bwd:head", "bwd:layers.0.attn", "bwd:layers.0.mlp")
+    }
 
 
-@pytest.mark.parametrize("name", ["device_step_regions", "nccl_context", "xr_phases",
-                                  "idle_gap_rows"])
+@pytest.mark.parametrize(
+    "name", ["device_step_regions", "nccl_context", "xr_phases", "idle_gap_rows"]
+)
 def test_tied_lookups_repeat_exactly(name, tmp_path, monkeypatch):
     for report in sorted((FIXTURES / "run2").glob("*.sqlite")):
-        runs = [_rows(report, name, TIED, tmp_path / f"{report.stem}-{i}", monkeypatch)
-                for i in range(5)]
+        runs = [
+            _rows(report, name, TIED, tmp_path / f"{report.stem}-{i}", monkeypatch)
+            for i in range(5)
+        ]
         for again in runs[1:]:
             pd.testing.assert_frame_equal(again, runs[0], obj=f"{name} {report.name}")
 

@@ -1,5 +1,6 @@
 """The one store (nsyswrap.storage.store): bounded by its cap, least recently used first, never an
 entry in use; `nsyswrap cache info|clear`."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,12 @@ RUN = FIXTURES / "run2"
 
 def _held(cache) -> int:
     """Bytes of every file the store's entries hold."""
-    return sum(f.stat().st_size for kind in store.KINDS for f in (cache / kind).rglob("*")
-               if f.is_file() and ".build-" not in str(f))
+    return sum(
+        f.stat().st_size
+        for kind in store.KINDS
+        for f in (cache / kind).rglob("*")
+        if f.is_file() and ".build-" not in str(f)
+    )
 
 
 def test_new_steps_windows_leave_the_store_within_its_cap(cli, cache):
@@ -26,8 +31,9 @@ def test_new_steps_windows_leave_the_store_within_its_cap(cli, cache):
     cap = int(_held(cache) * 1.3)
     sizes, kept = [], []
     for window in ("0:1", "1:2", "2:3"):
-        code, out, err = cli("report", RUN, "--steps", window, "--cache-max", str(cap),
-                             "-f", "json")
+        code, out, err = cli(
+            "report", RUN, "--steps", window, "--cache-max", str(cap), "-f", "json"
+        )
         assert code == 0 and err == "", err
         assert json.loads(out)["options"]["step_from"] == int(window[0])
         sizes.append(_held(cache))
@@ -84,8 +90,7 @@ def test_a_bad_cap_is_one_line(cli, cache):
     assert err.count("\n") == 1
 
 
-def test_a_run_object_evicted_or_damaged_after_planning_is_computed_with_its_inputs(cache,
-                                                                                   capsys):
+def test_a_run_object_evicted_or_damaged_after_planning_is_computed_with_its_inputs(cache, capsys):
     """A stored run object leaves its inputs out of the plan; when it is gone by the time it
     is read, what it reads is computed first, and it again."""
     from nsyswrap import open_run

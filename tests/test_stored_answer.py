@@ -1,6 +1,7 @@
 """A report asked again is read back from `<cache>/answers/`: the same bytes, without
 opening the run or loading pandas or DuckDB; anything the answer depends on (the reports,
 their manifest, the options, nsyswrap's code) computes it again."""
+
 from __future__ import annotations
 
 import json
@@ -12,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, ROOT
-from nsyswrap.errors import NsysWrapError
+
 from nsyswrap.engine.opener import Opener
+from nsyswrap.errors import NsysWrapError
 
 
 @pytest.fixture
@@ -55,9 +56,13 @@ print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)
 
 def test_asked_again_the_same_bytes_without_heavy_imports(cli, cache, run):
     first = _report(cli, run, "-f", "json")
-    again = subprocess.run([sys.executable, "-c", HEAVY_PROBE, "report", str(run), "-f", "json"],
-                           capture_output=True, text=True, cwd=ROOT,
-                           env={**os.environ, "NSYSWRAP_CACHE_DIR": str(cache)})
+    again = subprocess.run(
+        [sys.executable, "-c", HEAVY_PROBE, "report", str(run), "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "NSYSWRAP_CACHE_DIR": str(cache)},
+    )
     assert again.returncode == 0 and again.stderr == "[]\n", again.stderr
     assert again.stdout == first
 
@@ -87,24 +92,38 @@ def _rewrite_same_size_and_mtime(run: Path) -> None:
     report = run / "rank1.sqlite"
     stat = report.stat()
     with sqlite3.connect(report) as con:
-        con.execute("UPDATE StringIds SET value = value || '' WHERE id = (SELECT min(id) FROM StringIds)")
+        con.execute(
+            "UPDATE StringIds SET value = value || '' WHERE id = (SELECT min(id) FROM StringIds)"
+        )
         con.execute("PRAGMA user_version = 7")  # a write SQLite counts in the header
     con.close()
     os.utime(report, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert report.stat().st_size == stat.st_size
 
 
-@pytest.mark.parametrize("change, args", [
-    (_touch, ()),
-    (_rewrite_same_size_and_mtime, ()),
-    (lambda run: (run / "manifest.json").write_text('{"ranks": []}'), ()),
-    (None, ("--steps", "1:3")),
-    (None, ("--window-nvtx", "step%")),
-    (None, ("--step-pattern", "step%")),
-    (None, ("--rank-pattern", r"rank(\d)")),
-    (None, ("--allow-unrelated",)),
-], ids=["touched", "rewritten", "manifest", "steps", "window-nvtx", "step-pattern", "rank-pattern",
-        "allow-unrelated"])
+@pytest.mark.parametrize(
+    "change, args",
+    [
+        (_touch, ()),
+        (_rewrite_same_size_and_mtime, ()),
+        (lambda run: (run / "manifest.json").write_text('{"ranks": []}'), ()),
+        (None, ("--steps", "1:3")),
+        (None, ("--window-nvtx", "step%")),
+        (None, ("--step-pattern", "step%")),
+        (None, ("--rank-pattern", r"rank(\d)")),
+        (None, ("--allow-unrelated",)),
+    ],
+    ids=[
+        "touched",
+        "rewritten",
+        "manifest",
+        "steps",
+        "window-nvtx",
+        "step-pattern",
+        "rank-pattern",
+        "allow-unrelated",
+    ],
+)
 def test_what_the_answer_depends_on_computes_it_again(cli, cache, run, opens, change, args):
     first = _report(cli, run, "-f", "json")
     if change is not None:
@@ -124,18 +143,24 @@ def test_other_code_computes_it_again(cli, cache, run, opens, monkeypatch):
     assert _report(cli, run, "-f", "json") == first and len(opens) == 2
 
 
-@pytest.mark.parametrize("damage", [
-    lambda answer: answer.write_bytes(answer.read_bytes()[: answer.stat().st_size // 2]),
-    lambda answer: answer.write_bytes(b"\xff\xfe not json"),
-    lambda answer: answer.write_text("[1, 2]"),
-], ids=["truncated", "garbage", "not-a-report"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda answer: answer.write_bytes(answer.read_bytes()[: answer.stat().st_size // 2]),
+        lambda answer: answer.write_bytes(b"\xff\xfe not json"),
+        lambda answer: answer.write_text("[1, 2]"),
+    ],
+    ids=["truncated", "garbage", "not-a-report"],
+)
 def test_a_damaged_answer_is_computed_again_with_a_note(cli, cache, run, opens, damage):
     first = _report(cli, run, "-f", "json")
     (answer,) = (cache / "answers").glob("*/answer.json")
     damage(answer)
     code, out, err = cli("report", run, "-f", "json")
     assert code == 0 and out == first and len(opens) == 2
-    assert err == f"nsyswrap: note: stored answer {answer} was damaged; computing the report again\n"
+    assert (
+        err == f"nsyswrap: note: stored answer {answer} was damaged; computing the report again\n"
+    )
     assert cli("report", run, "-f", "json") == (0, first, "")  # healed
 
 
@@ -167,7 +192,9 @@ def test_a_failed_report_is_not_stored(cli, cache, run, monkeypatch):
     monkeypatch.setattr(nsyswrap.report, "build_report", fails)
     for _ in range(2):
         code, out, err = cli("report", run)
-        assert code == 1 and err.startswith("Error: ") and err.count("\n") == 1 and "is broken" in err
+        assert (
+            code == 1 and err.startswith("Error: ") and err.count("\n") == 1 and "is broken" in err
+        )
     assert not list((cache / "answers").glob("*/answer.json"))
 
 

@@ -1,11 +1,12 @@
 """`nsyswrap query NAME RUN -f csv|parquet -o FILE` streams a per-rank module's rows from
 the per-report results to the file: the same rows, in the same order, as the DataFrame."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from conftest import FIXTURES
+
 from nsyswrap import api
 from nsyswrap.engine.queries import catalog
 
@@ -36,7 +37,10 @@ def test_one_report_and_the_row_count(tmp_path):
 
 
 def test_streamed_modules_are_per_rank():
-    assert all(catalog()[name].per_report for name in MODULES[:3]) and not catalog()[MODULES[3]].per_report
+    assert (
+        all(catalog()[name].per_report for name in MODULES[:3])
+        and not catalog()[MODULES[3]].per_report
+    )
 
 
 def test_existing_file_is_kept(cli, tmp_path):

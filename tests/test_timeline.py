@@ -1,16 +1,16 @@
 """`nsyswrap timeline`: an aligned multi-rank Chrome/Perfetto trace of a window of steps."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from crossrank_runs import planted_run
 
 from nsyswrap import open_run
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.timeline import chrome_trace
-
-from crossrank_runs import planted_run
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +28,19 @@ def test_trace_has_a_process_per_rank_and_named_tracks(run_dir):
     with open_run([out]) as run:
         trace = chrome_trace(run)
     meta = [e for e in trace["traceEvents"] if e["ph"] == "M"]
-    assert sorted(e["args"]["name"] for e in meta if e["name"] == "process_name") == ["rank 0", "rank 1", "rank 2"]
+    assert sorted(e["args"]["name"] for e in meta if e["name"] == "process_name") == [
+        "rank 0",
+        "rank 1",
+        "rank 2",
+    ]
     tracks = {e["args"]["name"] for e in meta if e["name"] == "thread_name"}
-    assert tracks == {"thread 100", "GPU 0 stream 7", "GPU 1 stream 7", "GPU 2 stream 7", "collective wait"}
+    assert tracks == {
+        "thread 100",
+        "GPU 0 stream 7",
+        "GPU 1 stream 7",
+        "GPU 2 stream 7",
+        "collective wait",
+    }
     assert trace["otherData"]["truncated"] is False
 
 
@@ -46,7 +56,9 @@ def test_nccl_kernels_end_at_the_same_aligned_instant_on_every_rank(run_dir):
     assert {min(first.start_ns.values())} <= set(ends)
     assert all(len(v) == 1 for v in ends.values())  # one end per start: aligned within 1 ns
     waits = [e for e in spans if e["cat"] == "wait"]
-    assert sum(round(e["dur"] * 1_000) for e in waits) == sum(sum(c.wait_ns.values()) for c in truth.collectives)
+    assert sum(round(e["dur"] * 1_000) for e in waits) == sum(
+        sum(c.wait_ns.values()) for c in truth.collectives
+    )
 
 
 def test_step_window_and_event_budget_bound_the_trace(run_dir):
@@ -66,8 +78,7 @@ def test_step_window_and_event_budget_bound_the_trace(run_dir):
 def test_cli_writes_the_trace_and_refuses_to_overwrite(cli, run_dir, tmp_path):
     out, _ = run_dir
     target = tmp_path / "trace.json"
-    code, stdout, _ = cli("timeline", out, "-o", target, "--steps", "1:3",
-                          "--max-events", "100")
+    code, stdout, _ = cli("timeline", out, "-o", target, "--steps", "1:3", "--max-events", "100")
     assert code == 0 and "events" in stdout
     trace = json.loads(target.read_text())
     assert 0 < len(_spans(trace)) <= 100

@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsyswrap import open_run
-
-from nsyswrap.engine import planner
 from nsyswrap.crossrank import fixes, lanes, whatif
 from nsyswrap.crossrank.replay import Graph
+from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.synth import generate_run, preset

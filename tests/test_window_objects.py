@@ -3,19 +3,18 @@ analysed window, step regions, host-sync islands, each NCCL kernel's context) eq
 the metrics macros compute for that window, and collectives.exposure over nccl_context
 equals the former query that computed the context for the window's kernels alone (kept
 here as the reference: tests/data/collectives_exposure_reference.sql)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from nsyswrap import open_run
-
 from nsyswrap.engine import planner, sql_objects
 from nsyswrap.synth import generate_run, preset
-
-from conftest import FIXTURES
 
 REFERENCE = (Path(__file__).parent / "data" / "collectives_exposure_reference.sql").read_text()
 # steps, open ends, NVTX spans, both; step ranges of other patterns put the window's edges
@@ -77,11 +76,19 @@ def _check(reports: list[Path]) -> None:
                 con = run.con  # with the macro libraries the reference queries call
                 new = con.execute(exposure.sql, exposure.bound(params)).df()
                 old = con.execute(REFERENCE, _used(REFERENCE, params)).df()
-                pd.testing.assert_frame_equal(_sorted(new), _sorted(old), check_dtype=False,
-                                              obj=f"collectives.exposure {report.name} {window}")
+                pd.testing.assert_frame_equal(
+                    _sorted(new),
+                    _sorted(old),
+                    check_dtype=False,
+                    obj=f"collectives.exposure {report.name} {window}",
+                )
                 for name, macro in MACROS.items():
                     planner.bind(run, name, params)
                     stored = con.execute(f"SELECT * EXCLUDE (report) FROM {name}").df()
                     direct = con.execute(f"SELECT * FROM {macro}", _used(macro, params)).df()
-                    pd.testing.assert_frame_equal(_sorted(stored), _sorted(direct), check_dtype=False,
-                                                  obj=f"{name} {report.name} {window}")
+                    pd.testing.assert_frame_equal(
+                        _sorted(stored),
+                        _sorted(direct),
+                        check_dtype=False,
+                        obj=f"{name} {report.name} {window}",
+                    )

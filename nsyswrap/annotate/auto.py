@@ -16,6 +16,7 @@ start to its first forward, when the step starts earlier), `forward` (the step's
 outermost forward), `backward` (from there to the optimizer's step: the loss, backward
 and the gradient all-reduce) and `optimizer`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,7 +26,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 from nsyswrap.annotate import phases
 from nsyswrap.annotate.handle import Annotation
@@ -47,7 +48,9 @@ def parse_kinds(text: str, where: str = "--annotate") -> tuple[str, ...]:
         kinds += ("steps",)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
-        raise NsysWrapError(where, f"unknown kind {unknown[0]!r}", f"choose from {', '.join(KINDS)} or all")
+        raise NsysWrapError(
+            where, f"unknown kind {unknown[0]!r}", f"choose from {', '.join(KINDS)} or all"
+        )
     return tuple(k for k in KINDS if k in kinds)
 
 
@@ -138,7 +141,10 @@ def automatic_steps() -> Annotation:
         return iterate(loader)
 
     DataLoader.__iter__ = first_fetch
-    handles = [register_module_forward_pre_hook(open_step), register_optimizer_step_post_hook(close_step)]
+    handles = [
+        register_module_forward_pre_hook(open_step),
+        register_optimizer_step_post_hook(close_step),
+    ]
     restore = functools.partial(setattr, DataLoader, "__iter__", iterate)
     return Annotation([*(h.remove for h in handles), restore, _end_unconfirmed])
 
@@ -213,8 +219,10 @@ class AutomaticPhases(Observer):
             if self.stage in ("before_forward", "forward", "backward"):
                 self._to("optimizer")
 
-        handles = [register_module_forward_hook(post, always_call=True),
-                   register_optimizer_step_pre_hook(optimizer_starts)]
+        handles = [
+            register_module_forward_hook(post, always_call=True),
+            register_optimizer_step_pre_hook(optimizer_starts),
+        ]
         return Annotation(h.remove for h in handles)
 
 

@@ -17,6 +17,7 @@ own communication hook gets torch's Python `allreduce_hook` (the same all-reduce
 averaging, issued through `dist.all_reduce`) at its first forward, so it is annotated too,
 if that forward comes before the end of the first optimizer step (then the search stops).
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,7 +26,7 @@ import itertools
 import threading
 import weakref
 from collections import defaultdict
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -58,8 +59,10 @@ PAYLOAD = {
 }
 PEER = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}  # group_dst/group_src too
 
-_active: Optional[Annotation] = None
-_issuing = threading.local()  # inside a wrapped call: calls it makes itself (recv -> irecv) get no range
+_active: Annotation | None = None
+_issuing = (
+    threading.local()
+)  # inside a wrapped call: calls it makes itself (recv -> irecv) get no range
 
 
 def annotate_collectives() -> Annotation:
@@ -116,10 +119,18 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
             nbytes *= size
         if peer_name:
             group = arg(args, kwargs, "group") or c10d._get_default_group()
-            pg, size = _pair(group, pg, arg(args, kwargs, peer_name), arg(args, kwargs, "group_" + peer_name)), 2
+            pg, size = (
+                _pair(
+                    group, pg, arg(args, kwargs, peer_name), arg(args, kwargs, "group_" + peer_name)
+                ),
+                2,
+            )
         seq = next(counters[pg])
-        calls.push(calls.attributes(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} "
-                                    f"seq={seq}"))
+        calls.push(
+            calls.attributes(
+                f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}"
+            )
+        )
         tokens = [(o, o.collective_begin(op, pg, size, nbytes, seq)) for o in INSIDE]
         _issuing.active = True
         work = None
@@ -164,7 +175,7 @@ def _pair(group, pg: str, peer, group_peer) -> str:
     return f"{pg}:{low}-{high}"
 
 
-_ddp_seen: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+_ddp_seen: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 
 
 def _ddp_python_allreduce(module, args) -> None:

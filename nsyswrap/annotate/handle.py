@@ -1,7 +1,8 @@
 """The handle every annotation helper returns: it undoes what the helper installed."""
+
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 class Annotation:
@@ -15,7 +16,7 @@ class Annotation:
         while self._undo:
             self._undo.pop()()
 
-    def __enter__(self) -> "Annotation":
+    def __enter__(self) -> Annotation:
         return self
 
     def __exit__(self, *exc) -> None:

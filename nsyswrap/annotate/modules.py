@@ -6,12 +6,13 @@ starts when autograd reaches the nodes that made the module's outputs and ends w
 node made inside the module's forward has run. Tensors, parameters and state_dict keys stay
 exactly as they were (module backward hooks would wrap tensors and break in-place ops).
 """
+
 from __future__ import annotations
 
 import fnmatch
 import threading
 import weakref
-from typing import Callable, Iterable, Iterator, Optional
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -21,13 +22,13 @@ from nsyswrap.annotate.ranges import nvtx_calls
 from nsyswrap.errors import NsysWrapError
 
 # Every module of a model given to annotate_model; annotate_all leaves these alone.
-_explicit: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+_explicit: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 
 
 def annotate_model(
     model: torch.nn.Module,
     *,
-    depth: Optional[int] = None,
+    depth: int | None = None,
     include: Iterable[str] = (),
     exclude: Iterable[str] = (),
     leaf_only: bool = False,
@@ -39,15 +40,24 @@ def annotate_model(
     and `exclude` are globs on the path (`layers.*.attn`); `leaf_only` keeps modules without children.
     """
     if not isinstance(model, torch.nn.Module):
-        raise NsysWrapError("annotate_model", f"expected a torch.nn.Module, got {type(model).__name__}",
-                            "pass the model (or its DDP/FSDP wrapper) itself")
+        raise NsysWrapError(
+            "annotate_model",
+            f"expected a torch.nn.Module, got {type(model).__name__}",
+            "pass the model (or its DDP/FSDP wrapper) itself",
+        )
     names = dict(select_modules(model, depth, tuple(include), tuple(exclude), leaf_only))
     if not names:
-        raise NsysWrapError("annotate_model", "no module matched the filters",
-                            "loosen depth/include/exclude (paths look like 'layers.0.attn')")
+        raise NsysWrapError(
+            "annotate_model",
+            "no module matched the filters",
+            "loosen depth/include/exclude (paths look like 'layers.0.attn')",
+        )
     if any(module in _explicit for module in model.modules()):
-        raise NsysWrapError("annotate_model", f"{type(model).__name__} is already annotated",
-                            "call remove() on the first handle before annotating again")
+        raise NsysWrapError(
+            "annotate_model",
+            f"{type(model).__name__} is already annotated",
+            "call remove() on the first handle before annotating again",
+        )
     ranges = ModuleRanges(lambda module, outermost: names.get(module))
     handles = []
     for module in names:
@@ -60,9 +70,9 @@ def annotate_model(
 
 def annotate_all() -> Annotation:
     """Global hooks: every module of every model, named by its path in the outermost module called."""
-    names: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
+    names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
 
-    def name_of(module: torch.nn.Module, outermost: bool) -> Optional[str]:
+    def name_of(module: torch.nn.Module, outermost: bool) -> str | None:
         if module in _explicit:
             return None
         name = names.get(module)
@@ -73,12 +83,16 @@ def annotate_all() -> Annotation:
         return name
 
     ranges = ModuleRanges(name_of)
-    handles = [register_module_forward_pre_hook(ranges.before),
-               register_module_forward_hook(ranges.after, always_call=True)]
+    handles = [
+        register_module_forward_pre_hook(ranges.before),
+        register_module_forward_hook(ranges.after, always_call=True),
+    ]
     return Annotation(h.remove for h in handles)
 
 
-def select_modules(model, depth, include, exclude, leaf_only) -> Iterator[tuple[torch.nn.Module, str]]:
+def select_modules(
+    model, depth, include, exclude, leaf_only
+) -> Iterator[tuple[torch.nn.Module, str]]:
     """(module, path) pairs of `model` that pass the filters; the root's path is its class name."""
     for path, module in model.named_modules():
         name = path or type(model).__name__
@@ -96,7 +110,7 @@ def select_modules(model, depth, include, exclude, leaf_only) -> Iterator[tuple[
 class ModuleRanges:
     """Forward hooks for the modules that `name_of(module, outermost)` names (None: skip it)."""
 
-    def __init__(self, name_of: Callable[[torch.nn.Module, bool], Optional[str]]):
+    def __init__(self, name_of: Callable[[torch.nn.Module, bool], str | None]):
         self.name_of = name_of
         self.calls = nvtx_calls()
         self._attributes: dict[str, tuple] = {}  # path -> (fwd, bwd) event attributes
@@ -115,8 +129,10 @@ class ModuleRanges:
             return
         attributes = self._attributes.get(name)
         if attributes is None:
-            attributes = self._attributes[name] = (self.calls.attributes("fwd:" + name),
-                                                   self.calls.attributes("bwd:" + name))
+            attributes = self._attributes[name] = (
+                self.calls.attributes("fwd:" + name),
+                self.calls.attributes("bwd:" + name),
+            )
         self.calls.push(attributes[0])
         first_node = torch.autograd._get_sequence_nr() if torch.is_grad_enabled() else None
         stack.append((module, attributes[1], first_node))

@@ -7,6 +7,7 @@ its sampled steps) joins `INSIDE` for those steps alone.
 
 An observer is an `Observer`: it overrides the calls it wants to hear.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

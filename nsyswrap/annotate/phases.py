@@ -5,6 +5,7 @@ A phase is a push/pop NVTX range in the `nsyswrap` domain (as a hand-made marker
 (the always-on sampler) are told when it opens and closes. Mark phases on the thread that
 runs the training loop, inside a step.
 """
+
 from __future__ import annotations
 
 from nsyswrap.annotate.observers import INSIDE

@@ -4,6 +4,7 @@
 (nested ranges on the calling thread), `start`/`end` (ranges that may end on another thread)
 and `mark(text)` (an instant).
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,7 +22,9 @@ class _Nvtx:
             import nvtx
         except ImportError:
             raise NsysWrapError(
-                "nsyswrap.annotate", "the nvtx package is not installed", "pip install 'nsyswrap[torch]' (or nvtx)"
+                "nsyswrap.annotate",
+                "the nvtx package is not installed",
+                "pip install 'nsyswrap[torch]' (or nvtx)",
             ) from None
         self.mark = lambda text: nvtx.mark(message=text, domain=DOMAIN)  # public in every release
         if hasattr(nvtx, "get_domain"):  # nvtx >= 0.2.11: a public Domain object
@@ -30,14 +33,22 @@ class _Nvtx:
             self.push, self.pop = domain.push_range, domain.pop_range
             self.start, self.end = domain.start_range, domain.end_range
         elif nvtx.enabled():  # nvtx 0.2.10 keeps the same calls in nvtx._lib
-            from nvtx._lib import Domain, EventAttributes, RegisteredString, end_range, pop_range
-            from nvtx._lib import push_range, start_range
+            from nvtx._lib import (
+                Domain,
+                EventAttributes,
+                RegisteredString,
+                end_range,
+                pop_range,
+                push_range,
+                start_range,
+            )
 
             handle = Domain(DOMAIN).handle
             # RegisteredString(...) would keep every text forever in a class-level cache; collective
             # and step texts never repeat, so build the instance without it (type.__call__).
-            self.attributes = lambda text: EventAttributes(type.__call__(RegisteredString, handle, text),
-                                                           None, None, None)
+            self.attributes = lambda text: EventAttributes(
+                type.__call__(RegisteredString, handle, text), None, None, None
+            )
             self.push = lambda attributes: push_range(attributes, handle)
             self.pop = functools.partial(pop_range, handle)
             self.start = lambda attributes: start_range(attributes, handle)

@@ -17,13 +17,14 @@ open around the steps and, when CUDA is in use, cudaProfilerStart/Stop bracket i
 started with `--capture-range=nvtx --nvtx-capture=capture@nsyswrap` (what `nsyswrap launch
 --steps` passes) or `--capture-range=cudaProfilerApi` records just those steps.
 """
+
 from __future__ import annotations
 
 import atexit
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional, Union
 
 from nsyswrap.annotate.observers import STEPS
 from nsyswrap.annotate.ranges import nvtx_calls
@@ -41,8 +42,8 @@ class CaptureWindow:
 
     start: int
     stop: int
-    every: Optional[int] = None
-    ranks: Optional[frozenset[int]] = None
+    every: int | None = None
+    ranks: frozenset[int] | None = None
 
     def __contains__(self, i: int) -> bool:
         if self.ranks is not None and env_rank() not in self.ranks:
@@ -53,25 +54,36 @@ class CaptureWindow:
         return (offset % self.every if self.every else offset) < self.stop - self.start
 
 
-def parse_window(steps: str, every: Union[int, str, None] = None, where: str = "--steps") -> CaptureWindow:
+def parse_window(
+    steps: str, every: int | str | None = None, where: str = "--steps"
+) -> CaptureWindow:
     """'100:110' (and every=1000) -> CaptureWindow(100, 110, 1000)."""
     start, colon, stop = steps.partition(":")
-    if not (colon and start.strip().isdigit() and stop.strip().isdigit()) or int(stop) <= int(start):
-        raise NsysWrapError(where, f"{steps!r} is not a step window", "write START:STOP with START < STOP, e.g. 100:110")
+    if not (colon and start.strip().isdigit() and stop.strip().isdigit()) or int(stop) <= int(
+        start
+    ):
+        raise NsysWrapError(
+            where,
+            f"{steps!r} is not a step window",
+            "write START:STOP with START < STOP, e.g. 100:110",
+        )
     if every is not None and (not str(every).isdigit() or int(every) < int(stop) - int(start)):
-        raise NsysWrapError(where, f"every={every!r} is not a whole number of steps at least as long as the window",
-                            f"use a value >= {int(stop) - int(start)} or leave it out")
+        raise NsysWrapError(
+            where,
+            f"every={every!r} is not a whole number of steps at least as long as the window",
+            f"use a value >= {int(stop) - int(start)} or leave it out",
+        )
     return CaptureWindow(int(start), int(stop), int(every) if every is not None else None)
 
 
 @dataclass
 class _State:
-    open_step: Optional[int] = None  # the step whose range is open
+    open_step: int | None = None  # the step whose range is open
     range_id: object = None  # its NVTX range id
     confirmed: bool = True  # work of the open step was seen (see the module doc)
     manual: bool = False  # the program calls step() itself: automatic steps stand aside
     capturing: bool = False
-    window: Optional[CaptureWindow] = None
+    window: CaptureWindow | None = None
     window_read: bool = False  # the environment is read once, unless capture_window() came first
     exit_hook: bool = False
 
@@ -79,13 +91,18 @@ class _State:
 _state = _State()
 
 
-def capture_window(steps: Optional[str], every: Optional[int] = None,
-                   ranks: Union[Iterable[int], str, None] = None) -> Optional[CaptureWindow]:
+def capture_window(
+    steps: str | None, every: int | None = None, ranks: Iterable[int] | str | None = None
+) -> CaptureWindow | None:
     """Capture only steps START:STOP ('100:110'), again every N steps, on these ranks ('0,1' or a set);
     steps=None captures everything. Overrides what `nsyswrap launch --steps` set."""
     window = parse_window(steps, every, "capture_window") if steps is not None else None
     if window is not None and ranks is not None:
-        chosen = parse_ranks(ranks, "capture_window(ranks=...)") if isinstance(ranks, str) else frozenset(ranks)
+        chosen = (
+            parse_ranks(ranks, "capture_window(ranks=...)")
+            if isinstance(ranks, str)
+            else frozenset(ranks)
+        )
         window = replace(window, ranks=chosen)
     _state.window, _state.window_read = window, True
     return window
@@ -99,7 +116,7 @@ class step:
         _state.manual = True
         begin(self.index)
 
-    def __enter__(self) -> "step":
+    def __enter__(self) -> step:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -151,12 +168,14 @@ def is_manual() -> bool:
     return _state.manual
 
 
-def _window() -> Optional[CaptureWindow]:
+def _window() -> CaptureWindow | None:
     if not _state.window_read:
         _state.window_read = True
         steps = os.environ.get(STEPS_VARIABLE)
         if steps:
-            _state.window = parse_window(steps, os.environ.get(EVERY_VARIABLE) or None, STEPS_VARIABLE)
+            _state.window = parse_window(
+                steps, os.environ.get(EVERY_VARIABLE) or None, STEPS_VARIABLE
+            )
     return _state.window
 
 

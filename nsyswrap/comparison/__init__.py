@@ -6,6 +6,7 @@ a bootstrap interval (nsyswrap.comparison.significance) and leads with a headlin
 (nsyswrap.comparison.headline). `nsyswrap.comparison.gate` is the CI gate, `nsyswrap.comparison.render`
 the output.
 """
+
 from __future__ import annotations
 
 from contextlib import ExitStack
@@ -20,9 +21,11 @@ from nsyswrap.comparison.significance import METHOD
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.report.options import ReportOptions
 
-SPLIT_NOTE = ("time in matched collectives is split into `waited` (before the last rank "
-              "arrived) and `transfer` (the rest), as crossrank.comm_split; `beyond_wait` is "
-              "exposed communication minus waited, at least 0")
+SPLIT_NOTE = (
+    "time in matched collectives is split into `waited` (before the last rank "
+    "arrived) and `transfer` (the rest), as crossrank.comm_split; `beyond_wait` is "
+    "exposed communication minus waited, at least 0"
+)
 
 RunArg = str | Path | list
 """A run: a directory, glob, manifest.json or report file, or a list of them."""
@@ -57,8 +60,14 @@ class DiffResult:
         return rows.iloc[0]
 
 
-def diff(base: RunArg, new: RunArg, options: ReportOptions = ReportOptions(), *, force: bool = False,
-         opener: Opener = DEFAULT_OPENER) -> DiffResult:
+def diff(
+    base: RunArg,
+    new: RunArg,
+    options: ReportOptions = ReportOptions(),
+    *,
+    force: bool = False,
+    opener: Opener = DEFAULT_OPENER,
+) -> DiffResult:
     """Compare run NEW against run BASE (each a run directory, glob, manifest.json or report
     file, or a list of them). Raises NsysWrapError naming what differs when the runs cannot
     be compared, unless `force`."""
@@ -71,12 +80,26 @@ def diff(base: RunArg, new: RunArg, options: ReportOptions = ReportOptions(), *,
         for run, found in zip(runs, (b, n)):
             add_samples(run, found, options)
     figs = compare.figures(b, n)
-    notes = [SPLIT_NOTE] if not figs[figs["metric"] == "beyond_wait"].empty else [
-        "exposed communication waiting vs transfer: not available (no collective is "
-        "matched across ranks)"]
-    return DiffResult(base_label, new_label, headline.headline(figs), headline.warnings(figs),
-                      METHOD, checks, figs, compare.stragglers(b, n), notes,
-                      compare.step_times(b, n))
+    notes = (
+        [SPLIT_NOTE]
+        if not figs[figs["metric"] == "beyond_wait"].empty
+        else [
+            "exposed communication waiting vs transfer: not available (no collective is "
+            "matched across ranks)"
+        ]
+    )
+    return DiffResult(
+        base_label,
+        new_label,
+        headline.headline(figs),
+        headline.warnings(figs),
+        METHOD,
+        checks,
+        figs,
+        compare.stragglers(b, n),
+        notes,
+        compare.step_times(b, n),
+    )
 
 
 def _label(run: RunArg) -> str:

@@ -6,6 +6,7 @@ only; with both runs' manifest.json: nsyswrap launch's --trace, --nsys-arg, --an
 or kernel names / NVTX range texts that overlap less than MIN_OVERLAP. Listed
 only: a different nsys version, fewer than MIN_STEPS steps on a side.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -34,17 +35,29 @@ def check(base: RunSamples, new: RunSamples) -> pd.DataFrame:
             n = new.launch_options.get(key)
             rows.append(_row(f"launch {LAUNCH_OPTIONS[key]}", _text(b), _text(n), b == n))
     kb, kn = _kernel_overlap(base, new)
-    rows.append(_row("kernel time in common names", f"{kb:.0%}", f"{kn:.0%}",
-                     min(kb, kn) >= MIN_OVERLAP))
+    rows.append(
+        _row("kernel time in common names", f"{kb:.0%}", f"{kn:.0%}", min(kb, kn) >= MIN_OVERLAP)
+    )
     ro = _jaccard(base.range_texts, new.range_texts)
-    rows.append(_row("NVTX range texts in common", f"{ro:.0%}", f"{ro:.0%}",
-                     ro >= MIN_OVERLAP))
-    rows.append(_row("nsys version", ", ".join(base.nsys_versions) or "?",
-                     ", ".join(new.nsys_versions) or "?",
-                     base.nsys_versions == new.nsys_versions, blocking=False))
-    rows.append(_row(f"steps (>= {MIN_STEPS} for a reliable interval)", str(len(base.steps)),
-                     str(len(new.steps)), min(len(base.steps), len(new.steps)) >= MIN_STEPS,
-                     blocking=False))
+    rows.append(_row("NVTX range texts in common", f"{ro:.0%}", f"{ro:.0%}", ro >= MIN_OVERLAP))
+    rows.append(
+        _row(
+            "nsys version",
+            ", ".join(base.nsys_versions) or "?",
+            ", ".join(new.nsys_versions) or "?",
+            base.nsys_versions == new.nsys_versions,
+            blocking=False,
+        )
+    )
+    rows.append(
+        _row(
+            f"steps (>= {MIN_STEPS} for a reliable interval)",
+            str(len(base.steps)),
+            str(len(new.steps)),
+            min(len(base.steps), len(new.steps)) >= MIN_STEPS,
+            blocking=False,
+        )
+    )
     return pd.DataFrame(rows)
 
 
@@ -54,8 +67,11 @@ def refuse_unless_forced(checks: pd.DataFrame, base: str, new: str, force: bool)
     if failed.empty or force:
         return
     what = "; ".join(f"{r.check}: {r.base} vs {r.new}" for r in failed.itertuples(index=False))
-    raise NsysWrapError(f"{base} vs {new}", f"the runs are not comparable ({what})",
-                        "compare runs of the same job and capture, or pass --force")
+    raise NsysWrapError(
+        f"{base} vs {new}",
+        f"the runs are not comparable ({what})",
+        "compare runs of the same job and capture, or pass --force",
+    )
 
 
 def _row(check: str, base: str, new: str, ok: bool, blocking: bool = True) -> dict:

@@ -6,6 +6,7 @@ BASE's; otherwise passes (0). Either way one line says why. A bad input is exit 
 (one `Error:` line, as every command) and a usage error 2 (click's), so CI tells a
 regression from a run it could not compare.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,15 +23,20 @@ def gate(result: DiffResult, pct: float, metric: str = DEFAULT_METRIC) -> tuple[
     try:
         f = result.figure(metric)
     except KeyError:
-        raise NsysWrapError(f"--metric {metric}", "names no figure of this diff",
-                            "use an id from the `id` column of --format csv, e.g. step_time, "
-                            "step_time:rank=2 or kernel:<name>") from None
+        raise NsysWrapError(
+            f"--metric {metric}",
+            "names no figure of this diff",
+            "use an id from the `id` column of --format csv, e.g. step_time, "
+            "step_time:rank=2 or kernel:<name>",
+        ) from None
     change = _pct(f.rel_delta)
     interval = f"95 % CI {_pct(_rel(f.ci_low, f.base))} .. {_pct(_rel(f.ci_high, f.base))}"
     moved = abs(f.rel_delta) * 100 if not math.isnan(f.rel_delta) else math.inf
     if f.significant and f.worse and moved > pct:
-        return REGRESSION, (f"FAIL: {metric} {change} ({interval}, {f.better} is better): NEW is "
-                   f"significantly worse than BASE by more than {pct:g} %")
+        return REGRESSION, (
+            f"FAIL: {metric} {change} ({interval}, {f.better} is better): NEW is "
+            f"significantly worse than BASE by more than {pct:g} %"
+        )
     if not f.worse or f.delta == 0:
         why = "not worse" + (" (significantly better)" if f.significant else "")
     elif not f.significant:

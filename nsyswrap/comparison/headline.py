@@ -7,6 +7,7 @@ an effect, never a cause. A change seen alike on every rank (all moved the same 
 most of them significantly) is named once, "on all ranks". Each says which share of the
 step time's change it matches.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -15,8 +16,8 @@ from nsyswrap.comparison.significance import MIN_STEPS
 
 TOP_CAUSES = 3
 MIN_SHARE = 0.1  # explanations matching less of the change are not named
-ALIKE = 0.3      # "on all ranks": every rank changed in the same direction, most of them
-                 # significantly, each by at least this fraction of the largest change
+ALIKE = 0.3  # "on all ranks": every rank changed in the same direction, most of them
+# significantly, each by at least this fraction of the largest change
 
 
 def headline(figs: pd.DataFrame) -> list[str]:
@@ -27,18 +28,25 @@ def headline(figs: pd.DataFrame) -> list[str]:
     s = step.iloc[0]
     half = (s.ci_high - s.ci_low) / 2 / abs(s.base) if s.base else float("nan")
     where = f"p50 over {s.n_base} vs {s.n_new} steps"
-    first = (f"step time {_pct(s.rel_delta)} ± {abs(half) * 100:.1f} % "
-             f"({_ms(s.base)} -> {_ms(s.new)} per step, {where})")
+    first = (
+        f"step time {_pct(s.rel_delta)} ± {abs(half) * 100:.1f} % "
+        f"({_ms(s.base)} -> {_ms(s.new)} per step, {where})"
+    )
     if not s.significant:
-        return [first + ": no significant change (the 95 % interval "
-                f"{_ms(s.ci_low, sign=True)} .. {_ms(s.ci_high, sign=True)} includes 0)"]
+        return [
+            first + ": no significant change (the 95 % interval "
+            f"{_ms(s.ci_low, sign=True)} .. {_ms(s.ci_high, sign=True)} includes 0)"
+        ]
     lines = [first + (": faster" if s.delta < 0 else ": slower")]
     causes = explanations(figs, s.delta)
     if causes.empty:
-        lines.append("no phase or exposed communication change explains it; see the kernel "
-                     "and range tables")
+        lines.append(
+            "no phase or exposed communication change explains it; see the kernel and range tables"
+        )
     for c in causes.itertuples(index=False):
-        lines.append(f"{c.what} {_ms(c.delta, sign=True)} per step explains {c.share * 100:.0f} % of it")
+        lines.append(
+            f"{c.what} {_ms(c.delta, sign=True)} per step explains {c.share * 100:.0f} % of it"
+        )
     return lines
 
 
@@ -50,24 +58,32 @@ def warnings(figs: pd.DataFrame) -> list[str]:
     n = min(int(step.iloc[0].n_base), int(step.iloc[0].n_new))
     if n >= MIN_STEPS:
         return []
-    return [f"only {n} steps on a side (fewer than {MIN_STEPS}): the intervals are unreliable; "
-            "capture more steps"]
+    return [
+        f"only {n} steps on a side (fewer than {MIN_STEPS}): the intervals are unreliable; "
+        "capture more steps"
+    ]
 
 
 def explanations(figs: pd.DataFrame, step_delta: float) -> pd.DataFrame:
     """Candidate causes (what, delta per step, share of the step change), largest first."""
-    cand = figs[(figs["section"] == "phase")
-                | ((figs["section"] == "exposed_comm") & (figs["metric"] == "beyond_wait"))]
+    cand = figs[
+        (figs["section"] == "phase")
+        | ((figs["section"] == "exposed_comm") & (figs["metric"] == "beyond_wait"))
+    ]
     cand = cand.assign(size=cand["delta"].abs())
     # per (rank, phase): the larger of the host and the GPU change
     cand = cand.sort_values("size", ascending=False).drop_duplicates(
-        ["section", "rank", "device", "item"])
+        ["section", "rank", "device", "item"]
+    )
     rows = []
     for (section, item), group in cand.groupby(["section", "item"], sort=False):
         label = item if section == "phase" else "exposed communication beyond waiting"
-        alike = (len(group) > 1 and group["significant"].mean() > 0.5
-                 and (group["delta"] * step_delta > 0).all()
-                 and group["size"].min() >= ALIKE * group["size"].max())
+        alike = (
+            len(group) > 1
+            and group["significant"].mean() > 0.5
+            and (group["delta"] * step_delta > 0).all()
+            and group["size"].min() >= ALIKE * group["size"].max()
+        )
         if alike:
             rows.append({"what": f"{label} on all ranks", "delta": group["delta"].mean()})
             continue

@@ -5,6 +5,7 @@ differs), then per section the overall figure and the largest significant change
 csv and parquet hold every figure (`DiffResult.figures`); json holds everything; the
 HTML page (nsyswrap.comparison.page) the tables of the terminal and a step time chart.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,18 +22,24 @@ TITLES = {
     "step_time": "Step time, ms (overall: slowest rank per step; per rank: its step range)",
     "share": "Ledger shares of the step per rank and device, %",
     "exposed_comm": "Exposed communication per step, ms (waited / transfer: in collectives "
-                    "before / after the last rank arrived; beyond_wait: exposed less waited)",
+    "before / after the last rank arrived; beyond_wait: exposed less waited)",
     "idle": "Idle time per step by cause, ms",
     "phase": "Phases per step, ms: host time without waits, GPU time of their kernels",
     "kernel": "GPU time per step by kernel name, all ranks, ms (top movers)",
     "range": "GPU time per step launched inside NVTX ranges, all ranks, ms (top movers)",
     "collective": "Collectives per op and size, ms: duration, transfer, skew, wait (summed "
-                  "over ranks); busbw in GB/s",
+    "over ranks); busbw in GB/s",
 }
 
 
-def write_diff(result: DiffResult, fmt: Format, output: Path | None, force: bool, console,
-               html_path: Path | None = None) -> None:
+def write_diff(
+    result: DiffResult,
+    fmt: Format,
+    output: Path | None,
+    force: bool,
+    console,
+    html_path: Path | None = None,
+) -> None:
     """Show or save the diff; `html_path`: also a self-contained page."""
     check_outputs(output, html_path, force)
     if fmt in (Format.csv, Format.parquet):
@@ -63,11 +70,17 @@ def check_outputs(output: Path | None, html_path: Path | None, force: bool) -> N
 
 def as_json(result: DiffResult) -> dict:
     """Everything: headline, warnings, method, notes, checks, figures, stragglers."""
-    return {"base": result.base, "new": result.new, "headline": result.headline,
-            "warnings": result.warnings, "method": result.method, "notes": result.notes,
-            "checks": to_json_records(result.checks),
-            "figures": to_json_records(result.figures),
-            "stragglers": to_json_records(result.stragglers)}
+    return {
+        "base": result.base,
+        "new": result.new,
+        "headline": result.headline,
+        "warnings": result.warnings,
+        "method": result.method,
+        "notes": result.notes,
+        "checks": to_json_records(result.checks),
+        "figures": to_json_records(result.figures),
+        "stragglers": to_json_records(result.stragglers),
+    }
 
 
 def section_tables(result: DiffResult) -> list[tuple[str, pd.DataFrame]]:
@@ -94,16 +107,21 @@ def section_tables(result: DiffResult) -> list[tuple[str, pd.DataFrame]]:
 
 def _for_people(figs: pd.DataFrame) -> pd.DataFrame:
     """Bare numbers (the unit is in the table title): ms, %, GB/s."""
+
     def col(name: str, sign: bool = False) -> list[str]:
         return [_value(v, u, sign) for v, u in zip(figs[name], figs["unit"])]
 
-    return pd.DataFrame({
-        "figure": [_what(r) for r in figs.itertuples(index=False)],
-        "base": col("base"), "new": col("new"), "delta": col("delta", True),
-        "rel": [_pct(x) for x in figs["rel_delta"]],
-        "95 % CI": [f"{a}..{b}" for a, b in zip(col("ci_low", True), col("ci_high", True))],
-        "sig": ["yes" if s else "no" for s in figs["significant"]],
-    })
+    return pd.DataFrame(
+        {
+            "figure": [_what(r) for r in figs.itertuples(index=False)],
+            "base": col("base"),
+            "new": col("new"),
+            "delta": col("delta", True),
+            "rel": [_pct(x) for x in figs["rel_delta"]],
+            "95 % CI": [f"{a}..{b}" for a, b in zip(col("ci_low", True), col("ci_high", True))],
+            "sig": ["yes" if s else "no" for s in figs["significant"]],
+        }
+    )
 
 
 def _what(r) -> str:
@@ -139,29 +157,44 @@ def as_text(result: DiffResult, width: int) -> str:
     out += wrap(f"BASE {result.base} vs NEW {result.new}", width)
     differs = result.checks[~result.checks["ok"]]
     if differs.empty:
-        out += wrap("Comparable: " + "; ".join(
-            f"{r.check} {r.base}" for r in result.checks.itertuples(index=False)
-            if r.check in ("ranks", "devices", "process groups")), width)
+        out += wrap(
+            "Comparable: "
+            + "; ".join(
+                f"{r.check} {r.base}"
+                for r in result.checks.itertuples(index=False)
+                if r.check in ("ranks", "devices", "process groups")
+            ),
+            width,
+        )
     else:
-        out += _table(differs[["check", "base", "new", "blocking"]].astype(str),
-                      "Comparability: what differs (blocking = refused without --force)", width)
+        out += _table(
+            differs[["check", "base", "new", "blocking"]].astype(str),
+            "Comparability: what differs (blocking = refused without --force)",
+            width,
+        )
     out += wrap(f"Significance: {result.method}.", width)
     for title, rows in section_tables(result):
         out += [""] + (wrap(title, width) if rows is None else _table(rows, title, width))
     if not result.stragglers.empty:
         s = result.stragglers
-        rows = pd.DataFrame({
-            "run": ["BASE" if r == result.base else "NEW" for r in s["run"]],
-            "rank": s["rank"].astype(str),
-            "last": [f"{a}/{b}" for a, b in zip(s["last"], s["collectives"])],
-            "lag": [_value(v, "ns") for v in s["lag_ns"]],
-            "imposed wait": [_value(v, "ns") for v in s["imposed_wait_ns"]],
-            "phase": s["phase"].fillna("").astype(str),
-            "excess/step": [_value(v, "ns") for v in s["phase_excess_per_step_ns"]],
-        })
-        out += [""] + _table(rows, "The straggler of each run, ms: last at how many "
-                             "collectives, its lag summed, the wait it imposed, the phase "
-                             "behind it and its excess per step", width)
+        rows = pd.DataFrame(
+            {
+                "run": ["BASE" if r == result.base else "NEW" for r in s["run"]],
+                "rank": s["rank"].astype(str),
+                "last": [f"{a}/{b}" for a, b in zip(s["last"], s["collectives"])],
+                "lag": [_value(v, "ns") for v in s["lag_ns"]],
+                "imposed wait": [_value(v, "ns") for v in s["imposed_wait_ns"]],
+                "phase": s["phase"].fillna("").astype(str),
+                "excess/step": [_value(v, "ns") for v in s["phase_excess_per_step_ns"]],
+            }
+        )
+        out += [""] + _table(
+            rows,
+            "The straggler of each run, ms: last at how many "
+            "collectives, its lag summed, the wait it imposed, the phase "
+            "behind it and its excess per step",
+            width,
+        )
     out.append("")
     for note in result.notes:
         out += wrap(f"Note: {note}.", width)

@@ -6,6 +6,7 @@ figure's description (section, metric, rank, device, item, unit, which direction
 better). The steps are those of `steps.ledger` in the window (`--steps`, `--window-nvtx`,
 `--step-pattern`); work is put in the step whose range started last before it began.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,11 +17,11 @@ import pandas as pd
 
 from nsyswrap import metrics
 from nsyswrap.crossrank import metrics as crossrank
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.engine.queries import run_module
+from nsyswrap.engine.run import Run
+from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.storage.reports import MANIFEST_NAME
-from nsyswrap.engine.run import Run
 
 LAUNCH_OPTIONS = {"trace": "--trace", "nsys_args": "--nsys-arg", "annotate": "--annotate"}
 """manifest.json option -> nsyswrap launch's option: the capture options compared."""
@@ -30,6 +31,7 @@ META = ["id", "section", "metric", "rank", "device", "item", "unit", "better"]
 TRACED = ("gpu_activity", "cuda_api", "nvtx", "collective_ranges")
 """What the capture recorded (trace.capture's counts): the trace options, as the reports
 show them."""
+
 
 @dataclass
 class RunSamples:
@@ -73,9 +75,12 @@ def identify(run: Run, label: str, options: ReportOptions) -> RunSamples:
     capture, and the steps in the window (none: an error naming the run)."""
     steps = metrics.step_ledger(run, **options.window_params())
     if steps.empty:
-        raise NsysWrapError(label, f"has no steps in the window (no NVTX range like "
-                            f"{options.step_pattern!r} in {options.describe()})",
-                            "pass --step-pattern, e.g. 'ProfilerStep#%', or annotate steps")
+        raise NsysWrapError(
+            label,
+            f"has no steps in the window (no NVTX range like "
+            f"{options.step_pattern!r} in {options.describe()})",
+            "pass --step-pattern, e.g. 'ProfilerStep#%', or annotate steps",
+        )
     whole = run_module(run, "kernels.summary")
     capture = run_module(run, "trace.capture")
     groups = run_module(run, "collectives.groups")
@@ -118,18 +123,41 @@ def add_samples(run: Run, found: RunSamples, options: ReportOptions) -> None:
     found.stragglers = _stragglers(run, span) if many else pd.DataFrame()
 
 
-def _rows(df: pd.DataFrame, *, section: str, metric: str, unit: str, value: str,
-          item=None, rank=None, device=None, better: str | None = None) -> pd.DataFrame:
+def _rows(
+    df: pd.DataFrame,
+    *,
+    section: str,
+    metric: str,
+    unit: str,
+    value: str,
+    item=None,
+    rank=None,
+    device=None,
+    better: str | None = None,
+) -> pd.DataFrame:
     """Sample rows from a frame with a `step` column; rank/device/item name columns or None."""
-    out = pd.DataFrame({
-        "section": section, "metric": metric,
-        "rank": df[rank] if rank else pd.NA, "device": df[device] if device else pd.NA,
-        "item": df[item].astype(str) if item else "", "unit": unit,
-        "better": better or ("higher" if metric in HIGHER_IS_BETTER else "lower"),
-        "step": df["step"].astype(int), "value": df[value].astype(float)})
+    out = pd.DataFrame(
+        {
+            "section": section,
+            "metric": metric,
+            "rank": df[rank] if rank else pd.NA,
+            "device": df[device] if device else pd.NA,
+            "item": df[item].astype(str) if item else "",
+            "unit": unit,
+            "better": better or ("higher" if metric in HIGHER_IS_BETTER else "lower"),
+            "step": df["step"].astype(int),
+            "value": df[value].astype(float),
+        }
+    )
     out["rank"], out["device"] = out["rank"].astype("Int64"), out["device"].astype("Int64")
-    out.insert(0, "id", [_figure_id(*k) for k in zip(out.section, out.metric, out["rank"],
-                                                       out.device, out["item"])])
+    out.insert(
+        0,
+        "id",
+        [
+            _figure_id(*k)
+            for k in zip(out.section, out.metric, out["rank"], out.device, out["item"])
+        ],
+    )
     return out
 
 
@@ -156,21 +184,39 @@ def _step_time(steps: pd.DataFrame) -> pd.DataFrame:
     """Per rank: the step range's duration; overall: the slowest rank's, per step."""
     per_rank = steps.groupby(["rank", "step"], as_index=False)["duration_ns"].max()
     overall = per_rank.groupby("step", as_index=False)["duration_ns"].max()
-    return pd.concat([
-        _rows(overall, section="step_time", metric="step_time", unit="ns", value="duration_ns"),
-        _rows(per_rank, section="step_time", metric="step_time", unit="ns",
-              value="duration_ns", rank="rank"),
-    ])
+    return pd.concat(
+        [
+            _rows(overall, section="step_time", metric="step_time", unit="ns", value="duration_ns"),
+            _rows(
+                per_rank,
+                section="step_time",
+                metric="step_time",
+                unit="ns",
+                value="duration_ns",
+                rank="rank",
+            ),
+        ]
+    )
 
 
 def _ledger(steps: pd.DataFrame) -> pd.DataFrame:
     """Shares of each step's duration per (rank, device)."""
     out = []
     for part in LEDGER_PARTS:
-        df = steps.assign(share=steps[f"{part}_ns"] / steps["duration_ns"].where(
-            steps["duration_ns"] > 0))
-        out.append(_rows(df, section="share", metric=part, unit="fraction", value="share",
-                         rank="rank", device="device"))
+        df = steps.assign(
+            share=steps[f"{part}_ns"] / steps["duration_ns"].where(steps["duration_ns"] > 0)
+        )
+        out.append(
+            _rows(
+                df,
+                section="share",
+                metric=part,
+                unit="fraction",
+                value="share",
+                rank="rank",
+                device="device",
+            )
+        )
     return pd.concat(out)
 
 
@@ -178,17 +224,39 @@ def _exposed(steps: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
     """Exposed communication per (rank, device) and step and, with matched collectives,
     the rank's time in them split into waiting for peers and transfer (crossrank.comm_split),
     and the exposed time beyond the waits: max(0, exposed - waited)."""
-    out = [_rows(steps, section="exposed_comm", metric="exposed_comm", unit="ns",
-                 value="exposed_comm_ns", rank="rank", device="device")]
+    out = [
+        _rows(
+            steps,
+            section="exposed_comm",
+            metric="exposed_comm",
+            unit="ns",
+            value="exposed_comm_ns",
+            rank="rank",
+            device="device",
+        )
+    ]
     split = split.dropna(subset=["step"]) if len(split) else split
     if not split.empty:
-        df = steps.merge(split[["rank", "step", "wait_ns", "transfer_ns"]], on=["rank", "step"],
-                         how="left").fillna({"wait_ns": 0, "transfer_ns": 0})
+        df = steps.merge(
+            split[["rank", "step", "wait_ns", "transfer_ns"]], on=["rank", "step"], how="left"
+        ).fillna({"wait_ns": 0, "transfer_ns": 0})
         df["beyond"] = (df["exposed_comm_ns"] - df["wait_ns"]).clip(lower=0)
-        out += [_rows(df, section="exposed_comm", metric=metric, unit="ns", value=value,
-                      rank="rank", device="device")
-                for metric, value in (("waited", "wait_ns"), ("transfer", "transfer_ns"),
-                                      ("beyond_wait", "beyond"))]
+        out += [
+            _rows(
+                df,
+                section="exposed_comm",
+                metric=metric,
+                unit="ns",
+                value=value,
+                rank="rank",
+                device="device",
+            )
+            for metric, value in (
+                ("waited", "wait_ns"),
+                ("transfer", "transfer_ns"),
+                ("beyond_wait", "beyond"),
+            )
+        ]
     return pd.concat(out)
 
 
@@ -198,8 +266,16 @@ def _idle(gaps: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame | None:
     if gaps.empty:
         return None
     df = _complete(gaps, ["rank", "device", "cause"], sorted(steps["step"].unique()), "dur_ns")
-    return _rows(df, section="idle", metric="idle", unit="ns", value="dur_ns", rank="rank",
-                 device="device", item="cause")
+    return _rows(
+        df,
+        section="idle",
+        metric="idle",
+        unit="ns",
+        value="dur_ns",
+        rank="rank",
+        device="device",
+        item="cause",
+    )
 
 
 def _phases(lag: pd.DataFrame, steps: list[int]) -> pd.DataFrame | None:
@@ -209,8 +285,11 @@ def _phases(lag: pd.DataFrame, steps: list[int]) -> pd.DataFrame | None:
     out = []
     for metric, col in (("host", "host_ns"), ("gpu", "gpu_ns")):
         df = _complete(lag, ["rank", "phase"], steps, col)
-        out.append(_rows(df, section="phase", metric=metric, unit="ns", value=col,
-                         rank="rank", item="phase"))
+        out.append(
+            _rows(
+                df, section="phase", metric=metric, unit="ns", value=col, rank="rank", item="phase"
+            )
+        )
     return pd.concat(out)
 
 
@@ -236,19 +315,34 @@ def _collectives(coll: pd.DataFrame, run: Run) -> pd.DataFrame:
     coll = coll.dropna(subset=["step"]).assign(bytes=coll["bytes"].fillna(-1))
     keys = ["op", "bytes", "step"]
     per_coll = coll.groupby(["op", "bytes", "step", "pg", "seq"], as_index=False).agg(
-        skew_ns=("skew_ns", "first"), transfer_ns=("transfer_ns", "first"))
-    df = coll.groupby(keys, as_index=False).agg(dur_ns=("dur_ns", "mean"), wait_ns=("wait_ns", "sum"))
-    df = df.merge(per_coll.groupby(keys, as_index=False).agg(
-        skew_ns=("skew_ns", "mean"), transfer_ns=("transfer_ns", "median")), on=keys)
+        skew_ns=("skew_ns", "first"), transfer_ns=("transfer_ns", "first")
+    )
+    df = coll.groupby(keys, as_index=False).agg(
+        dur_ns=("dur_ns", "mean"), wait_ns=("wait_ns", "sum")
+    )
+    df = df.merge(
+        per_coll.groupby(keys, as_index=False).agg(
+            skew_ns=("skew_ns", "mean"), transfer_ns=("transfer_ns", "median")
+        ),
+        on=keys,
+    )
     bw = crossrank.bandwidth(run)
     factor = {(r.op, r.bytes): r.bus_factor for r in bw.itertuples(index=False)}
-    df["busbw"] = [b * factor[(o, b)] / t if (o, b) in factor and t > 0 else float("nan")
-                   for o, b, t in zip(df["op"], df["bytes"], df["transfer_ns"])]
+    df["busbw"] = [
+        b * factor[(o, b)] / t if (o, b) in factor and t > 0 else float("nan")
+        for o, b, t in zip(df["op"], df["bytes"], df["transfer_ns"])
+    ]
     df["item"] = [f"{o} {_size(b)}" for o, b in zip(df["op"], df["bytes"])]
-    out = [_rows(df, section="collective", metric=m, unit=u, value=c, item="item")
-           for m, u, c in (("duration", "ns", "dur_ns"), ("transfer", "ns", "transfer_ns"),
-                           ("skew", "ns", "skew_ns"), ("wait", "ns", "wait_ns"),
-                           ("busbw", "GB/s", "busbw"))]
+    out = [
+        _rows(df, section="collective", metric=m, unit=u, value=c, item="item")
+        for m, u, c in (
+            ("duration", "ns", "dur_ns"),
+            ("transfer", "ns", "transfer_ns"),
+            ("skew", "ns", "skew_ns"),
+            ("wait", "ns", "wait_ns"),
+            ("busbw", "GB/s", "busbw"),
+        )
+    ]
     return pd.concat(out).dropna(subset=["value"])
 
 

@@ -6,6 +6,7 @@ percentiles of median(NEW sample) - median(BASE sample) are the 95 % confidence 
 A change is significant when the interval excludes 0. Deterministic: the same runs give
 the same interval.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -18,8 +19,10 @@ SEED = 14
 CONFIDENCE = 0.95
 MIN_STEPS = 20
 """Fewer steps than this on a side: the interval is unreliable, the output warns."""
-METHOD = (f"bootstrap {CONFIDENCE:.0%} CI of the difference of per-step medians "
-          f"({RESAMPLES} resamples, seed {SEED})")
+METHOD = (
+    f"bootstrap {CONFIDENCE:.0%} CI of the difference of per-step medians "
+    f"({RESAMPLES} resamples, seed {SEED})"
+)
 _CELLS = 4_000_000  # resampled values held at a time (resamples x steps x figures)
 
 
@@ -35,11 +38,20 @@ def compare_medians(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     delta = mn - mb
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(mb != 0, delta / np.abs(mb), np.nan)
-    return pd.DataFrame({
-        "id": ids, "base": mb, "new": mn, "delta": delta, "rel_delta": rel,
-        "ci_low": lo, "ci_high": hi, "significant": (lo > 0) | (hi < 0),
-        "n_base": np.sum(~np.isnan(b), axis=0), "n_new": np.sum(~np.isnan(n), axis=0),
-    })
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "base": mb,
+            "new": mn,
+            "delta": delta,
+            "rel_delta": rel,
+            "ci_low": lo,
+            "ci_high": hi,
+            "significant": (lo > 0) | (hi < 0),
+            "n_base": np.sum(~np.isnan(b), axis=0),
+            "n_new": np.sum(~np.isnan(n), axis=0),
+        }
+    )
 
 
 def _bootstrap(b: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

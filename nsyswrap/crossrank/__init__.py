@@ -1,4 +1,5 @@
 """Cross-rank analysis: clock alignment, collective matching, stragglers, bandwidth."""
+
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import (
     bandwidth,
@@ -11,6 +12,12 @@ from nsyswrap.crossrank.metrics import (
 )
 
 __all__ = [
-    "bandwidth", "clock_offsets", "comm_split", "fit_alpha_beta", "matched_collectives",
-    "mismatches", "phase_lag", "stragglers",
+    "bandwidth",
+    "clock_offsets",
+    "comm_split",
+    "fit_alpha_beta",
+    "matched_collectives",
+    "mismatches",
+    "phase_lag",
+    "stragglers",
 ]

@@ -1,4 +1,5 @@
 """The alpha-beta model of a collective: transfer_ns = latency_ns + bytes / bandwidth."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,13 +21,19 @@ def fit_alpha_beta(collectives: pd.DataFrame) -> pd.DataFrame:
     for op, group in points.groupby("op", sort=True):
         x = group["bytes"].to_numpy(float)
         y = group["transfer_ns"].to_numpy(float)
-        row = {"op": op, "collectives": len(group), "sizes": len(np.unique(x)),
-               "latency_ns": np.nan, "bandwidth_gb_per_s": np.nan, "r2": np.nan}
+        row = {
+            "op": op,
+            "collectives": len(group),
+            "sizes": len(np.unique(x)),
+            "latency_ns": np.nan,
+            "bandwidth_gb_per_s": np.nan,
+            "r2": np.nan,
+        }
         if row["sizes"] >= 2:
             slope, intercept = np.polyfit(x, y, 1)
             residual = y - (intercept + slope * x)
             spread = ((y - y.mean()) ** 2).sum()
-            row.update(latency_ns=intercept, r2=1 - (residual ** 2).sum() / spread if spread else 1.0)
+            row.update(latency_ns=intercept, r2=1 - (residual**2).sum() / spread if spread else 1.0)
             if slope > 0:
                 row["bandwidth_gb_per_s"] = 1 / slope
         rows.append(row)

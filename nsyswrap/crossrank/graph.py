@@ -1,4 +1,5 @@
 """Connected components (union-find), for groups of streams and sets of tied clocks."""
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable

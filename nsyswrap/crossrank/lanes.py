@@ -429,11 +429,15 @@ def inputs(read) -> tuple[pd.DataFrame, ...]:
     coll = read("xr_aligned")[["pg", "seq", "op", "rank", "step", "start_ns", "end_ns", "on_gpu"]]
     keys = read("xr_keys")
     keys = keys[keys["matches"].eq(True)][["rank", "pg", "seq", "cpu_start_ns", "cpu_end_ns"]]
-    calls = to_run_time(keys.dropna(subset=["cpu_start_ns", "cpu_end_ns"]), clock,
-                        ["cpu_start_ns", "cpu_end_ns"])
+    calls = to_run_time(
+        keys.dropna(subset=["cpu_start_ns", "cpu_end_ns"]), clock, ["cpu_start_ns", "cpu_end_ns"]
+    )
     coll = coll.merge(calls, on=["rank", "pg", "seq"], how="left")
-    steps = to_run_time(read("xr_member_steps")[["rank", "step", "start_ns", "end_ns"]], clock,
-                        ["start_ns", "end_ns"])
+    steps = to_run_time(
+        read("xr_member_steps")[["rank", "step", "start_ns", "end_ns"]],
+        clock,
+        ["start_ns", "end_ns"],
+    )
     issues = to_run_time(
         to_member_ranks(read("xr_issues").drop(columns="report"), members),
         clock,
@@ -462,8 +466,11 @@ def inputs(read) -> tuple[pd.DataFrame, ...]:
         ],
         ignore_index=True,
     )
-    host = to_run_time(read("xr_member_phases")[["rank", "start_ns", "end_ns", "phase"]], clock,
-                       ["start_ns", "end_ns"])
+    host = to_run_time(
+        read("xr_member_phases")[["rank", "start_ns", "end_ns", "phase"]],
+        clock,
+        ["start_ns", "end_ns"],
+    )
     return (
         coll,
         issues[["rank", "start_ns", "end_ns", "stream", "launch_ns", "ready_ns"]],

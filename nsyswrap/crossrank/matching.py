@@ -15,6 +15,7 @@ is reported as ambiguous and left out.
 `is_barrier` says which operations end at one instant on all members (the only ones the
 clock solve uses, nsyswrap.crossrank.alignment).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -23,21 +24,54 @@ from nsyswrap.crossrank.streams import FOUND_BY as STREAM_FOUND_BY
 from nsyswrap.crossrank.streams import GROUP_COLUMNS, infer_barrier_groups
 
 KINDS = ("range", "payload", "mpi", "kernel")
-FOUND_BY = {"range": "nsyswrap coll: ranges", "payload": "nccl payload (communicator hash of NCCL's NVTX ranges)",
-            "mpi": "MPI ranges (domain MPI)", **STREAM_FOUND_BY}
+FOUND_BY = {
+    "range": "nsyswrap coll: ranges",
+    "payload": "nccl payload (communicator hash of NCCL's NVTX ranges)",
+    "mpi": "MPI ranges (domain MPI)",
+    **STREAM_FOUND_BY,
+}
 P2P = {"send", "recv", "isend", "irecv", "send_recv"}
 # operations whose end is a synchronisation point of all members (NCCL's and torch's names,
 # MPI's lower-cased without `mpi_`): each member's output needs every member's input and the
 # last hop ends on all members at once. Not: all_to_all, send/recv, broadcast, reduce,
 # gather, scatter, scan (members end when their own transfers are done).
-BARRIER_OPS = frozenset({
-    "all_reduce", "all_gather", "reduce_scatter", "barrier", "allreduce", "allgather", "allgatherv",
-    "reduce_scatter_block", "all_reduce_coalesced", "all_gather_into_tensor",
-    "reduce_scatter_tensor", "_allgather_base", "_reduce_scatter_base",
-})
-KEY_COLUMNS = ["rank", "pg", "seq", "op", "bytes", "group_size", "cpu_start_ns", "cpu_end_ns",
-               "kernel_start_ns", "kernel_end_ns", "group_ranks", "ranks", "duplicate", "op_differs",
-               "bytes_differ", "matches", "found_by", "size_differs"]
+BARRIER_OPS = frozenset(
+    {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "barrier",
+        "allreduce",
+        "allgather",
+        "allgatherv",
+        "reduce_scatter_block",
+        "all_reduce_coalesced",
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+        "_allgather_base",
+        "_reduce_scatter_base",
+    }
+)
+KEY_COLUMNS = [
+    "rank",
+    "pg",
+    "seq",
+    "op",
+    "bytes",
+    "group_size",
+    "cpu_start_ns",
+    "cpu_end_ns",
+    "kernel_start_ns",
+    "kernel_end_ns",
+    "group_ranks",
+    "ranks",
+    "duplicate",
+    "op_differs",
+    "bytes_differ",
+    "matches",
+    "found_by",
+    "size_differs",
+]
 
 
 def is_barrier(op) -> bool:
@@ -55,8 +89,9 @@ def choose_kind(keys: pd.DataFrame) -> str | None:
     return max(counts.index, key=lambda k: (counts[k], -KINDS.index(k))) if len(counts) else None
 
 
-def match(keys: pd.DataFrame, note: str | None = None, clock_of: dict | None = None
-          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def match(
+    keys: pd.DataFrame, note: str | None = None, clock_of: dict | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(keys with verdicts, groups, exchange streams still to be grouped) for the run's
     best kind of key; see the module doc. `note` (nsyswrap.crossrank.nccl_payload.payload_keys):
     what the groups found by NCCL payloads or by a less trusted kind say about the payloads.
@@ -76,8 +111,9 @@ def match(keys: pd.DataFrame, note: str | None = None, clock_of: dict | None = N
         calls, rows = infer_barrier_groups(calls[barriers], clock_of or {})
     calls = verdicts(calls)
     calls["found_by"] = kind
-    groups = (_recorded_groups(calls, kind) if rows is None
-              else pd.DataFrame(rows, columns=GROUP_COLUMNS))
+    groups = (
+        _recorded_groups(calls, kind) if rows is None else pd.DataFrame(rows, columns=GROUP_COLUMNS)
+    )
     if note and KINDS.index(kind) >= KINDS.index("payload"):
         groups["found_by"] = groups["found_by"] + "; " + note
     return calls[[*KEY_COLUMNS, "barrier"]], groups[GROUP_COLUMNS], pending
@@ -94,28 +130,47 @@ def verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     (verdict columns empty)."""
     calls = calls.copy()
     if calls.empty:
-        return calls.assign(group_ranks=[], ranks=[], duplicate=[], op_differs=[], bytes_differ=[],
-                            size_differs=[], matches=[])
+        return calls.assign(
+            group_ranks=[],
+            ranks=[],
+            duplicate=[],
+            op_differs=[],
+            bytes_differ=[],
+            size_differs=[],
+            matches=[],
+        )
     calls["group_ranks"] = calls.groupby("pg")["rank"].transform("nunique")
     op_class = calls["op"].where(~calls["op"].isin(P2P), "p2p")
     sized = calls["bytes"].where(~calls["op"].astype(str).str.startswith("all_to_all"))
-    per_key = pd.DataFrame({
-        "ranks": calls.groupby(["pg", "seq"])["rank"].nunique(),
-        "calls": calls.groupby(["pg", "seq"]).size(),
-        "ops": op_class.groupby([calls["pg"], calls["seq"]]).nunique(),
-        "sizes": sized.groupby([calls["pg"], calls["seq"]]).nunique(),
-        "group_sizes": calls.groupby(["pg", "seq"])["group_size"].nunique(),
-    }).reset_index()
+    per_key = pd.DataFrame(
+        {
+            "ranks": calls.groupby(["pg", "seq"])["rank"].nunique(),
+            "calls": calls.groupby(["pg", "seq"]).size(),
+            "ops": op_class.groupby([calls["pg"], calls["seq"]]).nunique(),
+            "sizes": sized.groupby([calls["pg"], calls["seq"]]).nunique(),
+            "group_sizes": calls.groupby(["pg", "seq"])["group_size"].nunique(),
+        }
+    ).reset_index()
     per_key["duplicate"] = per_key["calls"] > per_key["ranks"]
     per_key["op_differs"] = per_key["ops"] > 1
     per_key["bytes_differ"] = per_key["sizes"] > 1
     per_key["size_differs"] = per_key["group_sizes"] > 1
-    bad = per_key[per_key["duplicate"] | per_key["op_differs"] | per_key["bytes_differ"] | per_key["size_differs"]]
+    bad = per_key[
+        per_key["duplicate"]
+        | per_key["op_differs"]
+        | per_key["bytes_differ"]
+        | per_key["size_differs"]
+    ]
     first_bad = bad.groupby("pg")["seq"].min()
-    calls = calls.merge(per_key[["pg", "seq", "ranks", "duplicate", "op_differs", "bytes_differ", "size_differs"]],
-                        on=["pg", "seq"], how="left")
+    calls = calls.merge(
+        per_key[["pg", "seq", "ranks", "duplicate", "op_differs", "bytes_differ", "size_differs"]],
+        on=["pg", "seq"],
+        how="left",
+    )
     limit = calls["pg"].map(first_bad)
-    calls["matches"] = (limit.isna() | (calls["seq"] < limit)) & (calls["ranks"] == calls["group_ranks"])
+    calls["matches"] = (limit.isna() | (calls["seq"] < limit)) & (
+        calls["ranks"] == calls["group_ranks"]
+    )
     single = calls["group_ranks"] < 2
     for column in ("ranks", "duplicate", "op_differs", "bytes_differ", "size_differs", "matches"):
         calls[column] = calls[column].astype(object).where(~single, None)
@@ -127,8 +182,16 @@ def _recorded_groups(calls: pd.DataFrame, kind: str) -> pd.DataFrame:
     for pg, g in calls.groupby("pg", sort=False):
         members = sorted(g["rank"].unique())
         size = g["group_size"].dropna()
-        rows.append({"pg": pg, "found_by": FOUND_BY[kind], "members": ",".join(map(str, members)),
-                     "captured": len(members), "group_size": int(size.max()) if len(size) else None,
-                     "status": "matched" if len(members) >= 2 else "one rank only",
-                     "calls": len(g), "left_out": int((~g["matches"].eq(True)).sum())})
+        rows.append(
+            {
+                "pg": pg,
+                "found_by": FOUND_BY[kind],
+                "members": ",".join(map(str, members)),
+                "captured": len(members),
+                "group_size": int(size.max()) if len(size) else None,
+                "status": "matched" if len(members) >= 2 else "one rank only",
+                "calls": len(g),
+                "left_out": int((~g["matches"].eq(True)).sum()),
+            }
+        )
     return pd.DataFrame(rows, columns=GROUP_COLUMNS)

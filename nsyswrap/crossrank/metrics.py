@@ -3,13 +3,14 @@
 Those with steps take `step_from` / `step_to` (half-open step numbers, default all);
 those that read steps take `step_pattern` (LIKE pattern of the step ranges).
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.engine.queries import object_rows, run_module
 from nsyswrap.engine.run import Run
+from nsyswrap.errors import NsysWrapError
 
 
 def unrelated(run: Run, **params) -> NsysWrapError | None:

@@ -17,6 +17,7 @@ Collective k on communicator H is the k-th call with comm H on each member (pg
 `nccl:<H in hex>`); its group size is the nranks of H's ncclCommInitRank when captured.
 Point-to-point calls (ncclSend/ncclRecv) are not keyed here.
 """
+
 from __future__ import annotations
 
 import struct
@@ -26,21 +27,49 @@ import pandas as pd
 HEADER = struct.Struct("<QQQQ")  # domain id, schema id, payload size, (unused)
 COMM, NRANKS, RANK, MSG = "NCCL communicator ID", "No. of ranks", "Rank", "Message size [bytes]"
 # NVTX_PAYLOAD_ENTRY_TYPE_* -> struct format (LP64: long is 8 bytes)
-FORMATS = {1: "b", 2: "B", 3: "h", 4: "H", 5: "i", 6: "I", 7: "q", 8: "Q", 9: "q", 10: "Q", 11: "b",
-           12: "B", 13: "h", 14: "H", 15: "i", 16: "I", 17: "q", 18: "Q", 19: "f", 20: "d", 22: "Q", 23: "Q"}
+FORMATS = {
+    1: "b",
+    2: "B",
+    3: "h",
+    4: "H",
+    5: "i",
+    6: "I",
+    7: "q",
+    8: "Q",
+    9: "q",
+    10: "Q",
+    11: "b",
+    12: "B",
+    13: "h",
+    14: "H",
+    15: "i",
+    16: "I",
+    17: "q",
+    18: "Q",
+    19: "f",
+    20: "d",
+    22: "Q",
+    23: "Q",
+}
 SCHEMA_ID_STATIC_START = 1 << 24
 ENUM_FORMAT = "i"  # a registered enum (type >= 2^24, e.g. NCCL's ncclRedOp_t): a C enum, 4 bytes
 INIT_OPS = ("comm_init_rank", "comm_init_rank_config", "comm_init_rank_scalable", "comm_split")
 # NCCL's structs (src/include/nvtx_payload_schemas.h), for blobs the export has no schema for:
 # by op, the entries nsyswrap reads (name, type, offset)
 _INIT = [(COMM, 18, 0), (NRANKS, 5, 8), (RANK, 5, 12)]
-NCCL_LAYOUT = {**{op: _INIT for op in INIT_OPS[:3]},
-               "comm_split": [(COMM, 18, 0), (NRANKS, 5, 16), (RANK, 5, 20)]}
+NCCL_LAYOUT = {
+    **{op: _INIT for op in INIT_OPS[:3]},
+    "comm_split": [(COMM, 18, 0), (NRANKS, 5, 16), (RANK, 5, 20)],
+}
 COLLECTIVE_LAYOUT = [(COMM, 18, 0), (MSG, 22, 8)]
-NO_BLOBS = ("NCCL's NVTX ranges carry no payloads in these exports (binaryData NULL: export with "
-            "nsys 2024.6.2+ `nsys export --include-blobs=true`)")
-BY_LAYOUT = ("payloads decoded by NCCL's struct layout where the export has no payload schema "
-             "(NVTX_PAYLOAD_SCHEMAS: nsys 2026.2+)")
+NO_BLOBS = (
+    "NCCL's NVTX ranges carry no payloads in these exports (binaryData NULL: export with "
+    "nsys 2024.6.2+ `nsys export --include-blobs=true`)"
+)
+BY_LAYOUT = (
+    "payloads decoded by NCCL's struct layout where the export has no payload schema "
+    "(NVTX_PAYLOAD_SCHEMAS: nsys 2026.2+)"
+)
 
 
 class PayloadError(ValueError):
@@ -54,7 +83,7 @@ def split(blob: bytes) -> tuple[int, int, bytes]:
     domain, schema, size, _ = HEADER.unpack_from(blob)
     if HEADER.size + size > len(blob):
         raise PayloadError(f"says {size} payload bytes but holds {len(blob) - HEADER.size}")
-    return domain, schema, blob[HEADER.size:HEADER.size + size]
+    return domain, schema, blob[HEADER.size : HEADER.size + size]
 
 
 def decode(payload: bytes, entries: list[tuple[str, int, int]]) -> dict[str, int | float]:
@@ -72,9 +101,12 @@ def schema_entries(schemas: pd.DataFrame) -> dict[tuple[int, int, int], list[tup
     """(report rank, domain id, schema id) -> entries (name, type, offset) in index order,
     from the `payload_schemas` view."""
     out: dict[tuple[int, int, int], list[tuple[str, int, int]]] = {}
-    for row in schemas.sort_values(["rank", "domain_id", "schema_id", "idx"]).itertuples(index=False):
+    for row in schemas.sort_values(["rank", "domain_id", "schema_id", "idx"]).itertuples(
+        index=False
+    ):
         out.setdefault((int(row.rank), int(row.domain_id), int(row.schema_id)), []).append(
-            (row.name, int(row.type), int(row.offset_bytes)))
+            (row.name, int(row.type), int(row.offset_bytes))
+        )
     return out
 
 
@@ -93,15 +125,25 @@ def decoded(calls: pd.DataFrame, schemas: pd.DataFrame) -> pd.DataFrame:
             continue
         fields = entries.get((int(rank), domain, schema))
         if fields is None:  # domain ids are per process: a schema id alone is NCCL's too
-            fields = next((v for (r, _, s), v in entries.items() if r == int(rank) and s == schema), None)
+            fields = next(
+                (v for (r, _, s), v in entries.items() if r == int(rank) and s == schema), None
+            )
         by = "schema" if fields is not None else "layout"
-        values = decode(payload, fields if fields is not None else NCCL_LAYOUT.get(op, COLLECTIVE_LAYOUT))
-        rows.append((i, values.get(COMM), values.get(MSG), values.get(NRANKS), values.get(RANK), by))
+        values = decode(
+            payload, fields if fields is not None else NCCL_LAYOUT.get(op, COLLECTIVE_LAYOUT)
+        )
+        rows.append(
+            (i, values.get(COMM), values.get(MSG), values.get(NRANKS), values.get(RANK), by)
+        )
     found = pd.DataFrame(rows, columns=["i", "comm", "bytes_", "nranks", "myrank", "by"])
     out = calls.iloc[found["i"].to_numpy()].reset_index(drop=True)
-    return out.assign(comm=found["comm"].to_numpy(), payload_bytes=found["bytes_"].to_numpy(),
-                      nranks=found["nranks"].to_numpy(), myrank=found["myrank"].to_numpy(),
-                      by=found["by"].to_numpy())
+    return out.assign(
+        comm=found["comm"].to_numpy(),
+        payload_bytes=found["bytes_"].to_numpy(),
+        nranks=found["nranks"].to_numpy(),
+        myrank=found["myrank"].to_numpy(),
+        by=found["by"].to_numpy(),
+    )
 
 
 def payload_keys(keys: pd.DataFrame, schemas: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
@@ -119,9 +161,12 @@ def payload_keys(keys: pd.DataFrame, schemas: pd.DataFrame) -> tuple[pd.DataFram
     if colls.empty:
         return rest, NO_BLOBS if calls.empty else None
     size = inits.groupby("comm")["nranks"].max()
-    colls = colls.assign(pg="nccl:" + colls["comm"].map(lambda c: f"{int(c):016x}"),
-                         bytes=colls["payload_bytes"].astype("Int64"),
-                         group_size=colls["comm"].map(size).astype("Int64"), keyed="payload")
+    colls = colls.assign(
+        pg="nccl:" + colls["comm"].map(lambda c: f"{int(c):016x}"),
+        bytes=colls["payload_bytes"].astype("Int64"),
+        group_size=colls["comm"].map(size).astype("Int64"),
+        keyed="payload",
+    )
     colls["seq"] = colls.groupby(["rank", "pid", "pg"]).cumcount()
     note = BY_LAYOUT if (calls["by"] == "layout").any() else None
     return pd.concat([rest, colls[rest.columns]], ignore_index=True), note
@@ -134,7 +179,15 @@ def world_ranks(keys: pd.DataFrame, schemas: pd.DataFrame) -> pd.DataFrame:
     calls = decoded(inits, schemas).dropna(subset=["nranks", "myrank"])
     if calls.empty:
         return pd.DataFrame(columns=["rank", "pid", "world_rank", "nranks"])
-    top = calls.sort_values(["rank", "pid", "nranks", "cpu_start_ns"], ascending=[True, True, False, True])
+    top = calls.sort_values(
+        ["rank", "pid", "nranks", "cpu_start_ns"], ascending=[True, True, False, True]
+    )
     top = top.groupby(["rank", "pid"], as_index=False).first()
-    return pd.DataFrame({"rank": top["rank"].astype(int), "pid": top["pid"].astype("int64"),
-                         "world_rank": top["myrank"].astype(int), "nranks": top["nranks"].astype(int)})
+    return pd.DataFrame(
+        {
+            "rank": top["rank"].astype(int),
+            "pid": top["pid"].astype("int64"),
+            "world_rank": top["myrank"].astype(int),
+            "nranks": top["nranks"].astype(int),
+        }
+    )

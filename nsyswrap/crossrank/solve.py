@@ -21,6 +21,7 @@ run and step_pattern:
 
 Reports of different runs (`unrelated`) are never matched; the report refuses them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,16 +34,34 @@ from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, to_member_ranks
 from nsyswrap.crossrank.streams import GROUP_COLUMNS, group_exchanges
 from nsyswrap.errors import NsysWrapError
 
-RUN_SCOPE_TABLES = frozenset({"xr_keys", "xr_groups", "xr_clock", "xr_aligned", "xr_member_steps",
-                              "xr_member_phases"})
+RUN_SCOPE_TABLES = frozenset(
+    {"xr_keys", "xr_groups", "xr_clock", "xr_aligned", "xr_member_steps", "xr_member_phases"}
+)
 """The run objects of the solve's frames (`build`; with xr_unrelated, its verdict): what
 the report over sample files makes from samples instead (nsyswrap.sample.analysis)."""
 MEMBER_EXTRA = ["report_rank", "pid", "rank_source"]
 PHASE_COLUMNS = ["rank", "pid", "tid", "step", "phase", "start_ns", "end_ns", "host_ns", "gpu_ns"]
 UNRELATED_GAP_NS = 600 * 10**9  # reports whose spans are further apart than this are other runs
-ALIGNED_COLUMNS = ["pg", "seq", "op", "bytes", "group_size", "on_gpu", "rank", "step", "start_ns",
-                   "end_ns", "wait_ns", "lag_ns", "last_rank", "skew_ns", "transfer_ns",
-                   "threshold_ns", "significant", "barrier"]
+ALIGNED_COLUMNS = [
+    "pg",
+    "seq",
+    "op",
+    "bytes",
+    "group_size",
+    "on_gpu",
+    "rank",
+    "step",
+    "start_ns",
+    "end_ns",
+    "wait_ns",
+    "lag_ns",
+    "last_rank",
+    "skew_ns",
+    "transfer_ns",
+    "threshold_ns",
+    "significant",
+    "barrier",
+]
 
 
 def build(inputs) -> dict[str, pd.DataFrame]:
@@ -53,10 +72,17 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     keys, payload_note = payload_keys(rank_keys, inputs.frame("payload_schemas"))
     members = inputs.frame("xr_members", MEMBER_COLUMNS).drop_duplicates(ignore_index=True)
     reports = _sessions(inputs)
-    ends = inputs.frame("xr_processes", ["rank", "last_end_ns"]).groupby(
-        "rank", as_index=False)["last_end_ns"].max().rename(columns={"last_end_ns": "end_ns"})
-    refused = None if inputs.allow_unrelated else unrelated(
-        inputs.reports, reports.rename(columns={"report_rank": "rank"}), ends)
+    ends = (
+        inputs.frame("xr_processes", ["rank", "last_end_ns"])
+        .groupby("rank", as_index=False)["last_end_ns"]
+        .max()
+        .rename(columns={"last_end_ns": "end_ns"})
+    )
+    refused = (
+        None
+        if inputs.allow_unrelated
+        else unrelated(inputs.reports, reports.rename(columns={"report_rank": "rank"}), ends)
+    )
     if refused is not None:
         keys = keys.iloc[:0]  # nothing is matched across runs
     keys = to_member_ranks(keys, members)
@@ -67,10 +93,12 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     report_steps = inputs.frame("xr_steps", ["rank", "pid", "step", "start_ns", "end_ns"])
     report_phases = inputs.frame("xr_phases").drop(columns="report")
     barriers = matched.loc[matched["barrier"].astype(bool)]
-    clock = member_clocks(barriers, members, known, tie_hosts,
-                          report_events(rank_keys, report_steps, report_phases))
-    clock["utc_epoch_ns"] = clock["report_rank"].map(dict(zip(reports["report_rank"],
-                                                               reports["utc_epoch_ns"])))
+    clock = member_clocks(
+        barriers, members, known, tie_hosts, report_events(rank_keys, report_steps, report_phases)
+    )
+    clock["utc_epoch_ns"] = clock["report_rank"].map(
+        dict(zip(reports["report_rank"], reports["utc_epoch_ns"]))
+    )
     if not pending.empty:
         x_calls, x_groups = exchanges(pending, clock)
         calls = pd.concat([calls, x_calls[calls.columns]], ignore_index=True)
@@ -79,13 +107,15 @@ def build(inputs) -> dict[str, pd.DataFrame]:
         matched = pd.concat([matched, x_matched], ignore_index=True)
     steps = to_member_ranks(report_steps, members)
     phases = to_member_ranks(report_phases, members)
-    lookup = to_member_ranks(inputs.frame("step_lookup", ["rank", "pid", "step", "start_ns",
-                                                          "region_end_ns"]), members)
+    lookup = to_member_ranks(
+        inputs.frame("step_lookup", ["rank", "pid", "step", "start_ns", "region_end_ns"]), members
+    )
     aligned = time_collectives(matched, clock, lookup)
     hosts = dict(zip(clock["rank"], clock["host"]))
     groups = groups.copy()
-    groups["spans_hosts"] = [len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1
-                             for ms in groups["members"]]
+    groups["spans_hosts"] = [
+        len({hosts.get(int(m)) for m in str(ms).split(",") if m}) > 1 for ms in groups["members"]
+    ]
     return {
         "xr_keys": calls[KEY_COLUMNS],
         "xr_groups": groups[[*GROUP_COLUMNS, "spans_hosts"]],
@@ -93,9 +123,12 @@ def build(inputs) -> dict[str, pd.DataFrame]:
         "xr_aligned": aligned[ALIGNED_COLUMNS],
         "xr_member_steps": steps[["rank", "step", "start_ns", "end_ns"]],
         "xr_member_phases": phases[PHASE_COLUMNS],
-        "xr_unrelated": pd.DataFrame([] if refused is None else [
-            {"report": str(refused.where), "problem": refused.problem, "fix": refused.fix}],
-            columns=["report", "problem", "fix"]),
+        "xr_unrelated": pd.DataFrame(
+            []
+            if refused is None
+            else [{"report": str(refused.where), "problem": refused.problem, "fix": refused.fix}],
+            columns=["report", "problem", "fix"],
+        ),
     }
 
 
@@ -103,27 +136,36 @@ def _sessions(inputs) -> pd.DataFrame:
     """Each report's rank (`report_rank`), UTC session start and host. A report that records
     no session start (TARGET_INFO_SESSION_START_TIME) is one clock alone, never set beside
     others."""
-    reports = inputs.frame("session", ["rank", "utc_epoch_ns", "host"]).sort_values(
-        "rank", ignore_index=True).rename(columns={"rank": "report_rank"})
+    reports = (
+        inputs.frame("session", ["rank", "utc_epoch_ns", "host"])
+        .sort_values("rank", ignore_index=True)
+        .rename(columns={"rank": "report_rank"})
+    )
     missing = reports.loc[reports["utc_epoch_ns"].isna(), "report_rank"]
     if len(missing) and len(reports) > 1:
         path = next((r.path for r in inputs.reports if r.rank == int(missing.iloc[0])), "report")
-        raise NsysWrapError(path, "records no session start time (TARGET_INFO_SESSION_START_TIME), "
-                            "so its clock cannot be set beside the other reports'",
-                            "export it again with nsys export, or analyse it on its own")
+        raise NsysWrapError(
+            path,
+            "records no session start time (TARGET_INFO_SESSION_START_TIME), "
+            "so its clock cannot be set beside the other reports'",
+            "export it again with nsys export, or analyse it on its own",
+        )
     return reports
 
 
-def clock_of(members: pd.DataFrame, reports: pd.DataFrame,
-             tie_hosts: bool) -> dict[int, tuple[str, int]]:
+def clock_of(
+    members: pd.DataFrame, reports: pd.DataFrame, tie_hosts: bool
+) -> dict[int, tuple[str, int]]:
     """rank -> (the clock its report reads: its host's, else its own; its report's UTC start
     less the run's earliest), for the kernel-only group inference."""
     sessions = reports.rename(columns={"report_rank": "rank"})
     name = {r: c.name for c in host_clocks(sessions, tie_hosts) for r in c.reports}
     utc = dict(zip(sessions["rank"], sessions["utc_epoch_ns"].astype("int64")))
     first = min(utc.values(), default=0)
-    return {int(m): (name[int(r)], int(utc[int(r)] - first))
-            for m, r in zip(members["rank"], members["report_rank"])}
+    return {
+        int(m): (name[int(r)], int(utc[int(r)] - first))
+        for m, r in zip(members["rank"], members["report_rank"])
+    }
 
 
 def timed(matched: pd.DataFrame) -> pd.DataFrame:
@@ -157,30 +199,47 @@ def report_events(keys: pd.DataFrame, steps: pd.DataFrame, phases: pd.DataFrame)
     sorted: where a clock jump's hole is (nsyswrap.crossrank.jumps.jump_at). Gathered when
     first asked for: only a clock that jumps asks."""
     gathered: list[pd.DataFrame] = []
-    sources = ((keys, ["cpu_start_ns", "cpu_end_ns", "kernel_start_ns", "kernel_end_ns"]),
-               (steps, ["start_ns", "end_ns"]), (phases, ["start_ns", "end_ns"]))
+    sources = (
+        (keys, ["cpu_start_ns", "cpu_end_ns", "kernel_start_ns", "kernel_end_ns"]),
+        (steps, ["start_ns", "end_ns"]),
+        (phases, ["start_ns", "end_ns"]),
+    )
 
     def events(rank: int, lo: int, hi: int) -> np.ndarray:
         if not gathered:
-            gathered.append(pd.concat([f.melt(id_vars="rank", value_vars=c)[["rank", "value"]]
-                                       for f, c in sources], ignore_index=True).dropna())
+            gathered.append(
+                pd.concat(
+                    [f.melt(id_vars="rank", value_vars=c)[["rank", "value"]] for f, c in sources],
+                    ignore_index=True,
+                ).dropna()
+            )
         times = gathered[0]
         t = times.loc[times["rank"] == rank, "value"].to_numpy(np.float64)
         return np.sort(t[(t > lo) & (t <= hi)])
+
     return events
 
 
-def member_clocks(matched: pd.DataFrame, members: pd.DataFrame, reports: pd.DataFrame,
-                  tie_hosts: bool, events=None) -> pd.DataFrame:
+def member_clocks(
+    matched: pd.DataFrame,
+    members: pd.DataFrame,
+    reports: pd.DataFrame,
+    tie_hosts: bool,
+    events=None,
+) -> pd.DataFrame:
     """The clock table per rank: one clock per report (its processes share it), solved over
     the matched true barriers of all ranks (nsyswrap.crossrank.alignment)."""
     report_of = dict(zip(members["rank"], members["report_rank"]))
     per_clock = matched.assign(rank=matched["rank"].map(report_of))
     sessions = reports.rename(columns={"report_rank": "rank"})
     clocks, _ = solve_clocks(per_clock, sessions, tie_hosts, events)
-    out = members.merge(clocks.drop(columns=["rank"]).assign(report_rank=clocks["rank"]), on="report_rank")
+    out = members.merge(
+        clocks.drop(columns=["rank"]).assign(report_rank=clocks["rank"]), on="report_rank"
+    )
     shared = out.groupby("report_rank")["rank"].transform("size") > 1
-    out.loc[shared, "method"] = out.loc[shared, "method"] + "; its report's processes share one clock"
+    out.loc[shared, "method"] = (
+        out.loc[shared, "method"] + "; its report's processes share one clock"
+    )
     return out.sort_values("rank").reset_index(drop=True)
 
 
@@ -190,7 +249,11 @@ def unrelated(reports: list, sessions: pd.DataFrame, ends: pd.DataFrame) -> Nsys
     end). The cross-rank section raises it; queries see every rank unaligned."""
     if len(sessions) < 2:
         return None
-    span = sessions.merge(ends, on="rank", how="left").fillna({"end_ns": 0}).sort_values("utc_epoch_ns")
+    span = (
+        sessions.merge(ends, on="rank", how="left")
+        .fillna({"end_ns": 0})
+        .sort_values("utc_epoch_ns")
+    )
     span["stop"] = span["utc_epoch_ns"] + span["end_ns"].astype("int64")
     reach = span["stop"].cummax().shift()
     gaps = span["utc_epoch_ns"] - reach
@@ -199,8 +262,11 @@ def unrelated(reports: list, sessions: pd.DataFrame, ends: pd.DataFrame) -> Nsys
         i = far.index[0]
         hours = far.iloc[0] / 3.6e12
         report = next((r.path for r in reports if r.rank == int(span.loc[i, "rank"])), "report")
-        return NsysWrapError(report, f"starts {hours:,.1f} h after the other reports ended: they are not "
-                            "one run", "analyse each run on its own (pass --allow-unrelated to insist)")
+        return NsysWrapError(
+            report,
+            f"starts {hours:,.1f} h after the other reports ended: they are not one run",
+            "analyse each run on its own (pass --allow-unrelated to insist)",
+        )
     return None
 
 
@@ -216,13 +282,19 @@ def to_run_time(frame: pd.DataFrame, clock: pd.DataFrame, columns: list[str]) ->
     for c in columns:
         t = out[c].to_numpy(np.int64)
         t = t - np.where(jumped & (t >= at), size, 0)
-        out[c] = t + out["shift_ns"].to_numpy(np.int64) + np.round(
-            t.astype(np.float64) * out["drift_ppb"].to_numpy(np.float64) / 1e9).astype(np.int64)
+        out[c] = (
+            t
+            + out["shift_ns"].to_numpy(np.int64)
+            + np.round(t.astype(np.float64) * out["drift_ppb"].to_numpy(np.float64) / 1e9).astype(
+                np.int64
+            )
+        )
     return out.drop(columns=keep[1:])
 
 
-def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame,
-                     lookup: pd.DataFrame) -> pd.DataFrame:
+def time_collectives(
+    matched: pd.DataFrame, clock: pd.DataFrame, lookup: pd.DataFrame
+) -> pd.DataFrame:
     """Per aligned rank and matched collective, in run time: see the module doc; `lookup`:
     the step regions (step_lookup) by rank."""
     if matched.empty:
@@ -236,7 +308,9 @@ def time_collectives(matched: pd.DataFrame, clock: pd.DataFrame,
     g = m.groupby(["pg", "seq"])
     last_start = g["start_ns"].transform("max")
     is_latest = m["start_ns"] == last_start
-    m["last_rank"] = m["rank"].where(is_latest).groupby([m["pg"], m["seq"]]).transform("min").astype(int)
+    m["last_rank"] = (
+        m["rank"].where(is_latest).groupby([m["pg"], m["seq"]]).transform("min").astype(int)
+    )
     m["skew_ns"] = last_start - g["start_ns"].transform("min")
     m["transfer_ns"] = (m["end_ns"] - m["start_ns"]).groupby([m["pg"], m["seq"]]).transform("min")
     m["wait_ns"] = (np.minimum(last_start, m["end_ns"]) - m["start_ns"]).clip(lower=0)
@@ -260,8 +334,14 @@ def step_at(frame: pd.DataFrame, column: str, lookup: pd.DataFrame) -> pd.Series
         return out
     left = frame[["rank", column]].dropna().astype("int64").reset_index()
     right = regions.astype({"rank": "int64", "start_ns": "int64"}).sort_values("start_ns")
-    hit = pd.merge_asof(left.sort_values(column), right, left_on=column, right_on="start_ns",
-                        by="rank", direction="backward")
+    hit = pd.merge_asof(
+        left.sort_values(column),
+        right,
+        left_on=column,
+        right_on="start_ns",
+        by="rank",
+        direction="backward",
+    )
     hit = hit[hit[column] < hit["region_end_ns"]]
     out.loc[hit["index"].to_numpy()] = hit["step"].to_numpy()
     return out

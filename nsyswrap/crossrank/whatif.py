@@ -25,10 +25,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsyswrap.engine import sql_objects
 from nsyswrap.crossrank.fixes import candidates
 from nsyswrap.crossrank.lanes import NO_PHASE, Model, build_model, phase_parts
 from nsyswrap.crossrank.lanes import inputs as read_inputs
+from nsyswrap.engine import sql_objects
 
 OBJECTS = {"whatif": "xr_whatif", "critical_path": "xr_critical_path", "check": "xr_replay_check"}
 """The run objects the builder makes, by the frame of `analyse` that holds each."""
@@ -177,8 +177,10 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     the three frames, by object name, from what `inputs` declares; none where the reports
     are not one run (xr_unrelated) or nothing is matched."""
     columns = {name: [c.name for c in sql_objects.get(name).columns] for name in OBJECTS.values()}
-    empty = {name: pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-             for name, cols in columns.items()}
+    empty = {
+        name: pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+        for name, cols in columns.items()
+    }
     if not inputs.frame("xr_unrelated").empty:
         return empty
     coll, issues, joins, steps, labels = read_inputs(inputs.frame)

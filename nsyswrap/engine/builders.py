@@ -23,6 +23,7 @@ and its rows are stored like any per-report object's (`rank` and `report` are ad
 the view; over a run of hand-made tables, one table of every rank, it keeps the `rank` it
 returns).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -78,8 +79,10 @@ class Inputs:
 
     def _relation(self, name: str, columns: list[str] | None) -> duckdb.DuckDBPyRelation:
         if name not in self.reads:
-            raise RuntimeError(f"the builder of {self.name} reads {name}, which its header "
-                               f"({sql_objects.get(self.name).path}) does not declare in @reads")
+            raise RuntimeError(
+                f"the builder of {self.name} reads {name}, which its header "
+                f"({sql_objects.get(self.name).path}) does not declare in @reads"
+            )
         listed = ", ".join(f'"{c}"' for c in columns) if columns else "*"
         return self._run.connection.sql(f'SELECT {listed} FROM "{name}"')
 
@@ -101,20 +104,26 @@ def build(run, obj: sql_objects.SqlObject, params: dict) -> dict[str, pa.Table]:
     for name, rows in made.items():
         target = sql_objects.objects().get(name)
         if target is None or target.builder != obj.builder or target.params != obj.params:
-            raise RuntimeError(f"{obj.builder} returned {name}, which is no object built by it "
-                               "with the same parameters")
-        table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows,
-                                                                             preserve_index=False)
+            raise RuntimeError(
+                f"{obj.builder} returned {name}, which is no object built by it "
+                "with the same parameters"
+            )
+        table = (
+            rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows, preserve_index=False)
+        )
         # a per-report object's view adds rank and report over cached reports; over
         # hand-made tables (no store) it is one table of every rank: the rank stays
         kept = ["rank"] if target.kind == "report" and not run.cached else []
         if target.kind == "report":
-            table = table.drop_columns([c for c in PER_REPORT_KEYS if c in table.column_names
-                                        and c not in kept])
+            table = table.drop_columns(
+                [c for c in PER_REPORT_KEYS if c in table.column_names and c not in kept]
+            )
         declared = [c.name for c in target.columns]
         if sorted(table.column_names) != sorted(kept + declared):
-            raise RuntimeError(f"{obj.builder} returned columns {table.column_names} for {name}; "
-                               f"its header ({target.path}) declares {declared}")
+            raise RuntimeError(
+                f"{obj.builder} returned columns {table.column_names} for {name}; "
+                f"its header ({target.path}) declares {declared}"
+            )
         out[name] = table.select(kept + declared)
     return out
 
@@ -126,17 +135,22 @@ def create_table(con: duckdb.DuckDBPyConnection, table: str, name: str, rows) ->
     typed(con, sql_objects.get(name), rows, f'CREATE OR REPLACE TABLE "{table}" AS FROM {{rows}}')
 
 
-def typed(con: duckdb.DuckDBPyConnection, obj: sql_objects.SqlObject, rows: pa.Table,
-          sql: str) -> None:
+def typed(
+    con: duckdb.DuckDBPyConnection, obj: sql_objects.SqlObject, rows: pa.Table, sql: str
+) -> None:
     """Run `sql` with `{rows}` standing for `rows` cast to `obj`'s declared column types."""
     view = f"nsyswrap_built_{obj.name}"
     con.register(view, rows)
     try:
         declared = {c.name for c in obj.columns}
-        ranked = ["CAST(rank AS INTEGER) AS rank"] if ("rank" in rows.column_names
-                                                       and "rank" not in declared) else []
-        listed = ", ".join(ranked + [f'CAST("{c.name}" AS {c.type}) AS "{c.name}"'
-                                     for c in obj.columns])
+        ranked = (
+            ["CAST(rank AS INTEGER) AS rank"]
+            if ("rank" in rows.column_names and "rank" not in declared)
+            else []
+        )
+        listed = ", ".join(
+            ranked + [f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in obj.columns]
+        )
         con.execute(sql.replace("{rows}", f"(SELECT {listed} FROM {view})"))
     finally:
         con.unregister(view)

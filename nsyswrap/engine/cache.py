@@ -9,6 +9,7 @@ The first open of a report reads its tables once (see `sqlite_source`) and
 writes one Parquet file per view, an entry of the store (`nsyswrap.storage.store`: views); later
 opens read the Parquet files only.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,10 +21,9 @@ import duckdb
 import pyarrow as pa
 
 from nsyswrap.engine import sql_objects
-
+from nsyswrap.engine.connection import VIEWS, quote, session
 from nsyswrap.storage import store
 from nsyswrap.storage.cache_keys import report_key
-from nsyswrap.engine.connection import VIEWS, quote, session
 from nsyswrap.storage.leftovers import temp_dir
 from nsyswrap.storage.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.storage.sqlite_source import READ_FAILURES, read_batches, typed_select, wal_applied
@@ -85,7 +85,9 @@ def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
     """Every view of the report into `out`, each raw table read out of SQLite once: a large
     one that several views read is held in a DuckDB table (which spills to disk past the
     memory cap), and every raw table is dropped once its last reader is written."""
-    readers = Counter(r for view in VIEWS for r in sql_objects.get(view).reads if r.startswith("raw_"))
+    readers = Counter(
+        r for view in VIEWS for r in sql_objects.get(view).reads if r.startswith("raw_")
+    )
     # One thread per report: the build is paced by the single stream out of SQLite and
     # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.
     spill = temp_dir("spill")
@@ -99,12 +101,18 @@ def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
                 raws = [r for r in obj.reads if r.startswith("raw_")]
                 for name in raws:
                     if name not in held:
-                        held[name] = _load(con, name, _raw(path, name.removeprefix("raw_"), tables),
-                                           readers[name] > 1)
+                        held[name] = _load(
+                            con,
+                            name,
+                            _raw(path, name.removeprefix("raw_"), tables),
+                            readers[name] > 1,
+                        )
                 target = out / f"{view}.parquet"
                 con.execute(f"COPY ({obj.sql}) TO {quote(str(target))} ({VIEW_PARQUET})")
-                con.execute(f"CREATE OR REPLACE VIEW {view} AS "
-                            f"SELECT * FROM read_parquet({quote(str(target))})")
+                con.execute(
+                    f"CREATE OR REPLACE VIEW {view} AS "
+                    f"SELECT * FROM read_parquet({quote(str(target))})"
+                )
                 for name in raws:
                     readers[name] -= 1
                     if readers[name] == 0 and held[name]:

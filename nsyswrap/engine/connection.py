@@ -1,5 +1,6 @@
 """DuckDB sessions: the one set-up every connection of nsyswrap gets (normalization and
 analysis alike), and the views over the cached Parquet files of some reports."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,9 +11,22 @@ import duckdb
 from nsyswrap.engine.sql_guard import SAFE_CONFIG
 
 VIEWS = (
-    "memcpy", "memset", "kernels", "syncs", "api_calls", "launches",
-    "nvtx", "collectives", "devices", "processes", "session", "data_quality", "nvtx_payloads",
-    "payload_schemas", "osrt_calls", "gpu_memory",
+    "memcpy",
+    "memset",
+    "kernels",
+    "syncs",
+    "api_calls",
+    "launches",
+    "nvtx",
+    "collectives",
+    "devices",
+    "processes",
+    "session",
+    "data_quality",
+    "nvtx_payloads",
+    "payload_schemas",
+    "osrt_calls",
+    "gpu_memory",
 )
 
 
@@ -30,7 +44,9 @@ def quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def session(*, memory_limit: str, spill_dir: Path, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+def session(
+    *, memory_limit: str, spill_dir: Path, threads: int | None = None
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with nsyswrap's settings: a memory cap, a spill directory of its
     own, `threads` threads (default: DuckDB's), no progress bar, no extension loading, no
     Python variables read as tables."""
@@ -50,7 +66,9 @@ def session(*, memory_limit: str, spill_dir: Path, threads: int | None = None) -
     return con
 
 
-def create_view(con: duckdb.DuckDBPyConnection, name: str, parts: list[tuple[int, Path, Path]]) -> None:
+def create_view(
+    con: duckdb.DuckDBPyConnection, name: str, parts: list[tuple[int, Path, Path]]
+) -> None:
     """View `name` over Parquet files, one per report: (rank, report path, file), with
     `rank` and `report` first, the files' rows in the order given.
 
@@ -61,14 +79,17 @@ def create_view(con: duckdb.DuckDBPyConnection, name: str, parts: list[tuple[int
     files = ", ".join(quote(str(file)) for _, _, file in parts)
     ranks = ", ".join(str(int(rank)) for rank, _, _ in parts)
     reports = ", ".join(quote(str(report)) for _, report, _ in parts)
-    con.execute(f'CREATE OR REPLACE VIEW "{name}" AS '
-                f"SELECT [{ranks}][file_index::BIGINT + 1]::INTEGER AS rank, "
-                f"[{reports}][file_index::BIGINT + 1] AS report, * "
-                f"FROM read_parquet([{files}], union_by_name = true)")
+    con.execute(
+        f'CREATE OR REPLACE VIEW "{name}" AS '
+        f"SELECT [{ranks}][file_index::BIGINT + 1]::INTEGER AS rank, "
+        f"[{reports}][file_index::BIGINT + 1] AS report, * "
+        f"FROM read_parquet([{files}], union_by_name = true)"
+    )
 
 
-def connect(reports: list[CachedReport], *, memory_limit: str, spill_dir: Path,
-            threads: int | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    reports: list[CachedReport], *, memory_limit: str, spill_dir: Path, threads: int | None = None
+) -> duckdb.DuckDBPyConnection:
     """A session with one view per normalized view over `reports`."""
     con = session(memory_limit=memory_limit, spill_dir=spill_dir, threads=threads)
     for view in VIEWS:

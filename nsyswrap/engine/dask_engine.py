@@ -7,6 +7,7 @@ them, so reports and cache must be on a file system every node sees at the same 
 the cross-rank stage then runs on the client over the per-report results.
 Needs the optional extra: `pip install 'nsyswrap[dask]'`.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -17,9 +18,10 @@ import socket
 import stat
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.storage.validate import special_file
@@ -48,15 +50,21 @@ class DaskEngine:
     address: str | None = None
 
     @classmethod
-    def find(cls, scheduler_file: Path | None = None, address: str | None = None) -> "DaskEngine":
+    def find(cls, scheduler_file: Path | None = None, address: str | None = None) -> DaskEngine:
         """The scheduler named by the options, else by $DASK_SCHEDULER_ADDRESS."""
         if scheduler_file and address:
-            raise NsysWrapError("--scheduler-file and --scheduler-address", "name two schedulers",
-                                "pass only one of them")
+            raise NsysWrapError(
+                "--scheduler-file and --scheduler-address",
+                "name two schedulers",
+                "pass only one of them",
+            )
         address = address or (None if scheduler_file else os.environ.get(ADDRESS_VARIABLE))
         if not scheduler_file and not address:
-            raise NsysWrapError("--engine dask", "needs a scheduler",
-                                f"pass --scheduler-file F or --scheduler-address tcp://HOST:PORT, or set {ADDRESS_VARIABLE}")
+            raise NsysWrapError(
+                "--engine dask",
+                "needs a scheduler",
+                f"pass --scheduler-file F or --scheduler-address tcp://HOST:PORT, or set {ADDRESS_VARIABLE}",
+            )
         if scheduler_file:
             fix = "pass the file `dask scheduler --scheduler-file F` writes, once it has started"
             try:
@@ -64,24 +72,34 @@ class DaskEngine:
             except OSError:
                 raise NsysWrapError(scheduler_file, "does not exist", fix) from None
             if not stat.S_ISREG(mode):  # (a FIFO would be waited on forever)
-                raise NsysWrapError(scheduler_file, f"is {special_file(mode) or 'a directory'}, "
-                                    "not a scheduler file", fix)
+                raise NsysWrapError(
+                    scheduler_file,
+                    f"is {special_file(mode) or 'a directory'}, not a scheduler file",
+                    fix,
+                )
         return cls(Path(scheduler_file) if scheduler_file else None, address)
 
     @property
     def name(self) -> str:
         return str(self.scheduler_file or self.address)
 
-    def map(self, fn: Callable[[T], R], items: list[T],
-            progress: Callable[[int, int], None] | None = None) -> list[R]:
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: list[T],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[R]:
         """`[fn(item) for item in items]`, one task per item on the cluster's workers; the
         first task that fails raises its error here (an NsysWrapError stays one line)."""
         from dask.utils import funcname
 
         client = self._client()
         name = f"{funcname(fn)}-{uuid.uuid4().hex[:12]}"  # tasks named after the work, in the dashboard too
-        futures = client.map(functools.partial(_in_directory, os.getcwd(), fn), items,
-                             key=[f"{name}-{i}" for i in range(len(items))])
+        futures = client.map(
+            functools.partial(_in_directory, os.getcwd(), fn),
+            items,
+            key=[f"{name}-{i}" for i in range(len(items))],
+        )
         try:
             return _gather(client, futures, progress)
         finally:
@@ -101,21 +119,30 @@ class DaskEngine:
         try:
             from distributed import Client
         except ImportError:
-            raise NsysWrapError("--engine dask", "needs dask.distributed, which is not installed", INSTALL) from None
-        address = (_address(self.address) if self.address
-                   else _scheduler_address(self.scheduler_file))
+            raise NsysWrapError(
+                "--engine dask", "needs dask.distributed, which is not installed", INSTALL
+            ) from None
+        address = (
+            _address(self.address) if self.address else _scheduler_address(self.scheduler_file)
+        )
         try:
             client = Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise NsysWrapError(self.name, f"no Dask scheduler answers ({exc})",
-                                "start `dask scheduler` and its workers, or check the address") from None
+            raise NsysWrapError(
+                self.name,
+                f"no Dask scheduler answers ({exc})",
+                "start `dask scheduler` and its workers, or check the address",
+            ) from None
         try:
             client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
             _check_code(client, self.name)
         except TimeoutError:
             client.close()
-            raise NsysWrapError(self.name, f"has no workers after {WORKERS_TIMEOUT_S} s",
-                                "start workers with `dask worker --scheduler-file F` (e.g. under srun)") from None
+            raise NsysWrapError(
+                self.name,
+                f"has no workers after {WORKERS_TIMEOUT_S} s",
+                "start workers with `dask worker --scheduler-file F` (e.g. under srun)",
+            ) from None
         except BaseException:
             client.close()
             raise
@@ -131,7 +158,7 @@ def _scheduler_address(scheduler_file: Path) -> str:
             info = json.loads(Path(scheduler_file).read_text())
             if isinstance(info, dict) and isinstance(info.get("address"), str):
                 return _address(info["address"], scheduler_file)
-            problem = "holds no scheduler address (a JSON object with \"address\")"
+            problem = 'holds no scheduler address (a JSON object with "address")'
         except ValueError as exc:
             problem = f"is not a scheduler file ({exc})"
         except OSError as exc:
@@ -160,15 +187,18 @@ def _address(address: str, where: str | Path | None = None) -> str:
         if host is not None and (not host or any(c.isspace() for c in host)):
             raise ValueError(f"bad host {host!r}")
     except ValueError as exc:
-        raise NsysWrapError(where or address, f"is not a Dask scheduler address ({exc})",
-                            fix) from None
+        raise NsysWrapError(
+            where or address, f"is not a Dask scheduler address ({exc})", fix
+        ) from None
     if host is not None:
         try:
             socket.create_connection((host, port), timeout=PROBE_S).close()
         except OSError as exc:
-            raise NsysWrapError(where or address, f"no Dask scheduler listens at {full} "
-                                f"({exc.strerror or exc})", "start `dask scheduler` and its "
-                                "workers, or check the address") from None
+            raise NsysWrapError(
+                where or address,
+                f"no Dask scheduler listens at {full} ({exc.strerror or exc})",
+                "start `dask scheduler` and its workers, or check the address",
+            ) from None
     return full
 
 
@@ -193,8 +223,11 @@ def _check_code(client, name: str) -> None:
     mine = code_digest()
     other = sorted(w for w, digest in client.run(code_digest).items() if digest != mine)
     if other:
-        raise NsysWrapError(other[0], f"(a worker of {name}) runs another nsyswrap version than this client",
-                            "install the same nsyswrap on the client and every worker")
+        raise NsysWrapError(
+            other[0],
+            f"(a worker of {name}) runs another nsyswrap version than this client",
+            "install the same nsyswrap on the client and every worker",
+        )
 
 
 def _gather(client, futures, progress: Callable[[int, int], None] | None) -> list:
@@ -225,14 +258,20 @@ def _gather(client, futures, progress: Callable[[int, int], None] | None) -> lis
                 continue
             alone_since = alone_since or checked
             if checked - alone_since >= WORKERS_TIMEOUT_S:
-                raise NsysWrapError("Dask workers", f"all gone for {WORKERS_TIMEOUT_S} s with "
-                                    f"{len(futures) - done_count} of {len(futures)} reports left",
-                                    "check the workers' memory and logs, start workers again, "
-                                    "or use --engine local")
+                raise NsysWrapError(
+                    "Dask workers",
+                    f"all gone for {WORKERS_TIMEOUT_S} s with "
+                    f"{len(futures) - done_count} of {len(futures)} reports left",
+                    "check the workers' memory and logs, start workers again, "
+                    "or use --engine local",
+                )
         return [f.result() for f in futures]
     except (KilledWorker, FutureCancelledError) as exc:
-        raise NsysWrapError("Dask workers", f"stopped while working on a report ({type(exc).__name__}: {exc})",
-                            "check the workers' memory and logs, or use --engine local") from None
+        raise NsysWrapError(
+            "Dask workers",
+            f"stopped while working on a report ({type(exc).__name__}: {exc})",
+            "check the workers' memory and logs, or use --engine local",
+        ) from None
 
 
 def _workers(client) -> int:
@@ -240,5 +279,8 @@ def _workers(client) -> int:
     try:
         return len(client.nthreads())
     except (OSError, TimeoutError) as exc:
-        raise NsysWrapError(client.scheduler.address, "the Dask scheduler stopped answering "
-                            f"({exc})", "check the scheduler, or use --engine local") from None
+        raise NsysWrapError(
+            client.scheduler.address,
+            f"the Dask scheduler stopped answering ({exc})",
+            "check the scheduler, or use --engine local",
+        ) from None

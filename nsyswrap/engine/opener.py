@@ -2,11 +2,13 @@
 
 Light (the run, with DuckDB, loads in `Opener.open`), so a warm report can read these
 options without opening anything."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from nsyswrap.storage.reports import DEFAULT_RANK_PATTERN
 
@@ -28,13 +30,20 @@ class Opener:
     cache_max: str = ""  # the store's cap (nsyswrap.storage.store.cap_bytes; "": the default)
 
     def open(self, inputs: list[str | Path]) -> Run:
-        from nsyswrap.storage import store
         from nsyswrap.engine.opening import open_run
+        from nsyswrap.storage import store
 
         store.cap_bytes(self.cache_max)  # a bad --cache-max is refused before any work
-        run = open_run(inputs, rank_pattern=self.rank_pattern, jobs=self.jobs, progress=self.progress,
-                       engine=self.engine, plan=self.plan, cache_max=self.cache_max,
-                       allow_unrelated=self.allow_unrelated)
+        run = open_run(
+            inputs,
+            rank_pattern=self.rank_pattern,
+            jobs=self.jobs,
+            progress=self.progress,
+            engine=self.engine,
+            plan=self.plan,
+            cache_max=self.cache_max,
+            allow_unrelated=self.allow_unrelated,
+        )
         return run
 
 

@@ -2,6 +2,7 @@
 per-report work the caller's plan will read, in the same task) and open the views over
 all of them (`open_run`); or, without reading them, the plan of a request over them
 (`plan_of`, for `nsyswrap plan`)."""
+
 from __future__ import annotations
 
 import functools
@@ -11,15 +12,15 @@ from pathlib import Path
 
 from nsyswrap.engine import planner
 from nsyswrap.engine.cache import cache_dir_for, normalize
-from nsyswrap.storage.cache_keys import cache_root
 from nsyswrap.engine.connection import CachedReport
 from nsyswrap.engine.dask_engine import DaskEngine
-from nsyswrap.storage.leftovers import remove_dead
 from nsyswrap.engine.plan import Plan, Scope
 from nsyswrap.engine.plan import compile as compile_plan
 from nsyswrap.engine.pool import map_reports
-from nsyswrap.storage.reports import DEFAULT_RANK_PATTERN, assign_ranks, expand, refuse_duplicates
 from nsyswrap.engine.run import MEMORY_LIMIT_MB, Run, open_cached
+from nsyswrap.storage.cache_keys import cache_root
+from nsyswrap.storage.leftovers import remove_dead
+from nsyswrap.storage.reports import DEFAULT_RANK_PATTERN, assign_ranks, expand, refuse_duplicates
 from nsyswrap.storage.validate import inspect_tables
 
 
@@ -53,23 +54,32 @@ def open_run(
     cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
     scope = Scope(tuple(cached), tuple(reports), allow_unrelated)
     planned = planner.planned(scope, list(plan))
-    todo = [(c, tables[c.path], targets) for c, targets in zip(cached, planned)
-            if targets or not (c.views_dir / "session.parquet").exists()]
+    todo = [
+        (c, tables[c.path], targets)
+        for c, targets in zip(cached, planned)
+        if targets or not (c.views_dir / "session.parquet").exists()
+    ]
     workers = max(1, min(jobs, len(todo)))
-    work = functools.partial(_normalize, f"{MEMORY_LIMIT_MB // workers}MB",
-                             max(1, (os.cpu_count() or 1) // workers))
+    work = functools.partial(
+        _normalize, f"{MEMORY_LIMIT_MB // workers}MB", max(1, (os.cpu_count() or 1) // workers)
+    )
     map_reports(work, todo, jobs, progress, engine)
-    run = open_cached(cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress,
-                      engine=engine)
+    run = open_cached(
+        cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress, engine=engine
+    )
     run.reports = reports
     run.cache_max = cache_max
     run.allow_unrelated = allow_unrelated
     return run
 
 
-def plan_of(inputs: list[str | Path], wanted: list[tuple[str, dict]], *,
-            rank_pattern: str = DEFAULT_RANK_PATTERN, allow_unrelated: bool = False
-            ) -> tuple[Plan, list[CachedReport]]:
+def plan_of(
+    inputs: list[str | Path],
+    wanted: list[tuple[str, dict]],
+    *,
+    rank_pattern: str = DEFAULT_RANK_PATTERN,
+    allow_unrelated: bool = False,
+) -> tuple[Plan, list[CachedReport]]:
     """The plan of `wanted` over the reports of `inputs` (validated and given their ranks,
     not read): the compiled plan, and each report's views entry (stored or not)."""
     paths = expand(inputs)
@@ -80,9 +90,11 @@ def plan_of(inputs: list[str | Path], wanted: list[tuple[str, dict]], *,
     return compile_plan(Scope(tuple(cached), tuple(reports), allow_unrelated), wanted), cached
 
 
-def _normalize(memory_limit: str, threads: int,
-               item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]]
-               ) -> None:
+def _normalize(
+    memory_limit: str,
+    threads: int,
+    item: tuple[CachedReport, dict[str, set[str]], list[tuple[str, dict, Path]]],
+) -> None:
     """In a worker: a report's normalized views, then its planned per-report objects and
     modules (see `nsyswrap.engine.planner.planned`), under `memory_limit` with `threads` threads."""
     cached, tables, targets = item

@@ -16,16 +16,16 @@ is: what is stored needs nothing under it, so the plan leaves out what only a st
 step reads (a warm run reads its stored clock solve and computes none of its inputs).
 `nsyswrap.engine.planner` executes a plan in order; `nsyswrap plan` prints it (`rows`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsyswrap.engine import sql_objects
-
+from nsyswrap.engine.connection import CachedReport
 from nsyswrap.storage import store
 from nsyswrap.storage.cache_keys import code_digest, nsyswrap_version
-from nsyswrap.engine.connection import CachedReport
 
 
 @dataclass(frozen=True)
@@ -88,15 +88,18 @@ class Plan:
         wanted = step_id(name, params)
         return next((s for s in self.steps if s.id == wanted), None)
 
-    def per_report_work(self, but: tuple | None = None
-                        ) -> list[tuple[CachedReport, list[tuple[str, dict, Path]]]]:
+    def per_report_work(
+        self, but: tuple | None = None
+    ) -> list[tuple[CachedReport, list[tuple[str, dict, Path]]]]:
         """Per report, its per-report steps not stored yet, in order: (name, params, entry);
         without step `but` (a step id)."""
         out = []
         for i, cached in enumerate(self.scope.ranked):
-            todo = [(s.name, s.params, s.entries[i]) for s in self.steps
-                    if s.kind == "report" and s.entries and not s.entries[i].exists()
-                    and s.id != but]
+            todo = [
+                (s.name, s.params, s.entries[i])
+                for s in self.steps
+                if s.kind == "report" and s.entries and not s.entries[i].exists() and s.id != but
+            ]
             if todo:
                 out.append((cached, todo))
         return out
@@ -154,8 +157,15 @@ def object_entry(cached: CachedReport, name: str, params: dict) -> Path:
     keyed to the report's views entry and rank, the SQL of the object and of everything it
     needs, its parameter values and nsyswrap's version."""
     values = sorted(sql_objects.get(name).values(params).items())
-    return store.entry("objects", name, cached.views_dir.name, cached.rank,
-                       sql_objects.digest(name), values, nsyswrap_version())
+    return store.entry(
+        "objects",
+        name,
+        cached.views_dir.name,
+        cached.rank,
+        sql_objects.digest(name),
+        values,
+        nsyswrap_version(),
+    )
 
 
 def run_entry(scope: Scope, name: str, params: dict) -> Path:
@@ -165,8 +175,16 @@ def run_entry(scope: Scope, name: str, params: dict) -> Path:
     sources = sorted((r.rank, str(r.path), r.rank_source) for r in scope.reports)
     views = sorted((c.rank, c.views_dir.name) for c in scope.cached)
     values = sorted(sql_objects.get(name).values(params).items())
-    return store.entry("runs", name, sources, views, scope.allow_unrelated, code_digest(),
-                       sql_objects.digest(name), values)
+    return store.entry(
+        "runs",
+        name,
+        sources,
+        views,
+        scope.allow_unrelated,
+        code_digest(),
+        sql_objects.digest(name),
+        values,
+    )
 
 
 STAGES = {"library": "connection", "report": "per report", "run": "run", "module": "run"}
@@ -182,12 +200,17 @@ def rows(plan: Plan) -> list[dict]:
         given = {k: v for k, v in s.values.items() if v != defaults[k]}
         n = len(s.entries)
         todo = (n - s.stored) if n else (1 if s.kind != "library" else 0)
-        out.append({
-            "step": i, "stage": STAGES[s.kind], "name": s.name,
-            "params": ", ".join(f"{k}={v}" for k, v in given.items()),
-            "stored": f"{s.stored}/{n}" if n else "-",
-            "compute": todo if s.kind == "report" else ("yes" if todo else "no"),
-            "why": "; ".join(["asked for"] * s.asked + ["read by " + ", ".join(s.readers)] * bool(
-                s.readers)),
-        })
+        out.append(
+            {
+                "step": i,
+                "stage": STAGES[s.kind],
+                "name": s.name,
+                "params": ", ".join(f"{k}={v}" for k, v in given.items()),
+                "stored": f"{s.stored}/{n}" if n else "-",
+                "compute": todo if s.kind == "report" else ("yes" if todo else "no"),
+                "why": "; ".join(
+                    ["asked for"] * s.asked + ["read by " + ", ".join(s.readers)] * bool(s.readers)
+                ),
+            }
+        )
     return out

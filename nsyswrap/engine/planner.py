@@ -22,6 +22,7 @@ Parameters flow by name: an object gets the values of its own parameters out of 
 given to what reads it. A view name is re-bound whenever an object is needed with other
 parameter values, just before what reads it runs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,11 +37,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from nsyswrap.engine import builders, plan, sql_objects
-
-from nsyswrap.storage import store
 from nsyswrap.engine.connection import CachedReport, create_view, quote
 from nsyswrap.engine.pool import map_reports
 from nsyswrap.engine.run import open_cached, ours
+from nsyswrap.storage import store
 
 ROWS = "rows.parquet"
 ROW_GROUP = 16384
@@ -55,8 +55,9 @@ def result(run, name: str, params: dict) -> pd.DataFrame:
 
 def scope(run) -> plan.Scope:
     """What a plan of `run` is compiled for."""
-    return plan.Scope(tuple(run.cached), tuple(run.reports), run.allow_unrelated,
-                      run.store_per_report)
+    return plan.Scope(
+        tuple(run.cached), tuple(run.reports), run.allow_unrelated, run.store_per_report
+    )
 
 
 def results(run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]:
@@ -104,8 +105,9 @@ def stored_rows(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
     return [[e / ROWS for e in compiled.step(n, p).entries] for n, p in items]
 
 
-def planned(scope: plan.Scope, wanted: list[tuple[str, dict]]
-            ) -> list[list[tuple[str, dict, Path]]]:
+def planned(
+    scope: plan.Scope, wanted: list[tuple[str, dict]]
+) -> list[list[tuple[str, dict, Path]]]:
     """Per report of `scope` (in the order of `scope.cached`), the per-report steps of the
     plan of `wanted` not stored yet, in dependency order: what `compute` takes."""
     work = dict((c.views_dir, todo) for c, todo in plan.compile(scope, wanted).per_report_work())
@@ -127,8 +129,9 @@ def _fill(run, compiled: plan.Plan, but: tuple | None = None) -> None:
             _store(run, name, params, target)
     elif todo:
         workers = min(run.jobs, len(todo))
-        work = functools.partial(compute, f"{run.memory_limit_mb // workers}MB",
-                                 max(1, (os.cpu_count() or 1) // workers))
+        work = functools.partial(
+            compute, f"{run.memory_limit_mb // workers}MB", max(1, (os.cpu_count() or 1) // workers)
+        )
         map_reports(work, todo, run.jobs, run.progress, run.engine)
 
 
@@ -155,8 +158,10 @@ def _bind(run, step: plan.Step) -> None:
     if run.bound.get(name) == key and run.cached:
         return  # a run of hand-made tables may change: only cached reports are bound once
     if step.kind == "report":
-        parts = [(c.rank, c.path, e / ROWS) for c, e in zip(plan.Scope(tuple(run.cached)).ranked,
-                                                              step.entries)]
+        parts = [
+            (c.rank, c.path, e / ROWS)
+            for c, e in zip(plan.Scope(tuple(run.cached)).ranked, step.entries)
+        ]
         create_view(run.connection, name, parts)
     else:
         table = _table_name(name, key)
@@ -172,13 +177,15 @@ def _bind(run, step: plan.Step) -> None:
                         made = sql_objects.get(built)
                         made_key = _key(built, made.values(params))
                         with ours(made):
-                            builders.create_table(run.connection, _table_name(built, made_key),
-                                                  built, rows)
+                            builders.create_table(
+                                run.connection, _table_name(built, made_key), built, rows
+                            )
                         _keep(run, built, params)
                 else:
                     with ours(obj):
-                        run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}',
-                                               obj.bound(params))
+                        run.connection.execute(
+                            f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}', obj.bound(params)
+                        )
                     _keep(run, name, params)
             run.tables.add(table)
         run.connection.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM "{table}"')
@@ -197,9 +204,13 @@ def _keep(run, name: str, params: dict) -> None:
     run.tables.add(table)
     if run.cached:
         stored = plan.run_entry(scope(run), name, params)
-        store.write(stored, lambda work: run.connection.execute(
-            f'COPY "{table}" TO {quote(str(work / ROWS))} (FORMAT parquet)'),
-            about=", ".join(str(r.path) for r in run.reports))
+        store.write(
+            stored,
+            lambda work: run.connection.execute(
+                f'COPY "{table}" TO {quote(str(work / ROWS))} (FORMAT parquet)'
+            ),
+            about=", ".join(str(r.path) for r in run.reports),
+        )
         run.lease.hold(stored)
 
 
@@ -208,8 +219,10 @@ def _read_stored(run, table: str, stored: Path) -> bool:
     if not stored.exists():
         return False
     try:
-        run.connection.execute(f'CREATE OR REPLACE TABLE "{table}" AS '
-                               f'SELECT * FROM read_parquet({quote(str(stored / ROWS))})')
+        run.connection.execute(
+            f'CREATE OR REPLACE TABLE "{table}" AS '
+            f"SELECT * FROM read_parquet({quote(str(stored / ROWS))})"
+        )
     except duckdb.Error:  # damaged: computed again (and stored again)
         store.discard(stored, f"cache entry {stored} was damaged; building it again")
         return False
@@ -226,12 +239,14 @@ def _check(entry: Path) -> None:
     if damaged is None and (entry / ROWS).exists():
         store.use(entry)
     else:
-        store.discard(entry, f"cache entry {damaged or entry / ROWS} was damaged; "
-                             "building it again")
+        store.discard(
+            entry, f"cache entry {damaged or entry / ROWS} was damaged; building it again"
+        )
 
 
-def compute(memory_limit: str, threads: int,
-             item: tuple[CachedReport, list[tuple[str, dict, Path]]]) -> None:
+def compute(
+    memory_limit: str, threads: int, item: tuple[CachedReport, list[tuple[str, dict, Path]]]
+) -> None:
     """In a worker: objects or modules over one report, each stored in its entry."""
     cached, targets = item
     with open_cached([cached], memory_limit=memory_limit, threads=threads) as one:
@@ -257,8 +272,11 @@ def _store(run, name: str, params: dict, target: Path) -> None:
             if built == name:
                 _write(run, obj, rows, work / ROWS)
             elif not (other := plan.object_entry(run.cached[0], built, params)).exists():
-                store.write(other, lambda w, b=built, r=rows: _write(
-                    run, sql_objects.get(b), r, w / ROWS), about=str(run.cached[0].path))
+                store.write(
+                    other,
+                    lambda w, b=built, r=rows: _write(run, sql_objects.get(b), r, w / ROWS),
+                    about=str(run.cached[0].path),
+                )
 
     store.write(target, build, about=str(run.cached[0].path))
 
@@ -268,21 +286,29 @@ def _write(run, obj: sql_objects.SqlObject, rows, target: Path) -> None:
     (Parquet 2, as the views: the device timeline's million rows are written ~20 % cheaper
     and take half the space)."""
     with ours(obj):
-        builders.typed(run.connection, obj, rows, f"COPY {{rows}} TO {quote(str(target))} "
-                       f"(FORMAT parquet, PARQUET_VERSION v2, ROW_GROUP_SIZE {ROW_GROUP})")
+        builders.typed(
+            run.connection,
+            obj,
+            rows,
+            f"COPY {{rows}} TO {quote(str(target))} "
+            f"(FORMAT parquet, PARQUET_VERSION v2, ROW_GROUP_SIZE {ROW_GROUP})",
+        )
 
 
 def _copy(run, obj: sql_objects.SqlObject, values: dict, target: Path) -> None:
     """COPY the rows of `obj` to Parquet file `target` (an object without `rank`, `report`)."""
     sql = obj.sql
     if obj.kind == "report":
-        columns = [d[0] for d in run.connection.execute(
-            f"SELECT * FROM ({sql}) LIMIT 0", values).description]
+        columns = [
+            d[0]
+            for d in run.connection.execute(f"SELECT * FROM ({sql}) LIMIT 0", values).description
+        ]
         if {"rank", "report"} & set(columns):
             kept = ", ".join(f'"{c}"' for c in columns if c not in ("rank", "report"))
             sql = f"SELECT {kept} FROM ({sql})"
-    run.connection.execute(f"COPY ({sql}) TO {quote(str(target))} "
-                           f"(FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP})", values)
+    run.connection.execute(
+        f"COPY ({sql}) TO {quote(str(target))} (FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP})", values
+    )
 
 
 def _key(name: str, values: dict) -> str:
@@ -290,15 +316,17 @@ def _key(name: str, values: dict) -> str:
     return hashlib.sha256(repr((name, sorted(values.items()))).encode()).hexdigest()[:16]
 
 
-def declared_order(frame: pd.DataFrame, module: sql_objects.SqlObject, *,
-                   ranks_in_order: bool = True) -> pd.DataFrame:
+def declared_order(
+    frame: pd.DataFrame, module: sql_objects.SqlObject, *, ranks_in_order: bool = True
+) -> pd.DataFrame:
     """Per-report rows in the module's declared order (a stable sort). With `ranks_in_order`
     (the reports' rows one after the other in rank order), an order led by rank holds already."""
     keys = list(module.order)
     if not keys or (ranks_in_order and keys[0] == ("rank", False)):
         return frame  # the ranks are in order, each report's rows are in order
-    return frame.sort_values([k for k, _ in keys], ascending=[not d for _, d in keys],
-                             kind="stable", ignore_index=True)
+    return frame.sort_values(
+        [k for k, _ in keys], ascending=[not d for _, d in keys], kind="stable", ignore_index=True
+    )
 
 
 def _concat(tables: list[pa.Table]) -> pd.DataFrame:
@@ -332,8 +360,9 @@ def result_over(connection, name: str, params: dict, given: frozenset[str]) -> p
             if obj.kind == "library":
                 connection.execute(obj.sql)
             else:
-                connection.execute(f'CREATE OR REPLACE TABLE "{needed}" AS {obj.sql}',
-                                   obj.bound(params))
+                connection.execute(
+                    f'CREATE OR REPLACE TABLE "{needed}" AS {obj.sql}', obj.bound(params)
+                )
     module = sql_objects.get(name)
     with ours(module):
         return connection.execute(module.sql, module.bound(params)).df()

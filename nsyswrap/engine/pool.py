@@ -1,15 +1,17 @@
 """Per-report work in a bounded pool of processes: `jobs` reports at a time, so memory
 grows with `jobs`, not with the number of ranks, and every core is used; or, with an
 engine (`nsyswrap.engine.dask_engine.DaskEngine`), on the workers of a Dask cluster."""
+
 from __future__ import annotations
 
 import multiprocessing
 import os
 import sys
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
 
 from nsyswrap.engine.dask_engine import DaskEngine
 from nsyswrap.errors import NsysWrapError, open_files_error
@@ -20,9 +22,13 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
-                progress: Callable[[int, int], None] | None = None,
-                engine: DaskEngine | None = None) -> list[R]:
+def map_reports(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    jobs: int,
+    progress: Callable[[int, int], None] | None = None,
+    engine: DaskEngine | None = None,
+) -> list[R]:
     """`[fn(item) for item in items]`, `jobs` at a time in worker processes (in this
     process when there is one item or one job), or one task per item on `engine`'s
     workers; `progress(done, total)` after each."""
@@ -41,8 +47,12 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
     # may hold DuckDB threads; the server imports nsyswrap once for all workers.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["nsyswrap.engine.opening"])
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context,
-                               initializer=start_worker, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(items)),
+        mp_context=context,
+        initializer=start_worker,
+        initargs=(os.getpid(),),
+    )
     try:
         with _main_hidden():  # the workers start here
             futures = [pool.submit(fn, item) for item in items]
@@ -55,8 +65,11 @@ def map_reports(fn: Callable[[T], R], items: Iterable[T], jobs: int,
             worker.terminate()
         raise
     except BrokenProcessPool as exc:
-        raise NsysWrapError("worker processes", f"stopped unexpectedly ({exc})",
-                            "check free memory, or pass jobs=1 (-j 1) to work in one process") from None
+        raise NsysWrapError(
+            "worker processes",
+            f"stopped unexpectedly ({exc})",
+            "check free memory, or pass jobs=1 (-j 1) to work in one process",
+        ) from None
     finally:
         pool.shutdown(cancel_futures=True)
 
@@ -91,11 +104,16 @@ def _main_hidden():
             setattr(main, key, value)
 
 
-def find_engine(name: str, scheduler_file=None, scheduler_address: str | None = None) -> DaskEngine | None:
+def find_engine(
+    name: str, scheduler_file=None, scheduler_address: str | None = None
+) -> DaskEngine | None:
     """The engine of `--engine NAME`: None for local processes, else the Dask scheduler."""
     if name == "local":
         if scheduler_file or scheduler_address:
-            raise NsysWrapError("--scheduler-file/--scheduler-address", "only apply to --engine dask",
-                                "add --engine dask, or leave them out")
+            raise NsysWrapError(
+                "--scheduler-file/--scheduler-address",
+                "only apply to --engine dask",
+                "add --engine dask, or leave them out",
+            )
         return None
     return DaskEngine.find(scheduler_file, scheduler_address)

@@ -3,6 +3,7 @@
 Each file is a declared SQL object (header grammar: `nsyswrap.engine.sql_objects`); the planner
 computes what it needs and then it (`nsyswrap.engine.planner`).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -10,9 +11,9 @@ import difflib
 import pandas as pd
 
 from nsyswrap.engine import planner, rank_labels, sql_objects
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.engine.run import Run
 from nsyswrap.engine.sql_objects import CONVERT, SqlObject
+from nsyswrap.errors import NsysWrapError
 
 
 def catalog() -> dict[str, SqlObject]:
@@ -25,7 +26,9 @@ def get(name: str) -> SqlObject:
     if name not in modules:
         close = difflib.get_close_matches(name, modules, n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise NsysWrapError(name, "is not a prebuilt query", f"{hint}see `nsyswrap list` for the names")
+        raise NsysWrapError(
+            name, "is not a prebuilt query", f"{hint}see `nsyswrap list` for the names"
+        )
     return modules[name]
 
 
@@ -34,18 +37,31 @@ def bind(module: SqlObject, given: dict[str, object]) -> dict[str, object]:
     known = {p.name: p for p in module.params}
     unknown = set(given) - set(known)
     if unknown:
-        raise NsysWrapError(module.name, f"has no parameter(s) {sorted(unknown)}", f"its parameters are {sorted(known) or 'none'}")
+        raise NsysWrapError(
+            module.name,
+            f"has no parameter(s) {sorted(unknown)}",
+            f"its parameters are {sorted(known) or 'none'}",
+        )
     values = {}
     for p in module.params:
         raw = given.get(p.name, p.default)
         try:
-            values[p.name] = raw if raw is None or not isinstance(raw, str) else CONVERT[p.type](raw)
+            values[p.name] = (
+                raw if raw is None or not isinstance(raw, str) else CONVERT[p.type](raw)
+            )
         except ValueError:
-            raise NsysWrapError(module.name, f"parameter {p.name}={raw!r} is not a {p.type}", "pass a value of that type") from None
+            raise NsysWrapError(
+                module.name,
+                f"parameter {p.name}={raw!r} is not a {p.type}",
+                "pass a value of that type",
+            ) from None
     low, high = values.get("step_from"), values.get("step_to")
     if low is not None and high is not None and high <= low:  # as `report --steps`
-        raise NsysWrapError(f"-p step_from={low} -p step_to={high}", "selects no step (step_to must exceed step_from)",
-                            "write e.g. -p step_from=2 -p step_to=5 for steps 2, 3 and 4")
+        raise NsysWrapError(
+            f"-p step_from={low} -p step_to={high}",
+            "selects no step (step_to must exceed step_from)",
+            "write e.g. -p step_from=2 -p step_to=5 for steps 2, 3 and 4",
+        )
     return values
 
 
@@ -58,8 +74,9 @@ def run_module(run: Run, name: str, **params) -> pd.DataFrame:
 def run_modules(run: Run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]:
     """Several prebuilt modules on an open run, `key: (name, params)` -> `key: rows`; the
     per-report ones are computed in one pass of the worker pool."""
-    rows = planner.results(run, {key: (name, bind(get(name), params))
-                                 for key, (name, params) in wanted.items()})
+    rows = planner.results(
+        run, {key: (name, bind(get(name), params)) for key, (name, params) in wanted.items()}
+    )
     return {key: labelled(run, get(wanted[key][0]), frame) for key, frame in rows.items()}
 
 

@@ -6,6 +6,7 @@ domain, see its header) says which rank each row takes: a row whose (report, `pi
 listed takes that rank, else one whose (report, `device`) is, else its report's. The map
 has no row when every report is one rank, its own: results are then unchanged.
 """
+
 from __future__ import annotations
 
 from weakref import WeakKeyDictionary
@@ -28,12 +29,18 @@ def rank_maps(run) -> tuple[dict, dict, dict]:
 def _read(run) -> tuple[dict, dict, dict]:
     planner.bind(run, MAP, {})
     rows = run.connection.execute(f'SELECT * FROM "{MAP}"').df()
-    by_pid = {(int(r.report_rank), int(r.pid)): int(r.rank)
-              for r in rows.dropna(subset=["pid"]).itertuples(index=False)}
-    by_device = {(int(r.report_rank), int(r.device)): int(r.rank)
-                 for r in rows.dropna(subset=["device"]).itertuples(index=False)}
-    by_report = {int(r.report_rank): int(r.rank)
-                 for r in rows[rows["pid"].isna() & rows["device"].isna()].itertuples(index=False)}
+    by_pid = {
+        (int(r.report_rank), int(r.pid)): int(r.rank)
+        for r in rows.dropna(subset=["pid"]).itertuples(index=False)
+    }
+    by_device = {
+        (int(r.report_rank), int(r.device)): int(r.rank)
+        for r in rows.dropna(subset=["device"]).itertuples(index=False)
+    }
+    by_report = {
+        int(r.report_rank): int(r.rank)
+        for r in rows[rows["pid"].isna() & rows["device"].isna()].itertuples(index=False)
+    }
     return by_pid, by_device, by_report
 
 
@@ -45,8 +52,11 @@ def label(run, frame: pd.DataFrame) -> pd.DataFrame:
     by_pid, by_device, by_report = rank_maps(run)
     if not by_report:
         return frame
-    keys = zip(frame["rank"], frame["pid"] if "pid" in frame else [None] * len(frame),
-               frame["device"] if "device" in frame else [None] * len(frame))
+    keys = zip(
+        frame["rank"],
+        frame["pid"] if "pid" in frame else [None] * len(frame),
+        frame["device"] if "device" in frame else [None] * len(frame),
+    )
     ranks = [by_pid.get((r, p), by_device.get((r, d), by_report.get(r, r))) for r, p, d in keys]
     return frame.assign(rank=pd.Series(ranks, index=frame.index, dtype=frame["rank"].dtype))
 
@@ -64,8 +74,9 @@ def label_sql(run, columns: list[str]) -> tuple[str, dict]:
         if column not in columns:
             continue
         for i, ((report, key), rank) in enumerate(mapping.items()):
-            cases.append(f'WHEN "rank" = $r_{column}{i} AND "{column}" = $k_{column}{i} '
-                         f'THEN $to_{column}{i}')
+            cases.append(
+                f'WHEN "rank" = $r_{column}{i} AND "{column}" = $k_{column}{i} THEN $to_{column}{i}'
+            )
             values |= {f"r_{column}{i}": report, f"k_{column}{i}": key, f"to_{column}{i}": rank}
     for i, (report, rank) in enumerate(by_report.items()):
         cases.append(f'WHEN "rank" = $r_report{i} THEN $to_report{i}')

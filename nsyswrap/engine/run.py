@@ -4,28 +4,29 @@ What SQL objects need (libraries, per-report and run objects) the planner binds 
 connection when asked for them (`nsyswrap.engine.planner`); opening reports as a run (validate,
 rank, normalize) is `nsyswrap.engine.opening`.
 """
+
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import duckdb
 import pandas as pd
 
 from nsyswrap.engine import sql_objects
-
-from nsyswrap.storage import store
 from nsyswrap.engine.connection import CachedReport, connect
 from nsyswrap.engine.dask_engine import DaskEngine
 from nsyswrap.errors import NsysWrapError, limit_error
+from nsyswrap.storage import store
 from nsyswrap.storage.leftovers import temp_dir
 from nsyswrap.storage.reports import Report
 
 MEMORY_LIMIT_MB = 2048
 """DuckDB's memory cap for a run, shared by the run's connection and its workers."""
+
 
 @dataclass(eq=False)  # a run is itself: hashable by identity
 class Run:
@@ -80,8 +81,10 @@ class Run:
             return con.execute(sql, params or {})
         except duckdb.Error as exc:
             raise limit_error(exc, self.spill_dir) or NsysWrapError(
-                "query", str(exc).splitlines()[0],
-                "check the SQL against the views listed by `nsyswrap views`") from exc
+                "query",
+                str(exc).splitlines()[0],
+                "check the SQL against the views listed by `nsyswrap views`",
+            ) from exc
 
     def close(self) -> None:
         self.connection.close()
@@ -90,7 +93,7 @@ class Run:
         if self.cache_max is not None:
             store.evict(store.cap_bytes(self.cache_max))
 
-    def __enter__(self) -> "Run":
+    def __enter__(self) -> Run:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -103,24 +106,43 @@ def ours(obj: sql_objects.SqlObject):
     try:
         yield
     except duckdb.OutOfMemoryException as exc:
-        raise NsysWrapError(obj.name, f"ran out of memory ({str(exc).splitlines()[0]})",
-                            "free memory or pass fewer jobs (-j 1)") from exc
+        raise NsysWrapError(
+            obj.name,
+            f"ran out of memory ({str(exc).splitlines()[0]})",
+            "free memory or pass fewer jobs (-j 1)",
+        ) from exc
     except duckdb.Error as exc:
         limit = limit_error(exc)  # the disk or the open files limit, not the SQL
         if limit is not None:
             raise limit from exc
-        raise RuntimeError(f"nsyswrap's packaged SQL {obj.path} failed: a bug in nsyswrap, "
-                           "please report it with this traceback") from exc
+        raise RuntimeError(
+            f"nsyswrap's packaged SQL {obj.path} failed: a bug in nsyswrap, "
+            "please report it with this traceback"
+        ) from exc
 
 
-def open_cached(cached: list[CachedReport], *, memory_limit: str, threads: int | None = None,
-                jobs: int = 2, progress: Callable[[int, int], None] | None = None,
-                engine: DaskEngine | None = None) -> Run:
+def open_cached(
+    cached: list[CachedReport],
+    *,
+    memory_limit: str,
+    threads: int | None = None,
+    jobs: int = 2,
+    progress: Callable[[int, int], None] | None = None,
+    engine: DaskEngine | None = None,
+) -> Run:
     """A run over reports already normalized."""
     spill = temp_dir("spill")
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
     reports = [Report(c.rank, c.path, "cache") for c in cached]
-    run = Run(con, reports, spill, cached, jobs, progress, int(memory_limit.removesuffix("MB")),
-              engine=engine)
+    run = Run(
+        con,
+        reports,
+        spill,
+        cached,
+        jobs,
+        progress,
+        int(memory_limit.removesuffix("MB")),
+        engine=engine,
+    )
     run.lease.hold(*(c.views_dir for c in cached))
     return run

@@ -27,6 +27,7 @@ Request variables (`sql/_request.sql`: the window, the step pattern) are declare
 once: an object binds one without declaring it, and takes it as a parameter wherever it
 or something it reads binds it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,7 +46,10 @@ _PARAM = re.compile(r"^(\w+)\s+(\w+)(?:\s*=\s*(\S+))?\s*(.*)$")
 _COLUMN = re.compile(r"^(\w+)\s+(\w+)\s*(.*)$")
 _USE = re.compile(r"(?<![\w$])\$(\w+)")
 CONVERT = {
-    "BIGINT": int, "INTEGER": int, "DOUBLE": float, "VARCHAR": str,
+    "BIGINT": int,
+    "INTEGER": int,
+    "DOUBLE": float,
+    "VARCHAR": str,
     "BOOLEAN": lambda v: str(v).lower() in ("1", "true", "yes"),
 }
 KINDS = {"_views": "view", "_macros": "library", "_reductions": "report", "_run": "run"}
@@ -133,8 +137,10 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
         if key == "param" or (key == "var" and kind == "request"):
             p = _PARAM.match(rest)
             if not p or p[2] not in CONVERT:
-                raise HeaderError(f"{where}: write '-- @param NAME TYPE = DEFAULT doc' with TYPE "
-                                  f"one of {sorted(CONVERT)}")
+                raise HeaderError(
+                    f"{where}: write '-- @param NAME TYPE = DEFAULT doc' with TYPE "
+                    f"one of {sorted(CONVERT)}"
+                )
             if p[3] is None:
                 raise HeaderError(f"{where}: parameter {p[1]} has no default")
             params.append(Param(p[1], p[2], _literal(p[3], p[2]), p[4]))
@@ -155,25 +161,44 @@ def parse(path: Path, name: str, kind: str) -> SqlObject:
             order += [(k.split()[0], k.upper().endswith(" DESC")) for k in rest.split(",")]
         elif key == "builder":
             if kind not in ("report", "run") or not re.fullmatch(r"[\w.]+:\w+", rest.strip()):
-                raise HeaderError(f"{where}: write '-- @builder package.module:function' in a "
-                                  "per-report (_reductions) or run (_run) object")
+                raise HeaderError(
+                    f"{where}: write '-- @builder package.module:function' in a "
+                    "per-report (_reductions) or run (_run) object"
+                )
             builder = rest.strip()
         else:
             raise HeaderError(f"{where}: unknown directive @{key}")
     if kind == "module" and not scope:
         raise HeaderError(f"{path}: a module declares '-- @scope report' or '-- @scope run'")
-    body = "\n".join(lines[len(header):])
+    body = "\n".join(lines[len(header) :])
     if builder is not None and (body.strip() or not columns):
-        raise HeaderError(f"{path}: an object built in Python ({builder}) declares its "
-                          "@column lines and has no SQL body")
+        raise HeaderError(
+            f"{path}: an object built in Python ({builder}) declares its "
+            "@column lines and has no SQL body"
+        )
     used = set(_USE.findall(re.sub(r"--[^\n]*", "", body)))
     declared = {p.name for p in params} | (set(request_variables()) if kind != "request" else set())
     if kind != "library" and used - declared:
         raise HeaderError(f"{path}: uses undeclared parameters {sorted(used - declared)}")
     intro = [ln.lstrip("- ").strip() for ln in header]
-    summary = " ".join(intro[: next((i for i, ln in enumerate(intro) if ln.startswith("@")), len(intro))])
-    return SqlObject(name, kind, path, summary, scope, tuple(includes), tuple(reads),
-                     tuple(params), tuple(columns), tuple(order), body, frozenset(used), builder)
+    summary = " ".join(
+        intro[: next((i for i, ln in enumerate(intro) if ln.startswith("@")), len(intro))]
+    )
+    return SqlObject(
+        name,
+        kind,
+        path,
+        summary,
+        scope,
+        tuple(includes),
+        tuple(reads),
+        tuple(params),
+        tuple(columns),
+        tuple(order),
+        body,
+        frozenset(used),
+        builder,
+    )
 
 
 @functools.cache
@@ -225,11 +250,18 @@ def _with_column_docs(found: dict[str, SqlObject]) -> dict[str, SqlObject]:
             columns = []
             for c in obj.columns:
                 if not c.doc:
-                    docs = [d.doc for r in obj.reads if r in found
-                            for d in resolved(r).columns if d.name == c.name and d.doc]
+                    docs = [
+                        d.doc
+                        for r in obj.reads
+                        if r in found
+                        for d in resolved(r).columns
+                        if d.name == c.name and d.doc
+                    ]
                     if not docs:
-                        raise HeaderError(f"{obj.path}: column {c.name} has no description, "
-                                          "and no object it reads describes it")
+                        raise HeaderError(
+                            f"{obj.path}: column {c.name} has no description, "
+                            "and no object it reads describes it"
+                        )
                     c = dataclasses.replace(c, doc=docs[0])
                 columns.append(c)
             out[name] = dataclasses.replace(obj, columns=tuple(columns))
@@ -261,10 +293,14 @@ def check_params(name: str) -> None:
     below = {p.name for n in needs(name)[:-1] for p in get(n).params}
     declared = {p.name for p in obj.params}
     if declared - used - below:
-        raise HeaderError(f"{obj.path}: declares unused parameters {sorted(declared - used - below)}")
+        raise HeaderError(
+            f"{obj.path}: declares unused parameters {sorted(declared - used - below)}"
+        )
     if below - declared:
-        raise HeaderError(f"{obj.path}: reads objects with parameters {sorted(below - declared)}, "
-                          "which it must declare")
+        raise HeaderError(
+            f"{obj.path}: reads objects with parameters {sorted(below - declared)}, "
+            "which it must declare"
+        )
 
 
 def get(name: str) -> SqlObject:
@@ -289,9 +325,11 @@ def _in_order(name: str, found: dict[str, SqlObject]) -> tuple[str, ...]:
 
     def visit(n: str) -> None:
         if n in path:
-            cycle = path[path.index(n):] + [n]
-            raise HeaderError("a cycle of @reads/@include: " + " -> ".join(
-                f"{c} ({found[c].path})" for c in cycle))
+            cycle = path[path.index(n) :] + [n]
+            raise HeaderError(
+                "a cycle of @reads/@include: "
+                + " -> ".join(f"{c} ({found[c].path})" for c in cycle)
+            )
         path.append(n)
         for dep in found[n].includes + found[n].reads:
             if dep not in out and dep in found and found[dep].kind != "view":

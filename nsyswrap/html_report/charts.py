@@ -3,6 +3,7 @@
 Each function takes DataFrames from the `sql/` modules and returns one `<svg>`
 string that needs no script, style sheet or network to display.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,12 +15,25 @@ WIDTH = 1200
 LABEL_W = 110
 # One colour per meaning, the same in every plot and in the diagnosis.
 COLORS = {
-    "compute": "#4e79a7", "both": "#8e6bb0", "comm": "#f28e2b", "copy": "#9c9c9c",
-    "idle": "#e4e4e4", "wait": "#d62728",
+    "compute": "#4e79a7",
+    "both": "#8e6bb0",
+    "comm": "#f28e2b",
+    "copy": "#9c9c9c",
+    "idle": "#e4e4e4",
+    "wait": "#d62728",
 }
 # Phases (ranges inside a step) take colours no meaning above uses.
-PALETTE = ["#59a14f", "#76b7b2", "#edc948", "#9c755f", "#b6992d", "#86bcb6", "#a0cbe8",
-           "#d4a6c8", "#499894"]
+PALETTE = [
+    "#59a14f",
+    "#76b7b2",
+    "#edc948",
+    "#9c755f",
+    "#b6992d",
+    "#86bcb6",
+    "#a0cbe8",
+    "#d4a6c8",
+    "#499894",
+]
 WAIT_COLOR = COLORS["wait"]
 LEDGER_PARTS = [
     ("compute_only_ns", "compute only", COLORS["compute"]),
@@ -29,16 +43,21 @@ LEDGER_PARTS = [
     ("idle_ns", "idle", COLORS["idle"]),
 ]
 
+
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
-            f'font-family="sans-serif" font-size="11">' + "".join(body) + "</svg>")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+        f'font-family="sans-serif" font-size="11">' + "".join(body) + "</svg>"
+    )
 
 
 def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str = "", extra: str = "") -> str:
     title = f"<title>{escape(tip)}</title>" if tip else ""
-    return (f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0.5):.2f}" height="{h:.2f}" fill="{fill}" {extra}>'
-            f"{title}</rect>")
+    return (
+        f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0.5):.2f}" height="{h:.2f}" fill="{fill}" {extra}>'
+        f"{title}</rect>"
+    )
 
 
 def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
@@ -89,26 +108,58 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
     for k in range(int((t1 / 1e6 - first) // tick) + 1):
         ms_at = first + k * tick
         px = x(ms_at * 1e6)
-        body += [f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{top + row_h * len(ranks)}" stroke="#ddd"/>',
-                 _text(px, top - 8, f"{ms_at:g} ms", "middle", 'fill="#555"')]
+        body += [
+            f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{top + row_h * len(ranks)}" stroke="#ddd"/>',
+            _text(px, top - 8, f"{ms_at:g} ms", "middle", 'fill="#555"'),
+        ]
     for i, rank in enumerate(ranks):
         y = top + i * row_h
         body.append(_text(LABEL_W - 8, y + row_h / 2 + 4, f"rank {rank}", "end"))
         mine = shown[shown["rank"] == rank]
         for r in mine[mine["phase"].isna()].itertuples():
-            body.append(_rect(x(r.start_ns), y + 2, x(r.end_ns) - x(r.start_ns), row_h - 4, "#f6f6f6",
-                              f"rank {rank} step {r.step}: {(r.end_ns - r.start_ns) / 1e6:.3f} ms",
-                              'stroke="#999" stroke-width="0.5"'))
+            body.append(
+                _rect(
+                    x(r.start_ns),
+                    y + 2,
+                    x(r.end_ns) - x(r.start_ns),
+                    row_h - 4,
+                    "#f6f6f6",
+                    f"rank {rank} step {r.step}: {(r.end_ns - r.start_ns) / 1e6:.3f} ms",
+                    'stroke="#999" stroke-width="0.5"',
+                )
+            )
         for r in mine[mine["phase"].notna()].itertuples():
-            body.append(_rect(x(r.start_ns), y + 4, x(r.end_ns) - x(r.start_ns), row_h - 14, colors[r.phase],
-                              f"rank {rank} step {r.step} {r.phase}: {(r.end_ns - r.start_ns) / 1e6:.3f} ms"))
-        waits = collectives[(collectives["rank"] == rank) & (collectives["wait_ns"] > 0)
-                            & (collectives["start_ns"] >= t0) & (collectives["start_ns"] <= t1)]
+            body.append(
+                _rect(
+                    x(r.start_ns),
+                    y + 4,
+                    x(r.end_ns) - x(r.start_ns),
+                    row_h - 14,
+                    colors[r.phase],
+                    f"rank {rank} step {r.step} {r.phase}: {(r.end_ns - r.start_ns) / 1e6:.3f} ms",
+                )
+            )
+        waits = collectives[
+            (collectives["rank"] == rank)
+            & (collectives["wait_ns"] > 0)
+            & (collectives["start_ns"] >= t0)
+            & (collectives["start_ns"] <= t1)
+        ]
         for c in waits.itertuples():
-            body.append(_rect(x(c.start_ns), y + row_h - 9, x(c.start_ns + c.wait_ns) - x(c.start_ns), 5, WAIT_COLOR,
-                              f"rank {rank} waited {c.wait_ns / 1e3:,.1f} µs in {c.op} pg={c.pg} seq={c.seq} "
-                              f"for rank {c.last_rank}"))
-    legend = [(name, color) for name, color in colors.items()] + [("wait in collective", WAIT_COLOR)]
+            body.append(
+                _rect(
+                    x(c.start_ns),
+                    y + row_h - 9,
+                    x(c.start_ns + c.wait_ns) - x(c.start_ns),
+                    5,
+                    WAIT_COLOR,
+                    f"rank {rank} waited {c.wait_ns / 1e3:,.1f} µs in {c.op} pg={c.pg} seq={c.seq} "
+                    f"for rank {c.last_rank}",
+                )
+            )
+    legend = [(name, color) for name, color in colors.items()] + [
+        ("wait in collective", WAIT_COLOR)
+    ]
     body += _legend(legend, height - 14)
     return _svg(WIDTH, height, body, "per-rank step timeline")
 
@@ -130,11 +181,23 @@ def ledger_bars(ledger: pd.DataFrame) -> str:
             value = getattr(r, column)
             w = value / span * plot_w
             if w > 0:
-                body.append(_rect(x, y + 3, w, row_h - 6, color,
-                                  f"rank {r.rank} GPU {r.device} {label}: {value / 1e6:.3f} ms "
-                                  f"({100 * value / span:.1f}%)"))
+                body.append(
+                    _rect(
+                        x,
+                        y + 3,
+                        w,
+                        row_h - 6,
+                        color,
+                        f"rank {r.rank} GPU {r.device} {label}: {value / 1e6:.3f} ms "
+                        f"({100 * value / span:.1f}%)",
+                    )
+                )
             x += w
-        body.append(_text(LABEL_W + plot_w + 8, y + 14, f"{r.span_ns / 1e6:,.2f} ms", "start", 'fill="#555"'))
+        body.append(
+            _text(
+                LABEL_W + plot_w + 8, y + 14, f"{r.span_ns / 1e6:,.2f} ms", "start", 'fill="#555"'
+            )
+        )
     body += _legend([(label, color) for _, label, color in LEDGER_PARTS], height - 12)
     return _svg(WIDTH, height, body, "GPU time ledger per rank")
 
@@ -158,14 +221,21 @@ def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
     c["col"] = [column[k] for k in zip(c["pg"], c["seq"])]
     per_bin = -(-len(order) // max_columns)
     c["col"] //= per_bin
-    cells = c.groupby(["rank", "col"]).agg(late_ns=("late_ns", "mean"), wait_ns=("wait_ns", "mean"),
-                                           last=("last_rank", "first"), pg=("pg", "first"), seq=("seq", "first"))
+    cells = c.groupby(["rank", "col"]).agg(
+        late_ns=("late_ns", "mean"),
+        wait_ns=("wait_ns", "mean"),
+        last=("last_rank", "first"),
+        pg=("pg", "first"),
+        seq=("seq", "first"),
+    )
     ranks = sorted(c["rank"].unique())
     ncols = int(c["col"].max()) + 1
     cell_w = min(28.0, (WIDTH - LABEL_W - 20) / ncols)
     cell_h, top = 18, 8
     late = cells["late_ns"][cells["late_ns"] > 0]
-    peak = max(late.quantile(0.9), 1) if len(late) else 1  # start-up skew must not wash out the rest
+    peak = (
+        max(late.quantile(0.9), 1) if len(late) else 1
+    )  # start-up skew must not wash out the rest
     height = top + cell_h * len(ranks) + 46
     body = []
     for i, rank in enumerate(ranks):
@@ -179,16 +249,40 @@ def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
             what = f"collectives {col * per_bin}–{(col + 1) * per_bin - 1}"
         last = per_bin == 1 and cell["last"] == rank
         outline = 'stroke="#000" stroke-width="1.2"' if last else 'stroke="#fff" stroke-width="0.3"'
-        body.append(_rect(LABEL_W + col * cell_w, y, cell_w, cell_h, _heat(cell.late_ns / peak),
-                          f"rank {rank}, {what}: arrived {cell.late_ns / 1e3:,.1f} µs after the first rank, "
-                          f"waited {cell.wait_ns / 1e3:,.1f} µs", outline))
+        body.append(
+            _rect(
+                LABEL_W + col * cell_w,
+                y,
+                cell_w,
+                cell_h,
+                _heat(cell.late_ns / peak),
+                f"rank {rank}, {what}: arrived {cell.late_ns / 1e3:,.1f} µs after the first rank, "
+                f"waited {cell.wait_ns / 1e3:,.1f} µs",
+                outline,
+            )
+        )
     y = top + cell_h * len(ranks) + 16
-    body.append(_text(LABEL_W, y, f"collectives in time order ({len(order)}"
-                      + (f", {per_bin} per column" if per_bin > 1 else "") + ")", "start", 'fill="#555"'))
+    body.append(
+        _text(
+            LABEL_W,
+            y,
+            f"collectives in time order ({len(order)}"
+            + (f", {per_bin} per column" if per_bin > 1 else "")
+            + ")",
+            "start",
+            'fill="#555"',
+        )
+    )
     for k in range(11):
         body.append(_rect(LABEL_W + k * 16, y + 8, 16, 10, _heat(k / 10)))
-    body.append(_text(LABEL_W + 11 * 16 + 6, y + 17, f"0 … ≥{peak / 1e3:,.1f} µs after the first arrival"
-                      + ("; outlined: last to arrive" if per_bin == 1 else "")))
+    body.append(
+        _text(
+            LABEL_W + 11 * 16 + 6,
+            y + 17,
+            f"0 … ≥{peak / 1e3:,.1f} µs after the first arrival"
+            + ("; outlined: last to arrive" if per_bin == 1 else ""),
+        )
+    )
     return _svg(WIDTH, height, body, "arrival skew per rank and collective")
 
 
@@ -220,8 +314,16 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
                 phase = r.phase if isinstance(r.phase, str) else "outside phases"
                 color, tip = colors[phase], f"rank {int(r.rank)} {phase}"
             share = 100 * r.ns / max(mine["ns"].sum(), 1)
-            body.append(_rect(x, y + 3, w, row_h - 6, color,
-                              f"step {step}: {tip}, {r.ns / 1e6:.3f} ms ({share:.1f}%)"))
+            body.append(
+                _rect(
+                    x,
+                    y + 3,
+                    w,
+                    row_h - 6,
+                    color,
+                    f"step {step}: {tip}, {r.ns / 1e6:.3f} ms ({share:.1f}%)",
+                )
+            )
             x += w
         total = f"{mine['ns'].sum() / 1e6:,.2f} ms"
         body.append(_text(x + 8, y + 14, total, "start", 'fill="#555"'))

@@ -2,6 +2,7 @@
 holds `samples.rank<R>.jsonl`): the diagnosis, one chart of the step time of every rank
 over the sampled steps with the straggler's slow windows marked, the capture command,
 then every section as tables. Self-contained as the nsys page is (inline SVG, no script)."""
+
 from __future__ import annotations
 
 from html import escape
@@ -33,29 +34,44 @@ def samples_page(report: dict) -> str:
     times = rows(report, "samples", "step_times")
     windows = rows(report, "samples", "slow_windows")
     straggler = windows[0]["rank"] if windows else None
-    chart = step_time_chart([(r["step"], r["rank"], r["duration"]["value"]) for r in times],
-                            [(w["first"], w["last"], w["before"], w["after"]) for w in windows],
-                            straggler)
+    chart = step_time_chart(
+        [(r["step"], r["rank"], r["duration"]["value"]) for r in times],
+        [(w["first"], w["last"], w["before"], w["after"]) for w in windows],
+        straggler,
+    )
     where = ""
     if windows:
-        where = f"rank {straggler} slow" + (f" in `{windows[0]['phase']}`" if windows[0]["phase"]
-                                            else "")
-    parts = [f"<h1>nsyswrap report: {escape(heading(report))}</h1>",
-             _diagnosis_html(report),
-             "<h2>Plots</h2>",
-             _figure("Step time per rank over the sampled steps", chart,
-                     "One line per rank; shaded: the sampled steps where " + where + " (the "
-                     "window's true edges lie within half a sampling interval of the shading)."
-                     if where else "One line per rank.", "the sample files hold no complete step.")]
+        where = f"rank {straggler} slow" + (
+            f" in `{windows[0]['phase']}`" if windows[0]["phase"] else ""
+        )
+    parts = [
+        f"<h1>nsyswrap report: {escape(heading(report))}</h1>",
+        _diagnosis_html(report),
+        "<h2>Plots</h2>",
+        _figure(
+            "Step time per rank over the sampled steps",
+            chart,
+            "One line per rank; shaded: the sampled steps where " + where + " (the "
+            "window's true edges lie within half a sampling interval of the shading)."
+            if where
+            else "One line per rank.",
+            "the sample files hold no complete step.",
+        ),
+    ]
     capture = report.get("capture")
     if capture:
-        parts.append(f'<h3>Capture it with nsys</h3><p class="note">{escape(capture["why"])}</p>'
-                     f"<pre>{escape(capture['command'])}</pre>"
-                     + (f"<pre>{escape(capture['when'])}</pre>" if capture.get("when") else ""))
+        parts.append(
+            f'<h3>Capture it with nsys</h3><p class="note">{escape(capture["why"])}</p>'
+            f"<pre>{escape(capture['command'])}</pre>"
+            + (f"<pre>{escape(capture['when'])}</pre>" if capture.get("when") else "")
+        )
     parts += [_section_html(s) for s in report["sections"]]
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>nsyswrap report</title><style>{CSS}</style></head><body>"
-            + "\n".join(parts) + "</body></html>\n")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>nsyswrap report</title><style>{CSS}</style></head><body>"
+        + "\n".join(parts)
+        + "</body></html>\n"
+    )
 
 
 def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], straggler) -> str:
@@ -81,27 +97,41 @@ def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], st
     for first, last, before, after in windows:
         left = (first + before) / 2 if before is not None else first
         right = (last + after) / 2 if after is not None else last
-        body.append(_rect(x(left), top, max(x(right) - x(left), 2), plot_h, SLOW_FILL,
-                          f"slow in sampled steps {first}–{last}"))
+        body.append(
+            _rect(
+                x(left),
+                top,
+                max(x(right) - x(left), 2),
+                plot_h,
+                SLOW_FILL,
+                f"slow in sampled steps {first}–{last}",
+            )
+        )
     tick = _nice_step(top_ms, 5)
     for k in range(int(top_ms // tick) + 1):
-        body += [f'<line x1="{LABEL_W}" y1="{y(k * tick):.1f}" x2="{LABEL_W + plot_w}" '
-                 f'y2="{y(k * tick):.1f}" stroke="#e4e4e4"/>',
-                 _text(LABEL_W - 6, y(k * tick) + 4, f"{k * tick:g} ms", "end", 'fill="#555"')]
+        body += [
+            f'<line x1="{LABEL_W}" y1="{y(k * tick):.1f}" x2="{LABEL_W + plot_w}" '
+            f'y2="{y(k * tick):.1f}" stroke="#e4e4e4"/>',
+            _text(LABEL_W - 6, y(k * tick) + 4, f"{k * tick:g} ms", "end", 'fill="#555"'),
+        ]
     step_tick = max(1, int(_nice_step(span)))
     for s in range(lo - lo % step_tick, hi + 1, step_tick):
         if s >= lo:
             body.append(_text(x(s), top + plot_h + 16, str(s), "middle", 'fill="#555"'))
     body.append(_text(LABEL_W + plot_w / 2, top + plot_h + 32, "step", "middle", 'fill="#555"'))
     ranks = sorted({r for _, r, _ in points})
-    colors = {r: COLORS["wait"] if r == straggler else PALETTE[i % len(PALETTE)]
-              for i, r in enumerate(ranks)}
+    colors = {
+        r: COLORS["wait"] if r == straggler else PALETTE[i % len(PALETTE)]
+        for i, r in enumerate(ranks)
+    }
     for rank in ranks:
         line = sorted((s, d) for s, r, d in points if r == rank)
         path = " ".join(f"{x(s):.1f},{y(d / 1e6):.1f}" for s, d in line)
         width = 2.2 if rank == straggler else 1.2
-        body.append(f'<polyline points="{path}" fill="none" stroke="{colors[rank]}" '
-                    f'stroke-width="{width}"><title>rank {rank}</title></polyline>')
+        body.append(
+            f'<polyline points="{path}" fill="none" stroke="{colors[rank]}" '
+            f'stroke-width="{width}"><title>rank {rank}</title></polyline>'
+        )
     legend = [(f"rank {r}", colors[r]) for r in ranks]
     legend += [("slow window", SLOW_FILL)] if windows else []
     body += _legend(legend, height - 8)

@@ -3,6 +3,7 @@
 `launch(LaunchConfig.build(command, out=...))` runs a launch, `export_run(run_dir)` exports one;
 names load on first use, so the per-rank wrapper starts fast.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -3,6 +3,7 @@
 Every rank's wrapper writes `<out>/ranks/<host>.rank<N>.json` when it starts and when it
 ends (on whichever node it runs); the launcher folds them into the manifest.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,14 +65,22 @@ def files_of_run(out: Path) -> set[Path]:
         for record in records:
             stem = f"{record['host']}.rank{int(record['rank'])}"
             names.add(f"{stem}.qdstrm")
-            ranks_names |= {f"{stem}.json", *(p.name for p in (out / RANKS_DIR).glob(f".{stem}.started*"))}
+            ranks_names |= {
+                f"{stem}.json",
+                *(p.name for p in (out / RANKS_DIR).glob(f".{stem}.started*")),
+            }
             for report in record.get("reports") or []:
                 base = Path(report).name.removesuffix(".nsys-rep")
                 names |= {f"{base}.nsys-rep", f"{base}.sqlite", f"{base}.qdstrm"}
         names |= {Path(p).name for p in manifest.get("sqlite") or []}
         names |= {Path(p).name for key in ("samples", "captures") for p in manifest.get(key) or []}
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise NsysWrapError(out, f"is not a run nsyswrap launch wrote ({out / MANIFEST}: {exc})",
-                            "--force replaces only such runs: choose another --out") from None
+        raise NsysWrapError(
+            out,
+            f"is not a run nsyswrap launch wrote ({out / MANIFEST}: {exc})",
+            "--force replaces only such runs: choose another --out",
+        ) from None
     # Names only, always directly in `out`: a hand-edited manifest cannot point elsewhere.
-    return {out / n for n in names if "/" not in n} | {out / RANKS_DIR / n for n in ranks_names if "/" not in n}
+    return {out / n for n in names if "/" not in n} | {
+        out / RANKS_DIR / n for n in ranks_names if "/" not in n
+    }

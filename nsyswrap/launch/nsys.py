@@ -1,4 +1,5 @@
 """The nsys CLI: finding and checking it, one rank's `nsys profile` command, and .qdstrm rescue."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,8 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Callable, Hashable, Optional
 
 from nsyswrap.annotate.ranges import DOMAIN
 from nsyswrap.annotate.steps import CAPTURE_RANGE
@@ -19,9 +20,11 @@ from nsyswrap.sample.capture import parse_rule
 MIN_VERSION = (2021, 1)
 # nsyswrap's defaults for training; an --nsys-arg naming the same option replaces the default.
 DEFAULTS = {"--sample": "none", "--cpuctxsw": "none"}
-QDSTRM_FIX = ("nsys could not find its QdstrmImporter; on Debian link "
-              "/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64 to /usr/lib/nsight-systems/host-linux-x64 "
-              "(.ci/install-nsys.sh does), or run `QdstrmImporter -i FILE.qdstrm` from the nsys installation")
+QDSTRM_FIX = (
+    "nsys could not find its QdstrmImporter; on Debian link "
+    "/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64 to /usr/lib/nsight-systems/host-linux-x64 "
+    "(.ci/install-nsys.sh does), or run `QdstrmImporter -i FILE.qdstrm` from the nsys installation"
+)
 
 
 STALL_VARIABLE = "NSYSWRAP_NSYS_STALL_S"
@@ -37,7 +40,9 @@ def stall_limit() -> float:
         return DEFAULT_STALL_S
 
 
-def wait_or_stop(process: subprocess.Popen, progress: Callable[[], Hashable], limit: float) -> Optional[str]:
+def wait_or_stop(
+    process: subprocess.Popen, progress: Callable[[], Hashable], limit: float
+) -> str | None:
     """Wait for `process` (started in a session of its own); when `progress()` has not changed
     for `limit` seconds, stop its process group (SIGTERM, then SIGKILL) and say what happened."""
     last, since = progress(), time.monotonic()
@@ -102,18 +107,26 @@ def find_nsys(name: str = "nsys") -> tuple[str, str]:
     """(absolute path, version) of nsys; NsysWrapError when it is missing, broken or too old."""
     path = shutil.which(name)
     if path is None:
-        raise NsysWrapError(name, "was not found on PATH",
-                            "install NVIDIA Nsight Systems (on Debian: bash .ci/install-nsys.sh) or pass --nsys PATH")
+        raise NsysWrapError(
+            name,
+            "was not found on PATH",
+            "install NVIDIA Nsight Systems (on Debian: bash .ci/install-nsys.sh) or pass --nsys PATH",
+        )
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise NsysWrapError(path, f"does not run ({exc})", "reinstall Nsight Systems") from None
     found = re.search(r"\b(20\d\d)\.(\d+)(?:\.\d+)*", done.stdout + done.stderr)
     if done.returncode != 0 or found is None:
-        raise NsysWrapError(path, "did not print an Nsight Systems version", "check that it is NVIDIA's nsys")
+        raise NsysWrapError(
+            path, "did not print an Nsight Systems version", "check that it is NVIDIA's nsys"
+        )
     if (int(found.group(1)), int(found.group(2))) < MIN_VERSION:
-        raise NsysWrapError(path, f"is Nsight Systems {found.group(0)}, older than {MIN_VERSION[0]}.{MIN_VERSION[1]}",
-                            "install a newer Nsight Systems")
+        raise NsysWrapError(
+            path,
+            f"is Nsight Systems {found.group(0)}, older than {MIN_VERSION[0]}.{MIN_VERSION[1]}",
+            "install a newer Nsight Systems",
+        )
     return path, found.group(0)
 
 
@@ -128,8 +141,11 @@ def nsys_argv(rank: int, cfg: LaunchConfig, host: str) -> list[str]:
     if cfg.window is not None or cfg.capture_when is not None:  # the program opens the window
         options["--capture-range"] = "nvtx"
         options["--nvtx-capture"] = f"{CAPTURE_RANGE}@{DOMAIN}"
-        again = (cfg.window.every if cfg.window is not None
-                 else parse_rule(cfg.capture_when).captures > 1)
+        again = (
+            cfg.window.every
+            if cfg.window is not None
+            else parse_rule(cfg.capture_when).captures > 1
+        )
         options["--capture-range-end"] = "repeat" if again else "stop"
     if cfg.force:
         options["--force-overwrite"] = "true"
@@ -140,7 +156,7 @@ def nsys_argv(rank: int, cfg: LaunchConfig, host: str) -> list[str]:
     return argv + list(cfg.command)
 
 
-def rescue_qdstrm(qdstrm: Path, nsys: str = "nsys") -> Optional[Path]:
+def rescue_qdstrm(qdstrm: Path, nsys: str = "nsys") -> Path | None:
     """Import a .qdstrm that nsys left behind into a .nsys-rep; None when no importer is found."""
     importer = find_importer(nsys)
     if importer is None:
@@ -150,9 +166,11 @@ def rescue_qdstrm(qdstrm: Path, nsys: str = "nsys") -> Optional[Path]:
     return report if report.exists() else None
 
 
-def find_importer(nsys: str = "nsys") -> Optional[Path]:
+def find_importer(nsys: str = "nsys") -> Path | None:
     real = Path(shutil.which(nsys) or nsys).resolve()
-    candidates = [real.parent.parent / "host-linux-x64" / "QdstrmImporter",
-                  Path("/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter")]
+    candidates = [
+        real.parent.parent / "host-linux-x64" / "QdstrmImporter",
+        Path("/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter"),
+    ]
     on_path = shutil.which("QdstrmImporter")
     return next((c for c in [*candidates, on_path] if c and Path(c).is_file()), None)

@@ -8,6 +8,7 @@ report's single-rank section (default options).
 All of it lands in the cache (`$NSYSWRAP_CACHE_DIR`, which must then be on a file system
 the analysing node sees at the same path), so `nsyswrap report RUN` only reduces.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,8 +27,12 @@ def precompute(reports: list[Path]) -> None:
         run.store_per_report = True
         build_report(run, ReportOptions())
         # every per-report object (the cross-rank section's, the timeline's), default parameters
-        wanted = [n for o in sql_objects.objects().values() for n in sql_objects.needs(o.name)
-                  if sql_objects.get(n).kind == "report"]
+        wanted = [
+            n
+            for o in sql_objects.objects().values()
+            for n in sql_objects.needs(o.name)
+            if sql_objects.get(n).kind == "report"
+        ]
         planner.stored_rows(run, [(n, {}) for n in dict.fromkeys(wanted)])
 
 
@@ -40,7 +45,9 @@ def export_and_precompute(reports: list[Path], nsys: str) -> str | None:
     try:
         nsys_path, _ = find_nsys(nsys)
         for report in reports:
-            if not report.with_suffix(".sqlite").exists() and (error := _export_one(nsys_path, report)):
+            if not report.with_suffix(".sqlite").exists() and (
+                error := _export_one(nsys_path, report)
+            ):
                 return f"{report}: nsys export failed ({error}); nothing precomputed"
         for report in reports:  # repeated captures of one rank: each alone
             precompute([report.with_suffix(".sqlite")])

@@ -1,8 +1,9 @@
 """Which rank a process is (from the launcher's environment) and `--ranks` selections."""
+
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from nsyswrap.errors import NsysWrapError
 
@@ -10,7 +11,7 @@ from nsyswrap.errors import NsysWrapError
 RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
-def env_rank(environ: Mapping[str, str] = os.environ) -> Optional[int]:
+def env_rank(environ: Mapping[str, str] = os.environ) -> int | None:
     """The global rank set by torchrun, srun, Open MPI or MPICH; None outside a launcher."""
     for name in RANK_VARIABLES:
         value = environ.get(name, "").strip()
@@ -31,16 +32,22 @@ def parse_ranks(text: str, where: str = "--ranks") -> frozenset[int]:
     for part in text.split(","):
         low, dash, high = part.strip().partition("-")
         if not low.isdigit() or (dash and not high.isdigit()) or (dash and int(high) < int(low)):
-            raise NsysWrapError(where, f"{text!r} is not a list of ranks", "write e.g. 0,1,7 or 0-3,8")
+            raise NsysWrapError(
+                where, f"{text!r} is not a list of ranks", "write e.g. 0,1,7 or 0-3,8"
+            )
         spans.append((int(low), int(high or low)))
     if max(high for _, high in spans) > MAX_RANK:
-        raise NsysWrapError(where, f"{text!r} names a rank above {MAX_RANK:,}",
-                            "ranks are 32-bit numbers")
+        raise NsysWrapError(
+            where, f"{text!r} names a rank above {MAX_RANK:,}", "ranks are 32-bit numbers"
+        )
     selected = sum(high - low + 1 for low, high in spans)  # (counted before any set is built)
     if selected > MAX_SELECTED:
-        raise NsysWrapError(where, f"{text!r} selects {selected:,} ranks, more than nsyswrap "
-                            f"profiles at once ({MAX_SELECTED:,})",
-                            "leave --ranks out to profile every rank, or select fewer")
+        raise NsysWrapError(
+            where,
+            f"{text!r} selects {selected:,} ranks, more than nsyswrap "
+            f"profiles at once ({MAX_SELECTED:,})",
+            "leave --ranks out to profile every rank, or select fewer",
+        )
     return frozenset(r for low, high in spans for r in range(low, high + 1))
 
 

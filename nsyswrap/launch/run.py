@@ -4,9 +4,9 @@ Checks nsys and the output directory before anything starts, runs the rewritten 
 its own session (a Ctrl-C reaches it exactly once, through this process), waits for nsys to
 finish writing, writes the manifest, exports the reports, and returns the training's exit code.
 """
+
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import signal
@@ -17,19 +17,28 @@ import time
 from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Optional
 
 from rich.console import Console
 
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.export import TMP_DIR, export_run
-from nsyswrap.launch.manifest import (CAPTURE_FILES, MANIFEST, RANKS_DIR, SAMPLE_FILES,
-                                      files_of_run, now_utc, rank_record_path, read_rank_records,
-                                      short_host, write_json, write_manifest)
+from nsyswrap.launch.manifest import (
+    CAPTURE_FILES,
+    MANIFEST,
+    RANKS_DIR,
+    SAMPLE_FILES,
+    files_of_run,
+    now_utc,
+    rank_record_path,
+    read_rank_records,
+    short_host,
+    write_json,
+    write_manifest,
+)
 from nsyswrap.launch.nsys import find_nsys
-from nsyswrap.launch.ranks import format_ranks
 from nsyswrap.launch.rank import rank_command
+from nsyswrap.launch.ranks import format_ranks
 from nsyswrap.launch.rewrite import rewrite
 from nsyswrap.storage.processes import alive
 
@@ -38,21 +47,24 @@ RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite", SAMPLE_F
 NSYS_WAIT_S = 600  # how long to wait for nsys to finish a report after the launcher has exited
 
 
-def plan(cfg: LaunchConfig) -> tuple[list[str], Optional[int]]:
+def plan(cfg: LaunchConfig) -> tuple[list[str], int | None]:
     """(the command to run, number of ranks if known): cfg.command with the wrapper inserted."""
     wrapper = [sys.executable, "-m", WRAPPER_MODULE, *cfg.wrapper_args(), "--"]
     argv, ranks = rewrite(list(cfg.command), wrapper)
     absent = sorted(r for r in cfg.ranks or () if ranks is not None and r >= ranks)
     if absent:
-        raise NsysWrapError(f"--ranks {format_ranks(cfg.ranks)}",
-                            f"names rank(s) {format_ranks(absent)}, but the command starts "
-                            f"{ranks} rank(s), 0 to {ranks - 1}", f"choose ranks below {ranks}")
+        raise NsysWrapError(
+            f"--ranks {format_ranks(cfg.ranks)}",
+            f"names rank(s) {format_ranks(absent)}, but the command starts "
+            f"{ranks} rank(s), 0 to {ranks - 1}",
+            f"choose ranks below {ranks}",
+        )
     return argv, ranks
 
 
-def rank_lines(cfg: LaunchConfig, argv: list[str], ranks: Optional[int]) -> list[str]:
+def rank_lines(cfg: LaunchConfig, argv: list[str], ranks: int | None) -> list[str]:
     """What each rank will run, for --dry-run."""
-    rank_cfg = LaunchConfig.from_wrapper_args(argv[argv.index(WRAPPER_MODULE) + 1:])
+    rank_cfg = LaunchConfig.from_wrapper_args(argv[argv.index(WRAPPER_MODULE) + 1 :])
     shown = range(ranks) if ranks else sorted(cfg.ranks or {0})
     lines = []
     for rank in shown:
@@ -60,11 +72,13 @@ def rank_lines(cfg: LaunchConfig, argv: list[str], ranks: Optional[int]) -> list
         prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
         lines.append(f"rank {rank}: {shlex.join(prefix + command)}")
     if not ranks:
-        lines.append("(other ranks: the same with their own number; unselected ranks run without nsys)")
+        lines.append(
+            "(other ranks: the same with their own number; unselected ranks run without nsys)"
+        )
     return lines
 
 
-def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
+def launch(cfg: LaunchConfig, console: Console | None = None) -> int:
     """Run the launch; returns the training's exit code (128+N when a signal N ended it)."""
     console = console or Console(stderr=True)
     argv, ranks = plan(cfg)
@@ -75,11 +89,20 @@ def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
         return 0
     nsys_path, nsys_version = find_nsys(cfg.nsys) if cfg.profiles else (None, None)
     _prepare_out(cfg)
-    manifest = {"nsyswrap_version": _own_version(), "command": list(cfg.command), "launched": argv,
-                "options": _options(cfg), "nsys": {"path": nsys_path, "version": nsys_version},
-                "launcher_host": short_host(), "started_utc": now_utc(), "status": "running"}
+    manifest = {
+        "nsyswrap_version": _own_version(),
+        "command": list(cfg.command),
+        "launched": argv,
+        "options": _options(cfg),
+        "nsys": {"path": nsys_path, "version": nsys_version},
+        "launcher_host": short_host(),
+        "started_utc": now_utc(),
+        "status": "running",
+    }
     write_manifest(cfg.out, manifest)
-    console.print(f"nsyswrap: profiling {_which_ranks(cfg)} into {cfg.out}", markup=False, highlight=False)
+    console.print(
+        f"nsyswrap: profiling {_which_ranks(cfg)} into {cfg.out}", markup=False, highlight=False
+    )
     try:
         code, stopped_by = _supervise(argv, Path(cfg.command[0]).name)
     except NsysWrapError as exc:  # the command never started: the manifest says so
@@ -90,20 +113,32 @@ def launch(cfg: LaunchConfig, console: Optional[Console] = None) -> int:
     status = "interrupted" if stopped_by else ("ok" if code == 0 else "failed")
     manifest.update(ended_utc=now_utc(), exit_code=code, status=status, stopped_by=stopped_by)
     if "sample" in cfg.annotate:  # what the ranks' samplers wrote (launch --force may replace it)
-        manifest.update(samples=sorted(p.name for p in cfg.out.glob(SAMPLE_FILES)),
-                        captures=sorted(p.name for p in cfg.out.glob(CAPTURE_FILES)))
+        manifest.update(
+            samples=sorted(p.name for p in cfg.out.glob(SAMPLE_FILES)),
+            captures=sorted(p.name for p in cfg.out.glob(CAPTURE_FILES)),
+        )
     write_manifest(cfg.out, manifest)
     if cfg.export and (any(cfg.out.glob("*.nsys-rep")) or any(cfg.out.glob("*.qdstrm"))):
         try:
-            manifest["sqlite"] = [str(p) for p in export_run(cfg.out, force=cfg.force, jobs=cfg.jobs,
-                                                             nsys=cfg.nsys, console=console)]
+            manifest["sqlite"] = [
+                str(p)
+                for p in export_run(
+                    cfg.out, force=cfg.force, jobs=cfg.jobs, nsys=cfg.nsys, console=console
+                )
+            ]
         except NsysWrapError as exc:
             console.print(f"nsyswrap: export: {exc}", markup=False, highlight=False)
         write_manifest(cfg.out, manifest)
-    after = (f"nsyswrap list, then nsyswrap query NAME {cfg.out}" if cfg.profiles
-             else f"nsyswrap report {cfg.out}")
-    console.print(f"nsyswrap: {status}, exit code {code}; manifest: {cfg.out / MANIFEST}\n"
-                  f"next: {after}", markup=False, highlight=False)
+    after = (
+        f"nsyswrap list, then nsyswrap query NAME {cfg.out}"
+        if cfg.profiles
+        else f"nsyswrap report {cfg.out}"
+    )
+    console.print(
+        f"nsyswrap: {status}, exit code {code}; manifest: {cfg.out / MANIFEST}\nnext: {after}",
+        markup=False,
+        highlight=False,
+    )
     return code
 
 
@@ -112,15 +147,21 @@ def _prepare_out(cfg: LaunchConfig) -> None:
     launch's manifest lists; files nsyswrap did not write are never deleted."""
     existing = [p for pattern in RUN_FILES for p in cfg.out.glob(pattern)]
     if existing and not cfg.force:
-        raise NsysWrapError(cfg.out, f"already holds a run ({existing[0].name})",
-                            "choose another --out, or pass --force to replace that run")
+        raise NsysWrapError(
+            cfg.out,
+            f"already holds a run ({existing[0].name})",
+            "choose another --out, or pass --force to replace that run",
+        )
     if existing:
         ours = files_of_run(cfg.out)
         strangers = [p for p in existing if p.name != RANKS_DIR and p not in ours]
         if strangers:
-            raise NsysWrapError(strangers[0], f"is not listed in {cfg.out / MANIFEST} ({len(strangers)} such file(s)); "
-                                "--force replaces only the files of a run nsyswrap wrote",
-                                "move those files away, or choose another --out")
+            raise NsysWrapError(
+                strangers[0],
+                f"is not listed in {cfg.out / MANIFEST} ({len(strangers)} such file(s)); "
+                "--force replaces only the files of a run nsyswrap wrote",
+                "move those files away, or choose another --out",
+            )
         for path in ours:
             path.unlink(missing_ok=True)
         shutil.rmtree(cfg.out / TMP_DIR, ignore_errors=True)
@@ -130,23 +171,30 @@ def _prepare_out(cfg: LaunchConfig) -> None:
         cfg.out.mkdir(parents=True, exist_ok=True)
         probe = tempfile.TemporaryFile(dir=cfg.out)
     except OSError as exc:
-        raise NsysWrapError(cfg.out, f"cannot be written ({exc.strerror})",
-                            "choose an --out directory you can write to") from None
+        raise NsysWrapError(
+            cfg.out,
+            f"cannot be written ({exc.strerror})",
+            "choose an --out directory you can write to",
+        ) from None
     probe.close()
 
 
-def _supervise(argv: list[str], launcher: str) -> tuple[int, Optional[str]]:
+def _supervise(argv: list[str], launcher: str) -> tuple[int, str | None]:
     """Run argv in its own session, passing SIGINT/SIGTERM/SIGHUP on to it; (exit code, signal name)."""
     try:
         child = subprocess.Popen(argv, start_new_session=True)
     except OSError as exc:
-        raise NsysWrapError(argv[0], f"cannot be started ({exc.strerror})", "check the training command") from None
+        raise NsysWrapError(
+            argv[0], f"cannot be started ({exc.strerror})", "check the training command"
+        ) from None
     stopped_by: list[str] = []
 
     def forward(signum, frame) -> None:
         stopped_by.append(signal.Signals(signum).name)
         # srun only prints its status on one SIGINT; SIGTERM makes it stop its tasks.
-        child.send_signal(signal.SIGTERM if launcher == "srun" and signum == signal.SIGINT else signum)
+        child.send_signal(
+            signal.SIGTERM if launcher == "srun" and signum == signal.SIGINT else signum
+        )
 
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     try:
@@ -166,18 +214,27 @@ def _wait_for_nsys(out: Path, console: Console) -> None:
     then record such ranks as killed."""
     host, deadline, told = short_host(), time.monotonic() + NSYS_WAIT_S, False
     while True:
-        running = [r for r in read_rank_records(out) if r["host"] == host and r["status"] == "running"]
+        running = [
+            r for r in read_rank_records(out) if r["host"] == host and r["status"] == "running"
+        ]
         busy = [r for r in running if alive(r.get("child_pid"))]
         if not busy or time.monotonic() > deadline:
             break
         if not told:
-            console.print(f"nsyswrap: waiting for nsys to finish the reports of rank(s) "
-                          f"{', '.join(str(r['rank']) for r in busy)}", markup=False, highlight=False)
+            console.print(
+                f"nsyswrap: waiting for nsys to finish the reports of rank(s) "
+                f"{', '.join(str(r['rank']) for r in busy)}",
+                markup=False,
+                highlight=False,
+            )
             told = True
         time.sleep(1)
     for record in running:
         if not alive(record["pid"]):
-            write_json(rank_record_path(out, host, record["rank"]), {**record, "status": "killed", "ended_utc": now_utc()})
+            write_json(
+                rank_record_path(out, host, record["rank"]),
+                {**record, "status": "killed", "ended_utc": now_utc()},
+            )
 
 
 def _options(cfg: LaunchConfig) -> dict:

@@ -13,25 +13,34 @@ are appended there. A section dict has:
 `nsyswrap.report.render` draws any section following this layout. A report asked before
 is read back (`nsyswrap.report.answers`) without loading pandas or DuckDB.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nsyswrap.storage.cache_keys import nsyswrap_version
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.report import answers
 from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import ReportFormat, write_report
+from nsyswrap.storage.cache_keys import nsyswrap_version
 from nsyswrap.storage.reports import expand
 
 if TYPE_CHECKING:
     from nsyswrap.engine.run import Run
 
-__all__ = ["ReportFormat", "ReportOptions", "build_report", "explain", "planned", "report",
-           "sections", "write_report"]
+__all__ = [
+    "ReportFormat",
+    "ReportOptions",
+    "build_report",
+    "explain",
+    "planned",
+    "report",
+    "sections",
+    "write_report",
+]
 
 
 def sections() -> list:
@@ -44,8 +53,15 @@ def sections() -> list:
     from nsyswrap.report.single_rank import single_rank_section
     from nsyswrap.report.trace_facts import trace_section
 
-    return [single_rank_section, compute_section, crossrank_section, memory_section,
-            host_section, trace_section, data_quality_section]
+    return [
+        single_rank_section,
+        compute_section,
+        crossrank_section,
+        memory_section,
+        host_section,
+        trace_section,
+        data_quality_section,
+    ]
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
@@ -59,8 +75,9 @@ def build_report(run: Run, options: ReportOptions) -> dict:
     report = {
         "tool": "nsyswrap",
         "version": nsyswrap_version(),
-        "reports": [{"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source}
-                    for r in run.reports],
+        "reports": [
+            {"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source} for r in run.reports
+        ],
         "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),
         "mfu_inputs": options.mfu_params(),
@@ -70,12 +87,17 @@ def build_report(run: Run, options: ReportOptions) -> dict:
     return {**report, "diagnosis": diagnose(report)}
 
 
-def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *,
-           opener: Opener = DEFAULT_OPENER) -> dict:
+def report(
+    inputs: list[str | Path],
+    options: ReportOptions = ReportOptions(),
+    *,
+    opener: Opener = DEFAULT_OPENER,
+) -> dict:
     """The report dict of a run: the stored answer when this report was asked before
     (`nsyswrap.report.answers`), else the reports opened, the report built and stored."""
-    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern,
-                                 opener.allow_unrelated)
+    entry = answers.answer_entry(
+        expand(inputs), options, opener.rank_pattern, opener.allow_unrelated
+    )
     stored = answers.load(entry)
     if stored is not None:
         return stored
@@ -85,8 +107,12 @@ def report(inputs: list[str | Path], options: ReportOptions = ReportOptions(), *
     return result
 
 
-def explain(inputs: list[str | Path], options: ReportOptions | None = None, *,
-            opener: Opener = DEFAULT_OPENER) -> dict:
+def explain(
+    inputs: list[str | Path],
+    options: ReportOptions | None = None,
+    *,
+    opener: Opener = DEFAULT_OPENER,
+) -> dict:
     """What `report` would compute for `inputs` and what is stored (`nsyswrap plan`):
     `summary` lines (the stored answer, the reports' views) and `steps`, the compiled plan
     of what the sections ask for (nsyswrap.engine.plan.rows), as a DataFrame."""
@@ -96,17 +122,24 @@ def explain(inputs: list[str | Path], options: ReportOptions | None = None, *,
     from nsyswrap.engine.opening import plan_of
 
     options = options or ReportOptions()
-    entry = answers.answer_entry(expand(inputs), options, opener.rank_pattern,
-                                 opener.allow_unrelated)
-    compiled, cached = plan_of(inputs, list(planned(opener, options).plan),
-                               rank_pattern=opener.rank_pattern,
-                               allow_unrelated=opener.allow_unrelated)
+    entry = answers.answer_entry(
+        expand(inputs), options, opener.rank_pattern, opener.allow_unrelated
+    )
+    compiled, cached = plan_of(
+        inputs,
+        list(planned(opener, options).plan),
+        rank_pattern=opener.rank_pattern,
+        allow_unrelated=opener.allow_unrelated,
+    )
     views = sum((c.views_dir / "session.parquet").exists() for c in cached)
     stored = entry is not None and (entry / answers.FILE).exists()
     summary = [
         f"{len(cached)} report(s); the answer is "
-        + ("stored: nsyswrap report reads it and computes nothing below" if stored else
-           "not stored: nsyswrap report computes what is not stored below, then stores it"),
+        + (
+            "stored: nsyswrap report reads it and computes nothing below"
+            if stored
+            else "not stored: nsyswrap report computes what is not stored below, then stores it"
+        ),
         f"views (read and normalized once per report): {views} of {len(cached)} stored",
         "steps, in order: per report (each report alone, in the worker pool), connection "
         "(macros), run (over every report); stored: entries stored of those it has",
@@ -131,14 +164,23 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     pattern = {"step_pattern": options.step_pattern}
     # the window is the steps unless the options give one (nsyswrap.report.window): planned
     # as the likely one (every step usual); another is computed once chosen
-    likely = options if options.limits_window or options.whole_capture else replace(
-        options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
-    wanted = [*single_rank_modules(likely).values(), *compute_modules(likely).values(),
-              *memory_modules(likely).values(), *host_modules(likely).values(),
-              ("steps.spans", pattern), ("ledger.devices", pattern),
-              *((f"trace.{t}", {}) for t in TABLES),
-              ("trace.data_quality", {}), ("trace.left_out", {}),
-              *crossrank_modules(likely).values()]
+    likely = (
+        options
+        if options.limits_window or options.whole_capture
+        else replace(options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
+    )
+    wanted = [
+        *single_rank_modules(likely).values(),
+        *compute_modules(likely).values(),
+        *memory_modules(likely).values(),
+        *host_modules(likely).values(),
+        ("steps.spans", pattern),
+        ("ledger.devices", pattern),
+        *((f"trace.{t}", {}) for t in TABLES),
+        ("trace.data_quality", {}),
+        ("trace.left_out", {}),
+        *crossrank_modules(likely).values(),
+    ]
     typed = [(name, bind(get(name), params)) for name, params in wanted]
     # and the rank identity every per-report result takes (nsyswrap.engine.rank_labels)
     return replace(opener, plan=(*typed, (rank_labels.MAP, {})))

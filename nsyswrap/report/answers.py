@@ -19,35 +19,48 @@ be read for its key, there is no key and the report is computed (and fails) as w
 stored answer. The engine and `-j` are not in the key: they give the same answer. Only
 reports that were built are stored: an error is never stored, so it is raised again.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
 
-from nsyswrap.storage import store
-from nsyswrap.storage.cache_keys import code_digest, nsyswrap_version, report_key
 from nsyswrap.errors import NsysWrapError, note
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import to_json
+from nsyswrap.storage import store
+from nsyswrap.storage.cache_keys import code_digest, nsyswrap_version, report_key
 from nsyswrap.storage.reports import MANIFEST_NAME
 
 KIND = "answers"
 FILE = "answer.json"
 
 
-def answer_entry(paths: list[Path], options: ReportOptions, rank_pattern: str,
-                 allow_unrelated: bool) -> Path | None:
+def answer_entry(
+    paths: list[Path], options: ReportOptions, rank_pattern: str, allow_unrelated: bool
+) -> Path | None:
     """The store entry of the report of `paths` (the inputs expanded) with these options;
     None when a report or its manifest cannot be read (the report is then computed)."""
     try:
         reports = [report_key(p) for p in paths]
-        manifests = {str(d): _manifest(d / MANIFEST_NAME) for d in sorted({p.parent for p in paths})}
+        manifests = {
+            str(d): _manifest(d / MANIFEST_NAME) for d in sorted({p.parent for p in paths})
+        }
     except OSError:
         return None
-    return store.entry(KIND, "report", reports, [str(p) for p in paths], sorted(manifests.items()),
-                       rank_pattern, allow_unrelated, sorted(options.all_params().items()),
-                       code_digest(), nsyswrap_version())
+    return store.entry(
+        KIND,
+        "report",
+        reports,
+        [str(p) for p in paths],
+        sorted(manifests.items()),
+        rank_pattern,
+        allow_unrelated,
+        sorted(options.all_params().items()),
+        code_digest(),
+        nsyswrap_version(),
+    )
 
 
 def _manifest(path: Path) -> str | None:
@@ -67,7 +80,9 @@ def load(entry: Path | None) -> dict | None:
     except (FileNotFoundError, NotADirectoryError):  # none stored
         return None
     except OSError as exc:
-        note(f"stored answer {path} cannot be read ({exc.strerror or exc}); computing the report again")
+        note(
+            f"stored answer {path} cannot be read ({exc.strerror or exc}); computing the report again"
+        )
         return None
     except ValueError:
         store.discard(entry, f"stored answer {path} was damaged; computing the report again")
@@ -82,8 +97,11 @@ def save(entry: Path | None, report: dict) -> None:
     if entry is None:
         return
     try:
-        store.write(entry, lambda work: (work / FILE).write_text(to_json(report)),
-                    about=", ".join(r["path"] for r in report["reports"]))
+        store.write(
+            entry,
+            lambda work: (work / FILE).write_text(to_json(report)),
+            about=", ".join(r["path"] for r in report["reports"]),
+        )
     except (OSError, NsysWrapError) as exc:  # (a full disk is one, see store.write)
         why = getattr(exc, "strerror", None) or exc
         note(f"could not store the answer in {entry.parent} ({why})")

@@ -4,6 +4,7 @@ nsyswrap.crossrank.
 It names the straggler, the phase behind its lag and what it costs the others,
 with the clock offsets (and their uncertainty) that all cross-rank times rest on.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -11,16 +12,16 @@ import pandas as pd
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import clock_offsets, unrelated
 from nsyswrap.engine.queries import run_module
+from nsyswrap.engine.run import Run
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.engine.run import Run
 
 GB_PER_S, BYTES = "GB/s", "bytes"
 PCT, TIMES = "%", "x"
 NO_PHASE = "no phase is longer than on the median rank"
 IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no straggler named
-MAX_RESIDUAL = 0.02   # a replay residual above this share of a step time: no what-if figure
+MAX_RESIDUAL = 0.02  # a replay residual above this share of a step time: no what-if figure
 
 
 def _ms(ns: float) -> str:
@@ -31,107 +32,199 @@ def _ms(ns: float) -> str:
 def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
     no_shared = "no collective shared with the reference rank"
     offset_rows = [
-        {"rank": int(r["rank"]), "report_rank": int(r.report_rank), "pid": None if pd.isna(r.pid) else int(r.pid),
-         "rank_source": r.rank_source, "offset": figure(r.offset_ns, NS), "shift": figure(r.shift_ns, NS),
-         "source": r.source, "drift": figure(r.drift_ppb, "ppb"), "aligned": bool(r.aligned),
-         "method": r.method, "host": r.host, "clock": r.clock, "jump": figure(r.jump_ns, NS)}
+        {
+            "rank": int(r["rank"]),
+            "report_rank": int(r.report_rank),
+            "pid": None if pd.isna(r.pid) else int(r.pid),
+            "rank_source": r.rank_source,
+            "offset": figure(r.offset_ns, NS),
+            "shift": figure(r.shift_ns, NS),
+            "source": r.source,
+            "drift": figure(r.drift_ppb, "ppb"),
+            "aligned": bool(r.aligned),
+            "method": r.method,
+            "host": r.host,
+            "clock": r.clock,
+            "jump": figure(r.jump_ns, NS),
+        }
         for _, r in offsets.iterrows()
     ]
     quality_rows = [
-        {"rank": int(r["rank"]), "uncertainty": figure(r.spread_ns, NS, no_shared),
-         "offset_uncertainty": figure(r.uncertainty_ns, NS, no_shared),
-         "max_residual": figure(r.max_residual_ns, NS, no_shared), "collectives": figure(r.collectives, COUNT)}
+        {
+            "rank": int(r["rank"]),
+            "uncertainty": figure(r.spread_ns, NS, no_shared),
+            "offset_uncertainty": figure(r.uncertainty_ns, NS, no_shared),
+            "max_residual": figure(r.max_residual_ns, NS, no_shared),
+            "collectives": figure(r.collectives, COUNT),
+        }
         for _, r in offsets.iterrows()
     ]
     return [
-        _table("clock_offsets", "Clock offsets to the reference rank: aligned = UTC session start + t + offset; "
-               "shift = session time to run time", offset_rows,
-               ("method", "host", "rank_source", "pid", "report_rank", "shift")),
-        _table("clock_uncertainty", "Clock alignment uncertainty: robust spread (1.4826 x MAD) and largest "
-               "residual of the per-collective end differences", quality_rows,
-               ("max_residual", "offset_uncertainty")),
+        _table(
+            "clock_offsets",
+            "Clock offsets to the reference rank: aligned = UTC session start + t + offset; "
+            "shift = session time to run time",
+            offset_rows,
+            ("method", "host", "rank_source", "pid", "report_rank", "shift"),
+        ),
+        _table(
+            "clock_uncertainty",
+            "Clock alignment uncertainty: robust spread (1.4826 x MAD) and largest "
+            "residual of the per-collective end differences",
+            quality_rows,
+            ("max_residual", "offset_uncertainty"),
+        ),
     ]
 
 
 def _straggler_rows(strag: pd.DataFrame) -> list[dict]:
     return [
-        {"step": "all" if pd.isna(r.step) else int(r.step), "rank": int(r.rank),
-         "last": figure(r.last_count, COUNT), "collectives": figure(r.collectives, COUNT),
-         "lag": figure(r.lag_ns, NS), "imposed_wait": figure(r.imposed_wait_ns, NS),
-         "share_of_wait": share(r.imposed_wait_ns, r.total_wait_ns, "nobody waited"),
-         "significant": bool(r.significant), "jitter": figure(r.jitter_ns, NS),
-         "affected_steps": r.affected_steps if isinstance(r.affected_steps, str) else None,
-         "slow_steps": r.slow_steps if isinstance(r.slow_steps, str) else None,
-         "phase": r.phase if isinstance(r.phase, str) else None,
-         "phase_excess": figure(r.phase_excess_ns, NS, NO_PHASE),
-         "phase_steps": figure(r.phase_steps, COUNT, NO_PHASE)}
+        {
+            "step": "all" if pd.isna(r.step) else int(r.step),
+            "rank": int(r.rank),
+            "last": figure(r.last_count, COUNT),
+            "collectives": figure(r.collectives, COUNT),
+            "lag": figure(r.lag_ns, NS),
+            "imposed_wait": figure(r.imposed_wait_ns, NS),
+            "share_of_wait": share(r.imposed_wait_ns, r.total_wait_ns, "nobody waited"),
+            "significant": bool(r.significant),
+            "jitter": figure(r.jitter_ns, NS),
+            "affected_steps": r.affected_steps if isinstance(r.affected_steps, str) else None,
+            "slow_steps": r.slow_steps if isinstance(r.slow_steps, str) else None,
+            "phase": r.phase if isinstance(r.phase, str) else None,
+            "phase_excess": figure(r.phase_excess_ns, NS, NO_PHASE),
+            "phase_steps": figure(r.phase_steps, COUNT, NO_PHASE),
+        }
         for r in strag.itertuples(index=False)  # one row per step: thousands
     ]
 
 
 def _waits_table(coll: pd.DataFrame) -> dict:
-    per = coll.groupby("rank").agg(wait_ns=("wait_ns", "sum"), mean_lag_ns=("lag_ns", "mean"),
-                                   collectives=("seq", "size"))
+    per = coll.groupby("rank").agg(
+        wait_ns=("wait_ns", "sum"), mean_lag_ns=("lag_ns", "mean"), collectives=("seq", "size")
+    )
     last = coll[coll["rank"] == coll["last_rank"]].groupby("rank").size()
     rows = [
-        {"rank": int(rank), "waited": figure(r.wait_ns, NS), "mean_lag": figure(round(r.mean_lag_ns), NS),
-         "last": figure(int(last.get(rank, 0)), COUNT), "collectives": figure(r.collectives, COUNT)}
+        {
+            "rank": int(rank),
+            "waited": figure(r.wait_ns, NS),
+            "mean_lag": figure(round(r.mean_lag_ns), NS),
+            "last": figure(int(last.get(rank, 0)), COUNT),
+            "collectives": figure(r.collectives, COUNT),
+        }
         for rank, r in per.iterrows()
     ]
-    return _table("rank_waits", "Per rank: time waited inside matched collectives, mean arrival vs the "
-                  "median rank, and how often it arrived last", rows, ("collectives", "last"))
+    return _table(
+        "rank_waits",
+        "Per rank: time waited inside matched collectives, mean arrival vs the "
+        "median rank, and how often it arrived last",
+        rows,
+        ("collectives", "last"),
+    )
 
 
 def _comm_split_table(split: pd.DataFrame) -> dict:
     per = split.groupby("rank")[["collectives", "comm_ns", "wait_ns", "transfer_ns"]].sum()
-    rows = [{"step": "all", "rank": int(rank), "collectives": figure(r.collectives, COUNT),
-             "in_collectives": figure(r.comm_ns, NS), "waiting": figure(r.wait_ns, NS),
-             "transfer": figure(r.transfer_ns, NS), "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives")}
-            for rank, r in per.iterrows()]
-    rows += [{"step": int(r.step), "rank": int(r.rank), "collectives": figure(r.collectives, COUNT),
-              "in_collectives": figure(r.comm_ns, NS), "waiting": figure(r.wait_ns, NS),
-              "transfer": figure(r.transfer_ns, NS), "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives")}
-             for r in split.dropna(subset=["step"]).itertuples(index=False)]
-    return _table("comm_split", "Time in matched collectives per rank (all steps, then per step): waiting for "
-                  "the last member to arrive vs transfer after it arrived", rows,
-                  ("collectives", "in_collectives"))
+    rows = [
+        {
+            "step": "all",
+            "rank": int(rank),
+            "collectives": figure(r.collectives, COUNT),
+            "in_collectives": figure(r.comm_ns, NS),
+            "waiting": figure(r.wait_ns, NS),
+            "transfer": figure(r.transfer_ns, NS),
+            "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives"),
+        }
+        for rank, r in per.iterrows()
+    ]
+    rows += [
+        {
+            "step": int(r.step),
+            "rank": int(r.rank),
+            "collectives": figure(r.collectives, COUNT),
+            "in_collectives": figure(r.comm_ns, NS),
+            "waiting": figure(r.wait_ns, NS),
+            "transfer": figure(r.transfer_ns, NS),
+            "wait_share": share(r.wait_ns, r.comm_ns, "no time in collectives"),
+        }
+        for r in split.dropna(subset=["step"]).itertuples(index=False)
+    ]
+    return _table(
+        "comm_split",
+        "Time in matched collectives per rank (all steps, then per step): waiting for "
+        "the last member to arrive vs transfer after it arrived",
+        rows,
+        ("collectives", "in_collectives"),
+    )
 
 
 def _mismatch_table(miss: pd.DataFrame) -> dict:
     rows = [
-        {"pg": r.pg, "seq": int(r.seq), "ops": r.ops, "bytes": r.bytes, "present_ranks": r.present_ranks,
-         "missing_ranks": r.missing_ranks or None, "reason": r.reason}
+        {
+            "pg": r.pg,
+            "seq": int(r.seq),
+            "ops": r.ops,
+            "bytes": r.bytes,
+            "present_ranks": r.present_ranks,
+            "missing_ranks": r.missing_ranks or None,
+            "reason": r.reason,
+        }
         for _, r in miss.iterrows()
     ]
-    return _table("mismatches", "Collective keys (pg, seq) not matched across ranks, left out of every "
-                  "cross-rank figure", rows, ("ops", "bytes"))
+    return _table(
+        "mismatches",
+        "Collective keys (pg, seq) not matched across ranks, left out of every cross-rank figure",
+        rows,
+        ("ops", "bytes"),
+    )
 
 
 def _bandwidth_table(bw: pd.DataFrame) -> dict:
     rows = [
-        {"op": r.op, "bytes": figure(r.bytes, BYTES), "ranks": int(r.ranks),
-         "collectives": figure(r.collectives, COUNT), "transfer": figure(r.transfer_ns, NS),
-         "algbw": figure(r.algbw_gb_per_s, GB_PER_S), "busbw": figure(r.busbw_gb_per_s, GB_PER_S),
-         "spans_hosts": bool(r.spans_hosts)}
+        {
+            "op": r.op,
+            "bytes": figure(r.bytes, BYTES),
+            "ranks": int(r.ranks),
+            "collectives": figure(r.collectives, COUNT),
+            "transfer": figure(r.transfer_ns, NS),
+            "algbw": figure(r.algbw_gb_per_s, GB_PER_S),
+            "busbw": figure(r.busbw_gb_per_s, GB_PER_S),
+            "spans_hosts": bool(r.spans_hosts),
+        }
         for _, r in bw.iterrows()
     ]
-    return _table("bandwidth", "NCCL bandwidth per op and size: transfer = shortest duration across "
-                  "ranks; busbw = algbw x NCCL's bus factor", rows,
-                  ("spans_hosts", "collectives", "ranks", "transfer"))
+    return _table(
+        "bandwidth",
+        "NCCL bandwidth per op and size: transfer = shortest duration across "
+        "ranks; busbw = algbw x NCCL's bus factor",
+        rows,
+        ("spans_hosts", "collectives", "ranks", "transfer"),
+    )
 
 
 def _alpha_beta_table(fit: pd.DataFrame) -> dict:
     one_size = "needs collectives of two or more payload sizes"
     rows = [
-        {"op": r.op, "collectives": figure(r.collectives, COUNT), "sizes": figure(r.sizes, COUNT),
-         "latency": figure(r.latency_ns, NS, one_size),
-         "bandwidth": figure(r.bandwidth_gb_per_s, GB_PER_S, one_size if r.sizes < 2 else
-                             "transfer time does not grow with size"),
-         "r2": figure(r.r2, FRACTION, one_size)}
+        {
+            "op": r.op,
+            "collectives": figure(r.collectives, COUNT),
+            "sizes": figure(r.sizes, COUNT),
+            "latency": figure(r.latency_ns, NS, one_size),
+            "bandwidth": figure(
+                r.bandwidth_gb_per_s,
+                GB_PER_S,
+                one_size if r.sizes < 2 else "transfer time does not grow with size",
+            ),
+            "r2": figure(r.r2, FRACTION, one_size),
+        }
         for _, r in fit.iterrows()
     ]
-    return _table("alpha_beta", "Alpha-beta fit per op: transfer = latency + bytes / bandwidth "
-                  "(least squares)", rows, ("r2", "sizes"))
+    return _table(
+        "alpha_beta",
+        "Alpha-beta fit per op: transfer = latency + bytes / bandwidth (least squares)",
+        rows,
+        ("r2", "sizes"),
+    )
 
 
 def _text(x) -> str | None:
@@ -145,25 +238,41 @@ def _int(x) -> int | None:
 def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
     none = "no step is affected"
     return [
-        {"kind": r.kind, "rank": _int(r.rank), "phase": _text(r.phase), "stage": _int(r.stage),
-         "pg": _text(r.pg), "op": _text(r.op),
-         "gain_ns_per_step": figure(r.gain_ns_per_step, NS), "gain_pct": figure(r.gain_pct, PCT),
-         "pattern": r.pattern, "steps": _text(r.steps),
-         "affected_steps": figure(r.affected_steps, COUNT),
-         "steps_in_window": figure(r.steps_in_window, COUNT),
-         "gain_ns_per_affected_step": figure(r.gain_ns_per_affected_step, NS, none),
-         "residual_ns": figure(r.residual_ns, NS), "noise_ns": figure(r.noise_ns, NS),
-         "share": figure(r.share, FRACTION, "only for kind rank"),
-         "slowdown": figure(r.slowdown, TIMES, "only for kind all")}
+        {
+            "kind": r.kind,
+            "rank": _int(r.rank),
+            "phase": _text(r.phase),
+            "stage": _int(r.stage),
+            "pg": _text(r.pg),
+            "op": _text(r.op),
+            "gain_ns_per_step": figure(r.gain_ns_per_step, NS),
+            "gain_pct": figure(r.gain_pct, PCT),
+            "pattern": r.pattern,
+            "steps": _text(r.steps),
+            "affected_steps": figure(r.affected_steps, COUNT),
+            "steps_in_window": figure(r.steps_in_window, COUNT),
+            "gain_ns_per_affected_step": figure(r.gain_ns_per_affected_step, NS, none),
+            "residual_ns": figure(r.residual_ns, NS),
+            "noise_ns": figure(r.noise_ns, NS),
+            "share": figure(r.share, FRACTION, "only for kind rank"),
+            "slowdown": figure(r.slowdown, TIMES, "only for kind all"),
+        }
         for r in fixes.itertuples(index=False)
     ]
 
 
 def _critical_path_rows(path: pd.DataFrame) -> list[dict]:
     return [
-        {"step": _int(r.step), "kind": r.kind, "rank": _int(r.rank), "phase": _text(r.phase),
-         "pg": _text(r.pg), "op": _text(r.op), "time": figure(r.ns, NS),
-         "share": figure(r.share, FRACTION)}
+        {
+            "step": _int(r.step),
+            "kind": r.kind,
+            "rank": _int(r.rank),
+            "phase": _text(r.phase),
+            "pg": _text(r.pg),
+            "op": _text(r.op),
+            "time": figure(r.ns, NS),
+            "share": figure(r.share, FRACTION),
+        }
         for r in path.itertuples(index=False)
     ]
 
@@ -176,9 +285,13 @@ def _residual_row(check: pd.DataFrame) -> dict:
     def stat(x):
         return figure(x if len(share) else None, FRACTION, why)
 
-    return {"steps": figure(len(check), COUNT), "median": stat(share.median()),
-            "p90": stat(share.quantile(0.9)), "max": stat(share.max()),
-            "max_ns": figure(check["residual_ns"].max() if len(check) else None, NS, why)}
+    return {
+        "steps": figure(len(check), COUNT),
+        "median": stat(share.median()),
+        "p90": stat(share.quantile(0.9)),
+        "max": stat(share.max()),
+        "max_ns": figure(check["residual_ns"].max() if len(check) else None, NS, why),
+    }
 
 
 def _whatif(rows) -> tuple[list[dict], list[dict]]:
@@ -187,29 +300,60 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
     what = "what a fix would save (the replay)"
     check = rows("replay_check")
     if check.empty:
-        return [], [{"what": what, "reason": "no matched collective or no step in the window to "
-                     "replay"}]
+        return [], [
+            {"what": what, "reason": "no matched collective or no step in the window to replay"}
+        ]
     residual = _residual_row(check)
-    tables = [_table("replay_residual", "Replay check: each rank's step times replayed from the "
-                     "recorded durations vs recorded; residual in % of the step time (median, p90, "
-                     "max over ranks and steps)", [residual], ("max_ns", "steps"))]
+    tables = [
+        _table(
+            "replay_residual",
+            "Replay check: each rank's step times replayed from the "
+            "recorded durations vs recorded; residual in % of the step time (median, p90, "
+            "max over ranks and steps)",
+            [residual],
+            ("max_ns", "steps"),
+        )
+    ]
     worst = residual["max"]["value"]
     if worst is not None and worst > MAX_RESIDUAL:
-        return tables, [{"what": what, "reason": f"replaying the recorded durations misses a "
-                         f"recorded step time by {100 * worst:.1f} % (more than "
-                         f"{100 * MAX_RESIDUAL:.0f} %): collectives end before their last member "
-                         "arrives on the aligned clocks, or ranks wait for something the replay "
-                         "does not see (see crossrank.replay_check)"}]
+        return tables, [
+            {
+                "what": what,
+                "reason": f"replaying the recorded durations misses a "
+                f"recorded step time by {100 * worst:.1f} % (more than "
+                f"{100 * MAX_RESIDUAL:.0f} %): collectives end before their last member "
+                "arrives on the aligned clocks, or ranks wait for something the replay "
+                "does not see (see crossrank.replay_check)",
+            }
+        ]
     fixes, path = rows("whatif"), rows("critical_path")
     return tables + [
-        _table("whatif", "What a fix would save: the step time replayed with each candidate fix "
-               "(rank, phase, stage or collective idealised; all: every rank), largest first",
-               _whatif_rows(fixes),
-               ("noise_ns", "residual_ns", "slowdown", "share", "gain_ns_per_affected_step",
-                "steps_in_window", "affected_steps", "stage", "pg", "steps", "op")),
-        _table("critical_path", "Critical path per step: the step time charged to the work of a "
-               "(rank, phase) or the transfer of a (pg, op) it rests on",
-               _critical_path_rows(path), ("share",)),
+        _table(
+            "whatif",
+            "What a fix would save: the step time replayed with each candidate fix "
+            "(rank, phase, stage or collective idealised; all: every rank), largest first",
+            _whatif_rows(fixes),
+            (
+                "noise_ns",
+                "residual_ns",
+                "slowdown",
+                "share",
+                "gain_ns_per_affected_step",
+                "steps_in_window",
+                "affected_steps",
+                "stage",
+                "pg",
+                "steps",
+                "op",
+            ),
+        ),
+        _table(
+            "critical_path",
+            "Critical path per step: the step time charged to the work of a "
+            "(rank, phase) or the transfer of a (pg, op) it rests on",
+            _critical_path_rows(path),
+            ("share",),
+        ),
     ], []
 
 
@@ -225,46 +369,64 @@ def _step_time_ns(run: Run, options: ReportOptions) -> int:
 
 def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
     if run_row is None:
-        return {"label": None, "reason": "no collective is matched on every rank of its group (looked for "
-                "nsyswrap `coll:` ranges, NCCL's NVTX payloads, MPI ranges of nsys --trace=mpi and NCCL "
-                "kernels; see the groups "
-                "and mismatches tables)"}
+        return {
+            "label": None,
+            "reason": "no collective is matched on every rank of its group (looked for "
+            "nsyswrap `coll:` ranges, NCCL's NVTX payloads, MPI ranges of nsys --trace=mpi and NCCL "
+            "kernels; see the groups "
+            "and mismatches tables)",
+        }
     if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns or not run_row.significant:
-        return {"label": "no significant straggler", "reason": f"all waits in collectives add up to "
-                f"{_ms(run_row.total_wait_ns)}; the costliest rank's lag is not above the alignment "
-                f"uncertainty and 3 x the run's jitter ({_ms(run_row.jitter_ns)}), or the waits are under "
-                f"{IN_STEP_SHARE:.0%} of the steps' time"}
-    reason = (f"rank {int(run_row['rank'])} made the others wait {_ms(run_row.imposed_wait_ns)} "
-              f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting), arriving last "
-              f"at {int(run_row.last_count)} of {int(run_row.collectives)} matched collectives, "
-              f"{_ms(run_row.lag_ns)} after the median rank in total")
+        return {
+            "label": "no significant straggler",
+            "reason": f"all waits in collectives add up to "
+            f"{_ms(run_row.total_wait_ns)}; the costliest rank's lag is not above the alignment "
+            f"uncertainty and 3 x the run's jitter ({_ms(run_row.jitter_ns)}), or the waits are under "
+            f"{IN_STEP_SHARE:.0%} of the steps' time",
+        }
+    reason = (
+        f"rank {int(run_row['rank'])} made the others wait {_ms(run_row.imposed_wait_ns)} "
+        f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting), arriving last "
+        f"at {int(run_row.last_count)} of {int(run_row.collectives)} matched collectives, "
+        f"{_ms(run_row.lag_ns)} after the median rank in total"
+    )
     if isinstance(run_row.affected_steps, str):
         reason += f"; the others waited for it in steps {run_row.affected_steps}"
     if isinstance(run_row.phase, str):
-        reason += (f"; its lag is in `{run_row.phase}`, +{_ms(run_row.phase_excess_ns / run_row.phase_steps)} "
-                   f"per step over the median rank")
+        reason += (
+            f"; its lag is in `{run_row.phase}`, +{_ms(run_row.phase_excess_ns / run_row.phase_steps)} "
+            f"per step over the median rank"
+        )
         if isinstance(run_row.slow_steps, str):
             reason += f", slow in steps {run_row.slow_steps}"
     return {"label": f"straggler: rank {int(run_row['rank'])}", "reason": reason}
 
 
-def _recommendations(run_row: pd.Series | None, offsets: pd.DataFrame, miss: pd.DataFrame) -> list[str]:
+def _recommendations(
+    run_row: pd.Series | None, offsets: pd.DataFrame, miss: pd.DataFrame
+) -> list[str]:
     out = []
     if run_row is not None and isinstance(run_row.phase, str):
-        out.append(f"Look at `{run_row.phase}` on rank {int(run_row['rank'])}: it runs "
-                   f"{_ms(run_row.phase_excess_ns / run_row.phase_steps)} per step longer than on the median "
-                   "rank (host time without waits, or GPU time of its kernels), and every other rank waits "
-                   "for it in the next collective.")
+        out.append(
+            f"Look at `{run_row.phase}` on rank {int(run_row['rank'])}: it runs "
+            f"{_ms(run_row.phase_excess_ns / run_row.phase_steps)} per step longer than on the median "
+            "rank (host time without waits, or GPU time of its kernels), and every other rank waits "
+            "for it in the next collective."
+        )
     fine = offsets[offsets["source"] != "utc"]
     if not fine.empty and fine["spread_ns"].max() > 10_000:
-        out.append(f"Clock alignment is loose (uncertainty up to {_ms(fine['spread_ns'].max())}): skews "
-                   "below that are noise.")
+        out.append(
+            f"Clock alignment is loose (uncertainty up to {_ms(fine['spread_ns'].max())}): skews "
+            "below that are noise."
+        )
     if not miss.empty:
         first = miss.iloc[0]
-        out.append(f"{len(miss)} collective key(s) are not matched across ranks (first: pg {first.pg} seq "
-                   f"{first.seq}, {first.reason}); a rank issuing a different sequence of collectives "
-                   "hangs or corrupts NCCL runs, so check the code path of ranks "
-                   f"{first.present_ranks if first.reason == 'missing' else 'around that step'}.")
+        out.append(
+            f"{len(miss)} collective key(s) are not matched across ranks (first: pg {first.pg} seq "
+            f"{first.seq}, {first.reason}); a rank issuing a different sequence of collectives "
+            "hangs or corrupts NCCL runs, so check the code path of ranks "
+            f"{first.present_ranks if first.reason == 'missing' else 'around that step'}."
+        )
     return out
 
 
@@ -276,31 +438,57 @@ def _waiting_note(run_row: pd.Series | None, split: pd.DataFrame) -> list[str]:
     comm, wait = others["comm_ns"].sum(), others["wait_ns"].sum()
     if not comm or wait < comm / 2:
         return []
-    return [f"On the other ranks {wait / comm:.0%} of the time in collectives ({_ms(wait)} of {_ms(comm)}) is "
-            f"waiting for late peers, not transfer: their exposed communication is rank "
-            f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."]
+    return [
+        f"On the other ranks {wait / comm:.0%} of the time in collectives ({_ms(wait)} of {_ms(comm)}) is "
+        f"waiting for late peers, not transfer: their exposed communication is rank "
+        f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."
+    ]
 
 
-def _cannot_answer(offsets: pd.DataFrame, bw: pd.DataFrame | None,
-                   strag: pd.DataFrame) -> list[dict]:
+def _cannot_answer(
+    offsets: pd.DataFrame, bw: pd.DataFrame | None, strag: pd.DataFrame
+) -> list[dict]:
     out = []
     utc_only = offsets[~offsets["aligned"].astype(bool)]
     if len(utc_only) == len(offsets):
-        out.append({"what": "fine clock alignment", "reason": "no collective is matched across ranks, so "
-                    "reports are aligned by UTC session start only (errors of milliseconds are possible)"})
+        out.append(
+            {
+                "what": "fine clock alignment",
+                "reason": "no collective is matched across ranks, so "
+                "reports are aligned by UTC session start only (errors of milliseconds are possible)",
+            }
+        )
     elif not utc_only.empty:
-        out.append({"what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
-                    "reason": "no matched collective connects them to the reference rank and no aligned "
-                              "rank shares their host: they are left out of every cross-rank figure"})
+        out.append(
+            {
+                "what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
+                "reason": "no matched collective connects them to the reference rank and no aligned "
+                "rank shares their host: they are left out of every cross-rank figure",
+            }
+        )
     if bw is None:
-        out.append({"what": "NCCL bandwidth", "reason": "the run has no NCCL kernel (gloo or MPI "
-                    "collectives run on the host: their times are host calls, not transfers)"})
+        out.append(
+            {
+                "what": "NCCL bandwidth",
+                "reason": "the run has no NCCL kernel (gloo or MPI "
+                "collectives run on the host: their times are host calls, not transfers)",
+            }
+        )
     elif bw.empty:
-        out.append({"what": "NCCL bandwidth", "reason": "no matched collective has known bytes (nsyswrap's "
-                    "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)"})
+        out.append(
+            {
+                "what": "NCCL bandwidth",
+                "reason": "no matched collective has known bytes (nsyswrap's "
+                "`coll:` ranges carry them: annotate with nsyswrap.annotate_collectives)",
+            }
+        )
     if not strag.empty and strag["phase"].isna().all():
-        out.append({"what": "the phase behind the straggler's lag",
-                    "reason": "no range nested in a step range is longer on it than on the median rank"})
+        out.append(
+            {
+                "what": "the phase behind the straggler's lag",
+                "reason": "no range nested in a step range is longer on it than on the median rank",
+            }
+        )
     return out
 
 
@@ -308,17 +496,20 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     """The modules the section asks for (with two ranks or more), `key: (module, params)`."""
     pattern = {"step_pattern": options.step_pattern}
     steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
-    return {"offsets": ("crossrank.clock_offsets", pattern),
-            "collectives": ("crossrank.collectives", steps),
-            "stragglers": ("crossrank.stragglers", steps),
-            "mismatches": ("crossrank.mismatches", {}),
-            "bandwidth": ("crossrank.bandwidth", steps), "split": ("crossrank.comm_split", steps),
-            "groups": ("crossrank.groups", pattern),
-            "step_phases": ("crossrank.step_phases", pattern),
-            # the what-if replay's (a run of exports only: nsyswrap.crossrank.whatif)
-            "replay_check": ("crossrank.replay_check", steps),
-            "whatif": ("crossrank.whatif", steps),
-            "critical_path": ("crossrank.critical_path", steps)}
+    return {
+        "offsets": ("crossrank.clock_offsets", pattern),
+        "collectives": ("crossrank.collectives", steps),
+        "stragglers": ("crossrank.stragglers", steps),
+        "mismatches": ("crossrank.mismatches", {}),
+        "bandwidth": ("crossrank.bandwidth", steps),
+        "split": ("crossrank.comm_split", steps),
+        "groups": ("crossrank.groups", pattern),
+        "step_phases": ("crossrank.step_phases", pattern),
+        # the what-if replay's (a run of exports only: nsyswrap.crossrank.whatif)
+        "replay_check": ("crossrank.replay_check", steps),
+        "whatif": ("crossrank.whatif", steps),
+        "critical_path": ("crossrank.critical_path", steps),
+    }
 
 
 def crossrank_section(run: Run, options: ReportOptions) -> dict:
@@ -328,25 +519,46 @@ def crossrank_section(run: Run, options: ReportOptions) -> dict:
     if refused is not None:
         raise refused
     nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
-    return crossrank_answer(lambda name, **params: run_module(run, name, **params), options,
-                            len(offsets), lambda: _step_time_ns(run, options), nccl=nccl,
-                            replay=True)
+    return crossrank_answer(
+        lambda name, **params: run_module(run, name, **params),
+        options,
+        len(offsets),
+        lambda: _step_time_ns(run, options),
+        nccl=nccl,
+        replay=True,
+    )
 
 
-def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
-                     nccl: bool | None = None, replay: bool = False) -> dict:
+def crossrank_answer(
+    module,
+    options: ReportOptions,
+    ranks: int,
+    step_time_ns,
+    nccl: bool | None = None,
+    replay: bool = False,
+) -> dict:
     """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
     `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step),
     with the what-if replay's tables where `replay` (a run of exports: the replay needs
     their kernels); the sample files' report (nsyswrap.sample.analysis) answers through it
     too. `nccl`: whether the run has NCCL kernels (False: no NCCL bandwidth, the
     collectives' times are host calls; None: not known)."""
-    section = {"id": "crossrank",
-               "title": "Across ranks: clock alignment, collective waits, stragglers",
-               "verdict": None, "recommendations": [], "tables": [], "cannot_answer": []}
+    section = {
+        "id": "crossrank",
+        "title": "Across ranks: clock alignment, collective waits, stragglers",
+        "verdict": None,
+        "recommendations": [],
+        "tables": [],
+        "cannot_answer": [],
+    }
     if ranks < 2:
-        section["cannot_answer"].append({"what": "cross-rank analysis", "reason": "it needs two or more "
-                                         "ranks (reports, or processes with GPU work in one report)"})
+        section["cannot_answer"].append(
+            {
+                "what": "cross-rank analysis",
+                "reason": "it needs two or more "
+                "ranks (reports, or processes with GPU work in one report)",
+            }
+        )
         return section
     wanted = crossrank_modules(options)
 
@@ -359,32 +571,56 @@ def crossrank_answer(module, options: ReportOptions, ranks: int, step_time_ns,
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
     section["verdict"] = _verdict(run_row, step_time_ns())
-    section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(run_row, split)
+    section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(
+        run_row, split
+    )
     section["tables"] = _offsets_tables(offsets)
     if not coll.empty:
         section["tables"] += [
-            _table("stragglers", "Straggler per step (the rank whose lateness imposed the most wait) and over "
-                   "all steps; phase = the range in the step that is longest vs the median rank",
-                   _straggler_rows(strag),
-                   ("affected_steps", "slow_steps", "jitter", "collectives", "last", "significant",
-                    "share_of_wait")),
+            _table(
+                "stragglers",
+                "Straggler per step (the rank whose lateness imposed the most wait) and over "
+                "all steps; phase = the range in the step that is longest vs the median rank",
+                _straggler_rows(strag),
+                (
+                    "affected_steps",
+                    "slow_steps",
+                    "jitter",
+                    "collectives",
+                    "last",
+                    "significant",
+                    "share_of_wait",
+                ),
+            ),
             _waits_table(coll),
             _comm_split_table(split),
         ]
     groups = rows("groups")
     if not groups.empty:
         records = groups.astype(object).where(groups.notna(), None).to_dict("records")
-        section["tables"].append(_table("groups", "Process groups found: members captured, group size when "
-                                        "recorded, whether the group spans hosts, how it was found",
-                                        records, ("spans_hosts", "captured", "group_size")))
+        section["tables"].append(
+            _table(
+                "groups",
+                "Process groups found: members captured, group size when "
+                "recorded, whether the group spans hosts, how it was found",
+                records,
+                ("spans_hosts", "captured", "group_size"),
+            )
+        )
     if not miss.empty:
         section["tables"].append(_mismatch_table(miss))
     if not bw.empty and nccl is not False:  # without NCCL kernels: times of host calls
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
     replay, no_replay = _whatif(rows) if replay else ([], [])
     section["tables"] += replay
-    section["cannot_answer"] = _cannot_answer(offsets, None if nccl is False else bw, strag) + no_replay
+    section["cannot_answer"] = (
+        _cannot_answer(offsets, None if nccl is False else bw, strag) + no_replay
+    )
     if options.window_nvtx:
-        section["cannot_answer"].append({"what": "limiting cross-rank figures to --window-nvtx",
-                                         "reason": "they are computed per step (use --steps)"})
+        section["cannot_answer"].append(
+            {
+                "what": "limiting cross-rank figures to --window-nvtx",
+                "reason": "they are computed per step (use --steps)",
+            }
+        )
     return section

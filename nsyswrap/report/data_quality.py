@@ -3,63 +3,97 @@ repaired while reading the report (modules `trace.data_quality` and `trace.left_
 without kernels, and across ranks the collective calls left out of every cross-rank figure
 (with why) and each clock that jumped or whose drift was refused (`crossrank.groups`,
 `crossrank.clock_offsets`)."""
+
 from __future__ import annotations
 
 from nsyswrap.engine.queries import run_module
+from nsyswrap.engine.run import Run
 from nsyswrap.report.figures import COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.engine.run import Run
 
-LEFT_OUT = {"kernels_end_before_start": ("end_lt_start", "end before start"),
-            "kernels_null_time": ("no_time", "no start or end"),
-            "kernels_longer_than_capture": ("too_long", "longer than the whole capture"),
-            "kernels_outside_capture": ("outside", "outside the capture"),
-            "kernels_not_integer": ("not_integer", "a time or place that is not a whole number"),
-            "kernels_no_device": ("no_device", "no device")}
+LEFT_OUT = {
+    "kernels_end_before_start": ("end_lt_start", "end before start"),
+    "kernels_null_time": ("no_time", "no start or end"),
+    "kernels_longer_than_capture": ("too_long", "longer than the whole capture"),
+    "kernels_outside_capture": ("outside", "outside the capture"),
+    "kernels_not_integer": ("not_integer", "a time or place that is not a whole number"),
+    "kernels_no_device": ("no_device", "no device"),
+}
 
 
 def data_quality_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout); `notes` holds one line
     per problem found, also shown as the table's title."""
-    quality = run_module(run, "trace.data_quality").merge(run_module(run, "trace.left_out"),
-                                                          on="rank")
+    quality = run_module(run, "trace.data_quality").merge(
+        run_module(run, "trace.left_out"), on="rank"
+    )
     names = {r.rank: r.path.name for r in run.reports}
     rows, notes, cannot = [], [], []
     for q in quality.itertuples(index=False):
-        left_out = {label: int(getattr(q, column)) for column, (_, label) in LEFT_OUT.items() if getattr(q, column)}
-        rows.append({"rank": int(q.rank), "capture": figure(q.capture_ns, NS, "the report records no capture duration"),
-                     "kernels": figure(q.kernels_captured, COUNT),
-                     **{key: figure(getattr(q, column), COUNT) for column, (key, _) in LEFT_OUT.items()},
-                     "other_events": figure(q.events_left_out, COUNT),
-                     "nvtx": figure(q.nvtx_ranges, COUNT), "nvtx_no_text": figure(q.nvtx_ranges_without_text, COUNT),
-                     "repaired": figure(q.strings_repaired, COUNT),
-                     "ids_repeated": figure(q.string_ids_repeated, COUNT)})
+        left_out = {
+            label: int(getattr(q, column))
+            for column, (_, label) in LEFT_OUT.items()
+            if getattr(q, column)
+        }
+        rows.append(
+            {
+                "rank": int(q.rank),
+                "capture": figure(q.capture_ns, NS, "the report records no capture duration"),
+                "kernels": figure(q.kernels_captured, COUNT),
+                **{key: figure(getattr(q, column), COUNT) for column, (key, _) in LEFT_OUT.items()},
+                "other_events": figure(q.events_left_out, COUNT),
+                "nvtx": figure(q.nvtx_ranges, COUNT),
+                "nvtx_no_text": figure(q.nvtx_ranges_without_text, COUNT),
+                "repaired": figure(q.strings_repaired, COUNT),
+                "ids_repeated": figure(q.string_ids_repeated, COUNT),
+            }
+        )
         if not q.kernels_captured:
-            cannot.append({"what": f"the CUDA kernels of rank {q.rank} ({names.get(q.rank)})",
-                           "reason": "no CUDA kernels captured (the report has no kernel rows); "
-                                     "capture with nsys profile --trace=cuda on a GPU"})
+            cannot.append(
+                {
+                    "what": f"the CUDA kernels of rank {q.rank} ({names.get(q.rank)})",
+                    "reason": "no CUDA kernels captured (the report has no kernel rows); "
+                    "capture with nsys profile --trace=cuda on a GPU",
+                }
+            )
         if left_out:
             detail = ", ".join(f"{n} {label}" for label, n in left_out.items())
-            notes.append(f"rank {q.rank}: {sum(left_out.values())} of {q.kernels_captured} kernels left out of "
-                         f"every figure ({detail}): their times or places cannot be right")
+            notes.append(
+                f"rank {q.rank}: {sum(left_out.values())} of {q.kernels_captured} kernels left out of "
+                f"every figure ({detail}): their times or places cannot be right"
+            )
         if q.events_left_out:
-            notes.append(f"rank {q.rank}: {q.events_left_out} other events (copies, memsets, "
-                         "synchronizations, CUDA API calls, NVTX events) left out of every figure: "
-                         "their times or places cannot be right")
+            notes.append(
+                f"rank {q.rank}: {q.events_left_out} other events (copies, memsets, "
+                "synchronizations, CUDA API calls, NVTX events) left out of every figure: "
+                "their times or places cannot be right"
+            )
         if q.nvtx_ranges_without_text:
-            notes.append(f"rank {q.rank}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges have no "
-                         "text (kept, but they cannot be named)")
+            notes.append(
+                f"rank {q.rank}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges have no "
+                "text (kept, but they cannot be named)"
+            )
         if q.strings_repaired:
-            notes.append(f"rank {q.rank}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
-                         "(read with replacement characters)")
+            notes.append(
+                f"rank {q.rank}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
+                "(read with replacement characters)"
+            )
         if q.string_ids_repeated:
-            notes.append(f"rank {q.rank}: {q.string_ids_repeated} StringIds rows repeat an id "
-                         "(each id keeps its smallest value)")
+            notes.append(
+                f"rank {q.rank}: {q.string_ids_repeated} StringIds rows repeat an id "
+                "(each id keeps its smallest value)"
+            )
     notes += crossrank_notes(run, options)
     title = "Data quality: " + ("; ".join(notes) if notes else "nothing left out or repaired")
-    return {"id": "data_quality", "title": "Data quality", "verdict": None, "recommendations": [],
-            "notes": notes, "tables": [{"id": "data_quality", "title": title, "rows": rows}],
-            "cannot_answer": cannot}
+    return {
+        "id": "data_quality",
+        "title": "Data quality",
+        "verdict": None,
+        "recommendations": [],
+        "notes": notes,
+        "tables": [{"id": "data_quality", "title": title, "rows": rows}],
+        "cannot_answer": cannot,
+    }
 
 
 def crossrank_notes(run: Run, options: ReportOptions) -> list[str]:
@@ -74,20 +108,26 @@ def crossrank_notes(run: Run, options: ReportOptions) -> list[str]:
         why = left.assign(why=left["status"].map(_why)).groupby("why", sort=False)["left_out"].sum()
         detail = ", ".join(f"{int(n):,} {w}" for w, n in why.items())
         total, calls = int(left["left_out"].sum()), int(groups["calls"].sum())
-        notes.append(f"{total:,} of {calls:,} collective calls left out of every cross-rank figure "
-                     f"({detail}; see crossrank.groups)")
+        notes.append(
+            f"{total:,} of {calls:,} collective calls left out of every cross-rank figure "
+            f"({detail}; see crossrank.groups)"
+        )
     jumped = clocks[clocks["jump_ns"].fillna(0) != 0].drop_duplicates("clock")
     for r in jumped.itertuples(index=False):
         at = r.jump_at_ns - r.jump_ns
         at_run = at + r.shift_ns + round(at * r.drift_ppb / 1e9)
         size = r.jump_ns / 1e6
-        notes.append(f"the clock of {r.clock} steps {size:+,.3f} ms at {at_run / 1e9:,.3f} s of "
-                     "run time: fitted piecewise (its times after the step are taken "
-                     f"{size:,.3f} ms back)")
+        notes.append(
+            f"the clock of {r.clock} steps {size:+,.3f} ms at {at_run / 1e9:,.3f} s of "
+            "run time: fitted piecewise (its times after the step are taken "
+            f"{size:,.3f} ms back)"
+        )
     refused = clocks[clocks["method"].str.contains("beyond any clock oscillator", na=False)]
     for r in refused.drop_duplicates("clock").itertuples(index=False):
-        notes.append(f"the clock of {r.clock} fits a drift beyond any clock oscillator: none is "
-                     "fitted, so its times may be off (see crossrank.clock_offsets)")
+        notes.append(
+            f"the clock of {r.clock} fits a drift beyond any clock oscillator: none is "
+            "fitted, so its times may be off (see crossrank.clock_offsets)"
+        )
     return notes
 
 

@@ -24,6 +24,7 @@ Step statistics need at least MIN_STEPS steps and leave out the steps the window
 apart (warm-up and outliers, nsyswrap.report.window). The `window` line says what was
 analysed and what was not.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -33,14 +34,16 @@ from nsyswrap.report.metric_findings import metric_findings
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import NOT_ENOUGH, Evidence, Totals, ms, recommendations, verdict
 
-WAIT_DOMINATES = 0.5   # waits >= this share of a device's NCCL time: waiting-for-peers,
-WAIT_NOTABLE = 0.05    # when its exposed communication is at least this share of the span
+WAIT_DOMINATES = 0.5  # waits >= this share of a device's NCCL time: waiting-for-peers,
+WAIT_NOTABLE = 0.05  # when its exposed communication is at least this share of the span
 MIN_STEPS = 2
-MPI_WAIT = ("the collectives are MPI calls on the host: a wait in one blocks the host, not "
-            "the GPU's communication")
+MPI_WAIT = (
+    "the collectives are MPI calls on the host: a wait in one blocks the host, not "
+    "the GPU's communication"
+)
 WORST_STEPS = 3
 MIN_GAIN_SHARE = 0.01  # a fix is named when it saves this share of a step where it saves time
-NAMED_PHASE = 0.8      # a rank's fix is told by its phase when that phase holds this much of it
+NAMED_PHASE = 0.8  # a rank's fix is told by its phase when that phase holds this much of it
 MAX_CAUSES = 3
 # The time behind each per-device verdict (the cost a finding ranks by).
 DRIVER = {
@@ -67,8 +70,9 @@ def listed(noun: str, numbers) -> str:
             runs[-1].append(n)
         else:
             runs.append([n])
-    parts = [p for run in runs
-             for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))]
+    parts = [
+        p for run in runs for p in ([f"{run[0]}-{run[-1]}"] if len(run) > 2 else map(str, run))
+    ]
     words = ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
     return f"{noun} " + words if len(numbers) == 1 else f"{noun}s " + words
 
@@ -98,32 +102,48 @@ class _Run:
             gaps.setdefault((r["rank"], r["device"]), {})[r["cause"]] = value(r["total"], 0)
         self.totals = {
             (r["rank"], r["device"]): Totals(
-                span_ns=value(r["span"], 0), compute_busy_ns=value(r["compute_busy"], 0),
-                comm_busy_ns=value(r["comm_busy"], 0), both_ns=value(r["both"], 0),
-                exposed_comm_ns=value(r["comm_only"], 0), copy_only_ns=value(r["copy_only"], 0),
-                idle_ns=value(r["idle"], 0), gap_ns=gaps.get((r["rank"], r["device"]), {}))
-            for r in rows(report, "single_rank", "ledger")}
-        self.activities = {(r["rank"], r["device"]): value(r["activities"], 0)
-                           for r in rows(report, "trace", "activity")}
+                span_ns=value(r["span"], 0),
+                compute_busy_ns=value(r["compute_busy"], 0),
+                comm_busy_ns=value(r["comm_busy"], 0),
+                both_ns=value(r["both"], 0),
+                exposed_comm_ns=value(r["comm_only"], 0),
+                copy_only_ns=value(r["copy_only"], 0),
+                idle_ns=value(r["idle"], 0),
+                gap_ns=gaps.get((r["rank"], r["device"]), {}),
+            )
+            for r in rows(report, "single_rank", "ledger")
+        }
+        self.activities = {
+            (r["rank"], r["device"]): value(r["activities"], 0)
+            for r in rows(report, "trace", "activity")
+        }
         window = report.get("window") or {}
-        self.set_apart = frozenset(o["step"] for o in window.get("outliers", [])
-                                   if o.get("set_apart"))
+        self.set_apart = frozenset(
+            o["step"] for o in window.get("outliers", []) if o.get("set_apart")
+        )
         self.steps: dict[tuple, list[tuple[int, int]]] = {}  # every step in the window
         for r in rows(report, "single_rank", "steps"):
             self.steps.setdefault((r["rank"], r["device"]), []).append(
-                (r["step"], value(r["duration"], 0)))
-        self.usual = {key: [(s, d) for s, d in steps if s not in self.set_apart]
-                      for key, steps in self.steps.items()}  # what step statistics are of
+                (r["step"], value(r["duration"], 0))
+            )
+        self.usual = {
+            key: [(s, d) for s, d in steps if s not in self.set_apart]
+            for key, steps in self.steps.items()
+        }  # what step statistics are of
         # figures are per step only over a window of steps (not the whole capture, not NVTX)
         self.of_steps = window.get("source") in (None, "steps") or (
-            window.get("source") == "given" and not (report.get("options") or {}).get(
-                "window_nvtx") and (window.get("step_from"), window.get("step_to")) != (
-                None, None))
-        self.waited = {r["rank"]: value(r["waited"], 0)
-                       for r in rows(report, "crossrank", "rank_waits")}
-        self.in_collectives = {r["rank"]: value(r["in_collectives"], 0)
-                               for r in rows(report, "crossrank", "comm_split")
-                               if r["step"] == "all"}
+            window.get("source") == "given"
+            and not (report.get("options") or {}).get("window_nvtx")
+            and (window.get("step_from"), window.get("step_to")) != (None, None)
+        )
+        self.waited = {
+            r["rank"]: value(r["waited"], 0) for r in rows(report, "crossrank", "rank_waits")
+        }
+        self.in_collectives = {
+            r["rank"]: value(r["in_collectives"], 0)
+            for r in rows(report, "crossrank", "comm_split")
+            if r["step"] == "all"
+        }
         self.per_rank = {}
         for rank, _ in self.totals:
             self.per_rank[rank] = self.per_rank.get(rank, 0) + 1
@@ -151,13 +171,18 @@ class _Run:
         v = verdict(t, self.activities.get(key))
         waited = self.waited.get(key[0], 0)
         inside = self.in_collectives.get(key[0], 0)  # the matched collectives its waits are in
-        if (v["label"] in ("communication-bound", "balanced") and t.comm_busy_ns
-                and waited >= WAIT_DOMINATES * t.comm_busy_ns
-                and t.exposed_comm_ns >= WAIT_NOTABLE * t.span_ns):
-            return {"label": "waiting-for-peers",
-                    "reason": f"it waits {ms(waited)} in collectives for slower ranks, "
-                              f"{waited / max(inside, waited):.0%} of its time in them; "
-                              f"{v['reason']}"}
+        if (
+            v["label"] in ("communication-bound", "balanced")
+            and t.comm_busy_ns
+            and waited >= WAIT_DOMINATES * t.comm_busy_ns
+            and t.exposed_comm_ns >= WAIT_NOTABLE * t.span_ns
+        ):
+            return {
+                "label": "waiting-for-peers",
+                "reason": f"it waits {ms(waited)} in collectives for slower ranks, "
+                f"{waited / max(inside, waited):.0%} of its time in them; "
+                f"{v['reason']}",
+            }
         return v
 
     def evidence(self, keys: list, factor: float = 1.0, basis: str = "") -> Evidence:
@@ -166,26 +191,41 @@ class _Run:
         ranks = {k[0] for k in keys}
 
         def mine(table: str) -> list[dict]:
-            return [r for r in rows(self.report, "single_rank", table)
-                    if (r["rank"], r.get("device")) in keys]
+            return [
+                r
+                for r in rows(self.report, "single_rank", table)
+                if (r["rank"], r.get("device")) in keys
+            ]
 
-        copies = [r for r in rows(self.report, "trace", "copies")
-                  if r["rank"] in ranks and r["kind"] in ("HtoD", "DtoH")]
+        copies = [
+            r
+            for r in rows(self.report, "trace", "copies")
+            if r["rank"] in ranks and r["kind"] in ("HtoD", "DtoH")
+        ]
         pageable = [r for r in copies if "Pageable" in (r["src"], r["dst"])]
         known = any(r["src"] != "Unknown" for r in copies)
         e = Evidence(
-            ranks=len(ranks), frameworks=self.frameworks, basis=basis, gpus=len(keys),
+            ranks=len(ranks),
+            frameworks=self.frameworks,
+            basis=basis,
+            gpus=len(keys),
             host_copies=sum(value(r["copies"], 0) for r in copies),
             host_copy_bytes=sum(value(r.get("bytes"), 0) for r in copies),
             pageable_copies=sum(value(r["copies"], 0) for r in pageable) if known else None,
             pageable_bytes=sum(value(r.get("bytes"), 0) for r in pageable) if known else None,
-            host_alloc_calls=sum(value(r["calls"], 0)
-                                 for r in rows(self.report, "trace", "host_alloc")
-                                 if r["rank"] in ranks),
-            graph_launches=sum(value(r["graph_launches"], 0)
-                               for r in rows(self.report, "trace", "graphs") if r["rank"] in ranks),
+            host_alloc_calls=sum(
+                value(r["calls"], 0)
+                for r in rows(self.report, "trace", "host_alloc")
+                if r["rank"] in ranks
+            ),
+            graph_launches=sum(
+                value(r["graph_launches"], 0)
+                for r in rows(self.report, "trace", "graphs")
+                if r["rank"] in ranks
+            ),
             kernels=sum(value(r["kernels"], 0) for r in mine("launches")),
-            tiny_kernels=sum(value(r["tiny_kernels"], 0) for r in mine("launches")))
+            tiny_kernels=sum(value(r["tiny_kernels"], 0) for r in mine("launches")),
+        )
         work: dict[tuple, float] = {}
         for r in mine("host_work"):
             key = (r["source"], r["host_work"])
@@ -196,10 +236,17 @@ class _Run:
             r = exposed[0]
             where = f" in {r['context']}" if r.get("context") else ""
             step = f" (step {value(r['step'])})" if value(r["step"]) is not None else ""
-            e.top_exposed = (f"{r['kernel']} on rank {r['rank']} device {r['device']}{where}"
-                             f"{step}, {ms(value(r['exposed'], 0))} exposed")
-            e.same_stream = sorted({f"rank {r['rank']} device {r['device']}" for r in exposed
-                                    if r.get("compute_stream")})
+            e.top_exposed = (
+                f"{r['kernel']} on rank {r['rank']} device {r['device']}{where}"
+                f"{step}, {ms(value(r['exposed'], 0))} exposed"
+            )
+            e.same_stream = sorted(
+                {
+                    f"rank {r['rank']} device {r['device']}"
+                    for r in exposed
+                    if r.get("compute_stream")
+                }
+            )
         return e
 
 
@@ -235,43 +282,69 @@ def window_text(report: dict) -> str:
     w = report.get("window") or {}
     pattern, steps = w.get("step_pattern", "step:%"), w.get("steps") or []
     if w.get("source") == "capture":
-        held = (f"; it holds {listed('step', steps)} (NVTX ranges like {pattern!r}), none set "
-                "apart") if steps else ""
+        held = (
+            (f"; it holds {listed('step', steps)} (NVTX ranges like {pattern!r}), none set apart")
+            if steps
+            else ""
+        )
         return f"Window: first to last GPU activity of each device, as given{held}."
     if not steps and not rows(report, "trace", "activity"):
         return ""  # nothing captured to window: the cannot-answer lines say so
     if w.get("source") == "activity" or not steps:
         nvtx = (report.get("options") or {}).get("window_nvtx")
-        where = f"NVTX ranges like {nvtx!r}, as given" if nvtx else \
-            "first to last GPU activity of each device"
-        return (f"Window: {where}. No step ranges were found (NVTX 'step:<i>', "
-                "'ProfilerStep#<i>' or a range repeated with a growing number), so every figure "
-                "is over the window, none divided by steps (--step-pattern names yours).")
+        where = (
+            f"NVTX ranges like {nvtx!r}, as given"
+            if nvtx
+            else "first to last GPU activity of each device"
+        )
+        return (
+            f"Window: {where}. No step ranges were found (NVTX 'step:<i>', "
+            "'ProfilerStep#<i>' or a range repeated with a growing number), so every figure "
+            "is over the window, none divided by steps (--step-pattern names yours)."
+        )
     window = ReportOptions.from_params(w)
     inside = [s for s in steps if window.selects(s)]
-    how = {"found": "found by themselves: no 'step:<i>' range; --step-pattern to choose others",
-           "given": "--step-pattern"}.get(w.get("pattern_source"))
-    text = (f"Window: {listed('step', inside)}" + (f" of {len(steps)}" if len(inside) < len(steps)
-                                                   else "")
-            + f" (NVTX ranges like {pattern!r}" + (f"; {how}" if how else "") + ")"
-            + ("" if w.get("source") == "steps" else " as given") + ".")
+    how = {
+        "found": "found by themselves: no 'step:<i>' range; --step-pattern to choose others",
+        "given": "--step-pattern",
+    }.get(w.get("pattern_source"))
+    text = (
+        f"Window: {listed('step', inside)}"
+        + (f" of {len(steps)}" if len(inside) < len(steps) else "")
+        + f" (NVTX ranges like {pattern!r}"
+        + (f"; {how}" if how else "")
+        + ")"
+        + ("" if w.get("source") == "steps" else " as given")
+        + "."
+    )
     median = value(w.get("median_step"))
     for o in w.get("outliers", []):
         what = "warm-up" if o["why"] == "warm-up" else "an outlier"
-        fate = ("left out" if o["set_apart"] and not window.selects(o["step"]) else
-                "left out of the step statistics (its time is in the window)" if o["set_apart"]
-                else "kept, as the window was given")
-        text += (f" Step {o['step']} is {what} ({ms(value(o['duration'], 0))}, "
-                 f"{o['times_median']:g}x the median step of {ms(median or 0)}): {fate}.")
+        fate = (
+            "left out"
+            if o["set_apart"] and not window.selects(o["step"])
+            else "left out of the step statistics (its time is in the window)"
+            if o["set_apart"]
+            else "kept, as the window was given"
+        )
+        text += (
+            f" Step {o['step']} is {what} ({ms(value(o['duration'], 0))}, "
+            f"{o['times_median']:g}x the median step of {ms(median or 0)}): {fate}."
+        )
     outside = rows(report, "single_rank", "window")
     if outside:
         before = max(value(r["before"], 0) for r in outside)
         after = max(value(r["after"], 0) for r in outside)
         parts = ([f"{ms(before)} before step {inside[0]}"] if before >= 5e3 else []) + (
-            [f"{ms(after)} after step {inside[-1]}"] if after >= 5e3 else [])
+            [f"{ms(after)} after step {inside[-1]}"] if after >= 5e3 else []
+        )
         if parts:
-            text += (" Not analysed: the GPU activity " + " and ".join(parts)
-                     + (" (the most of any GPU)" if len(outside) > 1 else "") + ".")
+            text += (
+                " Not analysed: the GPU activity "
+                + " and ".join(parts)
+                + (" (the most of any GPU)" if len(outside) > 1 else "")
+                + "."
+            )
     return text
 
 
@@ -296,65 +369,103 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     wait = value(total["imposed_wait"], 0) / len(others) / n if others else 0.0
     on_host = _mpi_only(report)
     steps = lag_steps or {"all"}
-    inside = [value(r["in_collectives"], 0) for r in rows(report, "crossrank", "comm_split")
-              if r["rank"] in others and r["step"] in steps]
+    inside = [
+        value(r["in_collectives"], 0)
+        for r in rows(report, "crossrank", "comm_split")
+        if r["rank"] in others and r["step"] in steps
+    ]
     in_collectives = sum(inside) / len(others) / n if others else 0.0  # >= wait: waits are in them
     other_keys = [] if on_host else [k for k in run.totals if k[0] in others]
-    exposed = statistics.fmean(run.per_step(k, run.totals[k].exposed_comm_ns)[0]
-                               for k in other_keys) if other_keys else 0.0
+    exposed = (
+        statistics.fmean(run.per_step(k, run.totals[k].exposed_comm_ns)[0] for k in other_keys)
+        if other_keys
+        else 0.0
+    )
     phase = total.get("phase")
     phase_steps = value(total.get("phase_steps"), 0) if lag_steps else 1
     excess = value(total.get("phase_excess"), 0) / (phase_steps or n)
     ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
     where = " and ".join(ops) if ops else "MPI collectives" if on_host else "collectives"
     all_steps = {s for steps in run.steps.values() for s, _ in steps}
-    skipped = (f" (over {n} steps: each group's first collective, which holds the ranks' "
-               "start-up skew, is left out)" if lag_steps and len(all_steps - lag_steps) else "")
-    text = (f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
-            f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
-            + skipped + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase else "")
-            + ".")
+    skipped = (
+        f" (over {n} steps: each group's first collective, which holds the ranks' "
+        "start-up skew, is left out)"
+        if lag_steps and len(all_steps - lag_steps)
+        else ""
+    )
+    text = (
+        f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
+        f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
+        + skipped
+        + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase else "")
+        + "."
+    )
     if others:
         who = _ranks(others, of=len(run.per_rank))
         verb, their = ("waits", "its") if len(others) == 1 else ("wait", "their")
         each = "" if len(others) == 1 else " each"  # the mean of the waiting ranks
-        text += (f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis}{each} for it in "
-                 f"{where}")
+        text += f" {who[0].upper()}{who[1:]} {verb} {ms(wait)} {basis}{each} for it in {where}"
         if on_host:
-            text += (f": {wait / in_collectives:.0%} of {their} MPI time" if in_collectives
-                     else "") + (
+            text += (
+                f": {wait / in_collectives:.0%} of {their} MPI time" if in_collectives else ""
+            ) + (
                 "; a wait inside an MPI call blocks the host, not the GPU, so it is not "
-                f"part of {their} GPU's exposed communication")
+                f"part of {their} GPU's exposed communication"
+            )
         elif in_collectives:
             text += f": {wait / in_collectives:.0%} of {their} NCCL time in those collectives"
         if exposed:
-            text += (f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
-                     f"({ms(exposed)} {basis}{each})" if wait < exposed else
-                     f", more than {their} exposed communication ({ms(exposed)} {basis}{each}),"
-                     " so all of it is waiting")
+            text += (
+                f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
+                f"({ms(exposed)} {basis}{each})"
+                if wait < exposed
+                else f", more than {their} exposed communication ({ms(exposed)} {basis}{each}),"
+                " so all of it is waiting"
+            )
         text += "."
     step_ns = _median_step(run)
     share = lag / step_ns if step_ns else None
-    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {basis} "
-              "now); every other rank waits for it in the next collective." if phase else
-              f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
-              "others wait for it in every collective.")
-    return [{
-        "id": "straggler", "scope": "cross-rank", "label": f"straggler: rank {rank}",
-        "ranks": [rank], "cost": figure(lag, NS), "cost_basis": basis,
-        "share": figure(share, FRACTION, "no step ranges to compare with"),
-        "text": text, "recommendation": advice,
-        "evidence": {"rank": rank, "phase": phase, "lag_per_step": figure(lag, NS),
-                     "phase_excess_per_step": figure(excess, NS),
-                     "waiting_ranks": others, "wait_per_step": figure(wait, NS),
-                     "share_of_nccl_time": figure(
-                         wait / in_collectives if in_collectives and not on_host else None,
-                         FRACTION, MPI_WAIT if on_host else "no time in collectives"),
-                     "share_of_exposed_comm": figure(min(wait / exposed, 1) if exposed else None, FRACTION,
-                                                     MPI_WAIT if on_host else "no exposed communication"),
-                     "exposed_comm_per_step": figure(exposed, NS),
-                     "steps": figure(n, COUNT), "phase_steps": figure(phase_steps, COUNT)},
-    }]
+    advice = (
+        f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {basis} "
+        "now); every other rank waits for it in the next collective."
+        if phase
+        else f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
+        "others wait for it in every collective."
+    )
+    return [
+        {
+            "id": "straggler",
+            "scope": "cross-rank",
+            "label": f"straggler: rank {rank}",
+            "ranks": [rank],
+            "cost": figure(lag, NS),
+            "cost_basis": basis,
+            "share": figure(share, FRACTION, "no step ranges to compare with"),
+            "text": text,
+            "recommendation": advice,
+            "evidence": {
+                "rank": rank,
+                "phase": phase,
+                "lag_per_step": figure(lag, NS),
+                "phase_excess_per_step": figure(excess, NS),
+                "waiting_ranks": others,
+                "wait_per_step": figure(wait, NS),
+                "share_of_nccl_time": figure(
+                    wait / in_collectives if in_collectives and not on_host else None,
+                    FRACTION,
+                    MPI_WAIT if on_host else "no time in collectives",
+                ),
+                "share_of_exposed_comm": figure(
+                    min(wait / exposed, 1) if exposed else None,
+                    FRACTION,
+                    MPI_WAIT if on_host else "no exposed communication",
+                ),
+                "exposed_comm_per_step": figure(exposed, NS),
+                "steps": figure(n, COUNT),
+                "phase_steps": figure(phase_steps, COUNT),
+            },
+        }
+    ]
 
 
 def _fix_steps(fix: dict) -> list[int]:
@@ -372,11 +483,20 @@ def _causes(fixes: list[dict]) -> list[dict]:
     """The what-if causes worth naming, largest gain first: a phase whose stalls move between
     ranks (several ranks' fixes of one phase, each in its own steps: one cause), else a rank
     with the phase that holds most of its gain."""
-    step_ns = next((value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
-                    for f in fixes if value(f["gain_pct"], 0) > 0), 0.0)
+    step_ns = next(
+        (
+            value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
+            for f in fixes
+            if value(f["gain_pct"], 0) > 0
+        ),
+        0.0,
+    )
     sig = [f for f in fixes if _significant(f, step_ns)]
-    per_rank = {(f["rank"], f["phase"]): f for f in sig
-                if f["kind"] == "rank_phase" and f["rank"] is not None}
+    per_rank = {
+        (f["rank"], f["phase"]): f
+        for f in sig
+        if f["kind"] == "rank_phase" and f["rank"] is not None
+    }
     causes, covered = [], set()
     for f in sig:
         if f["kind"] != "rank_phase" or f["rank"] is not None:
@@ -392,10 +512,16 @@ def _causes(fixes: list[dict]) -> list[dict]:
             continue
         phases = [g for (r, _), g in per_rank.items() if r == f["rank"]]
         best = max(phases, key=lambda g: value(g["gain_ns_per_step"], 0), default=None)
-        named = best is not None and (value(best["gain_ns_per_step"], 0)
-                                      >= NAMED_PHASE * value(f["gain_ns_per_step"], 0))
-        causes.append({"fix": best if named else f, "rank": f["rank"],
-                       "phase": best["phase"] if named else None})
+        named = best is not None and (
+            value(best["gain_ns_per_step"], 0) >= NAMED_PHASE * value(f["gain_ns_per_step"], 0)
+        )
+        causes.append(
+            {
+                "fix": best if named else f,
+                "rank": f["rank"],
+                "phase": best["phase"] if named else None,
+            }
+        )
     causes.sort(key=lambda c: -value(c["fix"]["gain_ns_per_step"], 0))
     return causes[:MAX_CAUSES]
 
@@ -413,17 +539,23 @@ def _moving_finding(cause: dict, gain_evidence: dict) -> dict:
     per_affected = value(fix["gain_ns_per_affected_step"], 0)
     where = _and([f"rank {r} in step {s}" for s, r in cause["pairs"]])
     return {
-        "id": "intermittent", "scope": "cross-rank",
+        "id": "intermittent",
+        "scope": "cross-rank",
         "label": f"intermittent: {phase} stalls on {where}",
-        "ranks": sorted({r for _, r in cause["pairs"]}), "cost": figure(gain, NS),
-        "cost_basis": "per step", "share": figure(pct / 100, FRACTION),
+        "ranks": sorted({r for _, r in cause["pairs"]}),
+        "cost": figure(gain, NS),
+        "cost_basis": "per step",
+        "share": figure(pct / 100, FRACTION),
         "text": f"Intermittent `{phase}` stalls move between ranks: {where}. Fixing them would "
-                f"save {ms(per_affected)} per affected step, {ms(gain)} per step on average "
-                f"({pct:.0f} % of the step time); no rank is slow in most steps.",
+        f"save {ms(per_affected)} per affected step, {ms(gain)} per step on average "
+        f"({pct:.0f} % of the step time); no rank is slow in most steps.",
         "recommendation": f"Find what stalls `{phase}` now and then ({where}): each stall costs "
-                          f"{ms(per_affected)} of step time, on every rank.",
-        "evidence": {"phase": phase, "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
-                     **gain_evidence},
+        f"{ms(per_affected)} of step time, on every rank.",
+        "evidence": {
+            "phase": phase,
+            "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
+            **gain_evidence,
+        },
     }
 
 
@@ -432,15 +564,19 @@ def _stage_finding(cause: dict, gain_evidence: dict) -> dict:
     fix, stage = cause["fix"], cause["stage"]
     gain, pct, steps = _gain_figures(fix)
     return {
-        "id": "slow-stage", "scope": "cross-rank", "label": f"slow pipeline stage: {stage}",
-        "ranks": [], "cost": figure(gain, NS), "cost_basis": "per step",
+        "id": "slow-stage",
+        "scope": "cross-rank",
+        "label": f"slow pipeline stage: {stage}",
+        "ranks": [],
+        "cost": figure(gain, NS),
+        "cost_basis": "per step",
         "share": figure(pct / 100, FRACTION),
         "text": f"Pipeline stage {stage} is slower than the others: making its work as fast as the "
-                f"other stages' would save {ms(gain)} per step ({pct:.0f} % of the step time, "
-                f"{steps}), the bubbles it causes in the other stages included; the send/recv "
-                "waits around it are partly the pipeline's own structure, this is not.",
+        f"other stages' would save {ms(gain)} per step ({pct:.0f} % of the step time, "
+        f"{steps}), the bubbles it causes in the other stages included; the send/recv "
+        "waits around it are partly the pipeline's own structure, this is not.",
         "recommendation": f"Rebalance the pipeline: move layers off stage {stage} (or speed up its "
-                          f"work); that saves {ms(gain)} per step.",
+        f"work); that saves {ms(gain)} per step.",
         "evidence": {"stage": stage, **gain_evidence},
     }
 
@@ -454,25 +590,41 @@ def _rank_finding(cause: dict, gain_evidence: dict, straggler: list[dict]) -> di
     persistent = fix["pattern"] == "persistent"
     kind = "straggler" if persistent else "intermittent"
     fixing = f"fixing `{phase}` on it" if phase else "making it as fast as the others"
-    saves = (f"{ms(gain)} per step ({pct:.0f} % of the step time, {steps})" if persistent else
-             f"{ms(per_affected)} per affected step, {ms(gain)} per step on average "
-             f"({pct:.0f} %, {steps}: {fix['steps']})")
-    text = (f"Rank {rank} is {'the straggler' if persistent else 'slow in some steps'}: {fixing} "
-            f"would save {saves}.")
+    saves = (
+        f"{ms(gain)} per step ({pct:.0f} % of the step time, {steps})"
+        if persistent
+        else f"{ms(per_affected)} per affected step, {ms(gain)} per step on average "
+        f"({pct:.0f} %, {steps}: {fix['steps']})"
+    )
+    text = (
+        f"Rank {rank} is {'the straggler' if persistent else 'slow in some steps'}: {fixing} "
+        f"would save {saves}."
+    )
     evidence = {"rank": rank, "phase": phase, **gain_evidence}
     known = next((f for f in straggler if f["ranks"] == [rank]), None)
     if known is not None:
         text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
         evidence = {**known["evidence"], **evidence}
         straggler.remove(known)
-    advice = (f"Make `{phase}` on rank {rank} as fast as on the others (it saves {ms(gain)} per "
-              "step); every other rank waits for it in the next collective." if phase else
-              f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it "
-              f"as fast as the others saves {ms(gain)} per step.")
-    return {"id": kind, "scope": "cross-rank", "label": f"{kind}: rank {rank}", "ranks": [rank],
-            "cost": figure(gain, NS), "cost_basis": "per step",
-            "share": figure(pct / 100, FRACTION), "text": text, "recommendation": advice,
-            "evidence": evidence}
+    advice = (
+        f"Make `{phase}` on rank {rank} as fast as on the others (it saves {ms(gain)} per "
+        "step); every other rank waits for it in the next collective."
+        if phase
+        else f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it "
+        f"as fast as the others saves {ms(gain)} per step."
+    )
+    return {
+        "id": kind,
+        "scope": "cross-rank",
+        "label": f"{kind}: rank {rank}",
+        "ranks": [rank],
+        "cost": figure(gain, NS),
+        "cost_basis": "per step",
+        "share": figure(pct / 100, FRACTION),
+        "text": text,
+        "recommendation": advice,
+        "evidence": evidence,
+    }
 
 
 def _gain_findings(report: dict, run: _Run) -> list[dict]:
@@ -486,10 +638,13 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
     for cause in _causes(fixes):
         fix = cause["fix"]
         gain, pct, _ = _gain_figures(fix)
-        gain_evidence = {"gain_per_step": figure(gain, NS),
-                         "gain_share": figure(pct / 100, FRACTION),
-                         "gain_per_affected_step": fix["gain_ns_per_affected_step"],
-                         "pattern": fix["pattern"], "affected_steps": _fix_steps(fix)}
+        gain_evidence = {
+            "gain_per_step": figure(gain, NS),
+            "gain_share": figure(pct / 100, FRACTION),
+            "gain_per_affected_step": fix["gain_ns_per_affected_step"],
+            "pattern": fix["pattern"],
+            "affected_steps": _fix_steps(fix),
+        }
         if "pairs" in cause:
             out.append(_moving_finding(cause, gain_evidence))
         elif "stage" in cause:
@@ -508,8 +663,11 @@ def _with_gains(report: dict, findings: list[dict]) -> None:
     why. Exposed communication gets, as evidence, what hiding its costliest collective
     would save: at most that, for hiding it also removes the waits in it."""
     fixes = rows(report, "crossrank", "whatif")
-    hide = max((f for f in fixes if f["kind"] == "collective"), default=None,
-               key=lambda f: value(f["gain_ns_per_step"], 0))
+    hide = max(
+        (f for f in fixes if f["kind"] == "collective"),
+        default=None,
+        key=lambda f: value(f["gain_ns_per_step"], 0),
+    )
     for f in findings:
         if f["scope"] == "cross-rank" and f["evidence"].get("gain_per_step"):
             f["gain"] = f["evidence"]["gain_per_step"]
@@ -517,11 +675,18 @@ def _with_gains(report: dict, findings: list[dict]) -> None:
         if f["id"] == "communication-bound" and hide and value(hide["gain_ns_per_step"], 0) > 0:
             gain, pct, _ = _gain_figures(hide)
             f["evidence"]["hide_gain_per_step"] = figure(gain, NS)
-            f["text"] += (f" Hiding {hide['op']} (group {hide['pg']}) completely, waits included, "
-                          f"would save {ms(gain)} per step ({pct:.0f} %) at most.")
-        f["gain"] = figure(None, NS, "the replay does not idealise this cause (crossrank.whatif); "
-                           "its cost is the time it takes, at most what fixing it saves"
-                           if fixes else "no what-if replay of this run (see cannot_answer)")
+            f["text"] += (
+                f" Hiding {hide['op']} (group {hide['pg']}) completely, waits included, "
+                f"would save {ms(gain)} per step ({pct:.0f} %) at most."
+            )
+        f["gain"] = figure(
+            None,
+            NS,
+            "the replay does not idealise this cause (crossrank.whatif); "
+            "its cost is the time it takes, at most what fixing it saves"
+            if fixes
+            else "no what-if replay of this run (see cannot_answer)",
+        )
 
 
 def _by_gain(findings: list[dict]) -> list[dict]:
@@ -534,8 +699,9 @@ def _by_gain(findings: list[dict]) -> list[dict]:
 def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
     """The cross-rank section's verdict names what the diagnosis names first from the replay
     (its own kept where it names the same rank)."""
-    first = next((f for f in findings if f["scope"] == "cross-rank"
-                  and f["gain"]["value"] is not None), None)
+    first = next(
+        (f for f in findings if f["scope"] == "cross-rank" and f["gain"]["value"] is not None), None
+    )
     verdict = section(report, "crossrank").get("verdict")
     if first is None or verdict is None:
         return
@@ -547,7 +713,9 @@ def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
 def _mpi_only(report: dict) -> bool:
     """Whether every matched collective is an MPI call (found by MPI ranges, timed on the
     host) rather than NCCL work on the GPU."""
-    found = {r["found_by"] for r in rows(report, "crossrank", "groups") if r.get("status") == "matched"}
+    found = {
+        r["found_by"] for r in rows(report, "crossrank", "groups") if r.get("status") == "matched"
+    }
     return bool(found) and all(f.startswith("MPI") for f in found)
 
 
@@ -570,18 +738,27 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
         cost = getattr(per, attr)
         share = per.share(cost)
         names = _devices(keys, run.per_rank)
-        text = (f"{names[0].upper()}{names[1:]} {'is' if len(keys) == 1 else 'are'} {label}: "
-                f"{share:.0%} of the GPU time {what} ({evidence.amount(cost)}).")
+        text = (
+            f"{names[0].upper()}{names[1:]} {'is' if len(keys) == 1 else 'are'} {label}: "
+            f"{share:.0%} of the GPU time {what} ({evidence.amount(cost)})."
+        )
         advice = recommendations(per, evidence, label)
         said = [advice[t] for t in ADVICE_TOPICS[label] if t in advice]
         basis = "per step" if basis == "per step" else "over the span"
-        out.append({
-            "id": label, "scope": "device", "label": label,
-            "devices": [list(k) for k in sorted(keys)], "cost": figure(cost, NS),
-            "cost_basis": basis, "share": figure(share, FRACTION), "text": text,
-            "recommendation": " ".join(said) or None,
-            "evidence": {"reason": reason},
-        })
+        out.append(
+            {
+                "id": label,
+                "scope": "device",
+                "label": label,
+                "devices": [list(k) for k in sorted(keys)],
+                "cost": figure(cost, NS),
+                "cost_basis": basis,
+                "share": figure(share, FRACTION),
+                "text": text,
+                "recommendation": " ".join(said) or None,
+                "evidence": {"reason": reason},
+            }
+        )
     return out
 
 
@@ -589,23 +766,37 @@ def _device_row(run: _Run, key, v: dict) -> dict:
     t = run.totals[key]
     durations = sorted(d for _, d in run.usual.get(key, []))
     few = f"fewer than {MIN_STEPS} steps"
-    stat = (lambda f: figure(f(durations), NS)) if len(durations) >= MIN_STEPS else (
-        lambda f: figure(None, NS, few))
+    stat = (
+        (lambda f: figure(f(durations), NS))
+        if len(durations) >= MIN_STEPS
+        else (lambda f: figure(None, NS, few))
+    )
     n = len(run.steps.get(key, []))  # waits are in the steps' collectives, whatever the window
-    waited, basis = (run.waited.get(key[0], 0) / n, "per step") if n else (
-        run.waited.get(key[0], 0), "over the span")
+    waited, basis = (
+        (run.waited.get(key[0], 0) / n, "per step")
+        if n
+        else (run.waited.get(key[0], 0), "over the span")
+    )
     empty = "the window is empty"
     return {
-        "rank": key[0], "device": key[1], "label": v["label"], "reason": v["reason"],
+        "rank": key[0],
+        "device": key[1],
+        "label": v["label"],
+        "reason": v["reason"],
         "steps": figure(len(durations), COUNT),
-        "step_mean": stat(statistics.fmean), "step_p50": stat(lambda d: quantile(d, 0.5)),
-        "step_p90": stat(lambda d: quantile(d, 0.9)), "step_max": stat(max),
+        "step_mean": stat(statistics.fmean),
+        "step_p50": stat(lambda d: quantile(d, 0.5)),
+        "step_p90": stat(lambda d: quantile(d, 0.9)),
+        "step_max": stat(max),
         "compute": figure(t.share(t.compute_busy_ns) if t.span_ns else None, FRACTION, empty),
         "exposed_comm": figure(t.share(t.exposed_comm_ns) if t.span_ns else None, FRACTION, empty),
         "copy_only": figure(t.share(t.copy_only_ns) if t.span_ns else None, FRACTION, empty),
         "idle": figure(t.share(t.idle_ns) if t.span_ns else None, FRACTION, empty),
-        "waited": figure(waited if key[0] in run.waited else None, NS,
-                         "no cross-rank waits (one rank, or no matched collective)"),
+        "waited": figure(
+            waited if key[0] in run.waited else None,
+            NS,
+            "no cross-rank waits (one rank, or no matched collective)",
+        ),
         "waited_basis": basis,
     }
 
@@ -630,34 +821,51 @@ def _host_steps(report: dict, run: _Run) -> list[dict]:
     phases: dict[int, list[dict]] = {}
     for r in rows(report, "single_rank", "host_phases"):
         phases.setdefault(r["rank"], []).append(
-            {"phase": r["phase"], "mean": r["mean"], "share": r["share_of_step"]})
+            {"phase": r["phase"], "mean": r["mean"], "share": r["share_of_step"]}
+        )
     out = []
     few = f"fewer than {MIN_STEPS} steps"
     for rank, durations in sorted(steps.items()):
         durations.sort()
-        stat = (lambda f, d=durations: figure(f(d), NS)) if len(durations) >= MIN_STEPS else (
-            lambda f: figure(None, NS, few))
-        out.append({"rank": rank, "steps": figure(len(durations), COUNT),
-                    "step_mean": stat(statistics.fmean),
-                    "step_p50": stat(lambda d: quantile(d, .5)),
-                    "step_p90": stat(lambda d: quantile(d, .9)), "step_max": stat(max),
-                    "phases": phases.get(rank, [])})
+        stat = (
+            (lambda f, d=durations: figure(f(d), NS))
+            if len(durations) >= MIN_STEPS
+            else (lambda f: figure(None, NS, few))
+        )
+        out.append(
+            {
+                "rank": rank,
+                "steps": figure(len(durations), COUNT),
+                "step_mean": stat(statistics.fmean),
+                "step_p50": stat(lambda d: quantile(d, 0.5)),
+                "step_p90": stat(lambda d: quantile(d, 0.9)),
+                "step_max": stat(max),
+                "phases": phases.get(rank, []),
+            }
+        )
     return out
 
 
 def _worst_steps(run: _Run) -> list[dict]:
     every = [(d, key, step) for key, steps in run.usual.items() for step, d in steps]
     every.sort(key=lambda x: (-x[0], x[1], x[2]))
-    return [{"rank": key[0], "device": key[1], "step": step, "duration": figure(d, NS)}
-            for d, key, step in every[:WORST_STEPS]]
+    return [
+        {"rank": key[0], "device": key[1], "step": step, "duration": figure(d, NS)}
+        for d, key, step in every[:WORST_STEPS]
+    ]
 
 
 def _headline(findings: list, labels: dict, run: _Run) -> str:
     if findings:
         f = findings[0]
-        return f["label"].upper() if f["scope"] == "cross-rank" else (
-            f"{f['label'].upper()}" + ("" if len(labels) == 1 else
-                                       f" ({len(f['devices'])} of {len(labels)} GPUs)"))
+        return (
+            f["label"].upper()
+            if f["scope"] == "cross-rank"
+            else (
+                f"{f['label'].upper()}"
+                + ("" if len(labels) == 1 else f" ({len(f['devices'])} of {len(labels)} GPUs)")
+            )
+        )
     if not labels:
         return "NOTHING IN THE WINDOW" if run.activities else "NO GPU ACTIVITY"
     found = {v["label"] or "no verdict" for v in labels.values()}
@@ -665,14 +873,21 @@ def _headline(findings: list, labels: dict, run: _Run) -> str:
 
 
 def _cannot_answer(report: dict, run: _Run) -> list[dict]:
-    out = [c for c in section(report, "crossrank").get("cannot_answer") or []
-           if c["what"].startswith("what a fix would save")]
+    out = [
+        c
+        for c in section(report, "crossrank").get("cannot_answer") or []
+        if c["what"].startswith("what a fix would save")
+    ]
     if not run.totals:
-        out.append({"what": "where the GPU time goes",
-                    "reason": "no report has GPU activity in the window (no CUDA kernel, memcpy "
-                              "or memset); capture with nsys profile --trace=cuda" if not
-                              rows(report, "trace", "activity") else
-                              "no GPU activity falls in the window"})
+        out.append(
+            {
+                "what": "where the GPU time goes",
+                "reason": "no report has GPU activity in the window (no CUDA kernel, memcpy "
+                "or memset); capture with nsys profile --trace=cuda"
+                if not rows(report, "trace", "activity")
+                else "no GPU activity falls in the window",
+            }
+        )
     return out
 
 
@@ -683,9 +898,14 @@ def _reconcile(report: dict, run: _Run, labels: dict, findings: list[dict]) -> N
         if key in labels:
             r["verdict"] = labels[key]["label"]
     single = section(report, "single_rank")
-    advice = [f["recommendation"] if len(findings) == 1 else
-              f"On {_devices([tuple(k) for k in f['devices']], run.per_rank)} ({f['label']}): "
-              f"{f['recommendation']}" for f in findings if f.get("recommendation")]
+    advice = [
+        f["recommendation"]
+        if len(findings) == 1
+        else f"On {_devices([tuple(k) for k in f['devices']], run.per_rank)} ({f['label']}): "
+        f"{f['recommendation']}"
+        for f in findings
+        if f.get("recommendation")
+    ]
     if single:
         single["recommendations"] = advice + single.get("recommendations", [])
     if not run.totals or not single.get("verdict"):
@@ -695,9 +915,11 @@ def _reconcile(report: dict, run: _Run, labels: dict, findings: list[dict]) -> N
     v = verdict(overall, activities)
     waiting = [k for k, x in labels.items() if x["label"] == "waiting-for-peers"]
     if v["label"] in ("communication-bound", "balanced") and 2 * len(waiting) >= len(labels):
-        v = {"label": "waiting-for-peers",
-             "reason": f"{len(waiting)} of {len(labels)} GPUs mostly wait for slower ranks in "
-                       f"collectives; {v['reason']}"}
+        v = {
+            "label": "waiting-for-peers",
+            "reason": f"{len(waiting)} of {len(labels)} GPUs mostly wait for slower ranks in "
+            f"collectives; {v['reason']}",
+        }
     single["verdict"] = v
     if v["label"] == NOT_ENOUGH:
         single["recommendations"] = []

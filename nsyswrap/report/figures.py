@@ -1,4 +1,5 @@
 """Figures: every number in a report carries its unit, and a missing one says why."""
+
 from __future__ import annotations
 
 import math

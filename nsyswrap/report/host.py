@@ -3,14 +3,15 @@ so that launch-bound and host-blocked steps show their cause. A CUDA API summary
 total, median by function: long synchronize calls are the host waiting for the GPU,
 long launch calls launch overhead) and, when nsys traced it, an OS runtime summary
 (with the time on the threads that call CUDA) per rank. Layout: see nsyswrap.report."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from nsyswrap.engine.queries import run_modules
+from nsyswrap.engine.run import Run
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.engine.run import Run
 
 TOP_CALLS = 8  # functions per rank in each table
 
@@ -26,17 +27,33 @@ def host_section(run: Run, options: ReportOptions) -> dict:
     frames = run_modules(run, host_modules(options))
     tables, cannot = [], []
     if frames["api"].empty:
-        cannot.append({"what": "the CUDA API summary", "reason": "no CUDA API call was traced in "
-                       "the window (capture with nsys profile --trace=cuda)"})
+        cannot.append(
+            {
+                "what": "the CUDA API summary",
+                "reason": "no CUDA API call was traced in "
+                "the window (capture with nsys profile --trace=cuda)",
+            }
+        )
     else:
         tables.append(_api_table(_top(frames["api"])))
     if frames["osrt"].empty:
-        cannot.append({"what": "the OS runtime summary", "reason": "the OS runtime was not traced "
-                       "(nsys profile --trace=osrt; nsyswrap launch traces it by default)"})
+        cannot.append(
+            {
+                "what": "the OS runtime summary",
+                "reason": "the OS runtime was not traced "
+                "(nsys profile --trace=osrt; nsyswrap launch traces it by default)",
+            }
+        )
     else:
         tables.append(_osrt_table(_top(frames["osrt"])))
-    return {"id": "host", "title": "The host: CUDA API and OS runtime calls", "verdict": None,
-            "recommendations": [], "tables": tables, "cannot_answer": cannot}
+    return {
+        "id": "host",
+        "title": "The host: CUDA API and OS runtime calls",
+        "verdict": None,
+        "recommendations": [],
+        "tables": tables,
+        "cannot_answer": cannot,
+    }
 
 
 def _top(calls: pd.DataFrame) -> pd.DataFrame:
@@ -52,21 +69,51 @@ def _process(calls: pd.DataFrame):
 
 def _api_table(api: pd.DataFrame) -> dict:
     pid = _process(api)
-    rows = [{"rank": int(r.rank), **pid(r), "api": r.api, "calls": figure(r.calls, COUNT),
-             "total": figure(r.total_ns, NS), "share": figure(r.share, FRACTION),
-             "median": figure(r.median_ns, NS), "p90": figure(r.p90_ns, NS),
-             "max": figure(r.max_ns, NS)} for r in api.itertuples(index=False)]
-    return table("cuda_api", f"CUDA API calls per rank (top {TOP_CALLS} by total time; share of "
-                 "the process's CUDA call time): long synchronize calls wait for the GPU, long "
-                 "launch calls are launch overhead", rows, ("max", "p90"))
+    rows = [
+        {
+            "rank": int(r.rank),
+            **pid(r),
+            "api": r.api,
+            "calls": figure(r.calls, COUNT),
+            "total": figure(r.total_ns, NS),
+            "share": figure(r.share, FRACTION),
+            "median": figure(r.median_ns, NS),
+            "p90": figure(r.p90_ns, NS),
+            "max": figure(r.max_ns, NS),
+        }
+        for r in api.itertuples(index=False)
+    ]
+    return table(
+        "cuda_api",
+        f"CUDA API calls per rank (top {TOP_CALLS} by total time; share of "
+        "the process's CUDA call time): long synchronize calls wait for the GPU, long "
+        "launch calls are launch overhead",
+        rows,
+        ("max", "p90"),
+    )
 
 
 def _osrt_table(osrt: pd.DataFrame) -> dict:
     pid = _process(osrt)
-    rows = [{"rank": int(r.rank), **pid(r), "api": r.api, "calls": figure(r.calls, COUNT),
-             "threads": figure(r.threads, COUNT), "total": figure(r.total_ns, NS),
-             "cuda_threads": figure(r.cuda_thread_ns, NS), "median": figure(r.median_ns, NS),
-             "max": figure(r.max_ns, NS)} for r in osrt.itertuples(index=False)]
-    return table("osrt", f"OS runtime calls per rank (top {TOP_CALLS} by total time; cuda "
-                 "threads = the part on threads that launch GPU work, where a wait holds back "
-                 "the next launch)", rows, ("max", "threads", "median"))
+    rows = [
+        {
+            "rank": int(r.rank),
+            **pid(r),
+            "api": r.api,
+            "calls": figure(r.calls, COUNT),
+            "threads": figure(r.threads, COUNT),
+            "total": figure(r.total_ns, NS),
+            "cuda_threads": figure(r.cuda_thread_ns, NS),
+            "median": figure(r.median_ns, NS),
+            "max": figure(r.max_ns, NS),
+        }
+        for r in osrt.itertuples(index=False)
+    ]
+    return table(
+        "osrt",
+        f"OS runtime calls per rank (top {TOP_CALLS} by total time; cuda "
+        "threads = the part on threads that launch GPU work, where a wait holds back "
+        "the next launch)",
+        rows,
+        ("max", "threads", "median"),
+    )

@@ -15,6 +15,7 @@ Context, after the ranked findings (no cost of their own: `share` null):
 * `gpu_memory`: a rank near its GPU's memory, holding much more than the others, or
   allocating inside the steps.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -24,7 +25,7 @@ from nsyswrap.report.verdict import COPY_NOTABLE, ms
 
 TENSOR_CORE_LOW = 0.5
 SLOW_NOTABLE = 0.02
-MEMORY_FULL = 0.9      # peak share of the device's memory: near the limit
+MEMORY_FULL = 0.9  # peak share of the device's memory: near the limit
 MEMORY_IMBALANCE = 0.25  # peak above the other ranks' median by this much
 NO_COST = "context: where the time goes is in the findings before it"
 
@@ -32,8 +33,11 @@ NO_COST = "context: where the time goes is in the findings before it"
 def metric_findings(report: dict, run, labels: dict) -> tuple[list[dict], list[dict]]:
     """(findings ranked by cost, context findings) of the compute, memory and host tables;
     `run` is the diagnosis' view of the report, `labels` its per-device labels."""
-    ranked = [_tensor_cores(report, run, labels), _slow_kernel(report, run),
-              _copy_bandwidth(report, run)]
+    ranked = [
+        _tensor_cores(report, run, labels),
+        _slow_kernel(report, run),
+        _copy_bandwidth(report, run),
+    ]
     context = [_mfu(report), _gpu_memory(report)]
     return [f for f in ranked if f], [f for f in context if f]
 
@@ -43,19 +47,38 @@ def _who(keys: list[tuple[int, int]]) -> str:
     return ("Rank " if len(ranks) == 1 else "Ranks ") + ", ".join(map(str, ranks))
 
 
-def _finding(fid: str, label: str, keys: list, cost: float | None, basis: str,
-             share: float | None, text: str, advice: str | None, evidence: dict) -> dict:
-    return {"id": fid, "scope": "device", "label": label,
-            "devices": [list(k) for k in sorted(keys)],
-            "cost": figure(cost, NS, NO_COST), "cost_basis": basis,
-            "share": figure(share, FRACTION) if share is not None else missing(FRACTION, NO_COST),
-            "text": text, "recommendation": advice, "evidence": evidence}
+def _finding(
+    fid: str,
+    label: str,
+    keys: list,
+    cost: float | None,
+    basis: str,
+    share: float | None,
+    text: str,
+    advice: str | None,
+    evidence: dict,
+) -> dict:
+    return {
+        "id": fid,
+        "scope": "device",
+        "label": label,
+        "devices": [list(k) for k in sorted(keys)],
+        "cost": figure(cost, NS, NO_COST),
+        "cost_basis": basis,
+        "share": figure(share, FRACTION) if share is not None else missing(FRACTION, NO_COST),
+        "text": text,
+        "recommendation": advice,
+        "evidence": evidence,
+    }
 
 
 def _tensor_cores(report: dict, run, labels: dict) -> dict | None:
-    bound = [(r["rank"], r["device"], r) for r in rows(report, "compute", "tensor_cores")
-             if labels.get((r["rank"], r["device"]), {}).get("label") == "compute-bound"
-             and value(r["tensor_core"], 1) < TENSOR_CORE_LOW]
+    bound = [
+        (r["rank"], r["device"], r)
+        for r in rows(report, "compute", "tensor_cores")
+        if labels.get((r["rank"], r["device"]), {}).get("label") == "compute-bound"
+        and value(r["tensor_core"], 1) < TENSOR_CORE_LOW
+    ]
     if not bound:
         return None
     keys = [(rank, device) for rank, device, _ in bound]
@@ -63,21 +86,47 @@ def _tensor_cores(report: dict, run, labels: dict) -> dict | None:
     compute = sum(value(r["compute"], 0) for *_, r in bound)
     cost, basis = run.per_step(keys[0], other / len(keys))
     span = sum(run.totals[k].span_ns for k in keys if k in run.totals)
-    top = next((r for r in rows(report, "compute", "top_kernels")
-                if (r["rank"], r["device"]) in keys and r["class"] == "other"), None)
-    longest = (f"; the longest: {top['kernel']} ({value(top['of_compute'], 0):.0%} of compute)"
-               if top else "")
-    text = (f"{_who(keys)}: {other / compute:.0%} of compute kernel time is outside matrix "
-            f"multiplies and attention (elementwise, normalization, optimizer kernels: "
-            f"{ms(cost)} {basis}){longest}.")
-    advice = ("Fuse the elementwise and normalization work around the matrix multiplies"
-              + (" (torch.compile; a fused optimizer, e.g. AdamW(fused=True))"
-                 if "pytorch" in run.frameworks else "")
-              + "; the top kernels table lists what to fuse first.")
-    return _finding("tensor_cores", "compute outside tensor cores", keys, cost, basis,
-                    other / span if span else None, text, advice,
-                    {"tensor_core_share": figure(1 - other / compute, FRACTION),
-                     "other_per_step": figure(cost, NS)})
+    top = next(
+        (
+            r
+            for r in rows(report, "compute", "top_kernels")
+            if (r["rank"], r["device"]) in keys and r["class"] == "other"
+        ),
+        None,
+    )
+    longest = (
+        f"; the longest: {top['kernel']} ({value(top['of_compute'], 0):.0%} of compute)"
+        if top
+        else ""
+    )
+    text = (
+        f"{_who(keys)}: {other / compute:.0%} of compute kernel time is outside matrix "
+        f"multiplies and attention (elementwise, normalization, optimizer kernels: "
+        f"{ms(cost)} {basis}){longest}."
+    )
+    advice = (
+        "Fuse the elementwise and normalization work around the matrix multiplies"
+        + (
+            " (torch.compile; a fused optimizer, e.g. AdamW(fused=True))"
+            if "pytorch" in run.frameworks
+            else ""
+        )
+        + "; the top kernels table lists what to fuse first."
+    )
+    return _finding(
+        "tensor_cores",
+        "compute outside tensor cores",
+        keys,
+        cost,
+        basis,
+        other / span if span else None,
+        text,
+        advice,
+        {
+            "tensor_core_share": figure(1 - other / compute, FRACTION),
+            "other_per_step": figure(cost, NS),
+        },
+    )
 
 
 def _slow_kernel(report: dict, run) -> dict | None:
@@ -92,40 +141,80 @@ def _slow_kernel(report: dict, run) -> dict | None:
     step = statistics.median(steps) if steps else totals.span_ns if totals else 0
     if not step or cost < SLOW_NOTABLE * step:
         return None
-    text = (f"Rank {r['rank']} runs {r['kernel']} consistently slower than the other ranks "
-            f"(median {ms(value(r['median'], 0))} against {ms(value(r['others'], 0))}, "
-            f"+{value(r['slower'], 0):.0%}): {ms(cost)} {basis}.")
-    advice = (f"Check rank {r['rank']}'s GPU: throttling (nvidia-smi -q -d "
-              "PERFORMANCE,CLOCK,TEMPERATURE), other processes on it, and its placement (PCIe, "
-              "NUMA); the same kernel runs faster on the other ranks.")
-    return _finding("slow_kernel", f"slow kernel copy: rank {r['rank']}", [key], cost, basis,
-                    cost / step, text, advice,
-                    {"kernel": r["kernel"], "median": r["median"], "others": r["others"],
-                     "extra_per_step": figure(cost, NS)})
+    text = (
+        f"Rank {r['rank']} runs {r['kernel']} consistently slower than the other ranks "
+        f"(median {ms(value(r['median'], 0))} against {ms(value(r['others'], 0))}, "
+        f"+{value(r['slower'], 0):.0%}): {ms(cost)} {basis}."
+    )
+    advice = (
+        f"Check rank {r['rank']}'s GPU: throttling (nvidia-smi -q -d "
+        "PERFORMANCE,CLOCK,TEMPERATURE), other processes on it, and its placement (PCIe, "
+        "NUMA); the same kernel runs faster on the other ranks."
+    )
+    return _finding(
+        "slow_kernel",
+        f"slow kernel copy: rank {r['rank']}",
+        [key],
+        cost,
+        basis,
+        cost / step,
+        text,
+        advice,
+        {
+            "kernel": r["kernel"],
+            "median": r["median"],
+            "others": r["others"],
+            "extra_per_step": figure(cost, NS),
+        },
+    )
 
 
 def _copy_bandwidth(report: dict, run) -> dict | None:
-    below = [r for r in rows(report, "memory", "copy_bandwidth")
-             if r.get("vs_expected") == "below" and (r["rank"], r["device"]) in run.totals
-             and run.totals[(r["rank"], r["device"])].share(
-                 run.totals[(r["rank"], r["device"])].copy_only_ns) >= COPY_NOTABLE]
+    below = [
+        r
+        for r in rows(report, "memory", "copy_bandwidth")
+        if r.get("vs_expected") == "below"
+        and (r["rank"], r["device"]) in run.totals
+        and run.totals[(r["rank"], r["device"])].share(
+            run.totals[(r["rank"], r["device"])].copy_only_ns
+        )
+        >= COPY_NOTABLE
+    ]
     if not below:
         return None
     r = max(below, key=lambda x: value(x["time"], 0))
     key = (r["rank"], r["device"])
     cost, basis = run.per_step(key, value(r["time"], 0))
-    text = (f"{r['kind']} copies ({r['src']} to {r['dst']}) on rank {r['rank']} reach "
-            f"{value(r['large_bandwidth'], 0):,.1f} GB/s, below the {r['expected']} GB/s the "
-            f"{r['link']} gives ({ms(cost)} of copies {basis}).")
-    advice = ("Check the link: the GPU's PCIe generation and width (nvidia-smi -q -d PCIE), "
-              "the process's NUMA placement (bind it to the GPU's socket) and pinned host "
-              "buffers." if r["link"] == "host link" else
-              "Check the copy's memory and link (peer access enabled, NVLink rather than PCIe "
-              "between the GPUs).")
-    return _finding("copy_bandwidth", f"slow copies: rank {r['rank']}", [key], cost, basis,
-                    run.totals[key].share(value(r["time"], 0)), text, advice,
-                    {"kind": r["kind"], "src": r["src"], "dst": r["dst"],
-                     "large_bandwidth": r["large_bandwidth"], "expected": r["expected"]})
+    text = (
+        f"{r['kind']} copies ({r['src']} to {r['dst']}) on rank {r['rank']} reach "
+        f"{value(r['large_bandwidth'], 0):,.1f} GB/s, below the {r['expected']} GB/s the "
+        f"{r['link']} gives ({ms(cost)} of copies {basis})."
+    )
+    advice = (
+        "Check the link: the GPU's PCIe generation and width (nvidia-smi -q -d PCIE), "
+        "the process's NUMA placement (bind it to the GPU's socket) and pinned host "
+        "buffers."
+        if r["link"] == "host link"
+        else "Check the copy's memory and link (peer access enabled, NVLink rather than PCIe "
+        "between the GPUs)."
+    )
+    return _finding(
+        "copy_bandwidth",
+        f"slow copies: rank {r['rank']}",
+        [key],
+        cost,
+        basis,
+        run.totals[key].share(value(r["time"], 0)),
+        text,
+        advice,
+        {
+            "kind": r["kind"],
+            "src": r["src"],
+            "dst": r["dst"],
+            "large_bandwidth": r["large_bandwidth"],
+            "expected": r["expected"],
+        },
+    )
 
 
 def _mfu(report: dict) -> dict | None:
@@ -133,21 +222,54 @@ def _mfu(report: dict) -> dict | None:
     if not mfu:
         return None
     values = sorted(value(r["mfu"]) for r in mfu)
-    level = f"{values[0]:.1%}" if values[-1] - values[0] < 0.001 else \
-        f"{values[0]:.1%} to {values[-1]:.1%}"
+    level = (
+        f"{values[0]:.1%}"
+        if values[-1] - values[0] < 0.001
+        else f"{values[0]:.1%} to {values[-1]:.1%}"
+    )
     first = mfu[0]
     achieved = sorted(value(r["achieved"], 0) for r in mfu)
-    tc = [value(r["tensor_core"]) for r in rows(report, "compute", "tensor_cores")
-          if value(r["tensor_core"]) is not None]
-    text = (f"Compute reaches {level} MFU at the median step ({achieved[len(achieved) // 2]:,.1f} "
-            f"of {value(first['peak'], 0):,.1f} TFLOP/s dense {first['dtype']}"
-            + (f", {first['gpu']}" if first.get("gpu") else "") + ")"
-            + (f"; {statistics.median(tc):.0%} of compute kernel time runs in tensor-core "
-               "kernels (matrix multiplies, attention)" if tc else "") + ".")
+    tc = [
+        value(r["tensor_core"])
+        for r in rows(report, "compute", "tensor_cores")
+        if value(r["tensor_core"]) is not None
+    ]
+    text = (
+        f"Compute reaches {level} MFU at the median step ({achieved[len(achieved) // 2]:,.1f} "
+        f"of {value(first['peak'], 0):,.1f} TFLOP/s dense {first['dtype']}"
+        + (f", {first['gpu']}" if first.get("gpu") else "")
+        + ")"
+        + (
+            f"; {statistics.median(tc):.0%} of compute kernel time runs in tensor-core "
+            "kernels (matrix multiplies, attention)"
+            if tc
+            else ""
+        )
+        + "."
+    )
     keys = [(r["rank"], r["device"]) for r in mfu]
-    finding = _finding("mfu", f"MFU {level}", keys, None, "per step", None, text, None,
-                       {"mfu": [{"rank": r["rank"], "device": r["device"], "mfu": r["mfu"],
-                                 "achieved": r["achieved"], "peak": r["peak"]} for r in mfu]})
+    finding = _finding(
+        "mfu",
+        f"MFU {level}",
+        keys,
+        None,
+        "per step",
+        None,
+        text,
+        None,
+        {
+            "mfu": [
+                {
+                    "rank": r["rank"],
+                    "device": r["device"],
+                    "mfu": r["mfu"],
+                    "achieved": r["achieved"],
+                    "peak": r["peak"],
+                }
+                for r in mfu
+            ]
+        },
+    )
     return {**finding, "scope": "run"}
 
 
@@ -156,23 +278,42 @@ def _gpu_memory(report: dict) -> dict | None:
     for r in rows(report, "memory", "gpu_memory"):
         key = (r["rank"], r["device"])
         if value(r["of_device"], 0) >= MEMORY_FULL:
-            said.append(f"rank {r['rank']} holds {value(r['of_device']):.0%} of its GPU's "
-                        "memory at its peak (near the limit: the allocator frees and retries, "
-                        "or runs out)")
+            said.append(
+                f"rank {r['rank']} holds {value(r['of_device']):.0%} of its GPU's "
+                "memory at its peak (near the limit: the allocator frees and retries, "
+                "or runs out)"
+            )
             keys.append(key)
         if value(r["vs_others"], 0) >= MEMORY_IMBALANCE:
-            said.append(f"rank {r['rank']} allocates {value(r['vs_others']):.0%} more than the "
-                        "other ranks' median (its shard, buffers or activations are larger)")
+            said.append(
+                f"rank {r['rank']} allocates {value(r['vs_others']):.0%} more than the "
+                "other ranks' median (its shard, buffers or activations are larger)"
+            )
             keys.append(key)
         if value(r["allocs_per_step"], 0) >= 1:
-            said.append(f"rank {r['rank']} allocates {value(r['allocs_per_step']):,.1f} times per "
-                        "step (cudaMalloc/cudaFree in the loop: slow, a free synchronizes)")
+            said.append(
+                f"rank {r['rank']} allocates {value(r['allocs_per_step']):,.1f} times per "
+                "step (cudaMalloc/cudaFree in the loop: slow, a free synchronizes)"
+            )
             keys.append(key)
     if not said:
         return None
     text = "GPU memory: " + "; ".join(said) + "."
-    advice = ("Keep allocations out of the step loop: reuse buffers, let the caching allocator "
-              "warm up before measuring, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-              "against fragmentation." if any("times per step" in s for s in said) else None)
-    return _finding("gpu_memory", "GPU memory", sorted(set(keys)), None, "over the window", None,
-                    text, advice, {"ranks": sorted({k[0] for k in keys})})
+    advice = (
+        "Keep allocations out of the step loop: reuse buffers, let the caching allocator "
+        "warm up before measuring, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+        "against fragmentation."
+        if any("times per step" in s for s in said)
+        else None
+    )
+    return _finding(
+        "gpu_memory",
+        "GPU memory",
+        sorted(set(keys)),
+        None,
+        "over the window",
+        None,
+        text,
+        advice,
+        {"ranks": sorted({k[0] for k in keys})},
+    )

@@ -8,6 +8,7 @@ when it affected fewer but some, else **none**. Its **windows** are the runs of 
 observed steps it affected; each says the observed steps just before and after it (not
 affected), so the true edges of a window of sampled steps lie between those and its ends.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -27,8 +28,15 @@ def episodes(affected: Iterable[int], observed: Iterable[int]) -> dict:
         if windows and windows[-1]["at"] == at - 1:
             windows[-1].update(last=step, at=at, steps=windows[-1]["steps"] + 1)
         else:
-            windows.append({"first": step, "last": step, "steps": 1, "at": at,
-                            "before": seen[at - 1] if at else None})
+            windows.append(
+                {
+                    "first": step,
+                    "last": step,
+                    "steps": 1,
+                    "at": at,
+                    "before": seen[at - 1] if at else None,
+                }
+            )
     for w in windows:
         at = w.pop("at")
         w["after"] = seen[at + 1] if at + 1 < len(seen) else None
@@ -44,6 +52,8 @@ def describe(found: dict, what: str = "steps") -> str:
     count = f"{found['affected']} of {found['observed']} {what}"
     if found["kind"] == "persistent":
         return f"persistent: in {count}"
-    spans = ", ".join(str(w["first"]) if w["first"] == w["last"] else f"{w['first']}-{w['last']}"
-                      for w in found["windows"])
+    spans = ", ".join(
+        str(w["first"]) if w["first"] == w["last"] else f"{w['first']}-{w['last']}"
+        for w in found["windows"]
+    )
     return f"intermittent: in {what} {spans} ({count})"

@@ -6,6 +6,7 @@ to the width (nsyswrap.text_table: columns are dropped, never wrapped). Tables l
 MAX_ROWS become statistics (per rank: mean, p50, p90, max and the worst rows); their rows
 are a flag away: `--detail` (every table in full) or `--section NAME`.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,32 +22,76 @@ from nsyswrap.report.verdict import ms
 from nsyswrap.text_table import fit, shorten_column, wrap
 
 MAX_ROWS = 12
-KEY_ROWS = 8          # devices on the first screen
-FILE_WIDTH = 100      # width of the text written to --output
-SECONDARY = ("naive_overlap_ratio", "compute_stream", "compute_busy", "comm_busy", "copy_busy",
-             "max_residual", "kernel_p50", "latency_max", "step_p50")  # dropped first when too wide
+KEY_ROWS = 8  # devices on the first screen
+FILE_WIDTH = 100  # width of the text written to --output
+SECONDARY = (
+    "naive_overlap_ratio",
+    "compute_stream",
+    "compute_busy",
+    "comm_busy",
+    "copy_busy",
+    "max_residual",
+    "kernel_p50",
+    "latency_max",
+    "step_p50",
+)  # dropped first when too wide
 __all__ = ["ReportFormat", "first_screen", "render_text", "to_json", "write_report"]
 KEYS = ("step", "rank", "device", "op", "pg", "seq", "cause", "length", "framework", "kind")
 SHORT = {
-    "device": "dev", "compute_only": "comp only", "comm_only": "comm only",
-    "copy_only": "copy only", "compute_busy": "comp busy", "comm_busy": "comm busy",
-    "copy_busy": "copy busy", "exposed_comm": "exp comm", "overlap_ratio": "overlap",
-    "naive_overlap_ratio": "naive overlap", "collectives": "colls",
-    "partly_hidden": "partly hidden", "nccl_time": "nccl time", "exposed_time": "exposed",
-    "compute_stream": "comp stream", "share_of_idle": "of idle", "latency_p50": "lat p50",
-    "latency_p90": "lat p90", "latency_max": "lat max", "kernel_p50": "kernel p50",
-    "tiny_kernels": "tiny", "tiny_share": "tiny", "imposed_wait": "imposed wait",
-    "share_of_wait": "of wait", "phase_excess": "phase excess", "max_residual": "max resid",
-    "uncertainty": "uncert", "present_ranks": "present", "missing_ranks": "missing",
-    "mean_lag": "mean lag", "host_bound": "host", "seen_in": "seen in",
-    "activities": "activ", "gpu_time": "gpu time", "step_mean": "mean", "step_p50": "p50",
-    "step_p90": "p90", "step_max": "max", "compute": "comp", "label": "verdict",
-    "gain_ns_per_step": "gain/step", "gain_pct": "gain", "affected_steps": "affected",
-    "steps_in_window": "of steps", "gain_ns_per_affected_step": "gain/affected step",
-    "residual_ns": "residual", "noise_ns": "noise",
-    "large_bandwidth": "large", "vs_expected": "vs exp", "of_compute": "of comp",
-    "allocs_per_step": "allocs /step", "bytes_per_step": "bytes /step",
-    "frees_per_step": "frees /step", "cuda_threads": "cuda thr",
+    "device": "dev",
+    "compute_only": "comp only",
+    "comm_only": "comm only",
+    "copy_only": "copy only",
+    "compute_busy": "comp busy",
+    "comm_busy": "comm busy",
+    "copy_busy": "copy busy",
+    "exposed_comm": "exp comm",
+    "overlap_ratio": "overlap",
+    "naive_overlap_ratio": "naive overlap",
+    "collectives": "colls",
+    "partly_hidden": "partly hidden",
+    "nccl_time": "nccl time",
+    "exposed_time": "exposed",
+    "compute_stream": "comp stream",
+    "share_of_idle": "of idle",
+    "latency_p50": "lat p50",
+    "latency_p90": "lat p90",
+    "latency_max": "lat max",
+    "kernel_p50": "kernel p50",
+    "tiny_kernels": "tiny",
+    "tiny_share": "tiny",
+    "imposed_wait": "imposed wait",
+    "share_of_wait": "of wait",
+    "phase_excess": "phase excess",
+    "max_residual": "max resid",
+    "uncertainty": "uncert",
+    "present_ranks": "present",
+    "missing_ranks": "missing",
+    "mean_lag": "mean lag",
+    "host_bound": "host",
+    "seen_in": "seen in",
+    "activities": "activ",
+    "gpu_time": "gpu time",
+    "step_mean": "mean",
+    "step_p50": "p50",
+    "step_p90": "p90",
+    "step_max": "max",
+    "compute": "comp",
+    "label": "verdict",
+    "gain_ns_per_step": "gain/step",
+    "gain_pct": "gain",
+    "affected_steps": "affected",
+    "steps_in_window": "of steps",
+    "gain_ns_per_affected_step": "gain/affected step",
+    "residual_ns": "residual",
+    "noise_ns": "noise",
+    "large_bandwidth": "large",
+    "vs_expected": "vs exp",
+    "of_compute": "of comp",
+    "allocs_per_step": "allocs /step",
+    "bytes_per_step": "bytes /step",
+    "frees_per_step": "frees /step",
+    "cuda_threads": "cuda thr",
 }
 
 
@@ -54,8 +99,16 @@ def to_json(report: dict) -> str:
     return json.dumps(report, indent=1) + "\n"
 
 
-def write_report(report: dict, fmt: ReportFormat, output: Path | None, force: bool,
-                 console, *, detail: bool = False, section: str | None = None) -> None:
+def write_report(
+    report: dict,
+    fmt: ReportFormat,
+    output: Path | None,
+    force: bool,
+    console,
+    *,
+    detail: bool = False,
+    section: str | None = None,
+) -> None:
     """Print the report or save it to `output` (refusing to overwrite unless forced)."""
     check_writable(output, force)
     if fmt is ReportFormat.json:
@@ -71,17 +124,24 @@ def write_report(report: dict, fmt: ReportFormat, output: Path | None, force: bo
         output.write_text(text)
 
 
-def render_text(report: dict, width: int = 80, *, detail: bool = False,
-                section: str | None = None) -> list[str]:
+def render_text(
+    report: dict, width: int = 80, *, detail: bool = False, section: str | None = None
+) -> list[str]:
     """The report as lines no wider than `width`."""
     if section is not None:
         return _only(report, section, width)
     lines = first_screen(report, width)
     for sec in report["sections"]:
         lines += [""] + _section(sec, width, detail)
-    lines += ["", *wrap("More: --detail shows every row; --section NAME one section or table "
-                        f"({', '.join(_names(report))}); --format json every figure; --html "
-                        "plots.", width)]
+    lines += [
+        "",
+        *wrap(
+            "More: --detail shows every row; --section NAME one section or table "
+            f"({', '.join(_names(report))}); --format json every figure; --html "
+            "plots.",
+            width,
+        ),
+    ]
     return lines + capture_lines(report, width)
 
 
@@ -92,13 +152,23 @@ def capture_lines(report: dict, width: int) -> list[str]:
     if "capture" not in report:
         return []
     if capture is None:
-        return ["", *wrap("Nothing to capture: no rank is significantly slower than the others in "
-                          "the sampled steps.", width)]
-    lines = ["", *wrap(f"Capture it with nsys ({capture['why']}):", width),
-             *_shell(capture["command"], width)]
+        return [
+            "",
+            *wrap(
+                "Nothing to capture: no rank is significantly slower than the others in "
+                "the sampled steps.",
+                width,
+            ),
+        ]
+    lines = [
+        "",
+        *wrap(f"Capture it with nsys ({capture['why']}):", width),
+        *_shell(capture["command"], width),
+    ]
     if capture.get("when"):
-        lines += wrap("It comes and goes: or catch it in the act, when a step is slower than "
-                      "usual:", width)
+        lines += wrap(
+            "It comes and goes: or catch it in the act, when a step is slower than usual:", width
+        )
         lines += _shell(capture["when"], width)
     return lines
 
@@ -133,8 +203,9 @@ def first_screen(report: dict, width: int) -> list[str]:
     for i, f in enumerate(d.get("findings", []), 1):
         lines += wrap(f["text"], width, indent="   ", first=f"{i:>2} ")
     for c in d.get("cannot_answer", []):
-        lines += wrap(f"Cannot answer {c['what']}: {c['reason']}.", width, indent="   ",
-                      first=" - ")
+        lines += wrap(
+            f"Cannot answer {c['what']}: {c['reason']}.", width, indent="   ", first=" - "
+        )
     if d.get("window"):
         lines += [""] + wrap(d["window"], width)
     devices = d.get("devices", [])
@@ -146,8 +217,9 @@ def first_screen(report: dict, width: int) -> list[str]:
         lines += _host_figures(d["host_steps"], width)
     worst = d.get("worst_steps", [])
     if worst:
-        items = ", ".join(f"rank {w['rank']} step {w['step']} {ms(w['duration']['value'])}"
-                          for w in worst)
+        items = ", ".join(
+            f"rank {w['rank']} step {w['step']} {ms(w['duration']['value'])}" for w in worst
+        )
         lines += wrap(f"Longest steps: {items}.", width)
     recs = d.get("recommendations", [])
     if recs:
@@ -171,7 +243,8 @@ def _key_figures(devices: list[dict], findings: list[dict], width: int) -> list[
         headers += ["waited ms" + ("/step" if has_steps else "")]
     if len(devices) > KEY_ROWS:  # the devices the findings name first, then by rank
         named = {r for f in findings for r in f.get("ranks", [])} | {
-            r for f in findings for r, _ in f.get("devices", [])}
+            r for f in findings for r, _ in f.get("devices", [])
+        }
         shown = sorted(devices, key=lambda d: (d["rank"] not in named, d["rank"]))[:KEY_ROWS]
         devices_shown = sorted(shown, key=lambda d: (d["rank"], d["device"]))
     else:
@@ -181,16 +254,32 @@ def _key_figures(devices: list[dict], findings: list[dict], width: int) -> list[
         row = [str(d["rank"])] + ([str(d["device"])] if multi else []) + [d["label"] or "n/a"]
         if has_steps:
             row += [f"{d['steps']['value']:,}"] * step_column + [
-                _num(d[k], 1e6, 2) for k in ("step_mean", "step_p90", "step_max")]
+                _num(d[k], 1e6, 2) for k in ("step_mean", "step_p90", "step_max")
+            ]
         row += [_num(d[k], 0.01, 0) for k in ("compute", "exposed_comm", "copy_only", "idle")]
         if has_wait:
             row.append(_num(d["waited"], 1e6, 2))
         rows.append(row)
-    lines, dropped = fit(headers, rows, [h != "verdict" for h in headers], width,
-                         keep=2 + multi, whole=frozenset({headers.index("verdict")}))
-    title = ("Per rank: " + (f"{counts.pop():,} steps, step times, " if has_steps and not
-                             step_column else "step times, " if has_steps else "")
-             + "shares of the GPU time" + (", wait in collectives" if has_wait else ""))
+    lines, dropped = fit(
+        headers,
+        rows,
+        [h != "verdict" for h in headers],
+        width,
+        keep=2 + multi,
+        whole=frozenset({headers.index("verdict")}),
+    )
+    title = (
+        "Per rank: "
+        + (
+            f"{counts.pop():,} steps, step times, "
+            if has_steps and not step_column
+            else "step times, "
+            if has_steps
+            else ""
+        )
+        + "shares of the GPU time"
+        + (", wait in collectives" if has_wait else "")
+    )
     notes = []
     if len(devices) > KEY_ROWS:
         notes.append(f"{len(devices) - KEY_ROWS} more devices: --section diagnosis")
@@ -207,15 +296,24 @@ def _host_figures(hosts: list[dict], width: int) -> list[str]:
         shown = [p for p in h["phases"] if (p["share"]["value"] or 0) >= 0.01][:3]
         room = max((width - 38) // max(len(shown), 1) - 7, 8)  # each phase's name, shortened
         names = shorten_column([p["phase"] for p in shown], room)
-        rows.append([str(h["rank"]), f"{h['steps']['value']:,}",
-                     *(_num(h[k], 1e6, 2) for k in ("step_mean", "step_p90", "step_max")),
-                     ", ".join(f"{n} {_num(p['share'], 0.01, 0)}%" for p, n in zip(shown, names))
-                     or "none marked"])
-    lines, dropped = fit(headers, rows, [False, True, True, True, True, False], width, keep=1,
-                         whole=frozenset({5}))
+        rows.append(
+            [
+                str(h["rank"]),
+                f"{h['steps']['value']:,}",
+                *(_num(h[k], 1e6, 2) for k in ("step_mean", "step_p90", "step_max")),
+                ", ".join(f"{n} {_num(p['share'], 0.01, 0)}%" for p, n in zip(shown, names))
+                or "none marked",
+            ]
+        )
+    lines, dropped = fit(
+        headers, rows, [False, True, True, True, True, False], width, keep=1, whole=frozenset({5})
+    )
     notes = [f"not shown at this width: {', '.join(dropped)}."] if dropped else []
-    return (wrap("Per rank: host step times (NVTX step ranges) and the longest phases", width)
-            + lines + notes)
+    return (
+        wrap("Per rank: host step times (NVTX step ranges) and the longest phases", width)
+        + lines
+        + notes
+    )
 
 
 def _num(cell: dict, divisor: float, digits: int) -> str:
@@ -244,13 +342,18 @@ def _only(report: dict, name: str, width: int) -> list[str]:
             if table["id"] == name:
                 return _table(table, width, True)
     tables = [t["id"] for s in report["sections"] for t in s.get("tables", [])]
-    raise NsysWrapError(f"--section {name}", "is no section or table of this report",
-                        f"choose one of {', '.join(_names(report) + tables)}")
+    raise NsysWrapError(
+        f"--section {name}",
+        "is no section or table of this report",
+        f"choose one of {', '.join(_names(report) + tables)}",
+    )
 
 
 def _devices_table(report: dict) -> dict:
-    rows = [{k: v for k, v in d.items() if k not in ("reason", "waited_basis")}
-            for d in report.get("diagnosis", {}).get("devices", [])]
+    rows = [
+        {k: v for k, v in d.items() if k not in ("reason", "waited_basis")}
+        for d in report.get("diagnosis", {}).get("devices", [])
+    ]
     return {"id": "diagnosis", "title": "Every device: verdict and key figures", "rows": rows}
 
 
@@ -281,16 +384,21 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
     if len(rows) > MAX_ROWS and not detail:
         rows, note = _summary(spec)
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    times = [c["value"] for row in rows for c in row.values()
-             if is_figure(c) and c["unit"] == NS and c["value"] is not None]
+    times = [
+        c["value"]
+        for row in rows
+        for c in row.values()
+        if is_figure(c) and c["unit"] == NS and c["value"] is not None
+    ]
     unit_name, ns_per_unit = time_unit(max(map(abs, times), default=0))
     headers, right, cells = [], [], [[] for _ in rows]
     reasons: dict[str, None] = {}
     for c in columns:
         column = [row.get(c) for row in rows]
         unit = next((x["unit"] for x in column if is_figure(x)), None)
-        suffix = {FRACTION: " %", BYTES: " B"}.get(unit, "" if unit in (None, COUNT, NS)
-                                                   else f" {unit}")
+        suffix = {FRACTION: " %", BYTES: " B"}.get(
+            unit, "" if unit in (None, COUNT, NS) else f" {unit}"
+        )
         headers.append(SHORT.get(c, c.replace("_", " ")) + ("" if c == unit else suffix))
         right.append(unit is not None)
         for i, x in enumerate(column):
@@ -301,14 +409,18 @@ def _table(spec: dict, width: int, detail: bool) -> list[str]:
     whole = frozenset(i for i, c in enumerate(columns) if c in ("verdict", "label"))
     drop_first = tuple(i for i, c in enumerate(columns) if c in SECONDARY)
     declared = spec.get("droppable")
-    droppable = None if declared is None else tuple(columns.index(c) for c in declared
-                                                    if c in columns)
+    droppable = (
+        None if declared is None else tuple(columns.index(c) for c in declared if c in columns)
+    )
     lines, dropped = fit(headers, cells, right, width, keep, whole, drop_first, droppable)
     title = spec["title"] + (f" (times in {unit_name})" if times else "")
     out = wrap(title, width)
     out += lines
-    notes = note + ([f"not shown at this width: {', '.join(dropped)} (--format json, or a wider "
-                     "terminal)"] if dropped else [])
+    notes = note + (
+        [f"not shown at this width: {', '.join(dropped)} (--format json, or a wider terminal)"]
+        if dropped
+        else []
+    )
     notes += [f"n/a: {reason}" for reason in reasons]
     for n in notes:
         out += wrap(n, width)
@@ -320,8 +432,9 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
     statistics of its first time column per (rank, device); and its worst rows."""
     rows = spec["rows"]
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    time_col = next((c for c in columns if any(is_figure(r.get(c)) and r[c]["unit"] == NS
-                                               for r in rows)), None)
+    time_col = next(
+        (c for c in columns if any(is_figure(r.get(c)) and r[c]["unit"] == NS for r in rows)), None
+    )
     more = f"{len(rows)} rows: --section {spec['id']} or --detail shows them"
     if time_col is None or "step" not in columns:
         return rows[:MAX_ROWS], [f"first {MAX_ROWS} of {more}"]
@@ -330,11 +443,14 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
     other = [r for r in rows if not isinstance(r.get("step"), int)]
     worst = sorted(per_step, key=lambda r: -(r[time_col]["value"] or 0))[:3]
     worst_text = ", ".join(
-        " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: "
-        f"{ms(r[time_col]['value'])}" for r in worst)
+        " ".join(f"{k} {r[k]}" for k in keys) + f" step {r['step']}: {ms(r[time_col]['value'])}"
+        for r in worst
+    )
     if other:  # the table's own rows over all steps (`all`) summarize it
-        return other, [f"rows over all steps; the most {time_col.replace('_', ' ')} in one "
-                       f"step: {worst_text}; {more}"]
+        return other, [
+            f"rows over all steps; the most {time_col.replace('_', ' ')} in one "
+            f"step: {worst_text}; {more}"
+        ]
     groups: dict[tuple, list[int]] = {}
     for r in per_step:
         if is_figure(r.get(time_col)) and r[time_col]["value"] is not None:
@@ -342,10 +458,19 @@ def _summary(spec: dict) -> tuple[list[dict], list[str]]:
     stats = []
     for key, values in sorted(groups.items(), key=lambda kv: [(x is None, x or 0) for x in kv[0]]):
         values.sort()
-        stats.append({**dict(zip(keys, key)), "steps": {"value": len(values), "unit": COUNT},
-                      **{f"{time_col} {name}": {"value": fn(values), "unit": NS}
-                         for name, fn in (("mean", statistics.fmean),
-                                          ("p50", lambda v: quantile(v, .5)),
-                                          ("p90", lambda v: quantile(v, .9)), ("max", max))}})
+        stats.append(
+            {
+                **dict(zip(keys, key)),
+                "steps": {"value": len(values), "unit": COUNT},
+                **{
+                    f"{time_col} {name}": {"value": fn(values), "unit": NS}
+                    for name, fn in (
+                        ("mean", statistics.fmean),
+                        ("p50", lambda v: quantile(v, 0.5)),
+                        ("p90", lambda v: quantile(v, 0.9)),
+                        ("max", max),
+                    )
+                },
+            }
+        )
     return stats, [f"statistics of {time_col} per step; longest: {worst_text}; {more}"]
-

@@ -2,18 +2,18 @@
 behind the long ones), launches, steps and NVTX GPU time per (rank, device), with a
 verdict; its recommendations are the diagnosis' (nsyswrap.report.diagnosis), which reads
 these tables, and the note on the usual overlap estimate."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pandas as pd
 
 from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.engine.queries import run_module, run_modules
+from nsyswrap.engine.run import Run
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import LONG_GAP_NS, Totals, naive_note, verdict
-from nsyswrap.engine.run import Run
 
 TOP_EXPOSED = 10
 TOP_RANGES = 15
@@ -27,10 +27,14 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict (see nsyswrap.report for the layout)."""
     frames = single_rank_frames(run, options)
     ledger, gaps, steps, by_text, launch = (
-        frames[k] for k in ("ledger", "gaps", "steps", "by_text", "launch"))
+        frames[k] for k in ("ledger", "gaps", "steps", "by_text", "launch")
+    )
     exposure = frames["exposure"].sort_values(  # collectives.exposure's order, over all ranks
         ["exposed_ns", "rank", "device", "start_ns", "correlation_id"],
-        ascending=[False, True, True, True, True], kind="stable", ignore_index=True)
+        ascending=[False, True, True, True, True],
+        kind="stable",
+        ignore_index=True,
+    )
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     note = naive_note(overall) if totals else None
@@ -49,17 +53,21 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     ]
     if frames.get("active", ledger).empty:  # no GPU work: the host's steps and phases
         tables += _host_tables(run, options)
-    cannot = _cannot_answer(run, options, ledger, frames.get("active", ledger), exposure, gaps,
-                            steps)
+    cannot = _cannot_answer(
+        run, options, ledger, frames.get("active", ledger), exposure, gaps, steps
+    )
     if tables[-1] is None:
-        cannot.append({"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text, run)})
+        cannot.append(
+            {"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text, run)}
+        )
     if ledger.empty:  # tables of nothing: the cannot-answer lines say why
         tables = [t for t in tables if t is not None and t["rows"]]
     return {
         "id": "single_rank",
         "title": f"Where the GPU time goes (window: {options.describe()})",
-        "verdict": verdict(overall) if not ledger.empty else {
-            "label": None, "reason": "no device has GPU activity in the window"},
+        "verdict": verdict(overall)
+        if not ledger.empty
+        else {"label": None, "reason": "no device has GPU activity in the window"},
         "recommendations": [note] if note else [],
         "tables": [t for t in tables if t is not None],
         "cannot_answer": cannot,
@@ -101,10 +109,14 @@ def _by_device(df: pd.DataFrame) -> dict[tuple[int, int], pd.Series]:
 def _totals(row: pd.Series, gaps: pd.DataFrame) -> Totals:
     mine = gaps[(gaps["rank"] == row["rank"]) & (gaps.device == row.device)]
     return Totals(
-        span_ns=int(row.span_ns), compute_busy_ns=int(row.compute_busy_ns),
-        comm_busy_ns=int(row.comm_busy_ns), both_ns=int(row.both_ns),
-        exposed_comm_ns=int(row.exposed_comm_ns), copy_only_ns=int(row.copy_only_ns),
-        idle_ns=int(row.idle_ns), compute_sum_ns=int(row.compute_sum_ns),
+        span_ns=int(row.span_ns),
+        compute_busy_ns=int(row.compute_busy_ns),
+        comm_busy_ns=int(row.comm_busy_ns),
+        both_ns=int(row.both_ns),
+        exposed_comm_ns=int(row.exposed_comm_ns),
+        copy_only_ns=int(row.copy_only_ns),
+        idle_ns=int(row.idle_ns),
+        compute_sum_ns=int(row.compute_sum_ns),
         comm_sum_ns=int(row.comm_sum_ns),
         gap_ns={c: int(n) for c, n in mine.groupby("cause").dur_ns.sum().items()},
     )
@@ -114,8 +126,9 @@ def _key(row) -> dict:
     return {"rank": int(row["rank"]), "device": int(row["device"])}
 
 
-def _window_table(ledger: pd.DataFrame, active: pd.DataFrame | None,
-                  steps: pd.DataFrame) -> dict | None:
+def _window_table(
+    ledger: pd.DataFrame, active: pd.DataFrame | None, steps: pd.DataFrame
+) -> dict | None:
     """Per device, the GPU time outside a limited window: before its start and after its
     end, from the first to the last GPU activity (not analysed, never divided by steps)."""
     if active is None or ledger.empty:
@@ -127,12 +140,21 @@ def _window_table(ledger: pd.DataFrame, active: pd.DataFrame | None,
         a = whole.get(key)
         if a is None:
             continue
-        rows.append({**_key(r), "before": figure(max(r.window_start_ns - a.window_start_ns, 0), NS),
-                     "window": figure(r.span_ns, NS),
-                     "after": figure(max(a.window_end_ns - r.window_end_ns, 0), NS),
-                     "steps": figure(int(counts.get(key, 0)), COUNT)})
-    return _table("window", "The window and the GPU time outside it (first to last GPU activity):"
-                  " before and after are not analysed", rows)
+        rows.append(
+            {
+                **_key(r),
+                "before": figure(max(r.window_start_ns - a.window_start_ns, 0), NS),
+                "window": figure(r.span_ns, NS),
+                "after": figure(max(a.window_end_ns - r.window_end_ns, 0), NS),
+                "steps": figure(int(counts.get(key, 0)), COUNT),
+            }
+        )
+    return _table(
+        "window",
+        "The window and the GPU time outside it (first to last GPU activity):"
+        " before and after are not analysed",
+        rows,
+    )
 
 
 def _host_tables(run: Run, options: ReportOptions) -> list[dict]:
@@ -143,70 +165,121 @@ def _host_tables(run: Run, options: ReportOptions) -> list[dict]:
     if steps.empty:
         return []
     per_rank = steps.groupby(["rank", "step"], as_index=False).duration_ns.max()
-    out = [_table("host_steps", f"Steps on the host (NVTX ranges like {options.step_pattern!r};"
-                  " no GPU work was captured)",
-                  [{"rank": int(r.rank), "step": int(r.step), "duration": figure(r.duration_ns, NS)}
-                   for r in per_rank.itertuples(index=False)])]
-    phases = run_module(run, "crossrank.phase_lag", step_pattern=options.step_pattern,
-                        step_from=options.step_from, step_to=options.step_to)
+    out = [
+        _table(
+            "host_steps",
+            f"Steps on the host (NVTX ranges like {options.step_pattern!r};"
+            " no GPU work was captured)",
+            [
+                {"rank": int(r.rank), "step": int(r.step), "duration": figure(r.duration_ns, NS)}
+                for r in per_rank.itertuples(index=False)
+            ],
+        )
+    ]
+    phases = run_module(
+        run,
+        "crossrank.phase_lag",
+        step_pattern=options.step_pattern,
+        step_from=options.step_from,
+        step_to=options.step_to,
+    )
     if phases.empty:
         return out
     step_ns = per_rank.groupby("rank").duration_ns.sum()
     counts = per_rank.groupby("rank").size()
     mean = phases.groupby(["rank", "phase"], as_index=False).host_ns.sum()
     mean = mean.sort_values(["rank", "host_ns", "phase"], ascending=[True, False, True])
-    rows = [{"rank": int(r.rank), "phase": r.phase,
-             "mean": figure(r.host_ns / counts.get(r.rank, 1), NS),
-             "share_of_step": share(r.host_ns, step_ns.get(r.rank), "no step time")}
-            for r in mean.itertuples(index=False)]
-    return out + [_table("host_phases", "Phases of the host steps (ranges directly inside "
-                         "them): mean host time per step without waits, and its share", rows)]
+    rows = [
+        {
+            "rank": int(r.rank),
+            "phase": r.phase,
+            "mean": figure(r.host_ns / counts.get(r.rank, 1), NS),
+            "share_of_step": share(r.host_ns, step_ns.get(r.rank), "no step time"),
+        }
+        for r in mean.itertuples(index=False)
+    ]
+    return out + [
+        _table(
+            "host_phases",
+            "Phases of the host steps (ranges directly inside "
+            "them): mean host time per step without waits, and its share",
+            rows,
+        )
+    ]
 
 
 def _ledger_table(ledger: pd.DataFrame) -> dict:
     rows = [
-        {**_key(r), "span": figure(r.span_ns, NS),
-         "compute_only": figure(r.compute_only_ns, NS), "both": figure(r.both_ns, NS),
-         "comm_only": figure(r.comm_only_ns, NS), "copy_only": figure(r.copy_only_ns, NS),
-         "idle": figure(r.idle_ns, NS), "compute_busy": figure(r.compute_busy_ns, NS),
-         "comm_busy": figure(r.comm_busy_ns, NS), "copy_busy": figure(r.copy_busy_ns, NS)}
+        {
+            **_key(r),
+            "span": figure(r.span_ns, NS),
+            "compute_only": figure(r.compute_only_ns, NS),
+            "both": figure(r.both_ns, NS),
+            "comm_only": figure(r.comm_only_ns, NS),
+            "copy_only": figure(r.copy_only_ns, NS),
+            "idle": figure(r.idle_ns, NS),
+            "compute_busy": figure(r.compute_busy_ns, NS),
+            "comm_busy": figure(r.comm_busy_ns, NS),
+            "copy_busy": figure(r.copy_busy_ns, NS),
+        }
         for _, r in ledger.iterrows()
     ]
-    return _table("ledger", "Time ledger: compute_only + both + comm_only + copy_only + idle "
-                  "= span", rows, ("copy_busy", "comm_busy", "compute_busy"))
+    return _table(
+        "ledger",
+        "Time ledger: compute_only + both + comm_only + copy_only + idle = span",
+        rows,
+        ("copy_busy", "comm_busy", "compute_busy"),
+    )
 
 
 def _shares_table(ledger: pd.DataFrame, totals: dict) -> dict:
     rows = []
     for _, r in ledger.iterrows():
         empty = "the window is empty"
-        rows.append({
-            **_key(r),
-            "compute_only": share(r.compute_only_ns, r.span_ns, empty),
-            "both": share(r.both_ns, r.span_ns, empty),
-            "exposed_comm": share(r.exposed_comm_ns, r.span_ns, empty),
-            "copy_only": share(r.copy_only_ns, r.span_ns, empty),
-            "idle": share(r.idle_ns, r.span_ns, empty),
-            "overlap_ratio": figure(r.overlap_ratio, FRACTION, NO_COMM),
-            "naive_overlap_ratio": figure(r.naive_overlap_ratio, FRACTION, NO_COMM),
-            "verdict": verdict(totals[(int(r["rank"]), int(r.device))])["label"],
-        })
-    return _table("shares", "Shares of the span; overlap = both / comm busy (exact) beside the "
-                  "naive (compute + comm - span) / comm", rows, ("naive_overlap_ratio",))
+        rows.append(
+            {
+                **_key(r),
+                "compute_only": share(r.compute_only_ns, r.span_ns, empty),
+                "both": share(r.both_ns, r.span_ns, empty),
+                "exposed_comm": share(r.exposed_comm_ns, r.span_ns, empty),
+                "copy_only": share(r.copy_only_ns, r.span_ns, empty),
+                "idle": share(r.idle_ns, r.span_ns, empty),
+                "overlap_ratio": figure(r.overlap_ratio, FRACTION, NO_COMM),
+                "naive_overlap_ratio": figure(r.naive_overlap_ratio, FRACTION, NO_COMM),
+                "verdict": verdict(totals[(int(r["rank"]), int(r.device))])["label"],
+            }
+        )
+    return _table(
+        "shares",
+        "Shares of the span; overlap = both / comm busy (exact) beside the "
+        "naive (compute + comm - span) / comm",
+        rows,
+        ("naive_overlap_ratio",),
+    )
 
 
 def _collectives_table(summary: pd.DataFrame) -> dict | None:
     if summary.empty:
         return None
     rows = [
-        {**_key(r), "collectives": figure(r.collectives, COUNT), "hidden": figure(r.hidden, COUNT),
-         "partly_hidden": figure(r.partly_hidden, COUNT), "exposed": figure(r.exposed, COUNT),
-         "nccl_time": figure(r.total_ns, NS), "overlapped": figure(r.overlap_ns, NS),
-         "exposed_time": figure(r.exposed_ns, NS)}
+        {
+            **_key(r),
+            "collectives": figure(r.collectives, COUNT),
+            "hidden": figure(r.hidden, COUNT),
+            "partly_hidden": figure(r.partly_hidden, COUNT),
+            "exposed": figure(r.exposed, COUNT),
+            "nccl_time": figure(r.total_ns, NS),
+            "overlapped": figure(r.overlap_ns, NS),
+            "exposed_time": figure(r.exposed_ns, NS),
+        }
         for _, r in summary.iterrows()
     ]
-    return _table("collectives", "NCCL kernels hidden behind compute on the same device", rows,
-                  ("overlapped", "nccl_time"))
+    return _table(
+        "collectives",
+        "NCCL kernels hidden behind compute on the same device",
+        rows,
+        ("overlapped", "nccl_time"),
+    )
 
 
 def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
@@ -215,17 +288,29 @@ def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
         return None
     no_launch = "no launch call traced for this kernel"
     rows = [
-        {**_key(r), "kernel": r["name"],
-         "step": figure(r.step, COUNT, "launch call outside every step range" if pd.notna(
-             r.launch_ns) else no_launch),
-         "context": r.context if isinstance(r.context, str) else None,
-         "duration": figure(r.dur_ns, NS), "exposed": figure(r.exposed_ns, NS),
-         "exposure": r.exposure, "compute_stream": bool(r.compute_stream)}
+        {
+            **_key(r),
+            "kernel": r["name"],
+            "step": figure(
+                r.step,
+                COUNT,
+                "launch call outside every step range" if pd.notna(r.launch_ns) else no_launch,
+            ),
+            "context": r.context if isinstance(r.context, str) else None,
+            "duration": figure(r.dur_ns, NS),
+            "exposed": figure(r.exposed_ns, NS),
+            "exposure": r.exposure,
+            "compute_stream": bool(r.compute_stream),
+        }
         for _, r in top.iterrows()
     ]
-    return _table("top_exposed", f"Most exposed NCCL kernels (top {TOP_EXPOSED}); context = "
-                  "innermost NVTX range around the launch call", rows,
-                  ("compute_stream", "duration", "exposure"))
+    return _table(
+        "top_exposed",
+        f"Most exposed NCCL kernels (top {TOP_EXPOSED}); context = "
+        "innermost NVTX range around the launch call",
+        rows,
+        ("compute_stream", "duration", "exposure"),
+    )
 
 
 def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
@@ -239,30 +324,52 @@ def _gaps_table(gaps: pd.DataFrame, ledger: pd.DataFrame) -> dict | None:
             part = mine[mine.cause == cause]
             if part.empty:
                 continue
-            rows.append({
-                "rank": int(rank), "device": int(device), "cause": cause,
-                "gaps": figure(part.gaps.sum(), COUNT), "total": figure(part.dur_ns.sum(), NS),
-                "longest": figure(part.longest_ns.max(), NS),
-                "share_of_idle": share(part.dur_ns.sum(), idle.get((rank, device)),
-                                       "no idle time"),
-            })
-    return _table("idle_gaps", "Idle gaps (nothing on any stream) by cause: other = the next "
-                  "kernel was already queued, else sync = host syncs cover half the gap, else "
-                  "host_bound = the next kernel was launched after the GPU went idle", rows,
-                  ("longest", "gaps"))
+            rows.append(
+                {
+                    "rank": int(rank),
+                    "device": int(device),
+                    "cause": cause,
+                    "gaps": figure(part.gaps.sum(), COUNT),
+                    "total": figure(part.dur_ns.sum(), NS),
+                    "longest": figure(part.longest_ns.max(), NS),
+                    "share_of_idle": share(
+                        part.dur_ns.sum(), idle.get((rank, device)), "no idle time"
+                    ),
+                }
+            )
+    return _table(
+        "idle_gaps",
+        "Idle gaps (nothing on any stream) by cause: other = the next "
+        "kernel was already queued, else sync = host syncs cover half the gap, else "
+        "host_bound = the next kernel was launched after the GPU went idle",
+        rows,
+        ("longest", "gaps"),
+    )
 
 
 def _host_work_table(work: pd.DataFrame) -> dict | None:
     """`work`: gaps.host_work (the long host-caused gaps by the host work covering them)."""
     if work.empty:
         return None
-    rows = [{**_key(r), "source": r.source, "host_work": r["name"] if isinstance(r["name"], str)
-             else None, "gaps": figure(r.gaps, COUNT), "idle": figure(r.idle_ns, NS),
-             "longest": figure(r.longest_ns, NS)} for _, r in work.iterrows()]
-    return _table("host_work", f"Host work the GPU waited for: host-caused idle gaps of "
-                  f"{LONG_GAP_NS / 1000:g} us or more by the NVTX range, MPI call or CUDA call "
-                  "covering at least half of each (none: nothing does)", rows,
-                  ("longest", "gaps"))
+    rows = [
+        {
+            **_key(r),
+            "source": r.source,
+            "host_work": r["name"] if isinstance(r["name"], str) else None,
+            "gaps": figure(r.gaps, COUNT),
+            "idle": figure(r.idle_ns, NS),
+            "longest": figure(r.longest_ns, NS),
+        }
+        for _, r in work.iterrows()
+    ]
+    return _table(
+        "host_work",
+        f"Host work the GPU waited for: host-caused idle gaps of "
+        f"{LONG_GAP_NS / 1000:g} us or more by the NVTX range, MPI call or CUDA call "
+        "covering at least half of each (none: nothing does)",
+        rows,
+        ("longest", "gaps"),
+    )
 
 
 def _histogram_table(hist: pd.DataFrame) -> dict | None:
@@ -273,9 +380,15 @@ def _histogram_table(hist: pd.DataFrame) -> dict | None:
         hi = part.bucket_hi_ns.iloc[0]
         label = f">= {_duration(lo)}" if pd.isna(hi) else f"{_duration(lo)} - {_duration(hi)}"
         counts = dict(zip(part.cause, part.gaps))
-        rows.append({"rank": int(rank), "device": int(device), "length": label,
-                     **{c: figure(counts.get(c, 0), COUNT) for c in CAUSES},
-                     "total": figure(part.total_ns.sum(), NS)})
+        rows.append(
+            {
+                "rank": int(rank),
+                "device": int(device),
+                "length": label,
+                **{c: figure(counts.get(c, 0), COUNT) for c in CAUSES},
+                "total": figure(part.total_ns.sum(), NS),
+            }
+        )
     return _table("gap_histogram", "Idle gaps by length and cause (counts)", rows, ("total",))
 
 
@@ -291,33 +404,51 @@ def _launch_table(launch: pd.DataFrame) -> dict | None:
     if launch.empty:
         return None
     rows = [
-        {**_key(r), "kernels": figure(r.kernels, COUNT), "launched": figure(r.launched, COUNT),
-         "latency_p50": figure(r.latency_p50_ns, NS, NO_LAUNCHES),
-         "latency_p90": figure(r.latency_p90_ns, NS, NO_LAUNCHES),
-         "latency_max": figure(r.latency_max_ns, NS, NO_LAUNCHES),
-         "kernel_p50": figure(r.kernel_p50_ns, NS),
-         "tiny_kernels": figure(r.tiny_kernels, COUNT),
-         "tiny_share": share(r.tiny_kernels, r.kernels, "no kernels")}
+        {
+            **_key(r),
+            "kernels": figure(r.kernels, COUNT),
+            "launched": figure(r.launched, COUNT),
+            "latency_p50": figure(r.latency_p50_ns, NS, NO_LAUNCHES),
+            "latency_p90": figure(r.latency_p90_ns, NS, NO_LAUNCHES),
+            "latency_max": figure(r.latency_max_ns, NS, NO_LAUNCHES),
+            "kernel_p50": figure(r.kernel_p50_ns, NS),
+            "tiny_kernels": figure(r.tiny_kernels, COUNT),
+            "tiny_share": share(r.tiny_kernels, r.kernels, "no kernels"),
+        }
         for _, r in launch.iterrows()
     ]
-    return _table("launches", f"Launch latency (kernel start - launch call start); tiny = shorter "
-                  f"than {TINY_KERNEL_NS / 1000:g} us", rows,
-                  ("latency_max", "kernel_p50", "launched", "tiny_kernels", "kernels"))
+    return _table(
+        "launches",
+        f"Launch latency (kernel start - launch call start); tiny = shorter "
+        f"than {TINY_KERNEL_NS / 1000:g} us",
+        rows,
+        ("latency_max", "kernel_p50", "launched", "tiny_kernels", "kernels"),
+    )
 
 
 def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
     if steps.empty:
         return None
     rows = [
-        {"rank": int(r.rank), "device": int(r.device), "step": int(r.step),
-         "duration": figure(r.duration_ns, NS),
-         "compute": figure(r.compute_busy_ns, NS), "comm": figure(r.comm_busy_ns, NS),
-         "exposed_comm": figure(r.exposed_comm_ns, NS), "copy_only": figure(r.copy_only_ns, NS),
-         "idle": figure(r.idle_ns, NS)}
+        {
+            "rank": int(r.rank),
+            "device": int(r.device),
+            "step": int(r.step),
+            "duration": figure(r.duration_ns, NS),
+            "compute": figure(r.compute_busy_ns, NS),
+            "comm": figure(r.comm_busy_ns, NS),
+            "exposed_comm": figure(r.exposed_comm_ns, NS),
+            "copy_only": figure(r.copy_only_ns, NS),
+            "idle": figure(r.idle_ns, NS),
+        }
         for r in steps.itertuples(index=False)  # one row per step: thousands
     ]
-    return _table("steps", f"Steps (NVTX ranges like {options.step_pattern!r}); compute and "
-                  "comm are busy unions", rows, ("copy_only",))
+    return _table(
+        "steps",
+        f"Steps (NVTX ranges like {options.step_pattern!r}); compute and comm are busy unions",
+        rows,
+        ("copy_only",),
+    )
 
 
 def _ranges_table(by_text: pd.DataFrame, step_texts: pd.DataFrame) -> dict | None:
@@ -329,15 +460,26 @@ def _ranges_table(by_text: pd.DataFrame, step_texts: pd.DataFrame) -> dict | Non
         return None
     top = ranges.sort_values(["gpu_ns", "rank", "text"], ascending=[False, True, True])
     rows = [
-        {"rank": int(r["rank"]), "range": r.text, "ranges": figure(r.ranges, COUNT),
-         "range_time": figure(r.range_ns, NS), "kernels": figure(r.kernels, COUNT),
-         "gpu_time": figure(r.gpu_ns, NS), "compute": figure(r.compute_ns, NS),
-         "nccl": figure(r.nccl_ns, NS), "copies": figure(r.copy_ns, NS)}
+        {
+            "rank": int(r["rank"]),
+            "range": r.text,
+            "ranges": figure(r.ranges, COUNT),
+            "range_time": figure(r.range_ns, NS),
+            "kernels": figure(r.kernels, COUNT),
+            "gpu_time": figure(r.gpu_ns, NS),
+            "compute": figure(r.compute_ns, NS),
+            "nccl": figure(r.nccl_ns, NS),
+            "copies": figure(r.copy_ns, NS),
+        }
         for _, r in top.head(TOP_RANGES).iterrows()
     ]
-    return _table("nvtx_gpu_time", f"GPU time launched inside NVTX ranges, whole capture (top "
-                  f"{TOP_RANGES}; summed kernel time; nested ranges include their children)", rows,
-                  ("copies", "nccl", "compute", "ranges", "kernels", "range_time"))
+    return _table(
+        "nvtx_gpu_time",
+        f"GPU time launched inside NVTX ranges, whole capture (top "
+        f"{TOP_RANGES}; summed kernel time; nested ranges include their children)",
+        rows,
+        ("copies", "nccl", "compute", "ranges", "kernels", "range_time"),
+    )
 
 
 def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:
@@ -346,43 +488,63 @@ def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:
     if ranges and ranges == untexted:
         return f"the reports' {ranges} NVTX ranges all have no text, so none can be named"
     if by_text.empty and not ranges:
-        return ("the reports have no NVTX ranges; annotate the model (nsyswrap launch "
-                "--annotate all) and capture with --trace=nvtx")
+        return (
+            "the reports have no NVTX ranges; annotate the model (nsyswrap launch "
+            "--annotate all) and capture with --trace=nvtx"
+        )
     return "no GPU work was launched inside an NVTX range other than the steps"
 
 
-
-
-def _cannot_answer(run: Run, options: ReportOptions, ledger: pd.DataFrame, active: pd.DataFrame,
-                   exposure: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame) -> list[dict]:
+def _cannot_answer(
+    run: Run,
+    options: ReportOptions,
+    ledger: pd.DataFrame,
+    active: pd.DataFrame,
+    exposure: pd.DataFrame,
+    gaps: pd.DataFrame,
+    steps: pd.DataFrame,
+) -> list[dict]:
     out = []
     with_gpu = set(active["rank"])
     in_window = set(ledger["rank"])
     held = ranks_by_report(run)  # a report may hold several ranks
     for report in run.reports:
         if not with_gpu & set(held[report.rank]):
-            out.append({
-                "what": f"the time ledger, collective exposure, idle gaps and launch latency of "
-                        f"rank {report.rank} ({report.path.name})",
-                "reason": "the report has no GPU activity (no CUDA kernel, memcpy or memset "
-                          "rows); capture with nsys profile --trace=cuda",
-            })
+            out.append(
+                {
+                    "what": f"the time ledger, collective exposure, idle gaps and launch latency of "
+                    f"rank {report.rank} ({report.path.name})",
+                    "reason": "the report has no GPU activity (no CUDA kernel, memcpy or memset "
+                    "rows); capture with nsys profile --trace=cuda",
+                }
+            )
         elif not in_window & set(held[report.rank]):
-            out.append({
-                "what": f"the metrics of rank {report.rank} ({report.path.name})",
-                "reason": f"its window is empty: nothing matches {options.describe()}",
-            })
+            out.append(
+                {
+                    "what": f"the metrics of rank {report.rank} ({report.path.name})",
+                    "reason": f"its window is empty: nothing matches {options.describe()}",
+                }
+            )
     if not ledger.empty and exposure.empty:
-        out.append({"what": "collective exposure",
-                    "reason": "no NCCL kernels in the window (communication, if any, is "
-                              "peer-to-peer copies only)" if ledger.comm_kernels.sum() else
-                              "no NCCL kernels or peer-to-peer copies in the window"})
+        out.append(
+            {
+                "what": "collective exposure",
+                "reason": "no NCCL kernels in the window (communication, if any, is "
+                "peer-to-peer copies only)"
+                if ledger.comm_kernels.sum()
+                else "no NCCL kernels or peer-to-peer copies in the window",
+            }
+        )
     if not gaps.empty and (gaps.cause == "unknown").all():
         out.append({"what": "the causes of idle gaps", "reason": NO_LAUNCHES})
     if steps.empty:
-        out.append({"what": "the step breakdown",
-                    "reason": "no report has GPU activity (the breakdown is GPU time per step)"
-                    if active.empty else
-                              f"no NVTX range matches the step pattern {options.step_pattern!r} "
-                              "in the window; pass --step-pattern, e.g. 'ProfilerStep#%'"})
+        out.append(
+            {
+                "what": "the step breakdown",
+                "reason": "no report has GPU activity (the breakdown is GPU time per step)"
+                if active.empty
+                else f"no NVTX range matches the step pattern {options.step_pattern!r} "
+                "in the window; pass --step-pattern, e.g. 'ProfilerStep#%'",
+            }
+        )
     return out

@@ -3,12 +3,13 @@ that advice fits it: the frameworks seen (PyTorch, NCCL, DDP, FSDP), the kinds o
 memory copies use (pageable or pinned), pinned-memory allocation calls, CUDA graph
 launches and how much GPU activity each device has, per rank (a report holding several
 ranks has rows for each). Layout: see nsyswrap.report."""
+
 from __future__ import annotations
 
 from nsyswrap.engine.queries import run_modules
+from nsyswrap.engine.run import Run
 from nsyswrap.report.figures import BYTES, COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.engine.run import Run
 
 TABLES = ("frameworks", "copies", "host_alloc", "graphs", "activity")
 """The section's tables, each the rows of module `trace.<table>` (sql/trace/)."""
@@ -20,35 +21,91 @@ def trace_section(run: Run, options: ReportOptions) -> dict:
     frames = run_modules(run, {table: (f"trace.{table}", {}) for table in TABLES})
     seen = frames["frameworks"].groupby(["framework", "seen_in"], sort=False)["matches"].sum()
     # rows of a process carry its rank: a rank's processes are summed
-    copies = frames["copies"].groupby(["rank", "copy_kind", "src_kind", "dst_kind"], sort=False,
-                                      as_index=False)[["copies", "bytes", "dur_ns"]].sum()
-    copies = copies.sort_values(["rank", "copies", "copy_kind", "src_kind", "dst_kind"],
-                                ascending=[True, False, True, True, True], kind="stable")
+    copies = (
+        frames["copies"]
+        .groupby(["rank", "copy_kind", "src_kind", "dst_kind"], sort=False, as_index=False)[
+            ["copies", "bytes", "dur_ns"]
+        ]
+        .sum()
+    )
+    copies = copies.sort_values(
+        ["rank", "copies", "copy_kind", "src_kind", "dst_kind"],
+        ascending=[True, False, True, True, True],
+        kind="stable",
+    )
     alloc = frames["host_alloc"].groupby(["rank", "api"], as_index=False)["calls"].sum()
-    graphs = frames["graphs"].groupby("rank", as_index=False)[["graph_launches",
-                                                                "activities"]].sum()
+    graphs = (
+        frames["graphs"].groupby("rank", as_index=False)[["graph_launches", "activities"]].sum()
+    )
     tables = [
-        {"id": "frameworks", "title": "Frameworks seen in the trace (advice names only these)",
-         "rows": [{"framework": fw, "seen_in": where, "rows": figure(n, COUNT)}
-                  for (fw, where), n in seen.items() if n > 0]},
-        {"id": "copies", "title": "Memory copies by direction and memory kind (pageable host "
-         "memory is slow and cannot overlap)",
-         "rows": [{"rank": int(r.rank), "kind": r.copy_kind, "src": r.src_kind,
-                   "dst": r.dst_kind, "copies": figure(r.copies, COUNT),
-                   "bytes": figure(r.bytes, BYTES), "time": figure(r.dur_ns, NS)}
-                  for r in copies.itertuples(index=False)], "droppable": ["time"]},
-        {"id": "host_alloc", "title": "Pinned host memory allocation calls",
-         "rows": [{"rank": int(r.rank), "api": r.api, "calls": figure(r.calls, COUNT)}
-                  for r in alloc.itertuples(index=False)]},
-        {"id": "graphs", "title": "CUDA graph launches and the GPU activities they ran",
-         "rows": [{"rank": int(r.rank), "graph_launches": figure(r.graph_launches, COUNT),
-                   "activities": figure(r.activities, COUNT)}
-                  for r in graphs.itertuples(index=False)]},
-        {"id": "activity", "title": "GPU activities (kernels, copies, sets) per device",
-         "rows": [{"rank": int(r.rank), "device": int(r.device),
-                   "activities": figure(r.activities, COUNT), "compute": figure(r.compute, COUNT),
-                   "nccl": figure(r.nccl, COUNT), "copies": figure(r.copies, COUNT)}
-                  for r in frames["activity"].itertuples(index=False)]},
+        {
+            "id": "frameworks",
+            "title": "Frameworks seen in the trace (advice names only these)",
+            "rows": [
+                {"framework": fw, "seen_in": where, "rows": figure(n, COUNT)}
+                for (fw, where), n in seen.items()
+                if n > 0
+            ],
+        },
+        {
+            "id": "copies",
+            "title": "Memory copies by direction and memory kind (pageable host "
+            "memory is slow and cannot overlap)",
+            "rows": [
+                {
+                    "rank": int(r.rank),
+                    "kind": r.copy_kind,
+                    "src": r.src_kind,
+                    "dst": r.dst_kind,
+                    "copies": figure(r.copies, COUNT),
+                    "bytes": figure(r.bytes, BYTES),
+                    "time": figure(r.dur_ns, NS),
+                }
+                for r in copies.itertuples(index=False)
+            ],
+            "droppable": ["time"],
+        },
+        {
+            "id": "host_alloc",
+            "title": "Pinned host memory allocation calls",
+            "rows": [
+                {"rank": int(r.rank), "api": r.api, "calls": figure(r.calls, COUNT)}
+                for r in alloc.itertuples(index=False)
+            ],
+        },
+        {
+            "id": "graphs",
+            "title": "CUDA graph launches and the GPU activities they ran",
+            "rows": [
+                {
+                    "rank": int(r.rank),
+                    "graph_launches": figure(r.graph_launches, COUNT),
+                    "activities": figure(r.activities, COUNT),
+                }
+                for r in graphs.itertuples(index=False)
+            ],
+        },
+        {
+            "id": "activity",
+            "title": "GPU activities (kernels, copies, sets) per device",
+            "rows": [
+                {
+                    "rank": int(r.rank),
+                    "device": int(r.device),
+                    "activities": figure(r.activities, COUNT),
+                    "compute": figure(r.compute, COUNT),
+                    "nccl": figure(r.nccl, COUNT),
+                    "copies": figure(r.copies, COUNT),
+                }
+                for r in frames["activity"].itertuples(index=False)
+            ],
+        },
     ]
-    return {"id": "trace", "title": "What the trace shows: frameworks, copies, activity",
-            "verdict": None, "recommendations": [], "tables": tables, "cannot_answer": []}
+    return {
+        "id": "trace",
+        "title": "What the trace shows: frameworks, copies, activity",
+        "verdict": None,
+        "recommendations": [],
+        "tables": tables,
+        "cannot_answer": [],
+    }

@@ -18,6 +18,7 @@ needs in the trace (`recommendations` lists them). Their figures are those of th
 they are given: per GPU and per step when the caller scales them so (Evidence.basis and
 Evidence.gpus say how, in every sentence).
 """
+
 from __future__ import annotations
 
 import re
@@ -30,15 +31,22 @@ COMPUTE_BOUND = 0.70
 COPY_NOTABLE = 0.05
 TINY_NOTABLE = 0.30
 PAGEABLE_NOTABLE = 0.10  # pinned-memory advice when this share of host-copy bytes is pageable
-LONG_GAP_NS = 100_000    # a host-caused idle gap this long is host work, shorter: launch overhead
-ADVICE_SHARE = 1 / 3     # idle advice on a cause making up this share of the host-caused idle
+LONG_GAP_NS = 100_000  # a host-caused idle gap this long is host work, shorter: launch overhead
+ADVICE_SHARE = 1 / 3  # idle advice on a cause making up this share of the host-caused idle
 NAIVE_MISLEADS = 0.10
 HOST_CAUSES = ("host_bound", "sync")
 MIN_ACTIVITIES = 10
 MIN_SPAN_NS = 100_000
 NOT_ENOUGH = "not enough data"
-LABELS = ("compute-bound", "communication-bound", "copy-bound", "host-bound",
-          "waiting-for-peers", "balanced", NOT_ENOUGH)
+LABELS = (
+    "compute-bound",
+    "communication-bound",
+    "copy-bound",
+    "host-bound",
+    "waiting-for-peers",
+    "balanced",
+    NOT_ENOUGH,
+)
 
 
 @dataclass
@@ -68,8 +76,10 @@ class Totals:
 
     def scaled(self, factor: float) -> Totals:
         """Every time times `factor` (e.g. per GPU and per step); shares stay."""
-        return Totals(**{k: getattr(self, k) * factor for k in _NUMBERS},
-                      gap_ns={c: ns * factor for c, ns in self.gap_ns.items()})
+        return Totals(
+            **{k: getattr(self, k) * factor for k in _NUMBERS},
+            gap_ns={c: ns * factor for c, ns in self.gap_ns.items()},
+        )
 
     @property
     def host_idle_ns(self) -> int:
@@ -85,23 +95,33 @@ def verdict(t: Totals, activities: int | None = None) -> dict:
     if t.span_ns <= 0:
         return {"label": None, "reason": "the analysed window is empty"}
     if activities is not None and activities < MIN_ACTIVITIES:
-        return {"label": NOT_ENOUGH, "reason": f"only {activities} GPU activities (kernels, "
-                f"copies, sets); a verdict needs at least {MIN_ACTIVITIES}"}
+        return {
+            "label": NOT_ENOUGH,
+            "reason": f"only {activities} GPU activities (kernels, "
+            f"copies, sets); a verdict needs at least {MIN_ACTIVITIES}",
+        }
     if t.span_ns < MIN_SPAN_NS:
-        return {"label": NOT_ENOUGH, "reason": f"the span is {t.span_ns / 1e3:,.1f} us; a "
-                f"verdict needs at least {MIN_SPAN_NS / 1e3:g} us"}
+        return {
+            "label": NOT_ENOUGH,
+            "reason": f"the span is {t.span_ns / 1e3:,.1f} us; a "
+            f"verdict needs at least {MIN_SPAN_NS / 1e3:g} us",
+        }
     exposed, idle = t.share(t.exposed_comm_ns), t.share(t.idle_ns)
     compute, copies = t.share(t.compute_busy_ns), t.share(t.copy_only_ns)
-    shares = (f"compute runs {compute:.0%}, exposed communication {exposed:.0%}, copies "
-              f"alone {copies:.0%}, idle {idle:.0%} of the time")
+    shares = (
+        f"compute runs {compute:.0%}, exposed communication {exposed:.0%}, copies "
+        f"alone {copies:.0%}, idle {idle:.0%} of the time"
+    )
     if exposed >= COMM_BOUND and exposed >= idle and exposed >= copies:
         return {"label": "communication-bound", "reason": shares}
     if copies >= COPY_BOUND and copies >= idle and copies >= exposed:
         return {"label": "copy-bound", "reason": shares}
     if idle >= IDLE_BOUND and 2 * t.host_idle_ns >= t.idle_ns:
-        return {"label": "host-bound",
-                "reason": f"{shares}; the host caused {t.host_idle_ns / t.idle_ns:.0%} of the "
-                          "idle time"}
+        return {
+            "label": "host-bound",
+            "reason": f"{shares}; the host caused {t.host_idle_ns / t.idle_ns:.0%} of the "
+            "idle time",
+        }
     if compute >= COMPUTE_BOUND:
         return {"label": "compute-bound", "reason": shares}
     return {"label": "balanced", "reason": f"{shares}; no single cause dominates"}
@@ -111,24 +131,24 @@ def verdict(t: Totals, activities: int | None = None) -> dict:
 class Evidence:
     """What the recommendations cite besides the totals."""
 
-    top_exposed: str | None = None       # "AllReduce in bwd:layers.3 (step 2), 1.2 ms exposed"
+    top_exposed: str | None = None  # "AllReduce in bwd:layers.3 (step 2), 1.2 ms exposed"
     same_stream: list[str] = field(default_factory=list)  # "rank 0 device 1": NCCL on compute
     ranks: int = 1
     kernels: int = 0
     tiny_kernels: int = 0
     tiny_threshold_ns: int = 10_000
     frameworks: frozenset[str] = frozenset()  # seen in the trace: pytorch, nccl, ddp, fsdp
-    host_copies: int = 0                 # copies between host and device memory
-    host_copy_bytes: int = 0             # their bytes
-    pageable_copies: int | None = None   # of them, from or to pageable memory (None: unknown)
-    pageable_bytes: int | None = None    # their bytes (None: unknown)
-    host_alloc_calls: int = 0            # cudaHostAlloc / cudaMallocHost / cudaHostRegister
-    graph_launches: int = 0              # cudaGraphLaunch calls: the program replays CUDA graphs
+    host_copies: int = 0  # copies between host and device memory
+    host_copy_bytes: int = 0  # their bytes
+    pageable_copies: int | None = None  # of them, from or to pageable memory (None: unknown)
+    pageable_bytes: int | None = None  # their bytes (None: unknown)
+    host_alloc_calls: int = 0  # cudaHostAlloc / cudaMallocHost / cudaHostRegister
+    graph_launches: int = 0  # cudaGraphLaunch calls: the program replays CUDA graphs
     # the host-caused idle in gaps of LONG_GAP_NS or more, by the host work covering them:
     # (source: nvtx, mpi, cuda or none; name; ns), scaled as the totals are
     host_work: list[tuple[str, str | None, float]] = field(default_factory=list)
-    basis: str = ""                      # what the totals are: "per step", "over the window"
-    gpus: int = 1                        # how many GPUs the totals are each the mean of
+    basis: str = ""  # what the totals are: "per step", "over the window"
+    gpus: int = 1  # how many GPUs the totals are each the mean of
 
     @property
     def pytorch(self) -> bool:
@@ -169,8 +189,11 @@ def recommendations(t: Totals, e: Evidence, label: str | None = None) -> dict[st
             f"({t.share(t.exposed_comm_ns):.0%} of the time); only "
             f"{t.both_ns / t.comm_busy_ns:.0%} of it overlaps compute."
             + (f" Most exposed: {e.top_exposed}." if e.top_exposed else "")
-            + (" Part of it may be waiting for a slower rank (see the cross-rank section)."
-               if e.ranks > 1 else "")
+            + (
+                " Part of it may be waiting for a slower rank (see the cross-rank section)."
+                if e.ranks > 1
+                else ""
+            )
         )
         out["overlap"] = _overlap_advice(e)
     if e.same_stream:
@@ -189,43 +212,62 @@ def recommendations(t: Totals, e: Evidence, label: str | None = None) -> dict[st
             f"The GPU computes {t.share(t.compute_busy_ns):.0%} of the time: make the longest "
             "kernels faster (`nsyswrap query kernels.summary` lists them)"
             + (", e.g. with bf16 autocast, TF32 matmuls or torch.compile" if e.pytorch else "")
-            + ".")
+            + "."
+        )
     if label == "balanced" and not out:
         out["balanced"] = (
             "No single cause dominates; compare the steps and the longest kernels "
-            "(`nsyswrap query kernels.summary`) to choose what to improve first.")
+            "(`nsyswrap query kernels.summary`) to choose what to improve first."
+        )
     return out
 
 
 def _overlap_advice(e: Evidence) -> str:
-    text = ("Overlap more and communicate less often: start each collective as soon as its "
-            "data is ready, on its own stream, and send fewer, larger messages")
+    text = (
+        "Overlap more and communicate less often: start each collective as soon as its "
+        "data is ready, on its own stream, and send fewer, larger messages"
+    )
     if e.pytorch and "nccl" in e.frameworks:
-        text += ("; with DDP tune bucket_cap_mb so the first buckets start early in backward, "
-                 "with FSDP set backward_prefetch=BACKWARD_PRE and forward_prefetch=True; "
-                 "accumulate gradients under no_sync() to all-reduce less often; halve the "
-                 "bytes with a bf16 compression hook")
+        text += (
+            "; with DDP tune bucket_cap_mb so the first buckets start early in backward, "
+            "with FSDP set backward_prefetch=BACKWARD_PRE and forward_prefetch=True; "
+            "accumulate gradients under no_sync() to all-reduce less often; halve the "
+            "bytes with a bf16 compression hook"
+        )
     return text + "."
 
 
 def _copy_advice(t: Totals, e: Evidence) -> str:
-    text = (f"Copies alone occupy the GPU for {e.amount(t.copy_only_ns)} "
-            f"({t.share(t.copy_only_ns):.0%}), with nothing else running")
+    text = (
+        f"Copies alone occupy the GPU for {e.amount(t.copy_only_ns)} "
+        f"({t.share(t.copy_only_ns):.0%}), with nothing else running"
+    )
     if e.pageable_bytes and e.pageable_bytes >= PAGEABLE_NOTABLE * e.host_copy_bytes:
-        also = (" (the program allocates some pinned memory, but these copies do not use it)"
-                if e.host_alloc_calls else "")
-        return (text + f": {e.pageable_copies:,} of {e.host_copies:,} host copies "
-                f"({_gb(e.pageable_bytes)} of {_gb(e.host_copy_bytes)}) are from or to pageable "
-                f"memory{also}, which is slower and cannot overlap; allocate those host buffers "
-                "pinned (cudaHostAlloc or cudaMallocHost"
-                + ("; pin_memory=True and non_blocking=True in PyTorch" if e.pytorch else "")
-                + ").")
-    pinned = (" (host copies are pinned already)" if e.host_copies and e.pageable_bytes == 0
-              else " (host copies are mostly pinned already)"
-              if e.host_copies and e.pageable_bytes is not None else "")
-    return (text + f"{pinned}: overlap the copies with compute (asynchronous copies on their "
-            "own stream, prefetching the next batch) or copy fewer bytes, keeping data on the "
-            "GPU between steps.")
+        also = (
+            " (the program allocates some pinned memory, but these copies do not use it)"
+            if e.host_alloc_calls
+            else ""
+        )
+        return (
+            text + f": {e.pageable_copies:,} of {e.host_copies:,} host copies "
+            f"({_gb(e.pageable_bytes)} of {_gb(e.host_copy_bytes)}) are from or to pageable "
+            f"memory{also}, which is slower and cannot overlap; allocate those host buffers "
+            "pinned (cudaHostAlloc or cudaMallocHost"
+            + ("; pin_memory=True and non_blocking=True in PyTorch" if e.pytorch else "")
+            + ")."
+        )
+    pinned = (
+        " (host copies are pinned already)"
+        if e.host_copies and e.pageable_bytes == 0
+        else " (host copies are mostly pinned already)"
+        if e.host_copies and e.pageable_bytes is not None
+        else ""
+    )
+    return (
+        text + f"{pinned}: overlap the copies with compute (asynchronous copies on their "
+        "own stream, prefetching the next batch) or copy fewer bytes, keeping data on the "
+        "GPU between steps."
+    )
 
 
 def _gb(n: float) -> str:
@@ -241,9 +283,12 @@ def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
     if sync and sync >= host:
         out["sync"] = (
             f"The GPU waits for the host after synchronizations for {e.amount(sync)}: remove "
-            + (".item(), .cpu(), print(tensor) and torch.cuda.synchronize() from the step loop, "
-               "copy with non_blocking=True" if e.pytorch else
-               "device and stream synchronizations and blocking copies from the loop")
+            + (
+                ".item(), .cpu(), print(tensor) and torch.cuda.synchronize() from the step loop, "
+                "copy with non_blocking=True"
+                if e.pytorch
+                else "device and stream synchronizations and blocking copies from the loop"
+            )
             + ", and log metrics every N steps."
         )
     topics = [("host_work", long_ns), ("launch", short_ns)]
@@ -263,8 +308,10 @@ def _idle_advice(t: Totals, e: Evidence) -> dict[str, str]:
 
 CUDA_HOST_WORK = {  # CUDA calls that hold the host long, and where they belong
     "loads modules": re.compile(r"^(cuModuleLoad|cuLibraryLoad|cudaLibraryLoad)"),
-    "allocates": re.compile(r"^(cudaMalloc|cudaFree|cudaHostAlloc|cudaMallocHost|cuMemAlloc|"
-                            r"cuMemFree|cuMemHostAlloc|cuMemAllocHost)"),
+    "allocates": re.compile(
+        r"^(cudaMalloc|cudaFree|cudaHostAlloc|cudaMallocHost|cuMemAlloc|"
+        r"cuMemFree|cuMemHostAlloc|cuMemAllocHost)"
+    ),
     "copies without overlap": re.compile(r"^(cudaMemcpy|cuMemcpy)(?!.*Async)"),
 }
 DATA_LOADING = re.compile(r"data|load|batch|fetch|input", re.IGNORECASE)
@@ -272,54 +319,90 @@ COMPILING = re.compile(r"compil|nvrtc|jit", re.IGNORECASE)
 
 
 def _host_work_advice(ns: float, e: Evidence) -> str:
-    named = [(src, name, x) for src, name, x in e.host_work
-             if src != "none" and x >= 0.1 * ns]  # what covers at least a tenth of it
+    named = [
+        (src, name, x) for src, name, x in e.host_work if src != "none" and x >= 0.1 * ns
+    ]  # what covers at least a tenth of it
     named.sort(key=lambda w: (-w[2], w[0], w[1]))
-    where = ", ".join(f"{ms(x)} inside {'`' + name + '`' if src == 'nvtx' else name}"
-                      for src, name, x in named[:3])
-    text = (f"The GPU is idle {e.amount(ns)} in gaps of {LONG_GAP_NS / 1000:g} us or more while "
-            "the host works" + (f"; of it, {where}" if where else " (no NVTX range or traced "
-                                "call covers most of them: mark the loop's phases with NVTX "
-                                "ranges to name it)") + ".")
+    where = ", ".join(
+        f"{ms(x)} inside {'`' + name + '`' if src == 'nvtx' else name}"
+        for src, name, x in named[:3]
+    )
+    text = (
+        f"The GPU is idle {e.amount(ns)} in gaps of {LONG_GAP_NS / 1000:g} us or more while "
+        "the host works"
+        + (
+            f"; of it, {where}"
+            if where
+            else " (no NVTX range or traced "
+            "call covers most of them: mark the loop's phases with NVTX "
+            "ranges to name it)"
+        )
+        + "."
+    )
     shown = named[:3]
     if any(src == "mpi" for src, _, _ in shown):
-        text += (" A blocking MPI call keeps the host from launching: post the exchange with "
-                 "non-blocking calls (MPI_Isend/MPI_Irecv) and launch the GPU work that does "
-                 "not need it before waiting, or move it to the GPU (CUDA-aware MPI, NCCL).")
-    does = [what for what, api in CUDA_HOST_WORK.items()
-            if any(src == "cuda" and api.match(name) for src, name, _ in shown)]
+        text += (
+            " A blocking MPI call keeps the host from launching: post the exchange with "
+            "non-blocking calls (MPI_Isend/MPI_Irecv) and launch the GPU work that does "
+            "not need it before waiting, or move it to the GPU (CUDA-aware MPI, NCCL)."
+        )
+    does = [
+        what
+        for what, api in CUDA_HOST_WORK.items()
+        if any(src == "cuda" and api.match(name) for src, name, _ in shown)
+    ]
     if does:
-        text += (f" The host {' and '.join(does)} inside the window: do it once before the "
-                 "loop (warm up, allocate once, copy asynchronously from pinned memory).")
+        text += (
+            f" The host {' and '.join(does)} inside the window: do it once before the "
+            "loop (warm up, allocate once, copy asynchronously from pinned memory)."
+        )
     ranges = [name for src, name, _ in shown if src == "nvtx"]
     if any(COMPILING.search(name) for name in ranges):
-        text += (" Compiling kernels on the host (JIT) belongs before the loop you measure: "
-                 "warm up once, or cache the compiled kernels.")
+        text += (
+            " Compiling kernels on the host (JIT) belongs before the loop you measure: "
+            "warm up once, or cache the compiled kernels."
+        )
         ranges = [name for name in ranges if not COMPILING.search(name)]
     if ranges or not named:
         loading = any(DATA_LOADING.search(name) for name in ranges)
-        text += (" Make that host work shorter or run it beside the GPU work (another thread "
-                 "or process" + (", DataLoader num_workers and pin_memory" if loading
-                                 and e.pytorch else "") + ").")
+        text += (
+            " Make that host work shorter or run it beside the GPU work (another thread "
+            "or process"
+            + (", DataLoader num_workers and pin_memory" if loading and e.pytorch else "")
+            + ")."
+        )
     return text
 
 
 def _launch_advice(ns: float, e: Evidence) -> str:
     tiny = ""
     if e.kernels and e.tiny_kernels / e.kernels >= TINY_NOTABLE:
-        tiny = (f" {e.tiny_kernels:,} of the {e.kernels:,} kernels"
-                + (f" of these {e.gpus} GPUs" if e.gpus > 1 else "") + " are shorter than "
-                f"{e.tiny_threshold_ns / 1000:g} us, so launch overhead dominates.")
-    text = (f"The GPU is idle {e.amount(ns)} in gaps under {LONG_GAP_NS / 1000:g} us before "
-            f"kernel launches: launch overhead.{tiny}")
+        tiny = (
+            f" {e.tiny_kernels:,} of the {e.kernels:,} kernels"
+            + (f" of these {e.gpus} GPUs" if e.gpus > 1 else "")
+            + " are shorter than "
+            f"{e.tiny_threshold_ns / 1000:g} us, so launch overhead dominates."
+        )
+    text = (
+        f"The GPU is idle {e.amount(ns)} in gaps under {LONG_GAP_NS / 1000:g} us before "
+        f"kernel launches: launch overhead.{tiny}"
+    )
     if e.graph_launches:
-        return text + (" The program replays CUDA graphs already: put more of each step into "
-                       "the graph (the copies and small kernels launched between replays) or "
-                       "launch less between them.")
-    return text + (" Launch fewer, larger kernels (fuse them), or launch a whole step at once "
-                   "as a CUDA graph" + ("; in PyTorch torch.compile fuses kernels and "
-                                        "mode='reduce-overhead' uses CUDA graphs"
-                                        if e.pytorch else "") + ".")
+        return text + (
+            " The program replays CUDA graphs already: put more of each step into "
+            "the graph (the copies and small kernels launched between replays) or "
+            "launch less between them."
+        )
+    return text + (
+        " Launch fewer, larger kernels (fuse them), or launch a whole step at once "
+        "as a CUDA graph"
+        + (
+            "; in PyTorch torch.compile fuses kernels and mode='reduce-overhead' uses CUDA graphs"
+            if e.pytorch
+            else ""
+        )
+        + "."
+    )
 
 
 def naive_note(t: Totals) -> str | None:
@@ -331,6 +414,8 @@ def naive_note(t: Totals) -> str | None:
     if abs(naive - exact) < NAIVE_MISLEADS:
         return None
     impossible = " (an impossible value)" if not 0 <= naive <= 1 else ""
-    return (f"Note: the usual estimate (compute + comm - span) / comm says {naive:.0%} "
-            f"overlap{impossible}, the exact overlap is {exact:.0%}; summed kernel times "
-            "mislead when streams run at once or the GPU idles.")
+    return (
+        f"Note: the usual estimate (compute + comm - span) / comm says {naive:.0%} "
+        f"overlap{impossible}, the exact overlap is {exact:.0%}; summed kernel times "
+        "mislead when streams run at once or the GPU idles."
+    )

@@ -24,6 +24,7 @@
   `--whole-capture` each device's first to last GPU activity. Outliers inside a window
   given so are named, not set apart.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,12 +32,12 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from nsyswrap.errors import NsysWrapError
 from nsyswrap.engine.queries import run_module
+from nsyswrap.engine.run import Run
+from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.diagnosis import listed
 from nsyswrap.report.figures import NS, figure
 from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
-from nsyswrap.engine.run import Run
 
 OUTLIER = 3.0
 MIN_STEPS_FOR_RULE = 3
@@ -50,9 +51,9 @@ class Window:
     they were chosen."""
 
     options: ReportOptions
-    source: str                  # steps (the default), given (--steps, --window-nvtx),
+    source: str  # steps (the default), given (--steps, --window-nvtx),
     #                              capture (--whole-capture) or activity (no steps)
-    pattern_source: str          # default, given, found or none
+    pattern_source: str  # default, given, found or none
     steps: tuple[int, ...] = ()  # every step number of the capture
     median_ns: float | None = None
     outliers: tuple[dict, ...] = field(default_factory=tuple)  # {step, duration_ns, times, why}
@@ -68,13 +69,23 @@ class Window:
     def as_json(self) -> dict:
         """The report's `window` key (README, "The report as JSON")."""
         return {
-            "source": self.source, "step_pattern": self.options.step_pattern,
-            "pattern_source": self.pattern_source, "steps": list(self.steps),
-            "step_from": self.options.step_from, "step_to": self.options.step_to,
+            "source": self.source,
+            "step_pattern": self.options.step_pattern,
+            "pattern_source": self.pattern_source,
+            "steps": list(self.steps),
+            "step_from": self.options.step_from,
+            "step_to": self.options.step_to,
             "median_step": figure(self.median_ns, NS, "no steps"),
-            "outliers": [{"step": o["step"], "duration": figure(o["duration_ns"], NS),
-                          "times_median": o["times"], "why": o["why"],
-                          "set_apart": o["step"] in self.set_apart} for o in self.outliers],
+            "outliers": [
+                {
+                    "step": o["step"],
+                    "duration": figure(o["duration_ns"], NS),
+                    "times_median": o["times"],
+                    "why": o["why"],
+                    "set_apart": o["step"] in self.set_apart,
+                }
+                for o in self.outliers
+            ],
         }
 
 
@@ -103,8 +114,14 @@ def choose_window(run: Run, options: ReportOptions) -> Window:
         return Window(options, "capture", pattern_source, numbers, median, tuple(outliers))
     if options.limits_window:
         inside = tuple(o for o in outliers if options.selects(o["step"]))
-        return Window(options, "given", pattern_source, numbers, median,
-                      inside if options.window_nvtx is None else ())
+        return Window(
+            options,
+            "given",
+            pattern_source,
+            numbers,
+            median,
+            inside if options.window_nvtx is None else (),
+        )
     if not numbers:
         return Window(options, "activity", pattern_source)
     usual = [s for s in numbers if s not in {o["step"] for o in outliers}]
@@ -112,8 +129,14 @@ def choose_window(run: Run, options: ReportOptions) -> Window:
     # engine computed: nsyswrap.report.planned)
     first = LIKELY_WINDOW[0] if usual[0] == numbers[0] >= LIKELY_WINDOW[0] else usual[0]
     last = LIKELY_WINDOW[1] if usual[-1] == numbers[-1] else usual[-1] + 1
-    return Window(replace(options, step_from=first, step_to=last), "steps", pattern_source,
-                  numbers, median, tuple(outliers))
+    return Window(
+        replace(options, step_from=first, step_to=last),
+        "steps",
+        pattern_source,
+        numbers,
+        median,
+        tuple(outliers),
+    )
 
 
 def find_step_pattern(run: Run) -> str | None:
@@ -121,11 +144,17 @@ def find_step_pattern(run: Run) -> str | None:
     found = run_module(run, "steps.candidates")
     if found.empty:
         return None
-    per = found.groupby("pattern").agg(ranges=("ranges", "max"), numbered=("numbered", "all"),
-                                       consecutive=("consecutive", "all"),
-                                       covered=("covered_ns", "sum"))
-    fit = per[(per.ranges >= 2) & per.consecutive
-              & (per.numbered | per.index.to_series().str.contains(STEP_WORDS))]
+    per = found.groupby("pattern").agg(
+        ranges=("ranges", "max"),
+        numbered=("numbered", "all"),
+        consecutive=("consecutive", "all"),
+        covered=("covered_ns", "sum"),
+    )
+    fit = per[
+        (per.ranges >= 2)
+        & per.consecutive
+        & (per.numbered | per.index.to_series().str.contains(STEP_WORDS))
+    ]
     if fit.empty:
         return None
     return str(fit.sort_values(["covered", "ranges"], ascending=False, kind="stable").index[0])
@@ -142,8 +171,14 @@ def _outliers(durations: pd.Series, median: float | None) -> list[dict]:
     out, usual_seen = [], False
     for step, ns in durations.items():
         if ns > OUTLIER * median:
-            out.append({"step": int(step), "duration_ns": int(ns), "times": round(ns / median, 1),
-                        "why": "warm-up" if not usual_seen else "outlier"})
+            out.append(
+                {
+                    "step": int(step),
+                    "duration_ns": int(ns),
+                    "times": round(ns / median, 1),
+                    "why": "warm-up" if not usual_seen else "outlier",
+                }
+            )
         else:
             usual_seen = True
     return out
@@ -153,12 +188,17 @@ def _refuse_empty(options: ReportOptions, numbers: tuple[int, ...]) -> None:
     lo = "" if options.step_from is None else options.step_from
     hi = "" if options.step_to is None else options.step_to
     if not numbers:
-        raise NsysWrapError(f"--steps {lo}:{hi}", f"selects no step: these reports have no NVTX "
-                            f"step ranges like {options.step_pattern!r}",
-                            "leave --steps out, or pass --step-pattern with the ranges that "
-                            "mark your steps")
+        raise NsysWrapError(
+            f"--steps {lo}:{hi}",
+            f"selects no step: these reports have no NVTX "
+            f"step ranges like {options.step_pattern!r}",
+            "leave --steps out, or pass --step-pattern with the ranges that mark your steps",
+        )
     if not any(options.selects(s) for s in numbers):
-        raise NsysWrapError(f"--steps {lo}:{hi}", f"selects none of the steps these reports have "
-                            f"({listed('step', numbers)}, ranges like "
-                            f"{options.step_pattern!r})",
-                            "choose a window among them")
+        raise NsysWrapError(
+            f"--steps {lo}:{hi}",
+            f"selects none of the steps these reports have "
+            f"({listed('step', numbers)}, ranges like "
+            f"{options.step_pattern!r})",
+            "choose a window among them",
+        )

@@ -11,6 +11,7 @@ after the step the firing rank had begun: the ranks are in step with each other 
 their collectives, so they all begin the window at the same step. At most C (default 1)
 windows are taken, one after the other.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ class CaptureRule:
 
     def text(self) -> str:
         """The rule as `--capture-when` takes it inline."""
-        return ",".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                        for k, v in asdict(self).items())
+        return ",".join(
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in asdict(self).items()
+        )
 
 
 def parse_rule(text: str) -> CaptureRule:
@@ -48,18 +50,23 @@ def parse_rule(text: str) -> CaptureRule:
         try:
             given = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise NsysWrapError(path, f"is not a JSON capture rule ({exc})",
-                                'write e.g. {"slower": 2, "steps": 5}') from None
+            raise NsysWrapError(
+                path, f"is not a JSON capture rule ({exc})", 'write e.g. {"slower": 2, "steps": 5}'
+            ) from None
         if not isinstance(given, dict):
-            raise NsysWrapError(path, "is not a JSON object",
-                                'write e.g. {"slower": 2, "steps": 5}')
+            raise NsysWrapError(
+                path, "is not a JSON object", 'write e.g. {"slower": 2, "steps": 5}'
+            )
     else:
         given = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             name, eq, value = part.partition("=")
             if not eq:
-                raise NsysWrapError(f"{WHERE} {text}", f"{part!r} is not NAME=VALUE",
-                                    "write e.g. slower=2,steps=5 (or the path of a JSON file)")
+                raise NsysWrapError(
+                    f"{WHERE} {text}",
+                    f"{part!r} is not NAME=VALUE",
+                    "write e.g. slower=2,steps=5 (or the path of a JSON file)",
+                )
             given[name.strip()] = value.strip()
     return _rule(given, text)
 
@@ -69,18 +76,24 @@ def _rule(given: dict, text: str) -> CaptureRule:
     unknown = sorted(set(given) - set(known))
     if unknown or "slower" not in given:
         said = f"unknown key {unknown[0]!r}" if unknown else "has no slower=K"
-        raise NsysWrapError(f"{WHERE} {text}", said,
-                            f"use the keys {', '.join(known)}; slower=K (K > 1) is required")
+        raise NsysWrapError(
+            f"{WHERE} {text}",
+            said,
+            f"use the keys {', '.join(known)}; slower=K (K > 1) is required",
+        )
     try:
         values = {k: known[k](v) for k, v in given.items()}
     except (TypeError, ValueError):
-        raise NsysWrapError(f"{WHERE} {text}", "has a value that is not a number",
-                            "write e.g. slower=2,steps=5") from None
+        raise NsysWrapError(
+            f"{WHERE} {text}", "has a value that is not a number", "write e.g. slower=2,steps=5"
+        ) from None
     rule = CaptureRule(**values)
     if not rule.slower > 1 or min(rule.steps, rule.captures, rule.lead) < 1 or rule.after < 1:
-        raise NsysWrapError(f"{WHERE} {text}",
-                            "needs slower > 1 and steps, after, captures, lead >= 1",
-                            "write e.g. slower=2,steps=5")
+        raise NsysWrapError(
+            f"{WHERE} {text}",
+            "needs slower > 1 and steps, after, captures, lead >= 1",
+            "write e.g. slower=2,steps=5",
+        )
     return rule
 
 
@@ -103,15 +116,25 @@ class Watch:
         wrote it first)."""
         history = list(self.recent)
         self.recent.append(ns)
-        if (self.n > self.rule.captures or current < self.busy_until
-                or len(history) < self.rule.after):
+        if (
+            self.n > self.rule.captures
+            or current < self.busy_until
+            or len(history) < self.rule.after
+        ):
             return None
         usual = median(history)
         if ns <= self.rule.slower * usual:
             return None
         start = current + self.rule.lead
-        trigger = {"n": self.n, "start": start, "stop": start + self.rule.steps,
-                   "fired_by": self.rank, "at_step": step, "step_ns": ns, "median_ns": round(usual)}
+        trigger = {
+            "n": self.n,
+            "start": start,
+            "stop": start + self.rule.steps,
+            "fired_by": self.rank,
+            "at_step": step,
+            "step_ns": ns,
+            "median_ns": round(usual),
+        }
         try:
             with open(self.trigger_path(self.n), "x") as fh:
                 json.dump(trigger, fh)

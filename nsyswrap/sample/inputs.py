@@ -1,5 +1,6 @@
 """Which of `nsyswrap report`'s inputs are sample files (imports nothing heavy: a stored
 answer of the nsys path is read without pandas)."""
+
 from __future__ import annotations
 
 import glob

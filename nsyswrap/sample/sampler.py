@@ -13,6 +13,7 @@ out_dir (schema: nsyswrap.sample.schema). Asynchronous collectives (`async_op=Tr
 DDP's gradient all-reduce) end when their work completes, seen by a callback on the work's
 future.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -53,8 +54,21 @@ class _Call:
 
 
 class _Step:
-    __slots__ = ("index", "cuda", "utc_ns", "start", "end", "phases", "open", "nested", "calls",
-                 "call_host", "dropped", "emitted", "mark")
+    __slots__ = (
+        "index",
+        "cuda",
+        "utc_ns",
+        "start",
+        "end",
+        "phases",
+        "open",
+        "nested",
+        "calls",
+        "call_host",
+        "dropped",
+        "emitted",
+        "mark",
+    )
 
     def __init__(self, index: int, cuda: bool, start: tuple, mark):
         self.index, self.cuda, self.utc_ns = index, cuda, time.time_ns()
@@ -69,8 +83,12 @@ class _Step:
 
     def events(self) -> list:
         """The CUDA events of a CUDA step."""
-        marks = [self.start, self.end, *(m for p in self.phases for m in p[1:3]),
-                 *(m for c in self.calls for m in (c.begin, c.end))]
+        marks = [
+            self.start,
+            self.end,
+            *(m for p in self.phases for m in p[1:3]),
+            *(m for c in self.calls for m in (c.begin, c.end)),
+        ]
         return [m[1] for m in marks if m is not None and m[1] is not None]
 
     def ready(self) -> bool:
@@ -87,8 +105,16 @@ class Sampler(observers.Observer):
     """The sampler of this process; `close()` (or the end of a `with` block, or exit)
     writes what is left."""
 
-    def __init__(self, out_dir: Path, every: int, start: int, end: int | None,
-                 ranks: frozenset[int] | None, flush_every: int, rule: CaptureRule | None = None):
+    def __init__(
+        self,
+        out_dir: Path,
+        every: int,
+        start: int,
+        end: int | None,
+        ranks: frozenset[int] | None,
+        flush_every: int,
+        rule: CaptureRule | None = None,
+    ):
         self.every, self.start, self.end, self.flush_every = every, start, end, flush_every
         self.rank = _rank()
         self.enabled = ranks is None or self.rank in ranks
@@ -107,12 +133,26 @@ class Sampler(observers.Observer):
             return
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         self.file = open(self.path, "a", encoding="utf-8")  # a restarted job appends a segment
-        self._write([{"v": schema.VERSION, "kind": "run", "rank": self.rank, "host": short_host(),
-                      "pid": os.getpid(), "utc_epoch_ns": self.clock.utc_epoch_ns,
-                      "monotonic_ns": self.clock.zero, "every": every,
-                      "start": start, "end": end,
-                      "ranks": sorted(ranks) if ranks is not None else None,
-                      "flush_every": flush_every, "nsyswrap": _version()}], flush=True)
+        self._write(
+            [
+                {
+                    "v": schema.VERSION,
+                    "kind": "run",
+                    "rank": self.rank,
+                    "host": short_host(),
+                    "pid": os.getpid(),
+                    "utc_epoch_ns": self.clock.utc_epoch_ns,
+                    "monotonic_ns": self.clock.zero,
+                    "every": every,
+                    "start": start,
+                    "end": end,
+                    "ranks": sorted(ranks) if ranks is not None else None,
+                    "flush_every": flush_every,
+                    "nsyswrap": _version(),
+                }
+            ],
+            flush=True,
+        )
         self._stops.append(observers.observe(self, first=True))
         self._stops.append(_annotate_collectives())
         atexit.register(self.close)
@@ -124,8 +164,12 @@ class Sampler(observers.Observer):
             self._drain()
         if self.watch is not None:
             self._follow_rule(i)
-        if not self.enabled or i < self.start or (i - self.start) % self.every or (
-                self.end is not None and i >= self.end):
+        if (
+            not self.enabled
+            or i < self.start
+            or (i - self.start) % self.every
+            or (self.end is not None and i >= self.end)
+        ):
             return
         if cuda_in_use():
             first = self._cuda_mark()
@@ -250,12 +294,15 @@ class Sampler(observers.Observer):
         self.lines += (json.dumps(r, separators=(",", ":")) + "\n" for r in records)  # rare ones
         if self.file is not None and (flush or len(self.lines) >= self.flush_every):
             try:
-                self.file.write("".join(x if isinstance(x, str) else _step_line(*x)
-                                        for x in self.lines))
+                self.file.write(
+                    "".join(x if isinstance(x, str) else _step_line(*x) for x in self.lines)
+                )
                 self.file.flush()
             except OSError as exc:  # a full disk stops the sampler, never the training
-                print(f"nsyswrap: sampler: cannot write {self.path} ({exc}); sampling stops",
-                      file=sys.stderr)
+                print(
+                    f"nsyswrap: sampler: cannot write {self.path} ({exc}); sampling stops",
+                    file=sys.stderr,
+                )
                 file, self.file = self.file, None
                 with contextlib.suppress(OSError):
                     file.close()
@@ -323,8 +370,10 @@ def _call_head(c: _Call) -> str:
     key = (c.op, c.pg, c.size, c.nbytes)
     head = _heads.get(key)
     if head is None:
-        head = _heads[key] = (f'{{"op":{json.dumps(c.op)},"pg":{json.dumps(c.pg)},"size":{c.size},'
-                              f'"bytes":{c.nbytes},"seq":')
+        head = _heads[key] = (
+            f'{{"op":{json.dumps(c.op)},"pg":{json.dumps(c.pg)},"size":{c.size},'
+            f'"bytes":{c.nbytes},"seq":'
+        )
     return head
 
 
@@ -340,19 +389,30 @@ def _step_line(step: _Step, time_of, begun, ended) -> str:
     phases = ",".join(
         f'{_phase_head(name)}{_n(time_of(b))},"end_ns":{_n(time_of(e))},'
         f'"host_ns":{host(e) - host(b) - (calls_end - calls_begin)}}}'
-        for name, b, e, calls_begin, calls_end in step.phases)
+        for name, b, e, calls_begin, calls_end in step.phases
+    )
     calls = ",".join(
         f'{_call_head(c)}{c.seq},"start_ns":{_n(time_of(c.begin))},"end_ns":{_n(time_of(c.end))},'
-        f'"async":{"true" if c.is_async else "false"}}}' for c in step.calls)
+        f'"async":{"true" if c.is_async else "false"}}}'
+        for c in step.calls
+    )
     timer = "cuda" if step.cuda else "host"
-    return (f'{{"v":{schema.VERSION},"kind":"step","step":{step.index},"timer":"{timer}",'
-            f'"utc_ns":{step.utc_ns},"start_ns":{_n(begun)},"end_ns":{_n(ended)},'
-            f'"phases":[{phases}],"collectives":[{calls}],"dropped":{step.dropped}}}\n')
+    return (
+        f'{{"v":{schema.VERSION},"kind":"step","step":{step.index},"timer":"{timer}",'
+        f'"utc_ns":{step.utc_ns},"start_ns":{_n(begun)},"end_ns":{_n(ended)},'
+        f'"phases":[{phases}],"collectives":[{calls}],"dropped":{step.dropped}}}\n'
+    )
 
 
-def sampler(out_dir: str | Path, every: int = 10, start: int = 0, end: int | None = None,
-            ranks: Iterable[int] | str | None = None, flush_every: int = 50,
-            capture_when: CaptureRule | None = None) -> Sampler:
+def sampler(
+    out_dir: str | Path,
+    every: int = 10,
+    start: int = 0,
+    end: int | None = None,
+    ranks: Iterable[int] | str | None = None,
+    flush_every: int = 50,
+    capture_when: CaptureRule | None = None,
+) -> Sampler:
     """Sample every `every`-th step from `start` (to `end`, exclusive) on `ranks` (default
     every rank; this process's rank comes from the launcher's environment), writing
     `samples.rank<R>.jsonl` into out_dir, `flush_every` records at a time. Steps are
@@ -364,14 +424,19 @@ def sampler(out_dir: str | Path, every: int = 10, start: int = 0, end: int | Non
         print(f"nsyswrap: note: a sampler already writes {_active.path}; using it", file=sys.stderr)
         return _active
     where = "nsyswrap.sampler"
-    for name, value, low in (("every", every, 1), ("start", start, 0),
-                             ("flush_every", flush_every, 1)):
+    for name, value, low in (
+        ("every", every, 1),
+        ("start", start, 0),
+        ("flush_every", flush_every, 1),
+    ):
         if not isinstance(value, int) or value < low:
-            raise NsysWrapError(where, f"{name}={value!r} is not a whole number >= {low}",
-                                f"pass e.g. {name}={low}")
+            raise NsysWrapError(
+                where, f"{name}={value!r} is not a whole number >= {low}", f"pass e.g. {name}={low}"
+            )
     if end is not None and (not isinstance(end, int) or end <= start):
-        raise NsysWrapError(where, f"end={end!r} is not a step after start={start}",
-                            "pass end > start, or None")
+        raise NsysWrapError(
+            where, f"end={end!r} is not a step after start={start}", "pass end > start, or None"
+        )
     if isinstance(ranks, str):
         ranks = parse_ranks(ranks, f"{where}(ranks=...)")
     chosen = None if ranks is None else frozenset(map(int, ranks))

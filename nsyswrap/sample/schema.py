@@ -23,6 +23,7 @@ by a `run` record (a restarted job appends a new one); its other records follow 
 * `end`: the sampler stopped: `sampled`, `skipped` (sampled steps left out: no free CUDA
   event), `unresolved` (steps written before every time was known).
 """
+
 from __future__ import annotations
 
 import re
@@ -35,18 +36,51 @@ INT, STR, BOOL, LIST = (int,), (str,), (bool,), (list,)
 NULL_INT = (int, type(None))
 # kind -> {field: accepted types}; every field is required.
 FIELDS = {
-    "run": {"rank": INT, "host": STR, "pid": INT, "utc_epoch_ns": INT, "monotonic_ns": INT,
-            "every": INT, "start": INT, "end": NULL_INT, "ranks": (list, type(None)),
-            "flush_every": INT, "nsyswrap": STR},
-    "step": {"step": INT, "timer": STR, "utc_ns": INT, "start_ns": NULL_INT, "end_ns": NULL_INT,
-             "phases": LIST, "collectives": LIST, "dropped": INT},
-    "capture": {"n": INT, "start": INT, "stop": INT, "fired_by": INT, "at_step": INT,
-                "step_ns": INT, "median_ns": INT},
+    "run": {
+        "rank": INT,
+        "host": STR,
+        "pid": INT,
+        "utc_epoch_ns": INT,
+        "monotonic_ns": INT,
+        "every": INT,
+        "start": INT,
+        "end": NULL_INT,
+        "ranks": (list, type(None)),
+        "flush_every": INT,
+        "nsyswrap": STR,
+    },
+    "step": {
+        "step": INT,
+        "timer": STR,
+        "utc_ns": INT,
+        "start_ns": NULL_INT,
+        "end_ns": NULL_INT,
+        "phases": LIST,
+        "collectives": LIST,
+        "dropped": INT,
+    },
+    "capture": {
+        "n": INT,
+        "start": INT,
+        "stop": INT,
+        "fired_by": INT,
+        "at_step": INT,
+        "step_ns": INT,
+        "median_ns": INT,
+    },
     "end": {"sampled": INT, "skipped": INT, "unresolved": INT},
 }
 PHASE = {"name": STR, "start_ns": NULL_INT, "end_ns": NULL_INT, "host_ns": NULL_INT}
-COLLECTIVE = {"op": STR, "pg": STR, "size": INT, "bytes": INT, "seq": INT, "start_ns": NULL_INT,
-              "end_ns": NULL_INT, "async": BOOL}
+COLLECTIVE = {
+    "op": STR,
+    "pg": STR,
+    "size": INT,
+    "bytes": INT,
+    "seq": INT,
+    "start_ns": NULL_INT,
+    "end_ns": NULL_INT,
+    "async": BOOL,
+}
 TIMERS = ("cuda", "host")
 
 
@@ -64,11 +98,16 @@ def problem(record) -> str | None:
         return said
     if record["timer"] not in TIMERS:
         return f"has timer {record['timer']!r}, not one of {', '.join(TIMERS)}"
-    for items, spec, what in ((record["phases"], PHASE, "phase"),
-                              (record["collectives"], COLLECTIVE, "collective")):
+    for items, spec, what in (
+        (record["phases"], PHASE, "phase"),
+        (record["collectives"], COLLECTIVE, "collective"),
+    ):
         for item in items:
-            said = (_fields(item, spec, what) if isinstance(item, dict)
-                    else f"a {what} is not an object")
+            said = (
+                _fields(item, spec, what)
+                if isinstance(item, dict)
+                else f"a {what} is not an object"
+            )
             if said:
                 return said
     return None
@@ -80,6 +119,7 @@ def _fields(record: dict, fields: dict, what: str) -> str | None:
             return f"{what} has no field {name!r}"
         value = record[name]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            return f"{what} field {name!r} is {type(value).__name__}, expected " + \
-                   " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            return f"{what} field {name!r} is {type(value).__name__}, expected " + " or ".join(
+                "null" if t is type(None) else t.__name__ for t in types
+            )
     return None

@@ -6,6 +6,7 @@ at a time, and when all are lent the sampler skips a step rather than wait for o
 event is read only once `query()` says it has completed, so the training never waits
 (no synchronize) for the sampler.
 """
+
 from __future__ import annotations
 
 import sys

@@ -4,6 +4,7 @@ size, mtime, content), the view format, nsyswrap's code and version.
 Light on purpose (no pandas, DuckDB or pyarrow): a warm `nsyswrap report` finds its stored
 answer from these alone (see `nsyswrap.report.answers`) before anything heavy loads.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -25,7 +26,9 @@ MIN_FREE_BYTES = 64 << 20  # a cache directory with less room than this counts a
 def cache_root() -> Path:
     """Where normalized reports live: $NSYSWRAP_CACHE_DIR or ~/.cache/nsyswrap, else (when
     that cannot be created or written, or is full) a private temporary directory."""
-    return _usable(Path(os.environ.get("NSYSWRAP_CACHE_DIR") or Path.home() / ".cache" / "nsyswrap"))
+    return _usable(
+        Path(os.environ.get("NSYSWRAP_CACHE_DIR") or Path.home() / ".cache" / "nsyswrap")
+    )
 
 
 @functools.cache
@@ -41,8 +44,10 @@ def _usable(wanted: Path) -> Path:
     except OSError as exc:
         fallback = temp_dir("cache")
         atexit.register(shutil.rmtree, fallback, ignore_errors=True)
-        note(f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for this run "
-             "(set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)")
+        note(
+            f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for this run "
+            "(set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)"
+        )
         return fallback
     return wanted
 
@@ -92,7 +97,9 @@ def code_digest() -> str:
     """Changes whenever nsyswrap's SQL or Python changes (the Dask engine checks that its
     workers run this code)."""
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")) + sorted(sql_root().rglob("*.sql")):
+    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")) + sorted(
+        sql_root().rglob("*.sql")
+    ):
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

@@ -62,8 +62,8 @@ def _sweep(folder: Path, prefixes: tuple[str, ...]) -> None:
         return
     mine = f"{host()}-"
     for name in names:
-        rest = name[len(next(p for p in prefixes if name.startswith(p))):]
-        pid = rest[len(mine):].partition("-")[0] if rest.startswith(mine) else ""
+        rest = name[len(next(p for p in prefixes if name.startswith(p))) :]
+        pid = rest[len(mine) :].partition("-")[0] if rest.startswith(mine) else ""
         if not pid.isdigit() or alive(int(pid)):
             continue  # another host's, a name of an older nsyswrap, or a live process's
         shutil.rmtree(folder / name, ignore_errors=True)

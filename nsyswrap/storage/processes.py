@@ -5,6 +5,7 @@ Each worker of `pool.map_reports` ignores SIGINT (an interrupt is the parent's t
 it stops the workers itself) and runs a watchdog thread that ends the worker when its
 parent dies, even by `kill -9`, so no orphan keeps running.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,9 @@ def start_worker(parent_pid: int) -> None:
     """The pool's initializer, run in each worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     first_ppid = os.getppid()  # the forkserver, which itself ends when the parent does
-    threading.Thread(target=_watch, args=(parent_pid, first_ppid), daemon=True,
-                     name="nsyswrap-lifeline").start()
+    threading.Thread(
+        target=_watch, args=(parent_pid, first_ppid), daemon=True, name="nsyswrap-lifeline"
+    ).start()
 
 
 def _watch(parent_pid: int, first_ppid: int) -> None:

@@ -8,6 +8,7 @@ report carries a rank, ranks follow the order the reports were given in; so they
 record a rank, or the recorded ranks repeat. Duplicate manifest or file-name ranks are
 an error.
 """
+
 from __future__ import annotations
 
 import glob
@@ -63,7 +64,9 @@ def expand(inputs: str | Path | list[str | Path]) -> list[Path]:
         else:
             found.append(path)
     if not found:
-        raise NsysWrapError(None, "no reports given", "pass one or more .sqlite files or a run directory")
+        raise NsysWrapError(
+            None, "no reports given", "pass one or more .sqlite files or a run directory"
+        )
     return found
 
 
@@ -87,19 +90,26 @@ def _manifest_rank(path: Path) -> int | None:
         return None
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise NsysWrapError(manifest, f"entry {i} of its ranks is {type(entry).__name__} "
-                                f"{entry!r:.40}, not an object",
-                                "fix or remove the manifest (nsyswrap launch writes it)")
+            raise NsysWrapError(
+                manifest,
+                f"entry {i} of its ranks is {type(entry).__name__} {entry!r:.40}, not an object",
+                "fix or remove the manifest (nsyswrap launch writes it)",
+            )
         named = [entry.get("sqlite"), entry.get("report"), *_list(entry.get("reports"))]
-        if any(isinstance(n, str) and path.name in (Path(n).name, Path(n).stem + path.suffix)
-               for n in named):
+        if any(
+            isinstance(n, str) and path.name in (Path(n).name, Path(n).stem + path.suffix)
+            for n in named
+        ):
             rank = entry.get("rank")
             if isinstance(rank, str) and re.fullmatch(r"[0-9]+", rank):
                 rank = int(rank)
             if isinstance(rank, bool) or not isinstance(rank, int):
                 said = "no rank" if rank is None else f"the rank {rank!r:.40}, not a whole number"
-                raise NsysWrapError(manifest, f"gives {path.name} {said}",
-                                    "fix or remove the manifest (nsyswrap launch writes it)")
+                raise NsysWrapError(
+                    manifest,
+                    f"gives {path.name} {said}",
+                    "fix or remove the manifest (nsyswrap launch writes it)",
+                )
             return _checked(rank, path, f"from {manifest}")
     return None
 
@@ -111,8 +121,11 @@ def _list(value) -> list:
 def _checked(rank: int, path: Path, source: str) -> int:
     """`rank` if it can be a rank (0 to MAX_RANK), else the one-line error."""
     if not 0 <= rank <= MAX_RANK:
-        raise NsysWrapError(path, f"has rank {rank} ({source}), outside 0 to {MAX_RANK:,}",
-                            "give it its real rank (rename it, or pass --rank-pattern)")
+        raise NsysWrapError(
+            path,
+            f"has rank {rank} ({source}), outside 0 to {MAX_RANK:,}",
+            "give it its real rank (rename it, or pass --rank-pattern)",
+        )
     return rank
 
 
@@ -128,7 +141,10 @@ def _recorded_rank(path: Path) -> tuple[int | None, str]:
     (`MPI Rank N`), else the process environment (capture metadata, then the target's
     DeviceEnvironment), variables in ENV_RANKS order. SLURM_PROCID is last: under
     mpirun inside one SLURM task it is 0 on every rank."""
-    from nsyswrap.storage.sqlite_source import connect_readonly, wal_applied  # (pyarrow: not for `expand`)
+    from nsyswrap.storage.sqlite_source import (  # (pyarrow: not for `expand`)
+        connect_readonly,
+        wal_applied,
+    )
 
     with wal_applied(path):
         return _recorded_in(connect_readonly(path), path)
@@ -137,12 +153,20 @@ def _recorded_rank(path: Path) -> tuple[int | None, str]:
 def _recorded_in(con, path: Path) -> tuple[int | None, str]:
     """`_recorded_rank` read over `con`, the report's connection (closed here)."""
     try:
-        mpi = {m.group(1) for v in _rows(con, "SELECT text FROM NVTX_EVENTS WHERE eventType = 39")
-               if (m := re.fullmatch(r"MPI Rank ([0-9]+)", v))}
+        mpi = {
+            m.group(1)
+            for v in _rows(con, "SELECT text FROM NVTX_EVENTS WHERE eventType = 39")
+            if (m := re.fullmatch(r"MPI Rank ([0-9]+)", v))
+        }
         if len(mpi) == 1:
             return _checked(int(mpi.pop()), path, "from its MPI thread name"), "MPI rank (nsys)"
-        env = _rows(con, "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'")
-        for blob in _rows(con, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"):
+        env = _rows(
+            con,
+            "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'",
+        )
+        for blob in _rows(
+            con, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"
+        ):
             env += re.split(r"[\x00;\n]", blob)
     finally:
         con.close()
@@ -157,7 +181,9 @@ def _recorded_in(con, path: Path) -> tuple[int | None, str]:
 def capture_identity(path: Path) -> tuple | None:
     """(session start in UTC ns, host, the processes' pids) of a report, or None when it
     records no session start or no process: two reports alike are one capture."""
-    from nsyswrap.storage.sqlite_source import connect_readonly  # (it loads pyarrow: not for `expand`)
+    from nsyswrap.storage.sqlite_source import (
+        connect_readonly,  # (it loads pyarrow: not for `expand`)
+    )
 
     con = connect_readonly(path)
     try:
@@ -195,8 +221,12 @@ def refuse_duplicates(paths: list[Path]) -> None:
         key = capture_identity(path)
         if key is not None and key in seen:
             pids = ", ".join(map(str, key[2]))
-            raise NsysWrapError(path, f"is the same capture as {seen[key]} (session start "
-                                f"{key[0]} ns UTC, processes {pids})", "give each capture once")
+            raise NsysWrapError(
+                path,
+                f"is the same capture as {seen[key]} (session start "
+                f"{key[0]} ns UTC, processes {pids})",
+                "give each capture once",
+            )
         seen.setdefault(key, path)
     by_size: dict[int, list[Path]] = {}
     for path in files:
@@ -206,16 +236,19 @@ def refuse_duplicates(paths: list[Path]) -> None:
         for path in same_size:
             first = digests.setdefault(_digest(path), path)
             if first is not path:
-                raise NsysWrapError(path, f"has the same content as {first}",
-                                    "give each capture once")
+                raise NsysWrapError(
+                    path, f"has the same content as {first}", "give each capture once"
+                )
 
 
 def _named_rank(found: str | None, path: Path, rank_pattern: str) -> int:
     """The rank that the group of `--rank-pattern` found in the file name."""
     if found is None or not re.fullmatch(r"[0-9]+", found):
-        raise NsysWrapError(f"--rank-pattern {rank_pattern}",
-                            f"finds {found!r} in {path.name}, not a rank number",
-                            r"make its group match the digits, e.g. 'rank(\d+)'")
+        raise NsysWrapError(
+            f"--rank-pattern {rank_pattern}",
+            f"finds {found!r} in {path.name}, not a rank number",
+            r"make its group match the digits, e.g. 'rank(\d+)'",
+        )
     return _checked(int(found), path, "from its file name")
 
 
@@ -224,11 +257,17 @@ def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) ->
     try:
         pattern = re.compile(rank_pattern)
     except re.error as exc:
-        raise NsysWrapError(f"--rank-pattern {rank_pattern}", f"is not a regular expression ({exc})",
-                            r"write e.g. 'rank(\d+)'") from None
+        raise NsysWrapError(
+            f"--rank-pattern {rank_pattern}",
+            f"is not a regular expression ({exc})",
+            r"write e.g. 'rank(\d+)'",
+        ) from None
     if pattern.groups < 1:
-        raise NsysWrapError(f"--rank-pattern {rank_pattern}", "has no group for the rank number",
-                            r"write e.g. 'rank(\d+)'")
+        raise NsysWrapError(
+            f"--rank-pattern {rank_pattern}",
+            "has no group for the rank number",
+            r"write e.g. 'rank(\d+)'",
+        )
     found: list[tuple[Path, int | None, str]] = []
     for path in paths:
         rank, source = _manifest_rank(path), "manifest"
@@ -255,6 +294,10 @@ def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) ->
         if rank in seen:
             if seen[rank].resolve() == path.resolve():
                 raise NsysWrapError(path, "is given twice", "pass each report once")
-            raise NsysWrapError(path, f"has rank {rank}, like {seen[rank]}", "pass one report per rank")
+            raise NsysWrapError(
+                path, f"has rank {rank}, like {seen[rank]}", "pass one report per rank"
+            )
         seen[rank] = path
-    return sorted((Report(rank, path, source) for path, rank, source in found), key=lambda r: r.rank)
+    return sorted(
+        (Report(rank, path, source) for path, rank, source in found), key=lambda r: r.rank
+    )

@@ -1,4 +1,5 @@
 """The packaged `sql/` folder: found in an installed wheel and in a source checkout."""
+
 from __future__ import annotations
 
 from pathlib import Path

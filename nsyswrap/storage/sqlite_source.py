@@ -11,6 +11,7 @@ characters, so one bad name never makes a report unreadable. A value that is not
 number in an INTEGER column (text, a fraction) reads as NULL, never as 0. The
 `data_quality` view counts both, and the events they leave out.
 """
+
 from __future__ import annotations
 
 import os
@@ -96,7 +97,9 @@ def table_columns(con: sqlite3.Connection) -> dict[str, set[str]]:
     return {t: {r[1] for r in con.execute(f'PRAGMA table_info("{t}")')} for t in tables}
 
 
-def typed_select(table: str, columns: dict[str, str], present: set[str] | None, where: str | None = None) -> str:
+def typed_select(
+    table: str, columns: dict[str, str], present: set[str] | None, where: str | None = None
+) -> str:
     """SQLite text selecting `columns` (name -> INTEGER/REAL/TEXT) with a prototype row first,
     and `_not_integer` (filled in by `read_batches`).
 
@@ -110,13 +113,16 @@ def typed_select(table: str, columns: dict[str, str], present: set[str] | None, 
     if present is None:
         return f"SELECT {proto}, 0 AS _not_integer, 1 AS _proto"
     body = ", ".join(
-        (_integer(c) if t == "INTEGER" else f'CAST("{c}" AS {t})') + f' AS "{c}"' if c in present
+        (_integer(c) if t == "INTEGER" else f'CAST("{c}" AS {t})') + f' AS "{c}"'
+        if c in present
         else f'CAST(NULL AS {t}) AS "{c}"'
         for c, t in columns.items()
     )
     filter_ = f" WHERE {where}" if where else ""
-    return (f'SELECT {proto}, 0 AS _not_integer, 1 AS _proto UNION ALL '
-            f'SELECT {body}, 0, 0 FROM "{table}"{filter_}')
+    return (
+        f"SELECT {proto}, 0 AS _not_integer, 1 AS _proto UNION ALL "
+        f'SELECT {body}, 0, 0 FROM "{table}"{filter_}'
+    )
 
 
 def _integer(column: str) -> str:
@@ -124,8 +130,10 @@ def _integer(column: str) -> str:
     the value with its CAST compares numbers (text that reads as one is converted), so 'n/a'
     (CAST: 0), 2.5 (CAST: 2) and 9.3e18 (CAST: the int64 limit) all differ from theirs."""
     c = f'"{column}"'
-    return (f"CASE WHEN CAST({c} AS INTEGER) = {c} THEN CAST({c} AS INTEGER) "
-            f"WHEN {c} IS NOT NULL THEN {NOT_INTEGER} END")
+    return (
+        f"CASE WHEN CAST({c} AS INTEGER) = {c} THEN CAST({c} AS INTEGER) "
+        f"WHEN {c} IS NOT NULL THEN {NOT_INTEGER} END"
+    )
 
 
 def read_batches(path: Path, query: str) -> pa.RecordBatchReader:
@@ -140,8 +148,10 @@ def read_batches(path: Path, query: str) -> pa.RecordBatchReader:
         reader = cur.fetch_record_batch()
     except Exception as exc:  # the driver raises its own error types (its first line: no SQL)
         raise limit_error(exc) or NsysWrapError(
-            path, f"cannot be read ({str(exc).splitlines()[0]})",
-            "check the file is a complete nsys SQLite export") from exc
+            path,
+            f"cannot be read ({str(exc).splitlines()[0]})",
+            "check the file is a complete nsys SQLite export",
+        ) from exc
 
     def batches():
         try:
@@ -149,8 +159,11 @@ def read_batches(path: Path, query: str) -> pa.RecordBatchReader:
                 yield _cleaned(batch)
         except Exception as exc:  # DuckDB, which reads the batches, says only its own words
             READ_FAILURES[path] = NsysWrapError(
-                path, f"cannot be read to the end ({str(exc).splitlines()[0]}): it changed or was "
-                "cut short while being read, or is damaged", "re-export or copy the report again")
+                path,
+                f"cannot be read to the end ({str(exc).splitlines()[0]}): it changed or was "
+                "cut short while being read, or is damaged",
+                "re-export or copy the report again",
+            )
             raise
         finally:
             cur.close()
@@ -176,7 +189,9 @@ def _cleaned(batch: pa.RecordBatch) -> pa.RecordBatch:
                 column.validate(full=True)
             except pa.ArrowInvalid:
                 raw = column.view(pa.binary()).to_pylist()
-                columns[i] = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw], pa.string())
+                columns[i] = pa.array(
+                    [None if b is None else b.decode("utf-8", "replace") for b in raw], pa.string()
+                )
         elif pa.types.is_int64(column.type) and pc.min(column).as_py() == NOT_INTEGER:
             hit = pc.fill_null(pc.equal(column, NOT_INTEGER), False)
             columns[i] = pc.if_else(hit, pa.scalar(None, pa.int64()), column)

@@ -23,6 +23,7 @@ store holds); by default a quarter (`DEFAULT_CAP`).
 Light on purpose (the standard library only): a warm `nsyswrap report` finds, uses and
 keeps its stored answer with it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,9 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from nsyswrap.errors import NsysWrapError, limit_error, note
 from nsyswrap.storage import processes
 from nsyswrap.storage.cache_keys import cache_root
-from nsyswrap.errors import NsysWrapError, limit_error, note
 from nsyswrap.storage.leftovers import tag
 
 KINDS = ("views", "objects", "runs", "answers")
@@ -166,8 +167,11 @@ def cap_bytes(spec: str | None = None) -> int:
         return int(float(m[1]) / 100 * (shutil.disk_usage(root).free + _total(entries())))
     if m := _SIZE.match(spec):
         return int(float(m[1]) * _UNITS[m[2].lower()])
-    raise NsysWrapError(f"--cache-max {spec}", "is not a size or a share of the disk",
-                        "write e.g. --cache-max 20G, 500M or 10%")
+    raise NsysWrapError(
+        f"--cache-max {spec}",
+        "is not a size or a share of the disk",
+        "write e.g. --cache-max 20G, 500M or 10%",
+    )
 
 
 def entries() -> list[dict]:
@@ -185,9 +189,16 @@ def entries() -> list[dict]:
                 used = path.stat().st_mtime
             except (OSError, ValueError):  # being removed, or written before the index
                 continue
-            out.append({"path": path, "kind": kind, "name": index.get("name", ""),
-                        "about": index.get("about", ""), "bytes": int(index.get("bytes", 0)),
-                        "used": used})
+            out.append(
+                {
+                    "path": path,
+                    "kind": kind,
+                    "name": index.get("name", ""),
+                    "about": index.get("about", ""),
+                    "bytes": int(index.get("bytes", 0)),
+                    "used": used,
+                }
+            )
     return out
 
 
@@ -271,11 +282,19 @@ def info(spec: str = "") -> dict:
     for kind in KINDS:
         mine = [e for e in found if e["kind"] == kind]
         last = max((e["used"] for e in mine), default=None)
-        rows.append({"kind": kind, "entries": len(mine), "bytes": _total(mine),
-                     "in_use": sum(str(e["path"]) in held for e in mine),
-                     "last_used": time.strftime("%Y-%m-%d %H:%M", time.gmtime(last)) if last else ""
-                     })
+        rows.append(
+            {
+                "kind": kind,
+                "entries": len(mine),
+                "bytes": _total(mine),
+                "in_use": sum(str(e["path"]) in held for e in mine),
+                "last_used": time.strftime("%Y-%m-%d %H:%M", time.gmtime(last)) if last else "",
+            }
+        )
     total = _total(found)
-    summary = [f"cache {cache_root()}:", f"{len(found):,} entries, {human(total)} of a cap of "
-               f"{human(cap)} (--cache-max {spec or os.environ.get(CAP_VARIABLE) or DEFAULT_CAP})"]
+    summary = [
+        f"cache {cache_root()}:",
+        f"{len(found):,} entries, {human(total)} of a cap of "
+        f"{human(cap)} (--cache-max {spec or os.environ.get(CAP_VARIABLE) or DEFAULT_CAP})",
+    ]
     return {"summary": summary, "kinds": pd.DataFrame(rows)}

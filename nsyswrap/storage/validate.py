@@ -1,4 +1,5 @@
 """Checks that a path is a complete, readable Nsight Systems SQLite export."""
+
 from __future__ import annotations
 
 import errno
@@ -23,8 +24,12 @@ RAW_REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
 EXPORT_HINT = "export it first: nsyswrap export RUN_DIR (or nsys export --type sqlite FILE)"
 
 
-SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+SPECIAL = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def special_file(mode: int) -> str | None:
@@ -40,29 +45,40 @@ def check_readable(path: Path) -> None:
     try:
         mode = os.stat(path).st_mode
         if special_file(mode):
-            raise NsysWrapError(path, f"is {special_file(mode)}, not a report file",
-                                "pass the .sqlite files themselves (or move it out of the run "
-                                "directory)")
+            raise NsysWrapError(
+                path,
+                f"is {special_file(mode)}, not a report file",
+                "pass the .sqlite files themselves (or move it out of the run directory)",
+            )
         if stat.S_ISDIR(mode):
             os.listdir(path)
         else:
             open(path, "rb").close()
     except FileNotFoundError:
         if os.path.islink(path):
-            raise NsysWrapError(path, f"is a broken symbolic link (to {os.readlink(path)})", "check the path") from None
+            raise NsysWrapError(
+                path, f"is a broken symbolic link (to {os.readlink(path)})", "check the path"
+            ) from None
         raise NsysWrapError(path, "does not exist", "check the path") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise NsysWrapError(path, "is a symbolic link loop", "point the link at a report") from None
-        raise NsysWrapError(path, f"cannot be read ({exc.strerror})",
-                            "make it readable (and its directory searchable) or copy it somewhere readable") from None
+            raise NsysWrapError(
+                path, "is a symbolic link loop", "point the link at a report"
+            ) from None
+        raise NsysWrapError(
+            path,
+            f"cannot be read ({exc.strerror})",
+            "make it readable (and its directory searchable) or copy it somewhere readable",
+        ) from None
 
 
 def check_header(path: Path) -> None:
     """Reject missing, unreadable, empty, non-SQLite and truncated files without opening them."""
     check_readable(path)
     if path.is_dir():
-        raise NsysWrapError(path, "is a directory inside a run directory", "pass the report files themselves")
+        raise NsysWrapError(
+            path, "is a directory inside a run directory", "pass the report files themselves"
+        )
     if path.suffix in RAW_REPORT_SUFFIXES:
         raise NsysWrapError(path, "is an nsys report, not its SQLite export", EXPORT_HINT)
     size = path.stat().st_size
@@ -71,9 +87,15 @@ def check_header(path: Path) -> None:
     with path.open("rb") as fh:
         head = fh.read(100)
     if not head.startswith(SQLITE_MAGIC):
-        raise NsysWrapError(path, "is not an SQLite database", "pass the .sqlite file written by nsys export --type sqlite")
+        raise NsysWrapError(
+            path,
+            "is not an SQLite database",
+            "pass the .sqlite file written by nsys export --type sqlite",
+        )
     if len(head) < 100:
-        raise NsysWrapError(path, "is truncated (incomplete SQLite header)", "re-export or copy the report again")
+        raise NsysWrapError(
+            path, "is truncated (incomplete SQLite header)", "re-export or copy the report again"
+        )
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(head[28:32], "big")
@@ -97,12 +119,17 @@ def inspect_tables(path: Path) -> dict[str, set[str]]:
             con = connect_readonly(path)
             try:
                 tables = table_columns(con)
-                has_events = any(con.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchall()
-                                 for t in EVENT_TABLES if t in tables)
+                has_events = any(
+                    con.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchall()
+                    for t in EVENT_TABLES
+                    if t in tables
+                )
             finally:
                 con.close()
     except sqlite3.DatabaseError as exc:
-        raise NsysWrapError(path, f"is a damaged SQLite file ({exc})", "re-export or copy the report again") from exc
+        raise NsysWrapError(
+            path, f"is a damaged SQLite file ({exc})", "re-export or copy the report again"
+        ) from exc
     if "StringIds" not in tables or not any(t in tables for t in META_TABLES):
         raise NsysWrapError(
             path,

@@ -17,6 +17,7 @@ kernel is two look-ups, never another pass over the activities. A row that ends 
 stretch of its device carries where the stretch started and the work that ends it; an idle
 gap of a window is such a stretch cut at the window's edges.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,14 +33,27 @@ BLOCK = 64
 COMPUTE, COMM, COPY, ZERO, BAD = 0, 1, 2, 3, 6
 """Sweep codes: an activity of each set, a zero-length activity (it splits idle gaps and
 adds no time), one that ends before it starts or never (only its start counts)."""
-STATE = ("compute_end_ns", "comm_end_ns", "copy_end_ns", "compute_ns", "comm_ns", "copy_ns",
-         "compute_comm_ns", "busy_ns")
+STATE = (
+    "compute_end_ns",
+    "comm_end_ns",
+    "copy_end_ns",
+    "compute_ns",
+    "comm_ns",
+    "copy_ns",
+    "compute_comm_ns",
+    "busy_ns",
+)
 SETS = ("c", "m", "p", "cm", "a")  # compute, comm, copy, compute or comm, any activity
 ENDS = {"c": (0,), "m": (1,), "p": (2,), "cm": (0, 1), "a": (0, 1, 2)}
 """The furthest ends (of compute, comm, copies: STATE[0:3]) each set's union is swept
 against."""
-ADDS = {"c": (COMPUTE,), "m": (COMM,), "p": (COPY,), "cm": (COMPUTE, COMM),
-        "a": (COMPUTE, COMM, COPY)}
+ADDS = {
+    "c": (COMPUTE,),
+    "m": (COMM,),
+    "p": (COPY,),
+    "cm": (COMPUTE, COMM),
+    "a": (COMPUTE, COMM, COPY),
+}
 """The codes whose time each set's union adds."""
 GROWS = ((COMPUTE, ZERO), (COMM,), (COPY,))
 """The codes whose ends each furthest end (compute, comm, copies) takes."""
@@ -65,8 +79,9 @@ class Device:
 
     def __post_init__(self):
         ends = (self.end != NONE) & (self.end >= self.start)
-        self.code = np.where(~ends, BAD, np.where(self.end == self.start, ZERO, self.activity)
-                             ).astype(np.int8)
+        self.code = np.where(
+            ~ends, BAD, np.where(self.end == self.start, ZERO, self.activity)
+        ).astype(np.int8)
         self.sweep_end = np.where(ends, self.end, self.start)
 
     def covered(self, x: str, t) -> np.ndarray:
@@ -106,8 +121,11 @@ class Device:
         return int(self.sweep_end[ok].max()) if ok.any() else NONE
 
 
-EMPTY = Device(*(np.zeros(0, np.int64) for _ in range(7)), pa.nulls(0, pa.string()),
-               np.zeros((0, len(STATE)), np.int64))
+EMPTY = Device(
+    *(np.zeros(0, np.int64) for _ in range(7)),
+    pa.nulls(0, pa.string()),
+    np.zeros((0, len(STATE)), np.int64),
+)
 
 _BUILT: dict = {}
 """The last timeline built or read in this process: {the run's cached reports:
@@ -118,51 +136,91 @@ other in one task (one worker), so those read off the timeline find it here."""
 def build(inputs) -> dict[str, pa.Table]:
     """`device_timeline` and `nccl_overlap`: the activities read once, one sort per
     device, its sweep; each NCCL kernel's overlap looked up in it."""
-    rows = inputs.arrow("kernels", ["rank", "device", "start_ns", "end_ns", "kind", "is_comm",
-                                    "pid", "correlation_id", "name", "stream", "dur_ns"])
+    rows = inputs.arrow(
+        "kernels",
+        [
+            "rank",
+            "device",
+            "start_ns",
+            "end_ns",
+            "kind",
+            "is_comm",
+            "pid",
+            "correlation_id",
+            "name",
+            "stream",
+            "dur_ns",
+        ],
+    )
     rows = rows.filter(pc.is_valid(rows["start_ns"]))
     nccl = _nccl_kernels(rows)
     copy = pc.fill_null(pc.is_in(rows["kind"], pa.array(["memcpy", "memset"])), False)
     copy = copy.to_numpy(zero_copy_only=False)
     comm = pc.fill_null(rows["is_comm"], False).to_numpy(zero_copy_only=False)
     activity = np.where(comm, COMM, np.where(copy, COPY, COMPUTE)).astype(np.uint8)
-    launch = _first_calls(_ints(rows["pid"], -1), _ints(rows["correlation_id"], -1),
-                          inputs.arrow("launches", ["pid", "correlation_id", "start_ns"]))
-    col = {"rank": _ints(rows["rank"]), "device": _ints(rows["device"]),
-           "start": _ints(rows["start_ns"]), "end": _ints(rows["end_ns"], NONE),
-           "activity": activity, "kernel": ~copy,
-           "launch": launch}
+    launch = _first_calls(
+        _ints(rows["pid"], -1),
+        _ints(rows["correlation_id"], -1),
+        inputs.arrow("launches", ["pid", "correlation_id", "start_ns"]),
+    )
+    col = {
+        "rank": _ints(rows["rank"]),
+        "device": _ints(rows["device"]),
+        "start": _ints(rows["start_ns"]),
+        "end": _ints(rows["end_ns"], NONE),
+        "activity": activity,
+        "kernel": ~copy,
+        "launch": launch,
+    }
     order = np.lexsort((col["start"], col["device"], col["rank"]))
     col = {c: v if _constant(v) else v[order] for c, v in col.items()}
     names, name_id = _name_ids(rows["name"], order)
     del rows, comm, copy, activity, launch
-    rank, device, start, end, launch = (col[c] for c in ("rank", "device", "start", "end",
-                                                         "launch"))
+    rank, device, start, end, launch = (
+        col[c] for c in ("rank", "device", "start", "end", "launch")
+    )
     n = len(start)
     ends_idle, idle_since = np.zeros(n, bool), np.full(n, NONE)
     named, next_launch = np.full(n, -1, np.int32), np.full(n, NONE)
     devices, states = {}, []
     for lo, hi in groups(rank, device):
-        line = Device(start[lo:hi], end[lo:hi], col["activity"][lo:hi], launch[lo:hi],
-                      ends_idle[lo:hi], idle_since[lo:hi], next_launch[lo:hi], pa.nulls(0),
-                      np.empty((0, 0)))
+        line = Device(
+            start[lo:hi],
+            end[lo:hi],
+            col["activity"][lo:hi],
+            launch[lo:hi],
+            ends_idle[lo:hi],
+            idle_since[lo:hi],
+            next_launch[lo:hi],
+            pa.nulls(0),
+            np.empty((0, 0)),
+        )
         line.state = _sweep(line)
         states.append((lo, hi, line.state))
         # the work ending each idle stretch, and that starting with rows without a usable
         # end (the only work that can start inside an idle stretch, where a window may end)
         at = np.flatnonzero(line.ends_idle | (line.code == BAD))
-        named[lo + at], line.next_launch[at] = _work_at(line.start, at, name_id[lo:hi],
-                                                        line.launch)
+        named[lo + at], line.next_launch[at] = _work_at(line.start, at, name_id[lo:hi], line.launch)
         line.next_name = _named(names, named[lo:hi])
         devices[int(rank[lo]), int(device[lo])] = line
     _remember(inputs, devices)
     return {
-        "device_timeline": pa.table({
-            "rank": rank, "device": device, "start_ns": start, "end_ns": nullable(end),
-            "activity": col["activity"], "kernel": col["kernel"], "launch_ns": nullable(launch),
-            **{c: _at_blocks(states, k, n) for k, c in enumerate(STATE)},
-            "ends_idle": ends_idle, "idle_since_ns": nullable(idle_since),
-            "next_name": _named(names, named), "next_launch_ns": nullable(next_launch)}),
+        "device_timeline": pa.table(
+            {
+                "rank": rank,
+                "device": device,
+                "start_ns": start,
+                "end_ns": nullable(end),
+                "activity": col["activity"],
+                "kernel": col["kernel"],
+                "launch_ns": nullable(launch),
+                **{c: _at_blocks(states, k, n) for k, c in enumerate(STATE)},
+                "ends_idle": ends_idle,
+                "idle_since_ns": nullable(idle_since),
+                "next_name": _named(names, named),
+                "next_launch_ns": nullable(next_launch),
+            }
+        ),
         "nccl_overlap": _nccl_overlap(nccl, devices),
     }
 
@@ -186,15 +244,20 @@ def _sweep(line: Device) -> np.ndarray:
     blocks = slice(0, len(s), BLOCK)
     out = [c[blocks], m[blocks], p[blocks]]
     added = np.empty_like(s)
-    for member, before in ((compute, c), (comm, m), (copy, p), (compute | comm, cm),
-                           (compute | comm | copy, a)):
+    for member, before in (
+        (compute, c),
+        (comm, m),
+        (copy, p),
+        (compute | comm, cm),
+        (compute | comm | copy, a),
+    ):
         np.maximum(s, before, out=added)
         np.subtract(e, added, out=added)
         np.maximum(added, 0, out=added)
         added[~member] = 0
         np.cumsum(added, out=added)
         # the union before each block: what the rows before its first one added
-        out.append(np.r_[0, added[BLOCK - 1:len(s) - 1:BLOCK]])
+        out.append(np.r_[0, added[BLOCK - 1 : len(s) - 1 : BLOCK]])
     line.ends_idle[:] = (code <= ZERO) & (s > a)
     line.idle_since[line.ends_idle] = a[line.ends_idle]
     return np.stack(out, axis=1)
@@ -204,10 +267,25 @@ def _nccl_kernels(rows: pa.Table) -> pa.Table:
     """The NCCL kernels of the activities, in (rank, device, start, pid, stream,
     correlation id) order."""
     rows = rows.filter(pc.equal(rows["kind"], "nccl"))
-    rows = rows.select(["rank", "pid", "device", "stream", "correlation_id", "name", "start_ns",
-                        "end_ns", "dur_ns"])
-    return rows.sort_by([(c, "ascending") for c in ("rank", "device", "start_ns", "pid",
-                                                    "stream", "correlation_id")])
+    rows = rows.select(
+        [
+            "rank",
+            "pid",
+            "device",
+            "stream",
+            "correlation_id",
+            "name",
+            "start_ns",
+            "end_ns",
+            "dur_ns",
+        ]
+    )
+    return rows.sort_by(
+        [
+            (c, "ascending")
+            for c in ("rank", "device", "start_ns", "pid", "stream", "correlation_id")
+        ]
+    )
 
 
 def _nccl_overlap(rows: pa.Table, devices: dict) -> pa.Table:
@@ -245,8 +323,9 @@ def _at_blocks(states: list[tuple[int, int, np.ndarray]], k: int, n: int) -> pa.
         return pa.nulls(n, pa.int64())
     run_ends, value, null = (np.concatenate(x) for x in (ends, values, nulls))
     kept = np.r_[True, run_ends[1:] > run_ends[:-1]]  # no empty runs (a one-row last block)
-    return pa.RunEndEncodedArray.from_arrays(pa.array(run_ends[kept].astype(np.int32)),
-                                             pa.array(value[kept], mask=null[kept]))
+    return pa.RunEndEncodedArray.from_arrays(
+        pa.array(run_ends[kept].astype(np.int32)), pa.array(value[kept], mask=null[kept])
+    )
 
 
 def _name_ids(names: pa.ChunkedArray, order: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -268,10 +347,12 @@ def _first_calls(pid: np.ndarray, cid: np.ndarray, calls: pa.Table) -> np.ndarra
     calls = calls.filter(pc.is_valid(calls["start_ns"]))
     call_pid, call_cid = _ints(calls["pid"], -1), _ints(calls["correlation_id"], -1)
     call_start = _ints(calls["start_ns"])
-    if len(call_cid) and not (max(cid.max(initial=0), call_cid.max()) < 1 << 32
-                              and max(pid.max(initial=0), call_pid.max()) < 1 << 30):
+    if len(call_cid) and not (
+        max(cid.max(initial=0), call_cid.max()) < 1 << 32
+        and max(pid.max(initial=0), call_pid.max()) < 1 << 30
+    ):
         ids = np.unique(np.r_[cid, call_cid], return_inverse=True)[1].reshape(-1)  # (rare)
-        cid, call_cid = ids[:len(cid)], ids[len(cid):]
+        cid, call_cid = ids[: len(cid)], ids[len(cid) :]
     call_key = (call_pid << 32) | call_cid
     order = np.argsort(call_key, kind="stable")
     keys, starts = call_key[order], call_start[order]
@@ -286,15 +367,16 @@ def _first_calls(pid: np.ndarray, cid: np.ndarray, calls: pa.Table) -> np.ndarra
     return np.where(found, starts[at], NONE)
 
 
-def _work_at(start: np.ndarray, rows: np.ndarray, name_id: np.ndarray,
-             launch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _work_at(
+    start: np.ndarray, rows: np.ndarray, name_id: np.ndarray, launch: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """For each of `rows` (of one device), the work starting when it starts (every row
     with that start): its name (see work_named) and first launch call (NONE: none)."""
     first = np.searchsorted(start, start[rows], side="left")
     past = np.searchsorted(start, start[rows], side="right")
     names, launches = name_id[rows].astype(np.int64), launch[rows].astype(np.int64)
     for i in np.flatnonzero(past - first > 1):  # several rows start together: rare
-        names[i], launches[i] = work_named(name_id[first[i]:past[i]], launch[first[i]:past[i]])
+        names[i], launches[i] = work_named(name_id[first[i] : past[i]], launch[first[i] : past[i]])
     return names, launches
 
 
@@ -314,8 +396,9 @@ def work_named(names: np.ndarray, launches: np.ndarray) -> tuple[int, int]:
 
 def _named(names: list[str], ids: np.ndarray) -> pa.Array:
     """Names by their index in `names` (-1: NULL), dictionary-encoded."""
-    return pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32(), mask=ids < 0),
-                                          pa.array(names, pa.string()))
+    return pa.DictionaryArray.from_arrays(
+        pa.array(ids, pa.int32(), mask=ids < 0), pa.array(names, pa.string())
+    )
 
 
 def _constant(values: np.ndarray) -> bool:
@@ -373,9 +456,22 @@ def timeline(inputs) -> dict[tuple[int, int], Device]:
     by rank, device and start, each block's state on its first row)."""
     if inputs.cached and _token(inputs) in _BUILT:
         return _BUILT[_token(inputs)]
-    rows = inputs.arrow("device_timeline", [
-        "rank", "device", "start_ns", "end_ns", "activity", "launch_ns", "ends_idle",
-        "idle_since_ns", "next_launch_ns", "next_name", *STATE])
+    rows = inputs.arrow(
+        "device_timeline",
+        [
+            "rank",
+            "device",
+            "start_ns",
+            "end_ns",
+            "activity",
+            "launch_ns",
+            "ends_idle",
+            "idle_since_ns",
+            "next_launch_ns",
+            "next_name",
+            *STATE,
+        ],
+    )
     rank, device = _ints(rows["rank"]), _ints(rows["device"])
     devices = {}
     for lo, hi in groups(rank, device):
@@ -388,9 +484,15 @@ def timeline(inputs) -> dict[tuple[int, int], Device]:
             raise RuntimeError("device_timeline was read out of its stored order")
         state = np.stack([_ints(part[c], NONE)[::BLOCK] for c in STATE], axis=1)
         devices[key] = Device(
-            start, _ints(part["end_ns"], NONE), part["activity"].to_numpy(),
-            _ints(part["launch_ns"], NONE), part["ends_idle"].to_numpy(zero_copy_only=False),
-            _ints(part["idle_since_ns"], NONE), _ints(part["next_launch_ns"], NONE),
-            part["next_name"].combine_chunks(), state)
+            start,
+            _ints(part["end_ns"], NONE),
+            part["activity"].to_numpy(),
+            _ints(part["launch_ns"], NONE),
+            part["ends_idle"].to_numpy(zero_copy_only=False),
+            _ints(part["idle_since_ns"], NONE),
+            _ints(part["next_launch_ns"], NONE),
+            part["next_name"].combine_chunks(),
+            state,
+        )
     _remember(inputs, devices)
     return devices

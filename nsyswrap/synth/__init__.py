@@ -3,6 +3,7 @@
 ``generate_run(scenario, out_dir)`` writes ``rank{N}.sqlite`` per rank plus ``truth.json``;
 ``python -m nsyswrap.synth --help`` is the command-line entry point.
 """
+
 from nsyswrap.synth.fixtures import FIXTURES, write_fixtures
 from nsyswrap.synth.presets import PRESETS, load_scenario, preset
 from nsyswrap.synth.run import generate_run
@@ -10,6 +11,15 @@ from nsyswrap.synth.scenario import ExtraCollective, PlantedGap, Scenario, Strag
 from nsyswrap.synth.truth import Truth
 
 __all__ = [
-    "FIXTURES", "PRESETS", "ExtraCollective", "PlantedGap", "Scenario", "Straggler", "Truth",
-    "generate_run", "load_scenario", "preset", "write_fixtures",
+    "FIXTURES",
+    "PRESETS",
+    "ExtraCollective",
+    "PlantedGap",
+    "Scenario",
+    "Straggler",
+    "Truth",
+    "generate_run",
+    "load_scenario",
+    "preset",
+    "write_fixtures",
 ]

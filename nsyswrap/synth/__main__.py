@@ -2,6 +2,7 @@
 
 Other scenarios are generated with `nsyswrap generate` (see `nsyswrap generate --help`).
 """
+
 from nsyswrap.synth.fixtures import write_fixtures
 
 for out in write_fixtures():

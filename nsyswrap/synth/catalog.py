@@ -5,6 +5,7 @@ Compute kernels are copied from the real 2026.2.1 export ``nsysai__mfu_2gpu_befo
 names follow NCCL >= 2.19 (``ncclDevKernel_<Coll>[_<Op>_<type>]_<ALGO>_<PROTO>``) with the
 attributes of that file's ``ncclDevKernel_SendRecv``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,10 +13,25 @@ from dataclasses import dataclass
 # KERNEL columns that depend on the kernel (in DDL order, between the name columns
 # and the per-launch ones); the rest are constant or per launch.
 ATTR_COLUMNS = (
-    "registersPerThread", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-    "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread", "localMemoryTotal",
-    "sharedMemoryExecuted", "sharedMemoryLimitConfig", "clusterX", "clusterY", "clusterZ",
-    "clusterSchedulingPolicy", "maxPotentialClusterSize", "maxActiveClusters",
+    "registersPerThread",
+    "gridX",
+    "gridY",
+    "gridZ",
+    "blockX",
+    "blockY",
+    "blockZ",
+    "staticSharedMemory",
+    "dynamicSharedMemory",
+    "localMemoryPerThread",
+    "localMemoryTotal",
+    "sharedMemoryExecuted",
+    "sharedMemoryLimitConfig",
+    "clusterX",
+    "clusterY",
+    "clusterZ",
+    "clusterSchedulingPolicy",
+    "maxPotentialClusterSize",
+    "maxActiveClusters",
 )
 
 # CUDA API calls: name -> eventClass (0 CUDA runtime, 1 CUDA driver; ENUM_NSYS_EVENT_CLASS).
@@ -38,7 +54,7 @@ class KernelType:
     demangled: str
     mangled: str
     attrs: tuple[int, ...]  # values for ATTR_COLUMNS
-    api: str                # launching API call
+    api: str  # launching API call
     is_nccl: bool = False
 
 
@@ -114,8 +130,14 @@ COVER_KERNEL = GEMM_TNT  # long kernel that hides an NCCL kernel in "hidden" ste
 
 NCCL_ATTRS = (96, 32, 1, 1, 640, 1, 1, 21568, 82240, 0, 787218432, 135168, 1, 4, 1, 1, 1, 8, 30)
 NCCL_DTYPES = {
-    "float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
-    "int32": "i32", "int64": "i64", "uint8": "u8", "int8": "i8",
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float64": "f64",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "int8": "i8",
 }
 _NCCL_COLLS = {
     "all_reduce": "AllReduce_Sum_{t}",

@@ -8,6 +8,7 @@ table (verbatim from ``sqlite_master``), all ``ENUM_*`` rows, and the generic ro
 generator patches per rank. Rows that describe the original capture's environment
 (environment variables, slicing keys added by nsys-ai) are left out.
 """
+
 from __future__ import annotations
 
 import sqlite3

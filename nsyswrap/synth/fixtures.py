@@ -1,4 +1,5 @@
 """The repository's generated fixtures: ``fixtures/<name>/rank{N}.sqlite`` + ``truth.json``."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,6 +3,7 @@
 Bit 48 is set (observed value 1 in bits 48-55 in every real file), the PID sits in
 bits 24..47 and the TID in bits 0..23; ``globalPid`` is the same with TID 0.
 """
+
 from __future__ import annotations
 
 VM_BIT = 1 << 48

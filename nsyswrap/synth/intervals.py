@@ -1,4 +1,5 @@
 """Plain-Python interval arithmetic on [start, end) pairs of ints (for the ground truth)."""
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
@@ -48,12 +49,12 @@ class Measure:
         if hi <= lo:
             return 0
         i = max(0, bisect_right(self.starts, lo) - 1)  # first interval that may reach lo
-        j = bisect_left(self.starts, hi)               # intervals i..j-1 start before hi
+        j = bisect_left(self.starts, hi)  # intervals i..j-1 start before hi
         if i >= j:
             return 0
         total = self.before[j] - self.before[i]
         total -= max(0, min(self.ends[i], lo) - self.starts[i])  # part of interval i before lo
-        total -= max(0, self.ends[j - 1] - hi)                    # part of interval j-1 after hi
+        total -= max(0, self.ends[j - 1] - hi)  # part of interval j-1 after hi
         return total
 
 

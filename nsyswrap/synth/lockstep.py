@@ -7,6 +7,7 @@ scenario's end_jitter_ns per member (0: ends exactly together). An exchange (pos
 ``send``: all_to_all, send/recv) is not: each member ends when its own sends and receives
 are done (exchange_ends), so members end apart.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ class Post:
     timeline: Timeline
     device: int
     stream: Stream
-    index: int       # kernel index in the rank's trace
+    index: int  # kernel index in the rank's trace
     start: int
     transfer: int
     send: dict[int, int] | None = None  # exchanges: bytes this member sends to each rank
@@ -47,7 +48,7 @@ class Resolved:
 class Links:
     """Transfer figures of exchanges: bytes per ns and latency (ns), within a node and across."""
 
-    node_of: object            # rank -> node
+    node_of: object  # rank -> node
     bytes_per_ns: tuple[int, int]
     latency_ns: tuple[int, int]
 
@@ -59,8 +60,9 @@ class Links:
         return -(-nbytes // self.bytes_per_ns[across]), self.latency_ns[across]
 
 
-def exchange_ends(arrivals: dict[int, int], sends: dict[int, dict[int, int]],
-                  links: Links) -> dict[int, int]:
+def exchange_ends(
+    arrivals: dict[int, int], sends: dict[int, dict[int, int]], links: Links
+) -> dict[int, int]:
     """Per member: when its kernel ends. The bytes from i to j start flowing when both have
     arrived (max of their arrivals) and take bytes / bandwidth; the sender is done with
     them then, the receiver a link latency later. A member ends when all its sends and
@@ -80,8 +82,14 @@ def exchange_ends(arrivals: dict[int, int], sends: dict[int, dict[int, int]],
 class Collectives:
     """Collectives issued but not yet ended, and the ones already resolved."""
 
-    def __init__(self, ranks: int, seed: int, members=None, end_jitter_ns: int = 200,
-                 links: Links | None = None):
+    def __init__(
+        self,
+        ranks: int,
+        seed: int,
+        members=None,
+        end_jitter_ns: int = 200,
+        links: Links | None = None,
+    ):
         self.ranks = ranks
         self.links = links
         self.members = members or (lambda pg: range(ranks))  # ranks of a process group
@@ -112,8 +120,11 @@ class Collectives:
             return
         last = max(p.start for p in posts)
         transfer = max(p.transfer for p in posts)
-        jitter = (self._jitter.integers(0, self.end_jitter_ns, len(posts)).tolist() if self.end_jitter_ns
-                  else [0] * len(posts))
+        jitter = (
+            self._jitter.integers(0, self.end_jitter_ns, len(posts)).tolist()
+            if self.end_jitter_ns
+            else [0] * len(posts)
+        )
         rows = []
         for p, j in zip(posts, jitter):
             end = last + transfer + j
@@ -126,8 +137,11 @@ class Collectives:
     def _end_exchange(self, key: tuple[int, int], posts: list[Post]) -> None:
         """Each member's end from exchange_ends (one GPU per rank in exchanging shapes)."""
         rank = {id(p): p.timeline.trace.rank for p in posts}
-        ends = exchange_ends({rank[id(p)]: p.start for p in posts},
-                             {rank[id(p)]: p.send or {} for p in posts}, self.links)
+        ends = exchange_ends(
+            {rank[id(p)]: p.start for p in posts},
+            {rank[id(p)]: p.send or {} for p in posts},
+            self.links,
+        )
         rows = []
         for p in posts:
             end = ends[rank[id(p)]]
@@ -139,7 +153,9 @@ class Collectives:
         self.resolved.append(Resolved(key[0], key[1], tuple(rows), transfer, barrier=False))
 
 
-def run_lockstep(programs: list[Iterator[None]], timelines: list[Timeline], colls: Collectives) -> None:
+def run_lockstep(
+    programs: list[Iterator[None]], timelines: list[Timeline], colls: Collectives
+) -> None:
     """Advance each rank's program until it waits for a collective, resolve, repeat."""
     finished: set[int] = set()
     while len(finished) < len(programs):

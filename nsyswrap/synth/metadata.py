@@ -3,6 +3,7 @@
 Generic rows come from the real export's template (``schema.template()``); only the values
 that describe this rank's capture are replaced.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -13,13 +14,19 @@ from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.schema import template
 from nsyswrap.synth.trace import RankTrace
 
-NODE_CLOCK_NS = 28_254_349_605   # target system clock at true time 0 on node 0 (as in the real file)
+NODE_CLOCK_NS = 28_254_349_605  # target system clock at true time 0 on node 0 (as in the real file)
 NODE_CLOCK_STEP_NS = 7_000_000_000
 NSYS_PID = 104
 EXPORT_DELAY_S = 30
 # (tid offset from the pid, thread name) of the rank process, as PyTorch + nsys name them
-THREADS = ((0, "python3"), (2, "[NSys]"), (3, "[NSys Comms]"), (15, "pt_nccl_watchdg"),
-           (16, "pt_nccl_heartbt"), (30, "pt_autograd_0"))
+THREADS = (
+    (0, "python3"),
+    (2, "[NSys]"),
+    (3, "[NSys Comms]"),
+    (15, "pt_nccl_watchdg"),
+    (16, "pt_nccl_heartbt"),
+    (30, "pt_autograd_0"),
+)
 
 
 def iso_seconds(epoch_ns: int) -> str:
@@ -57,9 +64,13 @@ def export_rows(trace: RankTrace, sc: Scenario) -> list[tuple[str, str]]:
 def capture_rows(trace: RankTrace, sc: Scenario) -> list[tuple[str, str]]:
     """META_DATA_CAPTURE: the real capture options, this rank's command and environment."""
     env = {
-        "RANK": trace.rank, "LOCAL_RANK": trace.local_rank, "WORLD_SIZE": sc.ranks,
-        "LOCAL_WORLD_SIZE": min(sc.ranks_per_node, sc.ranks), "GROUP_RANK": trace.node,
-        "MASTER_ADDR": "node0", "MASTER_PORT": 29500,
+        "RANK": trace.rank,
+        "LOCAL_RANK": trace.local_rank,
+        "WORLD_SIZE": sc.ranks,
+        "LOCAL_WORLD_SIZE": min(sc.ranks_per_node, sc.ranks),
+        "GROUP_RANK": trace.node,
+        "MASTER_ADDR": "node0",
+        "MASTER_PORT": 29500,
     }
     session = uuid.uuid5(uuid.NAMESPACE_URL, f"nsyswrap:{sc.name}:{sc.seed}:{trace.rank}")
     values = {
@@ -73,7 +84,10 @@ def capture_rows(trace: RankTrace, sc: Scenario) -> list[tuple[str, str]]:
     for key, value in template().rows["META_DATA_CAPTURE"]:
         rows.append((key, values.get(key, value)))
         if key == "PROCESS_0:COMMAND":
-            rows += [("PROCESS_0:ARGUMENT_0", "train.py"), ("PROCESS_0:ARGUMENT_1", f"--scenario={sc.name}")]
+            rows += [
+                ("PROCESS_0:ARGUMENT_0", "train.py"),
+                ("PROCESS_0:ARGUMENT_1", f"--scenario={sc.name}"),
+            ]
         if key == "PROCESS_0:COLLECT_VIDEO_API_TRACE":
             rows += [("PROCESS_0:ENVIRONMENT_VARIABLE", f'{k}="{v}"') for k, v in env.items()]
     return rows
@@ -98,8 +112,10 @@ def analysis_details_row(trace: RankTrace) -> tuple:
 
 
 def process_rows(trace: RankTrace) -> list[tuple]:
-    return [(ids.global_pid(NSYS_PID), NSYS_PID, "nsys"),
-            (ids.global_pid(trace.pid), trace.pid, "python3")]
+    return [
+        (ids.global_pid(NSYS_PID), NSYS_PID, "nsys"),
+        (ids.global_pid(trace.pid), trace.pid, "python3"),
+    ]
 
 
 def thread_rows(trace: RankTrace) -> list[tuple[int, str]]:

@@ -9,6 +9,7 @@ schemas are rows of NVTX_PAYLOAD_SCHEMAS / NVTX_PAYLOAD_SCHEMA_ENTRIES as a real
 export has them: schema id = 2^24 + NCCL's static id, type 1 (static), the first entry's
 offset NULL, names NCCL's, one copy of the rows per process of the report.
 """
+
 from __future__ import annotations
 
 import struct
@@ -17,24 +18,36 @@ import numpy as np
 
 from nsyswrap.synth.trace import NCCL_DOMAIN
 
-STATIC_START = 1 << 24                 # NVTX_PAYLOAD_ENTRY_TYPE_SCHEMA_ID_STATIC_START
-INT, UINT64, SIZE = 5, 18, 22          # NVTX_PAYLOAD_ENTRY_TYPE_*
-REDOP = STATIC_START + 24              # NCCL's enum schema of ncclRedOp_t (4 bytes)
-SUM = 0                                # ncclSum
+STATIC_START = 1 << 24  # NVTX_PAYLOAD_ENTRY_TYPE_SCHEMA_ID_STATIC_START
+INT, UINT64, SIZE = 5, 18, 22  # NVTX_PAYLOAD_ENTRY_TYPE_*
+REDOP = STATIC_START + 24  # NCCL's enum schema of ncclRedOp_t (4 bytes)
+SUM = 0  # ncclSum
 # Written here apart from nsyswrap.crossrank.nccl_payload, which reads the same layout: the
 # generator stays free of the analysis (and of pandas).
 HEADER = struct.Struct("<QQQQ")
-WORLD_PG = 1000                        # pg id of the world communicator when tp > 0
+WORLD_PG = 1000  # pg id of the world communicator when tp > 0
 COMM, NRANKS, RANK, DEVICE = "NCCL communicator ID", "No. of ranks", "Rank", "CUDA device"
 MSG, OP = "Message size [bytes]", "Reduction operation"
 # call -> (NCCL static schema id, payload size, entries (name, type, offset, struct format))
 SCHEMAS = {
-    "ncclCommInitRank": (0, 24, [(COMM, UINT64, 0, "Q"), (NRANKS, INT, 8, "i"), (RANK, INT, 12, "i"),
-                                 (DEVICE, INT, 16, "i")]),
+    "ncclCommInitRank": (
+        0,
+        24,
+        [
+            (COMM, UINT64, 0, "Q"),
+            (NRANKS, INT, 8, "i"),
+            (RANK, INT, 12, "i"),
+            (DEVICE, INT, 16, "i"),
+        ],
+    ),
     "ncclAllGather": (4, 16, [(COMM, UINT64, 0, "Q"), (MSG, SIZE, 8, "Q")]),
     "ncclAllReduce": (5, 24, [(COMM, UINT64, 0, "Q"), (MSG, SIZE, 8, "Q"), (OP, REDOP, 16, "i")]),
     "ncclBroadcast": (6, 24, [(COMM, UINT64, 0, "Q"), (MSG, SIZE, 8, "Q"), ("Root", INT, 16, "i")]),
-    "ncclReduceScatter": (7, 24, [(COMM, UINT64, 0, "Q"), (MSG, SIZE, 8, "Q"), (OP, REDOP, 16, "i")]),
+    "ncclReduceScatter": (
+        7,
+        24,
+        [(COMM, UINT64, 0, "Q"), (MSG, SIZE, 8, "Q"), (OP, REDOP, 16, "i")],
+    ),
 }
 
 
@@ -58,8 +71,10 @@ def schema_rows(calls: set[str], domain: int = NCCL_DOMAIN) -> tuple[list[tuple]
     for call in sorted(calls, key=schema_id):
         _, size, fields = SCHEMAS[call]
         schemas.append((domain, schema_id(call), None, 1, None, len(fields), size, None))
-        entries += [(domain, schema_id(call), i, None, kind, name, None, None, offset or None)
-                    for i, (name, kind, offset, _) in enumerate(fields)]
+        entries += [
+            (domain, schema_id(call), i, None, kind, name, None, None, offset or None)
+            for i, (name, kind, offset, _) in enumerate(fields)
+        ]
     return schemas, entries
 
 
@@ -72,8 +87,11 @@ def communicators(sc, rank: int) -> list[tuple[int, list[int]]]:
     """(pg, members) of every communicator `rank` belongs to: the world first."""
     if not sc.tp:
         return [(0, list(range(sc.ranks)))]
-    return [(WORLD_PG, list(range(sc.ranks))), (sc.tp_group(rank), sc.group_members(sc.tp_group(rank))),
-            (sc.dp_group(rank), sc.group_members(sc.dp_group(rank)))]
+    return [
+        (WORLD_PG, list(range(sc.ranks))),
+        (sc.tp_group(rank), sc.group_members(sc.tp_group(rank))),
+        (sc.dp_group(rank), sc.group_members(sc.dp_group(rank))),
+    ]
 
 
 def push(tl, call: str, values: dict[str, int]) -> None:
@@ -86,8 +104,16 @@ def init_communicators(tl, sc, rank: int, device: int) -> None:
     """ncclCommInitRank of each of `rank`'s communicators (PyTorch makes them lazily, at
     the first collective)."""
     for pg, members in communicators(sc, rank):
-        push(tl, "ncclCommInitRank", {COMM: comm_hash(sc.seed, pg), NRANKS: len(members),
-                                      RANK: members.index(rank), DEVICE: device})
+        push(
+            tl,
+            "ncclCommInitRank",
+            {
+                COMM: comm_hash(sc.seed, pg),
+                NRANKS: len(members),
+                RANK: members.index(rank),
+                DEVICE: device,
+            },
+        )
         tl.host(50_000)
         tl.pop()
 

@@ -5,6 +5,7 @@ noise of the kernel durations differs too), written with `generate_run` to
 `<out>/base` and `<out>/new`. PAIRS names them; `write_pair` writes one and returns the
 truth: what changed and by how much.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,9 +20,18 @@ FIXED_NS = 2_000_000  # data loading on the straggler gets this much faster
 
 # Small, so that tests are quick: 4 ranks, 24 steps (>= MIN_STEPS of nsyswrap.comparison), 12
 # kernels per step; everything but the planted difference is the same in BASE and NEW.
-BASE = Scenario(name="pair", seed=1, ranks=4, ranks_per_node=2, steps=24, kernels_per_step=12,
-                modules=4, comm_overlap=("hidden",), transfer_ns=40_000,
-                clock_error_ns=(0, 150_000, -80_000, 40_000))
+BASE = Scenario(
+    name="pair",
+    seed=1,
+    ranks=4,
+    ranks_per_node=2,
+    steps=24,
+    kernels_per_step=12,
+    modules=4,
+    comm_overlap=("hidden",),
+    transfer_ns=40_000,
+    clock_error_ns=(0, 150_000, -80_000, 40_000),
+)
 
 
 @dataclass(frozen=True)
@@ -36,20 +46,24 @@ PAIRS: dict[str, Pair] = {
         f"data_loading on rank {STRAGGLER_RANK} {FIXED_NS / 1e6:g} ms faster per step (the "
         "straggler mostly fixed)",
         BASE.replace(straggler=Straggler(STRAGGLER_RANK, "data_loading", 2_400_000)),
-        BASE.replace(seed=2, straggler=Straggler(STRAGGLER_RANK, "data_loading",
-                                                 2_400_000 - FIXED_NS))),
+        BASE.replace(
+            seed=2, straggler=Straggler(STRAGGLER_RANK, "data_loading", 2_400_000 - FIXED_NS)
+        ),
+    ),
     "overlap_improved": Pair(
         "gradient all-reduces (80 us each) issued during backward, overlapping the rest of "
         "it, instead of exposed after it",
         BASE.replace(comm_overlap=("exposed",), transfer_ns=80_000),
-        BASE.replace(seed=2, comm_overlap=("partial",), transfer_ns=80_000)),
+        BASE.replace(seed=2, comm_overlap=("partial",), transfer_ns=80_000),
+    ),
     "kernels_faster": Pair(
         "every compute kernel a quarter shorter (20-60 us -> 15-45 us)",
         BASE.replace(compute_ns=(20_000, 60_000)),
-        BASE.replace(seed=2, compute_ns=(15_000, 45_000))),
+        BASE.replace(seed=2, compute_ns=(15_000, 45_000)),
+    ),
     "noise": Pair(
-        "nothing changed but the random draws (another seed)",
-        BASE, BASE.replace(seed=2)),
+        "nothing changed but the random draws (another seed)", BASE, BASE.replace(seed=2)
+    ),
 }
 
 
@@ -59,6 +73,8 @@ def write_pair(name: str, out: str | Path, *, force: bool = False, **changes) ->
     if name not in PAIRS:
         raise NsysWrapError(None, f"no pair named {name!r}", f"use one of {', '.join(PAIRS)}")
     pair, out = PAIRS[name], Path(out)
-    truths = {side: generate_run(getattr(pair, side).replace(**changes), out / side, force=force)
-              for side in ("base", "new")}
+    truths = {
+        side: generate_run(getattr(pair, side).replace(**changes), out / side, force=force)
+        for side in ("base", "new")
+    }
     return {"pair": name, "about": pair.about, **truths}

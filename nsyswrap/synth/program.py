@@ -6,6 +6,7 @@ Per step: ``step:<i>`` (the scenario's step_name) containing ``data_loading`` (h
 backward, depending on the step's overlap mode) and ``optimizer`` (wait for the
 all-reduces, zero-grad memset, kernels, planted extra collectives, stream sync).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -22,11 +23,17 @@ from nsyswrap.synth.trace import NCCL_DOMAIN, NSYSWRAP_DOMAIN, RankTrace, Stream
 
 ROOT_MODULE = "ToyTransformer"
 AUTOGRAD_TID_OFFSET = 30  # pt_autograd_0, see metadata.THREADS
-HTOD, PTOP = 1, 10            # ENUM_CUDA_MEMCPY_OPER
-PAGEABLE, DEVICE_MEM = 0, 2   # ENUM_CUDA_MEM_KIND
-NCCL_CALLS = {"all_reduce": "ncclAllReduce", "all_gather": "ncclAllGather",
-              "reduce_scatter": "ncclReduceScatter", "broadcast": "ncclBroadcast",
-              "reduce": "ncclReduce", "send": "ncclSend", "recv": "ncclRecv"}
+HTOD, PTOP = 1, 10  # ENUM_CUDA_MEMCPY_OPER
+PAGEABLE, DEVICE_MEM = 0, 2  # ENUM_CUDA_MEM_KIND
+NCCL_CALLS = {
+    "all_reduce": "ncclAllReduce",
+    "all_gather": "ncclAllGather",
+    "reduce_scatter": "ncclReduceScatter",
+    "broadcast": "ncclBroadcast",
+    "reduce": "ncclReduce",
+    "send": "ncclSend",
+    "recv": "ncclRecv",
+}
 
 
 def module_paths(n: int) -> list[str]:
@@ -68,8 +75,11 @@ class RankProgram:
         self.modules = module_paths(sc.modules)
         counts = sc.phase_kernel_counts()
         self.module_kernels = {p: spread(counts[p], sc.modules) for p in ("forward", "backward")}
-        self.phase_offset = {"forward": 0, "backward": counts["forward"],
-                             "optimizer": counts["forward"] + counts["backward"]}
+        self.phase_offset = {
+            "forward": 0,
+            "backward": counts["forward"],
+            "optimizer": counts["forward"] + counts["backward"],
+        }
         self.types = {p: [tl.kernel_type(k) for k in ks] for p, ks in PHASE_KERNELS.items()}
         self.cover_type = tl.kernel_type(COVER_KERNEL)
         m, n = sc.modules, sc.collectives_per_step
@@ -88,9 +98,9 @@ class RankProgram:
         self.rng = np.random.default_rng([sc.seed, sc.work_seed(self.rank), 4])
         self.seqs: dict[int, int] = {}
         self.dp = sc.dp_group(self.rank)
-        self.not_before = 0        # planted "other" gap: first device's next kernel starts late
+        self.not_before = 0  # planted "other" gap: first device's next kernel starts late
         self.pending_gap: tuple[int, str] | None = None
-        self.cover_ns = 0          # hidden overlap: next compute kernel covers the NCCL kernel
+        self.cover_ns = 0  # hidden overlap: next compute kernel covers the NCCL kernel
 
     @staticmethod
     def extra_groups(sc: Scenario, rank: int) -> list[int]:
@@ -124,7 +134,9 @@ class RankProgram:
         tl.host(sc.data_loading_ns + self.straggle_host("data_loading", i))
         for _ in range(sc.h2d_per_step):
             for d in self.devices:
-                tl.memcpy(d.compute, sc.h2d_bytes, 1_000 + sc.h2d_bytes // 25, HTOD, PAGEABLE, DEVICE_MEM)
+                tl.memcpy(
+                    d.compute, sc.h2d_bytes, 1_000 + sc.h2d_bytes // 25, HTOD, PAGEABLE, DEVICE_MEM
+                )
         tl.pop()
 
     def forward(self, i: int) -> Iterator[None]:
@@ -152,8 +164,14 @@ class RankProgram:
     def tensor_parallel(self) -> Iterator[None]:
         """The TP group's all_reduce of a module's output; compute waits for it."""
         sc = self.sc
-        yield from self.collective("all_reduce", sc.tp_bytes, sc.dtype, "exposed", sc.transfer_of("exposed") // 4,
-                                   pg=sc.tp_group(self.rank))
+        yield from self.collective(
+            "all_reduce",
+            sc.tp_bytes,
+            sc.dtype,
+            "exposed",
+            sc.transfer_of("exposed") // 4,
+            pg=sc.tp_group(self.rank),
+        )
         yield from self.tl.settle()
         for d in self.devices:
             self.tl.wait(d.compute, d.tp_nccl)
@@ -162,8 +180,13 @@ class RankProgram:
         """FSDP: the module's parameters all_gathered on the data-parallel stream; its
         compute waits for them."""
         sc = self.sc
-        yield from self.collective("all_gather", sc.bucket_bytes // sc.modules, sc.dtype, "partial",
-                                   sc.transfer_of("exposed") // 4)
+        yield from self.collective(
+            "all_gather",
+            sc.bucket_bytes // sc.modules,
+            sc.dtype,
+            "partial",
+            sc.transfer_of("exposed") // 4,
+        )
         yield from self.tl.settle()
         for d in self.devices:
             self.tl.wait(d.compute, d.nccl)
@@ -187,10 +210,17 @@ class RankProgram:
                 k += 1
             tl.pop()
             for _ in range(self.issue_after.get(j, 0) if interleaved and not sc.fsdp else 0):
-                yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
+                yield from self.collective(
+                    "all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer
+                )
             if sc.fsdp:  # the module's gradients reduce_scattered
-                yield from self.collective("reduce_scatter", sc.bucket_bytes // sc.modules,
-                                           sc.dtype, "partial", transfer // 2)
+                yield from self.collective(
+                    "reduce_scatter",
+                    sc.bucket_bytes // sc.modules,
+                    sc.dtype,
+                    "partial",
+                    transfer // 2,
+                )
         tl.pop()
         for _ in range(0 if interleaved or sc.fsdp else sc.collectives_per_step):
             yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
@@ -230,7 +260,9 @@ class RankProgram:
         n = sc.phase_kernel_counts()[phase]
         durs = self.rng.integers(sc.compute_ns[0], sc.compute_ns[1] + 1, n)
         if sc.zero_length_every:
-            zero = (np.arange(n) + self.phase_offset[phase]) % sc.zero_length_every == sc.zero_length_every - 1
+            zero = (
+                np.arange(n) + self.phase_offset[phase]
+            ) % sc.zero_length_every == sc.zero_length_every - 1
         else:
             zero = np.zeros(n, dtype=bool)
         extra = self.straggle_gpu(phase, step)
@@ -242,12 +274,18 @@ class RankProgram:
         return durs.tolist()
 
     def straggle_host(self, phase: str, step: int) -> int:
-        return sum(s.extra_ns for s in self.sc.planted()
-                   if s.rank == self.rank and s.phase == phase == "data_loading" and s.slows(step))
+        return sum(
+            s.extra_ns
+            for s in self.sc.planted()
+            if s.rank == self.rank and s.phase == phase == "data_loading" and s.slows(step)
+        )
 
     def straggle_gpu(self, phase: str, step: int) -> int:
-        return sum(s.extra_ns for s in self.sc.planted()
-                   if s.rank == self.rank and s.phase == phase != "data_loading" and s.slows(step))
+        return sum(
+            s.extra_ns
+            for s in self.sc.planted()
+            if s.rank == self.rank and s.phase == phase != "data_loading" and s.slows(step)
+        )
 
     def compute(self, phase: str, k: int, dur: int) -> None:
         """The k-th compute kernel of ``phase`` on every device (+ a nested side kernel)."""
@@ -256,7 +294,12 @@ class RankProgram:
         ktype = types[k % len(types)]
         back_to_back = False
         if self.cover_ns:
-            ktype, dur, back_to_back, self.cover_ns = self.cover_type, max(dur, self.cover_ns), True, 0
+            ktype, dur, back_to_back, self.cover_ns = (
+                self.cover_type,
+                max(dur, self.cover_ns),
+                True,
+                0,
+            )
         every = sc.side_kernel_every
         side = bool(sc.side_streams) and phase != "optimizer" and k % every == every - 1
         for n, d in enumerate(self.devices):
@@ -281,8 +324,16 @@ class RankProgram:
             return d.comms[pg]
         return d.nccl if pg == self.dp else d.tp_nccl
 
-    def collective(self, op: str, nbytes: int, dtype: str, overlap: str, transfer: int,
-                   pg: int | None = None, send: dict[int, int] | None = None) -> Iterator[None]:
+    def collective(
+        self,
+        op: str,
+        nbytes: int,
+        dtype: str,
+        overlap: str,
+        transfer: int,
+        pg: int | None = None,
+        send: dict[int, int] | None = None,
+    ) -> Iterator[None]:
         """Issue one collective: ``coll:`` range around the NCCL kernel launch on each device
         (on the group's own NCCL stream: the TP group's or the data-parallel one). With
         ``send`` (bytes to each rank) it is an exchange: all_to_all or send/recv."""
@@ -335,8 +386,16 @@ class RankProgram:
         for _ in range(sc.p2p_per_step):
             for d in self.devices:
                 peer = d.device + 1 if d.device % 2 == 0 else d.device - 1
-                tl.memcpy(d.compute if same else d.nccl, nbytes, 1_000 + nbytes // 100, PTOP,
-                          DEVICE_MEM, DEVICE_MEM, d.device, peer)
+                tl.memcpy(
+                    d.compute if same else d.nccl,
+                    nbytes,
+                    1_000 + nbytes // 100,
+                    PTOP,
+                    DEVICE_MEM,
+                    DEVICE_MEM,
+                    d.device,
+                    peer,
+                )
 
     def plant_gaps(self, i: int, phase: str, m: int) -> Iterator[None]:
         """Make the first device idle for ``dur_ns`` before the next kernel, by ``cause``."""

@@ -1,4 +1,5 @@
 """generate_run: scenario -> ``rank{N}.sqlite`` reports + ``truth.json`` in a directory."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,11 +16,17 @@ TRUTH_FILE = "truth.json"
 
 def report_name(rank: int, ranks_per_report: int = 1) -> str:
     """rank<N>.sqlite; a capture of several ranks: capture<K>.sqlite (the K-th capture)."""
-    return f"rank{rank}.sqlite" if ranks_per_report == 1 else f"capture{rank // ranks_per_report}.sqlite"
+    return (
+        f"rank{rank}.sqlite"
+        if ranks_per_report == 1
+        else f"capture{rank // ranks_per_report}.sqlite"
+    )
 
 
 def _existing_outputs(out_dir: Path) -> list[Path]:
-    return sorted([*out_dir.glob("rank*.sqlite"), *out_dir.glob("capture*.sqlite"), *out_dir.glob(TRUTH_FILE)])
+    return sorted(
+        [*out_dir.glob("rank*.sqlite"), *out_dir.glob("capture*.sqlite"), *out_dir.glob(TRUTH_FILE)]
+    )
 
 
 def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -> Truth:
@@ -31,8 +38,11 @@ def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -
     out = Path(out_dir)
     old = _existing_outputs(out) if out.is_dir() else []
     if old and not force:
-        raise NsysWrapError(out / old[0].name, "already exists (generated output)",
-                            "pass force=True (CLI: --force) to overwrite, or pick another directory")
+        raise NsysWrapError(
+            out / old[0].name,
+            "already exists (generated output)",
+            "pass force=True (CLI: --force) to overwrite, or pick another directory",
+        )
     if out.exists() and not out.is_dir():
         raise NsysWrapError(out, "is not a directory", "give a directory for the generated reports")
     sim = simulate(scenario)
@@ -49,6 +59,8 @@ def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -
     return truth
 
 
-def generate_named(name_or_file: str, out_dir: str | Path, *, force: bool = False, **sizes) -> Truth:
+def generate_named(
+    name_or_file: str, out_dir: str | Path, *, force: bool = False, **sizes
+) -> Truth:
     """`generate_run` of a preset or scenario file, resized by ranks/steps/kernels_per_step/seed."""
     return generate_run(load_scenario(name_or_file, **sizes), out_dir, force=force)

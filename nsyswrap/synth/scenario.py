@@ -3,6 +3,7 @@
 All times are integer nanoseconds. ``(lo, hi)`` pairs are inclusive ranges drawn
 uniformly from the scenario's seed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,10 +14,27 @@ from nsyswrap.errors import NsysWrapError
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
 GAP_CAUSES = ("host_bound", "sync", "other", "stream_wait")
-HYBRID_FIELDS = ("coll_ranges", "tp", "tp_bytes", "clock_drift_ppm", "autograd_thread", "ranks_per_report",
-                 "step_name", "end_jitter_ns", "nccl_payloads", "moe", "hot_expert", "pipeline",
-                 "slow_stage", "clock_jump", "link_bytes_per_ns", "link_latency_ns", "stalls",
-                 "same_work", "fsdp")
+HYBRID_FIELDS = (
+    "coll_ranges",
+    "tp",
+    "tp_bytes",
+    "clock_drift_ppm",
+    "autograd_thread",
+    "ranks_per_report",
+    "step_name",
+    "end_jitter_ns",
+    "nccl_payloads",
+    "moe",
+    "hot_expert",
+    "pipeline",
+    "slow_stage",
+    "clock_jump",
+    "link_bytes_per_ns",
+    "link_latency_ns",
+    "stalls",
+    "same_work",
+    "fsdp",
+)
 # process group ids of the MoE and pipeline shapes (see Scenario.group_members)
 EP_PG, STAGE_DP_PG, P2P_PG = 200, 100, 300
 
@@ -89,12 +107,12 @@ class MoE:
     """
 
     layers: int = 2
-    tokens: int = 4096                 # tokens per rank and step
-    token_bytes: int = 8192            # hidden 4096 x bf16
-    attention_kernels: int = 4         # per layer, forward (backward: twice as many)
+    tokens: int = 4096  # tokens per rank and step
+    token_bytes: int = 8192  # hidden 4096 x bf16
+    attention_kernels: int = 4  # per layer, forward (backward: twice as many)
     attention_ns: tuple[int, int] = (20_000, 40_000)
     expert_kernels: int = 3
-    expert_ns_per_token: int = 40      # forward; backward twice
+    expert_ns_per_token: int = 40  # forward; backward twice
     imbalance: float = 0.25
     dense_bytes: int = 16 * 2**20
 
@@ -123,7 +141,7 @@ class Pipeline:
 
     stages: int = 4
     microbatches: int = 8
-    forward_kernels: int = 3           # per microbatch (backward: twice as many)
+    forward_kernels: int = 3  # per microbatch (backward: twice as many)
     forward_ns: tuple[int, int] = (40_000, 60_000)
     activation_bytes: int = 4 * 2**20
     grad_bytes: int = 32 * 2**20
@@ -156,18 +174,18 @@ class Scenario:
     name: str = "custom"
     seed: int = 0
     ranks: int = 2
-    ranks_per_node: int = 8            # rank r runs on node r // ranks_per_node
-    devices_per_rank: int = 1          # rank r uses devices local_rank * devices_per_rank + j
+    ranks_per_node: int = 8  # rank r runs on node r // ranks_per_node
+    devices_per_rank: int = 1  # rank r uses devices local_rank * devices_per_rank + j
     steps: int = 4
     # compute work per step and device on the compute stream (split 1/3 forward,
     # 2/3 backward, 1/20 optimizer) inside `modules` leaf-module NVTX ranges
     kernels_per_step: int = 60
     modules: int = 6
     compute_ns: tuple[int, int] = (10_000, 60_000)
-    zero_length_every: int = 0         # every Nth compute kernel lasts 0 ns (0: never)
-    back_to_back_every: int = 3        # every Nth op on a stream starts right at the previous end
+    zero_length_every: int = 0  # every Nth compute kernel lasts 0 ns (0: never)
+    back_to_back_every: int = 3  # every Nth op on a stream starts right at the previous end
     gpu_gap_ns: tuple[int, int] = (300, 2_000)  # otherwise this gap after the previous op
-    side_streams: int = 0              # extra compute streams with kernels nested in the main ones
+    side_streams: int = 0  # extra compute streams with kernels nested in the main ones
     side_kernel_every: int = 6
     # communication: bucket all-reduces per step; comm_overlap is cycled over the steps
     # (hidden / partial / exposed / same_stream); transfer_ns 0 = derived from the overlap
@@ -176,7 +194,7 @@ class Scenario:
     bucket_bytes: int = 25 * 2**20
     dtype: str = "float32"
     transfer_ns: int = 0
-    p2p_per_step: int = 0              # peer-to-peer copies (communication) in forward
+    p2p_per_step: int = 0  # peer-to-peer copies (communication) in forward
     # copies outside communication
     h2d_per_step: int = 1
     h2d_bytes: int = 4 * 2**20
@@ -185,10 +203,10 @@ class Scenario:
     data_loading_ns: int = 200_000
     launch_api_ns: tuple[int, int] = (3_000, 8_000)
     host_gap_ns: tuple[int, int] = (1_000, 3_000)  # CPU time between CUDA calls
-    launch_latency_ns: int = 4_000     # minimum launch call start -> GPU start
-    sync_wake_ns: int = 2_000          # a stream sync returns this long after the drain
-    step_sync: bool = True             # cudaStreamSynchronize at the end of each step
-    startup_ns: int = 1_000_000        # session start -> first step
+    launch_latency_ns: int = 4_000  # minimum launch call start -> GPU start
+    sync_wake_ns: int = 2_000  # a stream sync returns this long after the drain
+    step_sync: bool = True  # cudaStreamSynchronize at the end of each step
+    startup_ns: int = 1_000_000  # session start -> first step
     # clocks: reports start at true times spread over start_stagger_ns; each report's
     # recorded utcEpochNs is off by clock_error_ns[rank] (None: seeded, |error| <= clock_skew_ns)
     start_stagger_ns: int = 2_000_000
@@ -198,9 +216,9 @@ class Scenario:
     straggler: Straggler | None = None
     gaps: tuple[PlantedGap, ...] = ()
     extra_collectives: tuple[ExtraCollective, ...] = ()
-    min_gap_ns: int = 10_000           # truth lists idle gaps at least this long
-    nccl_nvtx: bool = True             # NCCL's own ranges (domain NCCL, registered strings)
-    coll_ranges: bool = True           # nsyswrap's `coll:` ranges (False: match by kernels only)
+    min_gap_ns: int = 10_000  # truth lists idle gaps at least this long
+    nccl_nvtx: bool = True  # NCCL's own ranges (domain NCCL, registered strings)
+    coll_ranges: bool = True  # nsyswrap's `coll:` ranges (False: match by kernels only)
     # NCCL's ranges carry their payloads (binaryData, as exported with --include-blobs=true),
     # with ncclCommInitRank ranges for each communicator (nsyswrap.synth.nccl_nvtx)
     nccl_payloads: bool = False
@@ -213,11 +231,11 @@ class Scenario:
     # per-rank clock drift: the report's session clock gains this many ppm of its own
     # reading (trace.recorded; None: none)
     clock_drift_ppm: tuple[float, ...] | None = None
-    autograd_thread: bool = False      # backward's CUDA calls and ranges on a second thread
+    autograd_thread: bool = False  # backward's CUDA calls and ranges on a second thread
     # one capture (report) holds this many consecutive ranks' processes (one session, one
     # clock: the first rank's start and clock error), e.g. all ranks of a node
     ranks_per_report: int = 1
-    step_name: str = "step:{}"         # text of step i's NVTX range ({} = i)
+    step_name: str = "step:{}"  # text of step i's NVTX range ({} = i)
     # an NCCL kernel's end on each member: the common true end + a seeded jitter below
     # this (0: all members end at one instant, as the last hop of a ring ends together)
     end_jitter_ns: int = 200
@@ -257,9 +275,17 @@ class Scenario:
     @classmethod
     def from_dict(cls, data: dict) -> Scenario:
         """Inverse of :meth:`to_dict` (lists become tuples, nested dicts dataclasses)."""
-        nested = {"straggler": Straggler, "gaps": PlantedGap, "extra_collectives": ExtraCollective,
-                  "moe": MoE, "hot_expert": HotExpert, "pipeline": Pipeline,
-                  "slow_stage": SlowStage, "clock_jump": ClockJump, "stalls": Straggler}
+        nested = {
+            "straggler": Straggler,
+            "gaps": PlantedGap,
+            "extra_collectives": ExtraCollective,
+            "moe": MoE,
+            "hot_expert": HotExpert,
+            "pipeline": Pipeline,
+            "slow_stage": SlowStage,
+            "clock_jump": ClockJump,
+            "stalls": Straggler,
+        }
         kwargs = {}
         for f in dataclasses.fields(cls):
             if f.name not in data:
@@ -267,21 +293,32 @@ class Scenario:
             value = data[f.name]
             kind = nested.get(f.name)
             if kind is not None and value is not None:
-                value = kind(**value) if isinstance(value, dict) else tuple(kind(**v) for v in value)
+                value = (
+                    kind(**value) if isinstance(value, dict) else tuple(kind(**v) for v in value)
+                )
                 if dataclasses.is_dataclass(value):  # lists inside (Straggler.steps): tuples
-                    value = dataclasses.replace(value, **{
-                        g.name: tuple(getattr(value, g.name)) for g in dataclasses.fields(value)
-                        if isinstance(getattr(value, g.name), list)})
+                    value = dataclasses.replace(
+                        value,
+                        **{
+                            g.name: tuple(getattr(value, g.name))
+                            for g in dataclasses.fields(value)
+                            if isinstance(getattr(value, g.name), list)
+                        },
+                    )
                 elif f.name == "stalls":
-                    value = tuple(dataclasses.replace(
-                        v, steps=None if v.steps is None else tuple(v.steps)) for v in value)
+                    value = tuple(
+                        dataclasses.replace(v, steps=None if v.steps is None else tuple(v.steps))
+                        for v in value
+                    )
             elif isinstance(value, list):
                 value = tuple(value)
             kwargs[f.name] = value
         unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise NsysWrapError(
-                "scenario", f"unknown field(s) {sorted(unknown)}", "use the fields of nsyswrap.synth.Scenario"
+                "scenario",
+                f"unknown field(s) {sorted(unknown)}",
+                "use the fields of nsyswrap.synth.Scenario",
             )
         return cls(**kwargs)
 
@@ -373,6 +410,7 @@ class Scenario:
 
     def validate(self) -> None:
         """Raise NsysWrapError naming the first inconsistent field."""
+
         def bad(problem: str, fix: str) -> None:
             raise NsysWrapError(f"scenario {self.name!r}", problem, fix)
 
@@ -380,11 +418,22 @@ class Scenario:
             value = getattr(self, f.name)
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
                 bad(f"{f.name} must be >= 0", f"set {f.name} to a non-negative number")
-        if self.ranks_per_report > 1 and (self.ranks_per_node % self.ranks_per_report
-                                          or self.ranks % self.ranks_per_report):
-            bad("ranks_per_report must divide ranks_per_node and ranks", "a capture holds ranks of one node")
-        for name in ("ranks", "ranks_per_node", "devices_per_rank", "steps", "modules", "side_kernel_every",
-                     "ranks_per_report"):
+        if self.ranks_per_report > 1 and (
+            self.ranks_per_node % self.ranks_per_report or self.ranks % self.ranks_per_report
+        ):
+            bad(
+                "ranks_per_report must divide ranks_per_node and ranks",
+                "a capture holds ranks of one node",
+            )
+        for name in (
+            "ranks",
+            "ranks_per_node",
+            "devices_per_rank",
+            "steps",
+            "modules",
+            "side_kernel_every",
+            "ranks_per_report",
+        ):
             if getattr(self, name) < 1:
                 bad(f"{name} must be >= 1", f"set {name} to a positive number")
         if self.kernels_per_step < 3:
@@ -396,9 +445,15 @@ class Scenario:
         if self.launch_latency_ns < 1:
             bad("launch_latency_ns must be >= 1", "kernels start after their launch call")
         if self.tp and (self.ranks % self.tp or self.tp < 2):
-            bad(f"tp={self.tp} does not divide ranks={self.ranks}", "use a tp of 2 or more dividing ranks")
+            bad(
+                f"tp={self.tp} does not divide ranks={self.ranks}",
+                "use a tp of 2 or more dividing ranks",
+            )
         if self.nccl_payloads and not self.nccl_nvtx:
-            bad("nccl_payloads needs nccl_nvtx", "set nccl_nvtx=True: payloads ride on NCCL's ranges")
+            bad(
+                "nccl_payloads needs nccl_nvtx",
+                "set nccl_nvtx=True: payloads ride on NCCL's ranges",
+            )
         if self.clock_drift_ppm is not None and len(self.clock_drift_ppm) != self.ranks:
             bad("clock_drift_ppm needs one value per rank", "give exactly `ranks` values or None")
         if self.clock_error_ns is not None and len(self.clock_error_ns) != self.ranks:
@@ -410,56 +465,85 @@ class Scenario:
             bad("comm_overlap is empty", f"give at least one of {OVERLAPS}")
         for s in self.planted():
             if not 0 <= s.rank < self.ranks or s.phase not in PHASES or s.extra_ns < 0:
-                bad(f"straggler {s} is out of range",
-                    f"rank < {self.ranks}, phase in {PHASES}, extra_ns >= 0")
+                bad(
+                    f"straggler {s} is out of range",
+                    f"rank < {self.ranks}, phase in {PHASES}, extra_ns >= 0",
+                )
         min_gap = 4 * (self.launch_latency_ns + self.host_gap_ns[1] + self.gpu_gap_ns[1])
         for g in self.gaps:
             if not (0 <= g.rank < self.ranks and 0 <= g.step < self.steps):
                 bad(f"gap {g} is outside the run", f"rank < {self.ranks}, step < {self.steps}")
             if g.cause not in GAP_CAUSES or g.phase not in ("forward", "backward"):
-                bad(f"gap {g} has an unknown cause or phase", f"cause in {GAP_CAUSES}, phase forward/backward")
+                bad(
+                    f"gap {g} has an unknown cause or phase",
+                    f"cause in {GAP_CAUSES}, phase forward/backward",
+                )
             if g.dur_ns < min_gap:
                 bad(f"gap {g} is shorter than {min_gap} ns", "plant gaps well above launch latency")
             count = self.phase_kernel_counts()[g.phase]
             if not 0 <= g.module < min(self.modules, count):
-                bad(f"gap {g} names module {g.module}, which has no kernels",
-                    f"module < {min(self.modules, count)} (modules with {g.phase} kernels)")
+                bad(
+                    f"gap {g} names module {g.module}, which has no kernels",
+                    f"module < {min(self.modules, count)} (modules with {g.phase} kernels)",
+                )
             if g.phase == "forward" and g.module == 0 and self.p2p_per_step:
                 bad(f"gap {g} would end at the step's P2P copy", "plant it at module >= 1")
         for x in self.extra_collectives:
             if not (0 <= x.rank < self.ranks and 0 <= x.step < self.steps):
-                bad(f"extra collective {x} is outside the run", f"rank < {self.ranks}, step < {self.steps}")
+                bad(
+                    f"extra collective {x} is outside the run",
+                    f"rank < {self.ranks}, step < {self.steps}",
+                )
         self._validate_shapes(bad)
 
     def _validate_shapes(self, bad) -> None:
         """The MoE and pipeline shapes, their plants and the clock jump."""
         if self.moe and self.pipeline:
             bad("moe and pipeline are both set", "pick one shape")
-        plain = not (self.tp or self.devices_per_rank != 1 or self.ranks_per_report != 1
-                     or self.gaps or self.nccl_payloads or self.extra_collectives
-                     or self.side_streams)
+        plain = not (
+            self.tp
+            or self.devices_per_rank != 1
+            or self.ranks_per_report != 1
+            or self.gaps
+            or self.nccl_payloads
+            or self.extra_collectives
+            or self.side_streams
+        )
         if (self.moe or self.pipeline) and not plain:
-            bad("moe / pipeline runs have one GPU per rank and report, no tp, payloads, extra "
-                "collectives, planted gaps or side streams", "leave those fields at their defaults")
-        if self.hot_expert and not (self.moe and 0 <= self.hot_expert.rank < self.ranks
-                                    and self.hot_expert.factor > 0):
-            bad(f"hot_expert {self.hot_expert} needs moe and a rank < {self.ranks}",
-                "set moe, or drop it")
+            bad(
+                "moe / pipeline runs have one GPU per rank and report, no tp, payloads, extra "
+                "collectives, planted gaps or side streams",
+                "leave those fields at their defaults",
+            )
+        if self.hot_expert and not (
+            self.moe and 0 <= self.hot_expert.rank < self.ranks and self.hot_expert.factor > 0
+        ):
+            bad(
+                f"hot_expert {self.hot_expert} needs moe and a rank < {self.ranks}",
+                "set moe, or drop it",
+            )
         if self.moe and (self.moe.layers < 1 or self.moe.tokens < self.ranks):
             bad("moe needs layers >= 1 and at least one token per rank", "fix moe")
         p = self.pipeline
         if p and (p.stages < 2 or self.ranks % p.stages or p.microbatches < p.stages):
-            bad(f"pipeline {p} does not fit {self.ranks} ranks",
-                "stages >= 2 dividing ranks, microbatches >= stages")
+            bad(
+                f"pipeline {p} does not fit {self.ranks} ranks",
+                "stages >= 2 dividing ranks, microbatches >= stages",
+            )
         if self.slow_stage and not (p and 0 <= self.slow_stage.stage < p.stages):
-            bad(f"slow_stage {self.slow_stage} needs a pipeline with that stage",
-                "set pipeline, or drop it")
+            bad(
+                f"slow_stage {self.slow_stage} needs a pipeline with that stage",
+                "set pipeline, or drop it",
+            )
         if (self.moe or p) and self.straggler and self.straggler.phase != "data_loading":
-            bad("moe / pipeline stragglers are data_loading only",
-                "plant hot_expert or slow_stage instead")
+            bad(
+                "moe / pipeline stragglers are data_loading only",
+                "plant hot_expert or slow_stage instead",
+            )
         j = self.clock_jump
         nodes = (self.ranks - 1) // self.ranks_per_node + 1
         if j and not (0 <= j.node < nodes and 0 < j.step < self.steps and j.size_ns > 0):
-            bad(f"clock_jump {j} is outside the run",
-                f"node < {nodes}, 0 < step < {self.steps}, size_ns > 0")
-
+            bad(
+                f"clock_jump {j} is outside the run",
+                f"node < {nodes}, 0 < step < {self.steps}, size_ns > 0",
+            )

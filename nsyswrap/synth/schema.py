@@ -1,4 +1,5 @@
 """The real 2026.2 export schema, loaded from ``schema_2026_2.sql``."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -32,8 +33,8 @@ def template() -> Template:
     """Load the template database from the packaged SQL script."""
     con = sqlite3.connect(":memory:")
     con.executescript(SCHEMA_FILE.read_text(encoding="utf-8"))
-    ddl = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid"))
-    rows = {
-        name: con.execute(f'SELECT * FROM "{name}" ORDER BY rowid').fetchall() for name in ddl
-    }
+    ddl = dict(
+        con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid")
+    )
+    rows = {name: con.execute(f'SELECT * FROM "{name}" ORDER BY rowid').fetchall() for name in ddl}
     return Template(ddl=ddl, rows={k: v for k, v in rows.items() if v})

@@ -1,4 +1,5 @@
 """Build every rank's timeline for a scenario (in memory; nothing is written here)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.timeline import Timeline
 from nsyswrap.synth.trace import RankTrace, Stream, recorded
 
-PID_BASE = 144          # rank processes are PIDs 144, 145, ... on each node (as in a container)
+PID_BASE = 144  # rank processes are PIDs 144, 145, ... on each node (as in a container)
 CAPTURE_TAIL_NS = 1_000_000
 HIGH_PRIORITY = 4294967295  # stream priority -1, stored as unsigned 32-bit like real exports
 
@@ -47,8 +48,10 @@ def make_devices(trace: RankTrace, sc: Scenario) -> list[Device]:
         nccl = stream(device, next(other_ids), priority=HIGH_PRIORITY)
         sides = [stream(device, next(other_ids)) for _ in range(sc.side_streams)]
         tp_nccl = stream(device, next(other_ids), priority=HIGH_PRIORITY) if sc.tp else None
-        comms = {pg: stream(device, next(other_ids), priority=HIGH_PRIORITY)
-                 for pg in program_of(sc).extra_groups(sc, trace.rank)}
+        comms = {
+            pg: stream(device, next(other_ids), priority=HIGH_PRIORITY)
+            for pg in program_of(sc).extra_groups(sc, trace.rank)
+        }
         devices.append(Device(device, compute, sides, nccl, tp_nccl, comms))
     return devices
 
@@ -70,8 +73,14 @@ def simulate(sc: Scenario) -> Simulation:
             elapsed = session_start - traces[rank - local].session_start
             errors[rank] += recorded(elapsed, sc.drift_ppb(rank)) - elapsed
         trace = RankTrace(
-            rank=rank, node=node, local_rank=local, pid=PID_BASE + local, hostname=f"node{node}",
-            session_start=session_start, clock_error=errors[rank], drift_ppb=sc.drift_ppb(rank),
+            rank=rank,
+            node=node,
+            local_rank=local,
+            pid=PID_BASE + local,
+            hostname=f"node{node}",
+            session_start=session_start,
+            clock_error=errors[rank],
+            drift_ppb=sc.drift_ppb(rank),
             devices=[local * sc.devices_per_rank + j for j in range(sc.devices_per_rank)],
         )
         devices = make_devices(trace, sc)

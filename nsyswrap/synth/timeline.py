@@ -5,6 +5,7 @@ starts at ``max(call start + launch latency, stream free + small GPU gap, not_be
 NCCL kernels leave their stream pending (``free_at is None``) until the collective
 is resolved across ranks; ``settle()`` is the generator step that waits for that.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -22,9 +23,9 @@ STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
 EVENT_RECORD = API_INDEX["cudaEventRecord_v3020"]
 STREAM_WAIT = API_INDEX["cudaStreamWaitEvent_v3020"]
 SYNC_STREAM_WAIT, SYNC_STREAM = 2, 3  # ENUM_CUPTI_SYNC_TYPE
-NO_EVENT = 4294967295                  # eventId of stream syncs in real exports
-SYNC_INSET_NS = 500                    # SYNCHRONIZATION rows sit just inside their API call
-HELD_RECORD_NS = 1_000                 # held_wait: its event record call and the gaps around
+NO_EVENT = 4294967295  # eventId of stream syncs in real exports
+SYNC_INSET_NS = 500  # SYNCHRONIZATION rows sit just inside their API call
+HELD_RECORD_NS = 1_000  # held_wait: its event record call and the gaps around
 
 
 def draws(rng: np.random.Generator, lo: int, hi: int, chunk: int = 1 << 15) -> Iterator[int]:
@@ -117,12 +118,15 @@ class Timeline:
         if free is None:
             raise StreamPending(f"stream {stream.sid} of rank {self.trace.rank} is pending")
         stream.ops += 1
-        if not back_to_back and (not self.back_to_back_every or stream.ops % self.back_to_back_every):
+        if not back_to_back and (
+            not self.back_to_back_every or stream.ops % self.back_to_back_every
+        ):
             free += next(self._gpu_gap)
         return max(api_start + self.latency, free, not_before)
 
-    def kernel(self, stream: Stream, ktype: int, dur: int, not_before: int = 0,
-               back_to_back: bool = False) -> tuple[int, int]:
+    def kernel(
+        self, stream: Stream, ktype: int, dur: int, not_before: int = 0, back_to_back: bool = False
+    ) -> tuple[int, int]:
         """Launch a kernel; returns its (start, end)."""
         api_start, corr = self.call(self._type_api[ktype])
         start = self._ready(stream, api_start, not_before, back_to_back)
@@ -150,13 +154,33 @@ class Timeline:
         self.unresolved += 1
         return start, index
 
-    def memcpy(self, stream: Stream, nbytes: int, dur: int, copy_kind: int, src_kind: int,
-               dst_kind: int, src_device: int | None = None, dst_device: int | None = None) -> None:
+    def memcpy(
+        self,
+        stream: Stream,
+        nbytes: int,
+        dur: int,
+        copy_kind: int,
+        src_kind: int,
+        dst_kind: int,
+        src_device: int | None = None,
+        dst_device: int | None = None,
+    ) -> None:
         api_start, corr = self.call(MEMCPY)
         start = self._ready(stream, api_start, 0, False)
         end = stream.free_at = start + dur
         self.trace.memcpys.append(
-            (start, end, stream.index, corr, nbytes, copy_kind, src_kind, dst_kind, src_device, dst_device)
+            (
+                start,
+                end,
+                stream.index,
+                corr,
+                nbytes,
+                copy_kind,
+                src_kind,
+                dst_kind,
+                src_device,
+                dst_device,
+            )
         )
 
     def memset(self, stream: Stream, nbytes: int, dur: int) -> None:
@@ -173,8 +197,9 @@ class Timeline:
         end = max(start + next(self._api_ns), stream.free_at + self.wake, until)
         corr = self._record(STREAM_SYNC, start, end)
         inset = min(SYNC_INSET_NS, (end - start) // 4)
-        self.trace.syncs.append((start + inset, end - inset, stream.index, corr, SYNC_STREAM,
-                                 NO_EVENT, 0))
+        self.trace.syncs.append(
+            (start + inset, end - inset, stream.index, corr, SYNC_STREAM, NO_EVENT, 0)
+        )
         self.t = end + next(self._host_gap)
 
     def wait(self, waiter: Stream, on: Stream) -> None:
@@ -187,8 +212,17 @@ class Timeline:
         tr = self.trace
         end = tr.r_end[-1]
         inset = min(SYNC_INSET_NS, (end - start) // 4)
-        tr.syncs.append((start + inset, end - inset, waiter.index, corr, SYNC_STREAM_WAIT,
-                         self.events, self.events))
+        tr.syncs.append(
+            (
+                start + inset,
+                end - inset,
+                waiter.index,
+                corr,
+                SYNC_STREAM_WAIT,
+                self.events,
+                self.events,
+            )
+        )
         waiter.free_at = max(waiter.free_at, on.free_at)
 
     def held_wait(self, waiter: Stream, on: Stream, until: int) -> None:
@@ -204,8 +238,17 @@ class Timeline:
         corr = self._record(STREAM_WAIT, start, end)
         self.t = end + HELD_RECORD_NS
         inset = min(SYNC_INSET_NS, (end - start) // 4)
-        self.trace.syncs.append((start + inset, end - inset, waiter.index, corr, SYNC_STREAM_WAIT,
-                                 self.events, self.events))
+        self.trace.syncs.append(
+            (
+                start + inset,
+                end - inset,
+                waiter.index,
+                corr,
+                SYNC_STREAM_WAIT,
+                self.events,
+                self.events,
+            )
+        )
         waiter.free_at = max(waiter.free_at, on.free_at)
 
     def drain(self, device: int) -> int:

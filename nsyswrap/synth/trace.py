@@ -2,6 +2,7 @@
 
 True time is shared by all ranks; a report's session clock is ``true - session_start``.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -64,7 +65,7 @@ class RankTrace:
     pid: int
     hostname: str
     session_start: int  # true ns of the report's t = 0
-    clock_error: int    # recorded utcEpochNs minus true start
+    clock_error: int  # recorded utcEpochNs minus true start
     devices: list[int]
     streams: list[Stream] = field(default_factory=list)
     # kernels (compute and NCCL); k_type indexes kernel_types
@@ -89,12 +90,14 @@ class RankTrace:
     # NVTX push/pop ranges in push order (start, end, text, domain); domain creations (start, name, id)
     nvtx: list[tuple] = field(default_factory=list)
     nvtx_domains: list[tuple] = field(default_factory=list)
-    nvtx_tid: list[int] = field(default_factory=list)         # thread of each NVTX range
+    nvtx_tid: list[int] = field(default_factory=list)  # thread of each NVTX range
     nvtx_payloads: dict[int, bytes] = field(default_factory=dict)  # NVTX range index -> binaryData
-    steps: list[tuple] = field(default_factory=list)          # (step, start, end)
-    nccl: list[tuple] = field(default_factory=list)           # (kernel index, pg, seq, op, bytes)
-    planted_gaps: list[tuple] = field(default_factory=list)   # (device, start, end, cause)
-    extras: list[tuple] = field(default_factory=list)         # planted extra collectives (step, pg, seq, op, bytes)
+    steps: list[tuple] = field(default_factory=list)  # (step, start, end)
+    nccl: list[tuple] = field(default_factory=list)  # (kernel index, pg, seq, op, bytes)
+    planted_gaps: list[tuple] = field(default_factory=list)  # (device, start, end, cause)
+    extras: list[tuple] = field(
+        default_factory=list
+    )  # planted extra collectives (step, pg, seq, op, bytes)
     end: int = 0  # true time the capture stopped
     drift_ppb: int = 0  # the session clock gains this many ns per s of its own reading (recorded)
     jump_at: int | None = None  # true time from which the clock reads jump_ns more (a clock jump)

@@ -7,6 +7,7 @@ Per (rank, device) and window the GPU time splits exactly into
 that are not NCCL, comm = NCCL kernels and peer-to-peer copies, other = the remaining
 copies and memsets, idle = no GPU activity at all.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,18 +34,22 @@ class Truth:
     """What a correct analysis of the generated reports must find (JSON: see to_dict)."""
 
     scenario: dict
-    ranks: list[dict]           # rank, report, pid, hostname, node, local_rank, devices, utc_epoch_ns, ...
-    offset_ns: list[int]        # per rank: utcEpochNs + t + offset_ns is aligned time
-    devices: list[dict]         # per (rank, device): window + ledger + per-step ledgers
-    idle_gaps: list[dict]       # rank, device, start_ns, end_ns, dur_ns, cause, planted
-    nccl_kernels: list[dict]    # rank, device, correlation_id, start_ns, end_ns, pg, seq, op, bytes, overlap_ns
-    collectives: list[dict]     # matched (pg, seq): per rank aligned start/end + wait, last rank, transfer
+    ranks: list[dict]  # rank, report, pid, hostname, node, local_rank, devices, utc_epoch_ns, ...
+    offset_ns: list[int]  # per rank: utcEpochNs + t + offset_ns is aligned time
+    devices: list[dict]  # per (rank, device): window + ledger + per-step ledgers
+    idle_gaps: list[dict]  # rank, device, start_ns, end_ns, dur_ns, cause, planted
+    nccl_kernels: list[
+        dict
+    ]  # rank, device, correlation_id, start_ns, end_ns, pg, seq, op, bytes, overlap_ns
+    collectives: list[
+        dict
+    ]  # matched (pg, seq): per rank aligned start/end + wait, last rank, transfer
     unmatched_collectives: list[dict]
     straggler: dict | None
-    mismatches: list[dict]      # planted extra collectives: rank, step, pg, seq, op, bytes
+    mismatches: list[dict]  # planted extra collectives: rank, step, pg, seq, op, bytes
     planted_gain: dict | None = None  # what removing the plant saves per step (planted_gain())
     # only in runs that have them (left out of the JSON otherwise, so older truths stay):
-    exchanges: list[dict] | None = None    # all_to_all and send/recv: members end apart
+    exchanges: list[dict] | None = None  # all_to_all and send/recv: members end apart
     clock_jumps: list[dict] | None = None  # node, host, ranks, at_aligned_ns, at_session_ns, size
 
     def to_dict(self) -> dict:
@@ -67,9 +72,14 @@ def ledger(m: dict[str, Measure], lo: int, hi: int) -> dict[str, int]:
     """Exact split of [lo, hi) into compute/comm/both/other/idle ns."""
     c, k, b, a = m["compute"](lo, hi), m["comm"](lo, hi), m["both"](lo, hi), m["any"](lo, hi)
     return {
-        "span_ns": hi - lo, "compute_only_ns": c - b, "comm_only_ns": k - b, "both_ns": b,
-        "other_only_ns": a - (c + k - b), "idle_ns": (hi - lo) - a,
-        "compute_busy_ns": c, "comm_busy_ns": k,
+        "span_ns": hi - lo,
+        "compute_only_ns": c - b,
+        "comm_only_ns": k - b,
+        "both_ns": b,
+        "other_only_ns": a - (c + k - b),
+        "idle_ns": (hi - lo) - a,
+        "compute_busy_ns": c,
+        "comm_busy_ns": k,
     }
 
 
@@ -86,7 +96,9 @@ class DeviceActivity:
     launch: list[int]
 
     def intervals(self, cls: int | None = None) -> Intervals:
-        return [(s, e) for s, e, c in zip(self.start, self.end, self.cls) if cls is None or c == cls]
+        return [
+            (s, e) for s, e, c in zip(self.start, self.end, self.cls) if cls is None or c == cls
+        ]
 
     def launches_at(self, t: int) -> list[int]:
         """Launch-call starts of the activities that start at ``t``."""
@@ -107,11 +119,19 @@ class RankView:
         if list(trace.r_corr[-1:]) != [len(trace.r_corr)]:
             raise RuntimeError("correlationIds must be 1..n in call order")
         launch = _column(trace.r_start) - off
-        self.syncs = union([(s - off, e - off) for s, e, a in zip(trace.r_start, trace.r_end, trace.r_api)
-                            if a == STREAM_SYNC])
+        self.syncs = union(
+            [
+                (s - off, e - off)
+                for s, e, a in zip(trace.r_start, trace.r_end, trace.r_api)
+                if a == STREAM_SYNC
+            ]
+        )
         stream_device = np.array([s.device for s in trace.streams], dtype=np.int64)
         type_class = np.array([COMM if k.is_nccl else COMPUTE for k in trace.kernel_types] or [0])
-        copies = [(s, e, st, corr, COMM if kind == PTOP else OTHER) for s, e, st, corr, _b, kind, *_ in trace.memcpys]
+        copies = [
+            (s, e, st, corr, COMM if kind == PTOP else OTHER)
+            for s, e, st, corr, _b, kind, *_ in trace.memcpys
+        ]
         copies += [(s, e, st, corr, OTHER) for s, e, st, corr, _b in trace.memsets]
         c = np.array(copies, dtype=np.int64).reshape(-1, 5)
         start = np.concatenate([_column(trace.k_start), c[:, 0]]) - off
@@ -123,15 +143,20 @@ class RankView:
         for d in trace.devices:
             idx = np.flatnonzero(device == d)
             idx = idx[np.argsort(start[idx], kind="stable")]
-            self.devices[d] = DeviceActivity(start[idx].tolist(), end[idx].tolist(), cls[idx].tolist(),
-                                             launch[corr[idx] - 1].tolist())
+            self.devices[d] = DeviceActivity(
+                start[idx].tolist(),
+                end[idx].tolist(),
+                cls[idx].tolist(),
+                launch[corr[idx] - 1].tolist(),
+            )
 
     def measures(self, device: int) -> dict[str, Measure]:
         act = self.devices[device]
         compute = union(act.intervals(COMPUTE))
         comm = union(act.intervals(COMM))
         return {
-            "compute": Measure(compute), "comm": Measure(comm),
+            "compute": Measure(compute),
+            "comm": Measure(comm),
             "both": Measure(intersect(compute, comm)),
             "any": Measure(union(act.intervals())),
         }
@@ -146,8 +171,9 @@ def classify_gap(start: int, end: int, syncs: Measure, launches_at_end: list[int
     return "sync" if 2 * syncs(start, end) >= end - start else "host_bound"
 
 
-def compute_truth(sim: Simulation, report_names: list[str],
-                  unplanted: Simulation | None = None) -> Truth:
+def compute_truth(
+    sim: Simulation, report_names: list[str], unplanted: Simulation | None = None
+) -> Truth:
     sc = sim.scenario
     traces = sim.traces
     offsets = [traces[0].clock_error - t.clock_error for t in traces]
@@ -163,47 +189,93 @@ def compute_truth(sim: Simulation, report_names: list[str],
                 continue
             m = view.measures(device)
             lo, hi = act.start[0], max(act.end)
-            steps = [{"step": i, "start_ns": s - off, "end_ns": e - off, **ledger(m, s - off, e - off)}
-                     for i, s, e in tr.steps]
-            devices.append({"rank": tr.rank, "device": device, "start_ns": lo, "end_ns": hi,
-                            **ledger(m, lo, hi), "steps": steps})
+            steps = [
+                {"step": i, "start_ns": s - off, "end_ns": e - off, **ledger(m, s - off, e - off)}
+                for i, s, e in tr.steps
+            ]
+            devices.append(
+                {
+                    "rank": tr.rank,
+                    "device": device,
+                    "start_ns": lo,
+                    "end_ns": hi,
+                    **ledger(m, lo, hi),
+                    "steps": steps,
+                }
+            )
             for gs, ge in gaps(act.intervals(), lo, hi):
                 key = (device, gs, ge)
                 if ge - gs < sc.min_gap_ns and key not in planted:
                     continue
                 cause = classify_gap(gs, ge, sync_measure, act.launches_at(ge))
-                idle.append({"rank": tr.rank, "device": device, "start_ns": gs, "end_ns": ge,
-                             "dur_ns": ge - gs, "cause": cause, "planted": key in planted})
+                idle.append(
+                    {
+                        "rank": tr.rank,
+                        "device": device,
+                        "start_ns": gs,
+                        "end_ns": ge,
+                        "dur_ns": ge - gs,
+                        "cause": cause,
+                        "planted": key in planted,
+                    }
+                )
                 want = planted.pop(key, cause)
                 if TRUE_CAUSE.get(want, want) != cause:
                     raise NsysWrapError(
-                        f"scenario {sc.name!r}", f"the gap planted on rank {tr.rank} at {gs} ns came out "
-                        f"as {cause!r}", "plant it later in the phase (the host must run ahead of the GPU)")
+                        f"scenario {sc.name!r}",
+                        f"the gap planted on rank {tr.rank} at {gs} ns came out as {cause!r}",
+                        "plant it later in the phase (the host must run ahead of the GPU)",
+                    )
             for index, pg, seq, op, nbytes in tr.nccl:
                 st = tr.streams[tr.k_stream[index]]
                 if st.device != device:
                     continue
                 s, e = tr.k_start[index] - off, tr.k_end[index] - off
-                nccl.append({"rank": tr.rank, "device": device, "correlation_id": tr.k_corr[index],
-                             "start_ns": s, "end_ns": e, "pg": pg, "seq": seq, "op": op, "bytes": nbytes,
-                             "overlap_ns": m["compute"](s, e)})
+                nccl.append(
+                    {
+                        "rank": tr.rank,
+                        "device": device,
+                        "correlation_id": tr.k_corr[index],
+                        "start_ns": s,
+                        "end_ns": e,
+                        "pg": pg,
+                        "seq": seq,
+                        "op": op,
+                        "bytes": nbytes,
+                        "overlap_ns": m["compute"](s, e),
+                    }
+                )
         if planted:
-            raise NsysWrapError(f"scenario {sc.name!r}", f"planted gaps {sorted(planted)} on rank {tr.rank} "
-                                "are not idle gaps", "plant gaps where no other stream is busy")
+            raise NsysWrapError(
+                f"scenario {sc.name!r}",
+                f"planted gaps {sorted(planted)} on rank {tr.rank} are not idle gaps",
+                "plant gaps where no other stream is busy",
+            )
     collectives, unmatched = _collectives(sim, offsets)
     exchanges = [c for c in collectives if not c["barrier"]]
-    collectives = [{k: v for k, v in c.items() if k != "barrier"}
-                   for c in collectives if c["barrier"]]
+    collectives = [
+        {k: v for k, v in c.items() if k != "barrier"} for c in collectives if c["barrier"]
+    ]
     return Truth(
         scenario=sc.to_dict(),
-        ranks=[_rank_info(tr, name, offsets[tr.rank], traces[0].drift_ppb)
-               for tr, name in zip(traces, report_names)],
-        offset_ns=offsets, devices=devices, idle_gaps=idle, nccl_kernels=nccl,
-        collectives=collectives, unmatched_collectives=unmatched,
+        ranks=[
+            _rank_info(tr, name, offsets[tr.rank], traces[0].drift_ppb)
+            for tr, name in zip(traces, report_names)
+        ],
+        offset_ns=offsets,
+        devices=devices,
+        idle_gaps=idle,
+        nccl_kernels=nccl,
+        collectives=collectives,
+        unmatched_collectives=unmatched,
         straggler=sc.to_dict()["straggler"],
-        mismatches=[{"rank": tr.rank, "step": step, "pg": pg, "seq": seq, "op": op, "bytes": nbytes}
-                    for tr in traces for step, pg, seq, op, nbytes in tr.extras],
-        exchanges=exchanges or None, clock_jumps=_clock_jumps(sim, offsets),
+        mismatches=[
+            {"rank": tr.rank, "step": step, "pg": pg, "seq": seq, "op": op, "bytes": nbytes}
+            for tr in traces
+            for step, pg, seq, op, nbytes in tr.extras
+        ],
+        exchanges=exchanges or None,
+        clock_jumps=_clock_jumps(sim, offsets),
         planted_gain=None if unplanted is None else planted_gain(sim, unplanted),
     )
 
@@ -228,14 +300,22 @@ def planted_gain(sim: Simulation, unplanted: Simulation) -> dict:
     """What the planted slow-downs cost: per step, the run's step time (run_step_times) as
     generated, the same scenario's step time simulated again without them, and the gain."""
     recorded, clean = run_step_times(sim), run_step_times(unplanted)
-    steps = [{"step": s, "recorded_ns": recorded[s], "unplanted_ns": clean[s],
-              "gain_ns": recorded[s] - clean[s]} for s in sorted(recorded)]
+    steps = [
+        {
+            "step": s,
+            "recorded_ns": recorded[s],
+            "unplanted_ns": clean[s],
+            "gain_ns": recorded[s] - clean[s],
+        }
+        for s in sorted(recorded)
+    ]
     total = sum(r["gain_ns"] for r in steps)
     return {
         "definition": "run step time = latest end of the step on any rank - latest end of the "
-                      "previous step (first step: its latest start); gain = step time - step time "
-                      "simulated again without the plant",
-        "steps": steps, "gain_ns_total": total,  # per step: gain_ns_total / len(steps)
+        "previous step (first step: its latest start); gain = step time - step time "
+        "simulated again without the plant",
+        "steps": steps,
+        "gain_ns_total": total,  # per step: gain_ns_total / len(steps)
     }
 
 
@@ -247,20 +327,39 @@ def _clock_jumps(sim: Simulation, offsets: list[int]) -> list[dict] | None:
         return None
     first = on_node[0]
     align = first.utc_epoch_ns - first.session_start + offsets[first.rank]
-    return [{"node": first.node, "host": first.hostname, "ranks": [tr.rank for tr in on_node],
-             "at_aligned_ns": first.jump_at + align,
-             "at_session_ns": [{"rank": tr.rank, "session_ns": tr.session_ns(tr.jump_at)}
-                               for tr in on_node],
-             "size_ns": first.jump_ns}]
+    return [
+        {
+            "node": first.node,
+            "host": first.hostname,
+            "ranks": [tr.rank for tr in on_node],
+            "at_aligned_ns": first.jump_at + align,
+            "at_session_ns": [
+                {"rank": tr.rank, "session_ns": tr.session_ns(tr.jump_at)} for tr in on_node
+            ],
+            "size_ns": first.jump_ns,
+        }
+    ]
 
 
 def _rank_info(tr: RankTrace, report: str, offset: int, ref_ppb: int) -> dict:
     drift = {"drift_ppb": ref_ppb - tr.drift_ppb} if tr.drift_ppb or ref_ppb else {}
-    return {**drift, "rank": tr.rank, "report": report, "pid": tr.pid, "hostname": tr.hostname, "node": tr.node,
-            "local_rank": tr.local_rank, "devices": list(tr.devices), "utc_epoch_ns": tr.utc_epoch_ns,
-            "clock_error_ns": tr.clock_error, "offset_ns": offset,
-            "duration_ns": tr.end - tr.session_start, "kernels": len(tr.k_start),
-            "api_calls": len(tr.r_start), "nvtx_ranges": len(tr.nvtx)}
+    return {
+        **drift,
+        "rank": tr.rank,
+        "report": report,
+        "pid": tr.pid,
+        "hostname": tr.hostname,
+        "node": tr.node,
+        "local_rank": tr.local_rank,
+        "devices": list(tr.devices),
+        "utc_epoch_ns": tr.utc_epoch_ns,
+        "clock_error_ns": tr.clock_error,
+        "offset_ns": offset,
+        "duration_ns": tr.end - tr.session_start,
+        "kernels": len(tr.k_start),
+        "api_calls": len(tr.r_start),
+        "nvtx_ranges": len(tr.nvtx),
+    }
 
 
 def _collectives(sim: Simulation, offsets: list[int]) -> tuple[list[dict], list[dict]]:
@@ -284,15 +383,26 @@ def _collectives(sim: Simulation, offsets: list[int]) -> tuple[list[dict], list[
             tr = traces[rank]
             align = tr.utc_epoch_ns - tr.session_start + offsets[rank]  # true -> aligned
             op, nbytes = meta[rank][index]
-            rows.append({"rank": rank, "device": device, "op": op, "bytes": nbytes,
-                         "start_aligned_ns": start + align, "end_aligned_ns": end + align})
+            rows.append(
+                {
+                    "rank": rank,
+                    "device": device,
+                    "op": op,
+                    "bytes": nbytes,
+                    "start_aligned_ns": start + align,
+                    "end_aligned_ns": end + align,
+                }
+            )
         last = max(rows, key=lambda r: r["start_aligned_ns"])
         for r in rows:
             r["wait_ns"] = last["start_aligned_ns"] - r["start_aligned_ns"]
         entry = {
-            "pg": c.pg, "seq": c.seq, "last_rank": last["rank"],
+            "pg": c.pg,
+            "seq": c.seq,
+            "last_rank": last["rank"],
             "transfer_ns": last["end_aligned_ns"] - last["start_aligned_ns"],
-            "same_content": len({(r["op"], r["bytes"]) for r in rows}) == 1, "per_rank": rows,
+            "same_content": len({(r["op"], r["bytes"]) for r in rows}) == 1,
+            "per_rank": rows,
             "barrier": c.barrier,
         }
         if not c.barrier:

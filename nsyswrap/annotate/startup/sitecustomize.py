@@ -1,5 +1,6 @@
 """Put first on PYTHONPATH by `nsyswrap launch`: tell the rank wrapper that Python started,
 annotate the program (with --annotate), then run the sitecustomize that this one hides."""
+
 import importlib.machinery
 import importlib.util
 import os
@@ -14,7 +15,9 @@ def _run_hidden_sitecustomize() -> None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
-if os.environ.get("NSYSWRAP_STARTED"):  # the rank wrapper learns that the program started, and its pid
+if os.environ.get(
+    "NSYSWRAP_STARTED"
+):  # the rank wrapper learns that the program started, and its pid
     try:
         with open(os.environ["NSYSWRAP_STARTED"], "x") as started:  # the first Python process only
             started.write(str(os.getpid()))
@@ -23,8 +26,10 @@ if os.environ.get("NSYSWRAP_STARTED"):  # the rank wrapper learns that the progr
 try:
     from nsyswrap.annotate.auto import install_from_env
 except ImportError as exc:
-    print(f"nsyswrap: automatic annotation is off: nsyswrap is not importable by {sys.executable} ({exc})",
-          file=sys.stderr)
+    print(
+        f"nsyswrap: automatic annotation is off: nsyswrap is not importable by {sys.executable} ({exc})",
+        file=sys.stderr,
+    )
 else:
     install_from_env()
 _run_hidden_sitecustomize()
