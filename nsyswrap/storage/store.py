@@ -74,17 +74,17 @@ def write(target: Path, build, about: str = "") -> None:
     try:
         try:
             build(work)
+            size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file())
+            name, _, _ = target.name.rpartition("-")
+            index = {"kind": target.parent.name, "name": name, "about": about, "bytes": size}
+            for _ in range(2):  # its size counts the index too
+                index["bytes"] = size + len(json.dumps(index).encode())
+            (work / INDEX).write_text(json.dumps(index))
         except Exception as exc:  # a full disk or too many open files: one line, not a traceback
             limit = limit_error(exc, target.parent)
             if limit is None:
                 raise
             raise limit from exc
-        size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file())
-        name, _, _ = target.name.rpartition("-")
-        index = {"kind": target.parent.name, "name": name, "about": about, "bytes": size}
-        for _ in range(2):  # its size counts the index too
-            index["bytes"] = size + len(json.dumps(index).encode())
-        (work / INDEX).write_text(json.dumps(index))
         try:
             os.replace(work, target)
         except OSError:  # another process finished first
