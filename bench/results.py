@@ -423,7 +423,7 @@ def scale_table(result: dict) -> str:
     ]
     for ranks, kernels in points:
 
-        def get(key, field="wall_s"):
+        def get(key, field="wall_s", *, ranks=ranks, kernels=kernels):
             return _scale_value(rows, key, ranks, kernels, field)
 
         floor, cold = get("floor"), get("cold_open")
@@ -637,7 +637,7 @@ def ranks_table(result: dict) -> str:
     ]
     for ranks, steps in points:
 
-        def get(key, field="wall_s"):
+        def get(key, field="wall_s", *, ranks=ranks, steps=steps):
             return _point(rows, key, ranks, steps, field)
 
         row = next(r for r in rows if r["ranks"] == ranks and r["steps"] == steps)

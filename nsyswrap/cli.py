@@ -123,7 +123,7 @@ Output = Annotated[
 ]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 Params = Annotated[
-    list[str],
+    list[str] | None,
     typer.Option(
         "--param", "-p", metavar="NAME=VALUE", help="Query parameter NAME=VALUE (repeatable)."
     ),
@@ -320,9 +320,9 @@ def _progress_bar():
     return advance
 
 
-def _params(pairs: list[str]) -> dict[str, str]:
+def _params(pairs: list[str] | None) -> dict[str, str]:
     out = {}
-    for pair in pairs:
+    for pair in pairs or []:
         name, sep, value = pair.partition("=")
         if not sep:
             raise NsysWrapError(f"-p {pair}", "is not NAME=VALUE", "write e.g. -p min_dur_ns=1000")
@@ -357,7 +357,7 @@ def query(
         ),
     ],
     reports: Reports,
-    param: Params = [],
+    param: Params = None,
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Force = False,
@@ -384,7 +384,7 @@ def sql(
         ),
     ],
     reports: Reports,
-    param: Params = [],
+    param: Params = None,
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Force = False,
@@ -861,13 +861,13 @@ def launch(
         str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")
     ] = "cuda,nvtx,osrt",
     nsys_arg: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--nsys-arg",
             metavar="OPTION",
             help="Extra nsys profile option, --name=value form (repeatable).",
         ),
-    ] = [],
+    ] = None,
     nsys: Annotated[
         str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")
     ] = "nsys",
@@ -951,7 +951,7 @@ def launch(
         steps=steps,
         every=every,
         trace=trace,
-        nsys_args=nsys_arg,
+        nsys_args=nsys_arg or [],
         annotate=annotate,
         nsys=nsys,
         force=force,

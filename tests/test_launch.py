@@ -76,14 +76,6 @@ class Standin:
         return [args for args in map(json.loads, lines) if args[0] == command]
 
 
-@pytest.fixture
-def standin(tmp_path, monkeypatch):
-    fake = Standin(tmp_path)
-    monkeypatch.setenv("PATH", f"{fake.bin}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("NSYS_STANDIN_LOG", str(fake.log))
-    return fake
-
-
 def script(tmp_path: Path, body: str, name: str = "train.py") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(body))

@@ -63,7 +63,7 @@ class DiffResult:
 def diff(
     base: RunArg,
     new: RunArg,
-    options: ReportOptions = ReportOptions(),
+    options: ReportOptions | None = None,
     *,
     force: bool = False,
     opener: Opener = DEFAULT_OPENER,
@@ -71,6 +71,7 @@ def diff(
     """Compare run NEW against run BASE (each a run directory, glob, manifest.json or report
     file, or a list of them). Raises NsysWrapError naming what differs when the runs cannot
     be compared, unless `force`."""
+    options = options or ReportOptions()
     base_label, new_label = _label(base), _label(new)
     with ExitStack() as stack:
         runs = [stack.enter_context(opener.open(run_inputs(r))) for r in (base, new)]
