@@ -61,7 +61,7 @@ if os.environ.get("NSYS_STANDIN_HANG"):  # stuck after the program ended (as nsy
     while True:
         signal.pause()
 sys.exit(128 - code if code < 0 else code)
-"""
+"""  # noqa: E501  (the stand-in's program text kept as written)
 
 
 class Standin:
@@ -86,7 +86,7 @@ def manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
 
 
-# --- the nsys command of one rank ------------------------------------------------------------------
+# --- the nsys command of one rank -----------------------------------------------------------------
 
 
 def test_nsys_argv_for_training():

@@ -1,10 +1,11 @@
-"""`nsyswrap diff BASE NEW` (`nsyswrap.diff`): did the change help? Two runs compared figure by figure.
+"""`nsyswrap diff BASE NEW` (`nsyswrap.diff`): did the change help? Two runs compared figure
+by figure.
 
 `diff(base, new)` checks that the runs can be compared (nsyswrap.comparison.comparability),
 computes each run's per-step samples (nsyswrap.comparison.samples), compares their medians with
 a bootstrap interval (nsyswrap.comparison.significance) and leads with a headline
-(nsyswrap.comparison.headline). `nsyswrap.comparison.gate` is the CI gate, `nsyswrap.comparison.render`
-the output.
+(nsyswrap.comparison.headline). `nsyswrap.comparison.gate` is the CI gate,
+`nsyswrap.comparison.render` the output.
 """
 
 from __future__ import annotations
