@@ -1,4 +1,5 @@
-"""nsyswrap's benchmark: a generated 8-rank run measured beside a SQLite floor and a pandas baseline.
+"""nsyswrap's benchmark: a generated 8-rank run measured beside a SQLite floor and a pandas
+baseline.
 
 Run it from the repository root with ``python -m bench`` (see bench/README.md).
 """

@@ -58,7 +58,8 @@ def step_counter():
 
 
 def plain_and_annotated(run, annotate, number: int, rounds: int = 7) -> tuple[float, float]:
-    """Best ns per call of run() plain and annotated, measured in alternating rounds (fair under load)."""
+    """Best ns per call of run() plain and annotated, measured in alternating rounds (fair
+    under load)."""
     plain, annotated = [], []
     for _ in range(rounds):
         plain.append(best_ns(run, number, repeat=1))

@@ -188,7 +188,8 @@ def ledger(work: pd.DataFrame, rank: int) -> pd.DataFrame:
 
 
 def launches(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One launch call per (pid, correlationId): the runtime call, else the driver call, earliest first."""
+    """One launch call per (pid, correlationId): the runtime call, else the driver call,
+    earliest first."""
     r = t["runtime"]
     calls = pd.DataFrame(
         {
@@ -282,7 +283,8 @@ def idle_gaps(work: pd.DataFrame, t: dict[str, pd.DataFrame], rank: int) -> pd.D
 
 
 def collectives(t: dict[str, pd.DataFrame], work: pd.DataFrame, rank: int) -> pd.DataFrame:
-    """nsyswrap `coll:` ranges keyed by (pg, seq), timed by the NCCL kernels launched inside them."""
+    """nsyswrap `coll:` ranges keyed by (pg, seq), timed by the NCCL kernels launched inside
+    them."""
     n = t["nvtx"]
     n = n[n["eventType"].isin(PUSH_POP_OR_START_END) & n["text"].str.startswith("coll:", na=False)]
     keys = n["text"].str.extract(COLL_TEXT)

@@ -127,7 +127,8 @@ def _wait(pid: int, timeout_s: float, tree: Tree):
 def run_task(
     label: str, task: list[str], env: dict[str, str] | None = None, timeout_s: float = 300
 ) -> Measurement:
-    """Run `python -m bench.tasks TASK...`: its wall time, its own timing, its tree's CPU and peak RSS."""
+    """Run `python -m bench.tasks TASK...`: its wall time, its own timing, its tree's CPU and
+    peak RSS."""
     argv = [sys.executable, "-m", "bench.tasks", *task]
     WORKDIR.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:

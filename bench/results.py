@@ -100,7 +100,8 @@ def _notes(row: dict) -> str:
     parts = [
         f"open {d['open_s']:.2f} s + queries {d['query_s']:.2f} s" if "open_s" in d else "",
         f"{d['rows']:,} rows" if "rows" in d else "",
-        f"{row['processes']} processes, at most {row['rss_together_mb']:.0f} MB resident together in a sample"
+        f"{row['processes']} processes, at most {row['rss_together_mb']:.0f} MB resident "
+        "together in a sample"
         if row.get("processes", 1) > 1
         else "",
     ]
@@ -222,7 +223,10 @@ def _baseline_target(rows: list[dict]) -> str:
         f"for all later questions), then its three metrics take {computed_more}{_s(computed)} s "
         f"on the cached views: {_per_stage(rows)}."
     )
-    measured = f"baseline {_s(baseline)} s ÷ nsyswrap {more}{_s(trio)} s = {'<' if more else ''}{_x(ratio)}"
+    measured = (
+        f"baseline {_s(baseline)} s ÷ nsyswrap {more}{_s(trio)} s = "
+        f"{'<' if more else ''}{_x(ratio)}"
+    )
     return _line(
         target, measured, not more and ratio >= BASELINE_RATIO, BASELINE_RATIO / ratio, more, why
     )
@@ -280,8 +284,8 @@ def _together_target(rows: list[dict]) -> str:
         return ""
     peak = max(nsyswrap, key=lambda r: r["rss_together_mb"])
     measured = (
-        f"{peak['rss_together_mb']:.0f} MB resident together in a 10 ms sample, the largest of every "
-        f"nsyswrap row ({peak['label']}; {peak['processes']} processes)"
+        f"{peak['rss_together_mb']:.0f} MB resident together in a 10 ms sample, the largest of "
+        f"every nsyswrap row ({peak['label']}; {peak['processes']} processes)"
     )
     over = [
         f"{r['label']} ({r['rss_together_mb']:.0f} MB together; the task process alone peaks at "
@@ -379,7 +383,8 @@ def stages_table(result: dict) -> str:
 
 
 def _cold_bound(rows: list[dict], what: str) -> tuple[float | None, str]:
-    """The cold run, or when skipped a lower bound: a cold open plus the limit of the run with results computed."""
+    """The cold run, or when skipped a lower bound: a cold open plus the limit of the run with
+    results computed."""
     cold, more = _bound(rows, f"{what}_cold")
     computed, computed_more = _bound(rows, f"{what}_computed")
     cold_open = _wall(rows, "cold_open")
@@ -423,13 +428,15 @@ def scale_table(result: dict) -> str:
     ]
     for ranks, kernels in points:
 
-        def get(key, field="wall_s"):
+        def get(key, field="wall_s", *, ranks=ranks, kernels=kernels):
             return _scale_value(rows, key, ranks, kernels, field)
 
         floor, cold = get("floor"), get("cold_open")
         lines.append(
-            f"| {ranks} | {kernels:g} M | {_s(floor)} | {_s(cold)} ({_s(get('cold_open', 'cpu_s'))}) | "
-            f"{_x(cold / floor) if cold and floor else '—'} | {_s(get('cold_open', 'peak_rss_mb'))} | "
+            f"| {ranks} | {kernels:g} M | {_s(floor)} | {_s(cold)} "
+            f"({_s(get('cold_open', 'cpu_s'))}) | "
+            f"{_x(cold / floor) if cold and floor else '—'} | "
+            f"{_s(get('cold_open', 'peak_rss_mb'))} | "
             f"{_s(get('trio_computed'))} ({_s(get('trio_computed', 'cpu_s'))}) | "
             f"{_s(get('trio_computed', 'peak_rss_mb'))} |"
         )
@@ -467,8 +474,9 @@ def _context(result: dict) -> str:
     )
     if size:
         text += (
-            f" Run: {size['reports']} reports, {size['bytes'] / 1e9:.2f} GB, {size['kernels']:,} kernels, "
-            f"{size['launch_calls']:,} CUDA API calls, {size['nvtx']:,} NVTX events."
+            f" Run: {size['reports']} reports, {size['bytes'] / 1e9:.2f} GB, "
+            f"{size['kernels']:,} kernels, {size['launch_calls']:,} CUDA API calls, "
+            f"{size['nvtx']:,} NVTX events."
         )
     return text
 
@@ -490,15 +498,16 @@ WHATIF_ABOUT = (
     "frames. Target: the stage at 64 ranks x 1,000 collectives x 100 steps <= 10 s."
 )
 RANKS_ABOUT = (
-    "`python -m bench --part ranks [--rank-steps N]`: `nsyswrap report RUN -j 2 --format json` on the first 8/16/32/64 "
-    "reports of a 64-rank run of the `bench` preset with N steps per rank (~1000 kernels per step), and on "
-    "8-rank runs with 4× and 16× the steps (events per report). Local: cold (empty cache), then warm "
-    "(median of 3). Dask: cold, on a `LocalCluster` of 2 worker processes (1 thread each) that the task "
-    "starts, found by its scheduler file (`--scheduler-file`), so its processes are measured with it; *whole* includes the cluster's start and stop, "
-    "*report* is the report alone; *Dask JSON = local*: its output is byte for byte the local engine's "
-    "cold output. RSS *together* is the largest sum of the resident sets of the "
-    "live processes in one 10 ms sample (the real peak, seen from below); the sum of each process's own "
-    "peak is an upper bound."
+    "`python -m bench --part ranks [--rank-steps N]`: `nsyswrap report RUN -j 2 --format json` on "
+    "the first 8/16/32/64 reports of a 64-rank run of the `bench` preset with N steps per rank "
+    "(~1000 kernels per step), and on 8-rank runs with 4× and 16× the steps (events per report). "
+    "Local: cold (empty cache), then warm (median of 3). Dask: cold, on a `LocalCluster` of 2 "
+    "worker processes (1 thread each) that the task starts, found by its scheduler file "
+    "(`--scheduler-file`), so its processes are measured with it; *whole* includes the cluster's "
+    "start and stop, *report* is the report alone; *Dask JSON = local*: its output is byte for "
+    "byte the local engine's cold output. RSS *together* is the largest sum of the resident sets "
+    "of the live processes in one 10 ms sample (the real peak, seen from below); the sum of each "
+    "process's own peak is an upper bound."
 )
 
 
@@ -539,14 +548,14 @@ def render(
     out = [
         "# Benchmark results",
         "",
-        "Generated by `python -m bench` (see bench/README.md for what each row measures). "
-        "Every row is one task process and its descendants (the forkserver and the worker processes of "
-        "nsyswrap's `-j` pool): wall time includes interpreter start and imports, CPU is user + system time "
-        "of all their threads, peak RSS is the sum of each process's own peak (VmHWM; not simultaneous, "
-        "shared pages counted in each: an upper bound), beside the task process's own. The machine is "
-        "shared: when a `-j 2` row's wall time is close to its CPU time, it got one core, and its CPU time "
-        "is the steadier figure. A section measured by an earlier run keeps that run's date and machine "
-        "line.",
+        "Generated by `python -m bench` (see bench/README.md for what each row measures). Every "
+        "row is one task process and its descendants (the forkserver and the worker processes of "
+        "nsyswrap's `-j` pool): wall time includes interpreter start and imports, CPU is user + "
+        "system time of all their threads, peak RSS is the sum of each process's own peak (VmHWM; "
+        "not simultaneous, shared pages counted in each: an upper bound), beside the task "
+        "process's own. The machine is shared: when a `-j 2` row's wall time is close to its CPU "
+        "time, it got one core, and its CPU time is the steadier figure. A section measured by an "
+        "earlier run keeps that run's date and machine line.",
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in m.items()) + ".",
         "",
@@ -630,21 +639,24 @@ def ranks_table(result: dict) -> str:
     rows = result["rows"]
     points = sorted({(r["ranks"], r["steps"]) for r in rows}, key=lambda p: (p[1], p[0]))
     lines = [
-        "| ranks | kernels per rank | SQLite MB | floor s | local cold s (CPU s) | its RSS together MB "
-        "(sum of peaks) | local warm s | Dask cold s: whole, report (CPU s) | its RSS together MB "
-        "(sum of peaks) | Dask JSON = local |",
+        "| ranks | kernels per rank | SQLite MB | floor s | local cold s (CPU s) "
+        "| its RSS together MB (sum of peaks) | local warm s "
+        "| Dask cold s: whole, report (CPU s) | its RSS together MB (sum of peaks) "
+        "| Dask JSON = local |",
         "|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
     ]
     for ranks, steps in points:
 
-        def get(key, field="wall_s"):
+        def get(key, field="wall_s", *, ranks=ranks, steps=steps):
             return _point(rows, key, ranks, steps, field)
 
         row = next(r for r in rows if r["ranks"] == ranks and r["steps"] == steps)
         lines.append(
-            f"| {ranks} | {row['kernels_per_rank']:,} | {row['bytes'] / 1e6:.0f} | {_s(get('floor'))} | "
+            f"| {ranks} | {row['kernels_per_rank']:,} | {row['bytes'] / 1e6:.0f} | "
+            f"{_s(get('floor'))} | "
             f"{_s(get('local_cold'))} ({_s(get('local_cold', 'cpu_s'))}) | "
-            f"{_mb(get('local_cold', 'rss_together_mb'))} ({_mb(get('local_cold', 'peak_rss_mb'))}) | "
+            f"{_mb(get('local_cold', 'rss_together_mb'))} "
+            f"({_mb(get('local_cold', 'peak_rss_mb'))}) | "
             f"{_s(get('local_warm'))} | {_s(get('dask_cold'))}, {_s(get('dask_cold', 'report_s'))} "
             f"({_s(get('dask_cold', 'cpu_s'))}) | {_mb(get('dask_cold', 'rss_together_mb'))} "
             f"({_mb(get('dask_cold', 'peak_rss_mb'))}) | {_same(rows, ranks, steps)} |"
@@ -673,7 +685,8 @@ def _same(rows: list[dict], ranks: int, steps: int) -> str:
 
 
 def ranks_notes(rows: list[dict]) -> str:
-    """How time and memory grow with ranks (at the smallest steps) and with events per report (8 ranks)."""
+    """How time and memory grow with ranks (at the smallest steps) and with events per report
+    (8 ranks)."""
     base = min(r["steps"] for r in rows)
     by_ranks = sorted({r["ranks"] for r in rows if r["steps"] == base})
     by_steps = sorted({r["steps"] for r in rows if r["ranks"] == min(by_ranks)})

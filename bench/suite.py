@@ -50,7 +50,8 @@ class Session:
         before: Callable[[], None] | None = None,
         **extra,
     ) -> Measurement | None:
-        """Measure `task` (median wall of up to `repeat` runs, `before()` ahead of each) and record it under `key`."""
+        """Measure `task` (median wall of up to `repeat` runs, `before()` ahead of each) and
+        record it under `key`."""
         env = {"NSYSWRAP_CACHE_DIR": str(cache)} if cache else None
         runs: list[Measurement] = []
         while len(runs) < repeat:
@@ -70,7 +71,8 @@ class Session:
             return None
         chosen = sorted(runs, key=lambda m: m.wall_s)[len(runs) // 2]
         print(
-            f"{label}: {chosen.wall_s:.2f} s, {chosen.peak_rss_mb:.0f} MB over {chosen.processes} processes "
+            f"{label}: {chosen.wall_s:.2f} s, {chosen.peak_rss_mb:.0f} MB over "
+            f"{chosen.processes} processes "
             f"({chosen.peak_rss_main_mb:.0f} MB task) {chosen.error or ''}",
             file=sys.stderr,
             flush=True,

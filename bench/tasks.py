@@ -124,9 +124,10 @@ def task_open(args) -> dict:
 
 
 def task_modules(args) -> dict:
-    """Prebuilt modules (`--name`, repeatable) on one open run; the open and the queries are timed apart.
-    With `--stream DIR`, each module's rows go to DIR/NAME.parquet as `nsyswrap query NAME RUN -o
-    FILE -f parquet` writes them (streamed: never one DataFrame in this process)."""
+    """Prebuilt modules (`--name`, repeatable) on one open run; the open and the queries are
+    timed apart. With `--stream DIR`, each module's rows go to DIR/NAME.parquet as `nsyswrap
+    query NAME RUN -o FILE -f parquet` writes them (streamed: never one DataFrame in this
+    process)."""
     from nsyswrap import open_run
     from nsyswrap.engine.queries import run_module
     from nsyswrap.engine.stream import write_module

@@ -123,7 +123,7 @@ Output = Annotated[
 ]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
 Params = Annotated[
-    list[str],
+    list[str] | None,
     typer.Option(
         "--param", "-p", metavar="NAME=VALUE", help="Query parameter NAME=VALUE (repeatable)."
     ),
@@ -189,7 +189,8 @@ PeakTflops = Annotated[
     typer.Option(
         "--peak-tflops",
         metavar="X",
-        help="Peak TFLOP/s of one GPU for MFU [default: the peak table's, by GPU name and --dtype].",
+        help="Peak TFLOP/s of one GPU for MFU "
+        "[default: the peak table's, by GPU name and --dtype].",
     ),
 ]
 Dtype = Annotated[
@@ -229,7 +230,8 @@ EngineOpt = Annotated[
     EngineName,
     typer.Option(
         "--engine",
-        help="Where per-report work runs: local worker processes, or the workers of a running Dask cluster (shared file system).",
+        help="Where per-report work runs: local worker processes, or the workers of a running "
+        "Dask cluster (shared file system).",
     ),
 ]
 SchedulerFile = Annotated[
@@ -320,9 +322,9 @@ def _progress_bar():
     return advance
 
 
-def _params(pairs: list[str]) -> dict[str, str]:
+def _params(pairs: list[str] | None) -> dict[str, str]:
     out = {}
-    for pair in pairs:
+    for pair in pairs or []:
         name, sep, value = pair.partition("=")
         if not sep:
             raise NsysWrapError(f"-p {pair}", "is not NAME=VALUE", "write e.g. -p min_dur_ns=1000")
@@ -357,7 +359,7 @@ def query(
         ),
     ],
     reports: Reports,
-    param: Params = [],
+    param: Params = None,
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Force = False,
@@ -384,7 +386,7 @@ def sql(
         ),
     ],
     reports: Reports,
-    param: Params = [],
+    param: Params = None,
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Force = False,
@@ -796,7 +798,8 @@ def generate(
         seed=seed,
     )
     print(
-        f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, truth.json"
+        f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, "
+        "truth.json"
     )
 
 
@@ -809,7 +812,7 @@ Put the command after --, e.g.
 nsyswrap launch --annotate modules,collectives,steps --out runs/a -- torchrun --nproc-per-node 8 train.py
 
 Works the same with srun and mpirun/mpiexec. Exits with the training's exit code.
-"""
+"""  # noqa: E501  (the example command stays on one line)
 
 
 @app.command(
@@ -831,7 +834,8 @@ def launch(
         typer.Option(
             "--ranks",
             metavar="LIST",
-            help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the command starts.",
+            help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the "
+            "command starts.",
         ),
     ] = None,
     steps: Annotated[
@@ -839,7 +843,8 @@ def launch(
         typer.Option(
             "--steps",
             metavar="A:B",
-            help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).",
+            help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per "
+            "optimizer step).",
         ),
     ] = None,
     every: Annotated[
@@ -861,13 +866,13 @@ def launch(
         str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")
     ] = "cuda,nvtx,osrt",
     nsys_arg: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--nsys-arg",
             metavar="OPTION",
             help="Extra nsys profile option, --name=value form (repeatable).",
         ),
-    ] = [],
+    ] = None,
     nsys: Annotated[
         str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")
     ] = "nsys",
@@ -892,7 +897,8 @@ def launch(
         bool,
         typer.Option(
             "--precompute",
-            help="Each rank exports its report and computes its per-report results on its own node (cache on a shared file system).",
+            help="Each rank exports its report and computes its per-report results on its own "
+            "node (cache on a shared file system).",
         ),
     ] = False,
     memory: Annotated[
@@ -951,7 +957,7 @@ def launch(
         steps=steps,
         every=every,
         trace=trace,
-        nsys_args=nsys_arg,
+        nsys_args=nsys_arg or [],
         annotate=annotate,
         nsys=nsys,
         force=force,

@@ -27,12 +27,13 @@ def _track_order(track: str) -> tuple[int, str]:
 
 def chrome_trace(
     run: Run,
-    options: ReportOptions = ReportOptions(),
+    options: ReportOptions | None = None,
     *,
     max_events: int = DEFAULT_MAX_EVENTS,
 ) -> dict:
     """The trace of the window `options` selects (steps found by its step pattern, NVTX
     ranges) as a Chrome trace-event dict (`traceEvents`, times in µs)."""
+    options = options or ReportOptions()
     if max_events < 1:
         raise NsysWrapError("--max-events", f"is {max_events}", "give a positive number of events")
     events = run_module(
@@ -100,7 +101,7 @@ def chrome_trace(
 def write_timeline(
     reports: list[str | Path],
     output: Path,
-    options: ReportOptions = ReportOptions(),
+    options: ReportOptions | None = None,
     *,
     max_events: int = DEFAULT_MAX_EVENTS,
     opener: Opener = DEFAULT_OPENER,

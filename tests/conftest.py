@@ -42,3 +42,15 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    """A stand-in `nsys` first on PATH that records its arguments (tests/test_launch.py's
+    Standin), for the tests of the launcher and export."""
+    from test_launch import Standin
+
+    fake = Standin(tmp_path)
+    monkeypatch.setenv("PATH", f"{fake.bin}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("NSYS_STANDIN_LOG", str(fake.log))
+    return fake

@@ -57,7 +57,7 @@ def make_report(
             endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, uint64Value INTEGER,
             int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER,
             floatValue REAL, jsonTextId INTEGER, jsonText TEXT);
-        """
+        """  # noqa: E501  (the schema's SQL kept as written)
     )
     con.executemany(
         "INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
@@ -85,7 +85,8 @@ def make_report(
         )
     for start, end, text, *tid in nvtx:
         con.execute(
-            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, ?, ?, 0)",
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+            "VALUES (?, ?, 59, ?, ?, 0)",
             (start, end, text, global_tid(pid, tid[0] if tid else pid)),
         )
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in strings.items()])

@@ -354,7 +354,8 @@ def test_parse_kinds():
 
 
 def _python(code: str, tmp_path: Path, before=(), after=(), **env) -> subprocess.CompletedProcess:
-    """Run code in a fresh interpreter with the start-up folder on PYTHONPATH, as the launcher sets it."""
+    """Run code in a fresh interpreter with the start-up folder on PYTHONPATH, as the launcher
+    sets it."""
     startup = ROOT / "nsyswrap" / "annotate" / "startup"
     path = os.pathsep.join(map(str, [*before, startup, ROOT, *after]))
     return subprocess.run(
@@ -379,7 +380,7 @@ def test_startup_annotates_once_torch_is_imported(tmp_path):
         assert len(optimizer._global_optimizer_post_hooks) == 2  # steps; the DDP search's end
         assert torch.distributed.all_reduce.__wrapped__ is not None
         print("ok")
-    """,
+    """,  # noqa: E501  (the program text kept as written)
         tmp_path,
         NSYSWRAP_ANNOTATE="all",
     )
@@ -416,7 +417,7 @@ def test_startup_without_nvtx_warns_and_the_program_runs(tmp_path):
     )
 
 
-# --- collectives (two gloo ranks in fresh processes) ------------------------------------------------
+# --- collectives (two gloo ranks in fresh processes) ----------------------------------------------
 
 COLLECTIVES_SCRIPT = """
 import json, sys
@@ -462,7 +463,7 @@ def run(rank, folder):
 
 if __name__ == "__main__":
     mp.spawn(run, args=(sys.argv[1],), nprocs=2)
-"""
+"""  # noqa: E501  (the program text kept as written)
 
 
 def test_collectives_carry_op_bytes_dtype_group_and_sequence(tmp_path):
@@ -481,23 +482,21 @@ def test_collectives_carry_op_bytes_dtype_group_and_sequence(tmp_path):
         rank0["work"] != "NoneType"
     )  # async_op=True still hands back the work; nothing waited on it
     grads = (8 * 2 + 2) * 4
-    assert (
-        rank0["texts"]
-        == [
-            f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=0",  # DDP's gradient all-reduce
-            f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=1",
-            "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=2",
-            "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=3",
-            "coll:all_gather bytes=16 dtype=float16 pg=0 size=2 seq=4",
-            "coll:all_gather_into_tensor bytes=32 dtype=float32 pg=0 size=2 seq=5",
-            "coll:reduce_scatter_tensor bytes=16 dtype=float32 pg=0 size=2 seq=6",
-            "coll:all_to_all_single bytes=16 dtype=float32 pg=0 size=2 seq=7",
-            "coll:broadcast bytes=24 dtype=int64 pg=0 size=2 seq=8",
-            "coll:send bytes=20 dtype=float32 pg=0:0-1 size=2 seq=0",
-            "coll:barrier bytes=0 dtype=none pg=0 size=2 seq=9",
-            "coll:all_reduce bytes=8 dtype=float32 pg=1 size=2 seq=0",
-        ]
-    )
+    assert rank0["texts"] == [
+        # DDP's gradient all-reduce
+        f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=0",
+        f"coll:all_reduce bytes={grads} dtype=float32 pg=0 size=2 seq=1",
+        "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=2",
+        "coll:all_reduce bytes=8 dtype=float16 pg=0 size=2 seq=3",
+        "coll:all_gather bytes=16 dtype=float16 pg=0 size=2 seq=4",
+        "coll:all_gather_into_tensor bytes=32 dtype=float32 pg=0 size=2 seq=5",
+        "coll:reduce_scatter_tensor bytes=16 dtype=float32 pg=0 size=2 seq=6",
+        "coll:all_to_all_single bytes=16 dtype=float32 pg=0 size=2 seq=7",
+        "coll:broadcast bytes=24 dtype=int64 pg=0 size=2 seq=8",
+        "coll:send bytes=20 dtype=float32 pg=0:0-1 size=2 seq=0",
+        "coll:barrier bytes=0 dtype=none pg=0 size=2 seq=9",
+        "coll:all_reduce bytes=8 dtype=float32 pg=1 size=2 seq=0",
+    ]
     assert rank1["texts"] == [t.replace("coll:send", "coll:recv") for t in rank0["texts"]]
 
 

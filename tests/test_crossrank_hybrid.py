@@ -1,7 +1,8 @@
 """Cross-rank answers on hybrid-parallel generated runs (nsyswrap.synth preset hybrid8:
 TP groups of 4 inside each of 2 hosts, DP pairs across them, one clock per host with
 node1 3.1 ms off and drifting 40 ppm, backward on an autograd thread, rank 6 slow in
-backward in steps 2, 3, 5 and 7), with and without nsyswrap's `coll:` ranges, and the real MPI run."""
+backward in steps 2, 3, 5 and 7), with and without nsyswrap's `coll:` ranges, and the real
+MPI run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""End to end with NVIDIA's real nsys: launch a 2-rank CPU DDP run, export it, read it back with the views."""
+"""End to end with NVIDIA's real nsys: launch a 2-rank CPU DDP run, export it, read it back
+with the views."""
 
 from __future__ import annotations
 

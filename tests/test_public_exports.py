@@ -43,7 +43,8 @@ def test_known_counts():
         pids = run.df("SELECT DISTINCT pid FROM kernels ORDER BY pid").pid.tolist()
         assert pids == [144, 145]
         ncl = run.df(
-            "SELECT DISTINCT domain FROM nvtx WHERE text IN ('ncclSend', 'ncclRecv', 'ncclGroupStart')"
+            "SELECT DISTINCT domain FROM nvtx "
+            "WHERE text IN ('ncclSend', 'ncclRecv', 'ncclGroupStart')"
         ).domain.tolist()
         assert ncl == ["NCCL"]
     with open_run([by_name["pipit__saxpy-mpi-cuda_nsys_perlmutter0"]]) as run:

@@ -84,7 +84,8 @@ def test_a_report_rewritten_with_the_same_size_and_mtime_is_read_again(cli, cach
     stat = report.stat()
     con = sqlite3.connect(report)
     con.execute(
-        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+        "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
     )
     con.commit()
     con.close()

@@ -45,8 +45,10 @@ def damaged(tmp_path_factory) -> Path:
         f'UPDATE {KERNELS} SET "end" = start - 5 WHERE rowid IN (1, 2)',
         f'UPDATE {KERNELS} SET "end" = "end" + (1 << 47) WHERE rowid = 3',
         f'UPDATE {KERNELS} SET "end" = NULL WHERE rowid = 4',
-        f"UPDATE StringIds SET value = CAST(X'6B65726E656CFF' AS TEXT) WHERE id = (SELECT shortName FROM {KERNELS} WHERE rowid = 10)",
-        "UPDATE NVTX_EVENTS SET text = CAST(X'6677643AFE' AS TEXT) WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text LIKE 'fwd%')",
+        "UPDATE StringIds SET value = CAST(X'6B65726E656CFF' AS TEXT) "
+        f"WHERE id = (SELECT shortName FROM {KERNELS} WHERE rowid = 10)",
+        "UPDATE NVTX_EVENTS SET text = CAST(X'6677643AFE' AS TEXT) "
+        "WHERE rowid = (SELECT min(rowid) FROM NVTX_EVENTS WHERE text LIKE 'fwd%')",
     )
 
 

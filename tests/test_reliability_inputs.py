@@ -241,7 +241,7 @@ def test_bad_rank_pattern(cli, pattern, needle):
     )
 
 
-# --- outputs, checked before the work --------------------------------------------------------------
+# --- outputs, checked before the work -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -266,7 +266,7 @@ def test_output_that_is_a_directory(cli, tmp_path):
     )
 
 
-# --- parameters ------------------------------------------------------------------------------------
+# --- parameters -----------------------------------------------------------------------------------
 
 
 def test_a_reversed_step_window_in_query_is_the_error_of_report_steps(cli):

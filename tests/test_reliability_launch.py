@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from test_launch import HOST, manifest, standin  # noqa: F401  (the stand-in nsys fixture)
+from test_launch import HOST, manifest
 from test_reliability_inputs import assert_one_line_error
 
 from nsyswrap.errors import NsysWrapError

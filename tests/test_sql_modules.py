@@ -235,9 +235,9 @@ def test_sections_hold_no_sql():
     macros = _macro_names()
     objects = {o.name for o in sql_objects.objects().values() if o.kind in ("report", "run")}
     objects.discard("idle_gaps")  # also the id of the report's table of idle gaps
+    names = "|".join(sorted(macros | objects))
     words = re.compile(
-        r"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP|%s)\b|\.(df|execute|sql)\(|\.con\b"
-        % "|".join(sorted(macros | objects))
+        rf"\b(SELECT|CREATE|DROP|INSERT|MACRO|TEMP|{names})\b|\.(df|execute|sql)\(|\.con\b"
     )
     for path in [*(root / "report").glob("*.py"), *(root / "html_report").glob("*.py")]:
         found = words.search(path.read_text())

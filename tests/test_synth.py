@@ -122,7 +122,8 @@ def test_metadata_matches_real_keys_and_names_the_rank():
             env = {
                 v
                 for (v,) in con.execute(
-                    "SELECT value FROM META_DATA_CAPTURE WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE'"
+                    "SELECT value FROM META_DATA_CAPTURE "
+                    "WHERE name = 'PROCESS_0:ENVIRONMENT_VARIABLE'"
                 )
             }
             info = truth.ranks[rank]
@@ -321,7 +322,7 @@ def activities_from_sqlite(path: Path, device: int) -> list[tuple[int, int, str]
         FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN StringIds AS s ON s.id = k.shortName WHERE k.deviceId = ?
         UNION ALL SELECT start, "end", CASE WHEN copyKind = 10 THEN 'comm' ELSE 'other' END
         FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE deviceId = ?
-        UNION ALL SELECT start, "end", 'other' FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE deviceId = ?""",
+        UNION ALL SELECT start, "end", 'other' FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE deviceId = ?""",  # noqa: E501
         (device, device, device),
     ).fetchall()
     return rows
@@ -344,8 +345,10 @@ def test_nccl_kernels_in_truth_match_the_files(name):
     truth = truth_of(name)
     for path, info in zip(reports(name), truth.ranks):
         con = connect(path)
-        rows = con.execute("""SELECT k.correlationId, k.start, k."end" FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
-            JOIN StringIds AS s ON s.id = k.shortName WHERE s.value LIKE 'nccl%' ORDER BY k.start""").fetchall()
+        rows = con.execute(
+            """SELECT k.correlationId, k.start, k."end" FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+            JOIN StringIds AS s ON s.id = k.shortName WHERE s.value LIKE 'nccl%' ORDER BY k.start"""
+        ).fetchall()
         ours = [
             (n["correlation_id"], n["start_ns"], n["end_ns"])
             for n in truth.nccl_kernels
@@ -424,8 +427,10 @@ def test_straggler_is_the_last_to_arrive():
 def test_edge_cases_cover_the_edge_cases():
     truth = truth_of("edge_cases")
     con = connect(reports("edge_cases")[0])
-    kernels = con.execute("""SELECT k.start, k."end", k.streamId, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
-        JOIN StringIds AS s ON s.id = k.shortName ORDER BY k.streamId, k.start""").fetchall()
+    kernels = con.execute(
+        """SELECT k.start, k."end", k.streamId, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL AS k
+        JOIN StringIds AS s ON s.id = k.shortName ORDER BY k.streamId, k.start"""
+    ).fetchall()
     assert any(s == e for s, e, _, _ in kernels)  # zero-length
     assert any(
         a[2] == b[2] and a[1] == b[0] and a[1] > a[0]  # back-to-back
@@ -526,7 +531,7 @@ def test_truth_json_holds_only_plain_values():
         walk(json.loads((FIXTURE_DIR / name / "truth.json").read_text()))
 
 
-# -- determinism, fixtures, errors, CLI -------------------------------------------------------------
+# -- determinism, fixtures, errors, CLI ------------------------------------------------------------
 
 
 def test_same_seed_same_truth_other_seed_differs(tmp_path):
@@ -617,7 +622,7 @@ def test_cli_generate_and_errors(tmp_path, cli):
     assert cli("generate", tmp_path / "truth.json", tmp_path, "--force")[0] == 0
 
 
-# -- interval helpers (truth arithmetic) -------------------------------------------------------------
+# -- interval helpers (truth arithmetic) -----------------------------------------------------------
 
 intervals = st.lists(
     st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda p: (p[0], p[0] + p[1])), max_size=8

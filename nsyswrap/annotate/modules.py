@@ -37,7 +37,8 @@ def annotate_model(
 
     Paths are those of `model.named_modules()`, the root named by its class. `depth` keeps
     paths with at most that many dots plus one (root 0, `layers` 1, `layers.3` 2); `include`
-    and `exclude` are globs on the path (`layers.*.attn`); `leaf_only` keeps modules without children.
+    and `exclude` are globs on the path (`layers.*.attn`); `leaf_only` keeps modules without
+    children.
     """
     if not isinstance(model, torch.nn.Module):
         raise NsysWrapError(
@@ -69,7 +70,8 @@ def annotate_model(
 
 
 def annotate_all() -> Annotation:
-    """Global hooks: every module of every model, named by its path in the outermost module called."""
+    """Global hooks: every module of every model, named by its path in the outermost module
+    called."""
     names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
 
     def name_of(module: torch.nn.Module, outermost: bool) -> str | None:
@@ -169,7 +171,8 @@ def watch_backward(backward_attributes, result, first_node: int) -> None:
 
 
 def _exit_nodes(outputs: list, inside: Callable) -> list:
-    """Nodes inside the module with no successor inside it: when all have run, the module is done."""
+    """Nodes inside the module with no successor inside it: when all have run, the module is
+    done."""
     seen, todo, exits = set(outputs), list(outputs), []
     while todo:
         node = todo.pop()

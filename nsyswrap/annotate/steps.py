@@ -94,8 +94,8 @@ _state = _State()
 def capture_window(
     steps: str | None, every: int | None = None, ranks: Iterable[int] | str | None = None
 ) -> CaptureWindow | None:
-    """Capture only steps START:STOP ('100:110'), again every N steps, on these ranks ('0,1' or a set);
-    steps=None captures everything. Overrides what `nsyswrap launch --steps` set."""
+    """Capture only steps START:STOP ('100:110'), again every N steps, on these ranks ('0,1' or
+    a set); steps=None captures everything. Overrides what `nsyswrap launch --steps` set."""
     window = parse_window(steps, every, "capture_window") if steps is not None else None
     if window is not None and ranks is not None:
         chosen = (
@@ -109,7 +109,8 @@ def capture_window(
 
 
 class step:
-    """Mark training step i: call `nsyswrap.step(i)` at the top of a step, or `with nsyswrap.step(i):`."""
+    """Mark training step i: call `nsyswrap.step(i)` at the top of a step, or
+    `with nsyswrap.step(i):`."""
 
     def __init__(self, i: int):
         self.index = int(i)

@@ -1,10 +1,11 @@
-"""`nsyswrap diff BASE NEW` (`nsyswrap.diff`): did the change help? Two runs compared figure by figure.
+"""`nsyswrap diff BASE NEW` (`nsyswrap.diff`): did the change help? Two runs compared figure
+by figure.
 
 `diff(base, new)` checks that the runs can be compared (nsyswrap.comparison.comparability),
 computes each run's per-step samples (nsyswrap.comparison.samples), compares their medians with
 a bootstrap interval (nsyswrap.comparison.significance) and leads with a headline
-(nsyswrap.comparison.headline). `nsyswrap.comparison.gate` is the CI gate, `nsyswrap.comparison.render`
-the output.
+(nsyswrap.comparison.headline). `nsyswrap.comparison.gate` is the CI gate,
+`nsyswrap.comparison.render` the output.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class DiffResult:
 def diff(
     base: RunArg,
     new: RunArg,
-    options: ReportOptions = ReportOptions(),
+    options: ReportOptions | None = None,
     *,
     force: bool = False,
     opener: Opener = DEFAULT_OPENER,
@@ -71,6 +72,7 @@ def diff(
     """Compare run NEW against run BASE (each a run directory, glob, manifest.json or report
     file, or a list of them). Raises NsysWrapError naming what differs when the runs cannot
     be compared, unless `force`."""
+    options = options or ReportOptions()
     base_label, new_label = _label(base), _label(new)
     with ExitStack() as stack:
         runs = [stack.enter_context(opener.open(run_inputs(r))) for r in (base, new)]

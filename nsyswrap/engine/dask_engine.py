@@ -63,7 +63,8 @@ class DaskEngine:
             raise NsysWrapError(
                 "--engine dask",
                 "needs a scheduler",
-                f"pass --scheduler-file F or --scheduler-address tcp://HOST:PORT, or set {ADDRESS_VARIABLE}",
+                "pass --scheduler-file F or --scheduler-address tcp://HOST:PORT, "
+                f"or set {ADDRESS_VARIABLE}",
             )
         if scheduler_file:
             fix = "pass the file `dask scheduler --scheduler-file F` writes, once it has started"
@@ -94,7 +95,8 @@ class DaskEngine:
         from dask.utils import funcname
 
         client = self._client()
-        name = f"{funcname(fn)}-{uuid.uuid4().hex[:12]}"  # tasks named after the work, in the dashboard too
+        # tasks named after the work, in the dashboard too
+        name = f"{funcname(fn)}-{uuid.uuid4().hex[:12]}"
         futures = client.map(
             functools.partial(_in_directory, os.getcwd(), fn),
             items,

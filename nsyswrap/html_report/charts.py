@@ -55,7 +55,8 @@ def _svg(width: int, height: int, body: list[str], label: str) -> str:
 def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str = "", extra: str = "") -> str:
     title = f"<title>{escape(tip)}</title>" if tip else ""
     return (
-        f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0.5):.2f}" height="{h:.2f}" fill="{fill}" {extra}>'
+        f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0.5):.2f}" height="{h:.2f}" '
+        f'fill="{fill}" {extra}>'
         f"{title}</rect>"
     )
 
@@ -109,7 +110,8 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
         ms_at = first + k * tick
         px = x(ms_at * 1e6)
         body += [
-            f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{top + row_h * len(ranks)}" stroke="#ddd"/>',
+            f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{top + row_h * len(ranks)}" '
+            'stroke="#ddd"/>',
             _text(px, top - 8, f"{ms_at:g} ms", "middle", 'fill="#555"'),
         ]
     for i, rank in enumerate(ranks):

@@ -103,7 +103,8 @@ def _section_html(section: dict) -> str:
     v = section.get("verdict")
     if v:
         parts.append(
-            f'<p class="verdict"><b>{escape(v["label"] or "no verdict")}</b> — {escape(v["reason"])}</p>'
+            f'<p class="verdict"><b>{escape(v["label"] or "no verdict")}</b> — '
+            f"{escape(v['reason'])}</p>"
         )
     recs = section.get("recommendations") or []
     if recs:
@@ -249,18 +250,19 @@ def _plots(run: Run, options: ReportOptions, report: dict) -> str:
             _figure(
                 "Per-rank step timeline",
                 step_timeline(ranges, coll, shown),
-                f"Steps {shown[0]}–{shown[-1]} of {len(steps)} on aligned run time (ms since the reference "
-                "rank's aligned session start); bars are the ranges nested in each step, red marks are waits "
-                "inside collectives."
+                f"Steps {shown[0]}–{shown[-1]} of {len(steps)} on aligned run time (ms since the "
+                "reference rank's aligned session start); bars are the ranges nested in each step, "
+                "red marks are waits inside collectives."
                 if shown
                 else "",
-                "these reports have no `step:<i>` ranges; mark steps with nsyswrap.step(i) or capture "
-                "with nsyswrap launch --annotate steps.",
+                "these reports have no `step:<i>` ranges; mark steps with nsyswrap.step(i) or "
+                "capture with nsyswrap launch --annotate steps.",
             ),
             _figure(
                 "GPU time ledger per rank",
                 ledger_bars(ledger),
-                f"Where each GPU's time went over the window ({options.describe()}; exact unions, all streams).",
+                f"Where each GPU's time went over the window ({options.describe()}; exact unions, "
+                "all streams).",
                 "these reports have no GPU activity; capture CUDA with nsys profile --trace=cuda "
                 "(nsyswrap launch does by default).",
             ),
@@ -276,10 +278,11 @@ def _plots(run: Run, options: ReportOptions, report: dict) -> str:
             _figure(
                 "Arrival skew: rank × collective",
                 skew_heatmap(coll),
-                "One cell per matched collective and rank; darker red = arrived later than the first "
-                "rank, so the others waited for it.",
+                "One cell per matched collective and rank; darker red = arrived later than the "
+                "first rank, so the others waited for it.",
                 "no collective is matched across two or more ranks; profile two or more ranks "
-                "(nsyswrap launch --ranks) and annotate their collectives (--annotate collectives).",
+                "(nsyswrap launch --ranks) and annotate their collectives "
+                "(--annotate collectives).",
             ),
         ]
     )

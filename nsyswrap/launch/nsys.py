@@ -22,7 +22,8 @@ MIN_VERSION = (2021, 1)
 DEFAULTS = {"--sample": "none", "--cpuctxsw": "none"}
 QDSTRM_FIX = (
     "nsys could not find its QdstrmImporter; on Debian link "
-    "/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64 to /usr/lib/nsight-systems/host-linux-x64 "
+    "/usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64 to "
+    "/usr/lib/nsight-systems/host-linux-x64 "
     "(.ci/install-nsys.sh does), or run `QdstrmImporter -i FILE.qdstrm` from the nsys installation"
 )
 
@@ -33,7 +34,8 @@ STOP_GRACE_S = 10.0  # at most, after SIGTERM, before SIGKILL
 
 
 def stall_limit() -> float:
-    """Seconds without progress after which a running nsys counts as stuck ($NSYSWRAP_NSYS_STALL_S)."""
+    """Seconds without progress after which a running nsys counts as stuck
+    ($NSYSWRAP_NSYS_STALL_S)."""
     try:
         return max(0.5, float(os.environ.get(STALL_VARIABLE) or DEFAULT_STALL_S))
     except ValueError:
@@ -57,7 +59,10 @@ def wait_or_stop(
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= limit:
             _stop_group(process, grace=min(STOP_GRACE_S, limit))
-            return f"nsys made no progress for {limit:g} s and was stopped (what it had written is kept)"
+            return (
+                f"nsys made no progress for {limit:g} s and was stopped "
+                "(what it had written is kept)"
+            )
 
 
 def _stop_group(process: subprocess.Popen, grace: float) -> None:
@@ -110,7 +115,8 @@ def find_nsys(name: str = "nsys") -> tuple[str, str]:
         raise NsysWrapError(
             name,
             "was not found on PATH",
-            "install NVIDIA Nsight Systems (on Debian: bash .ci/install-nsys.sh) or pass --nsys PATH",
+            "install NVIDIA Nsight Systems (on Debian: bash .ci/install-nsys.sh) "
+            "or pass --nsys PATH",
         )
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=120)

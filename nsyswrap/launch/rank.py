@@ -80,7 +80,8 @@ def rank_command(
 
 
 def reports_of(stem: Path) -> list[Path]:
-    """The reports nsys wrote for one rank: stem.nsys-rep, or stem.1.nsys-rep, ... with repeated captures."""
+    """The reports nsys wrote for one rank: stem.nsys-rep, or stem.1.nsys-rep, ... with repeated
+    captures."""
     return sorted(
         p
         for p in stem.parent.glob(stem.name + "*.nsys-rep")
@@ -89,7 +90,8 @@ def reports_of(stem: Path) -> list[Path]:
 
 
 def runs_python_with_site(program: list[str]) -> bool:
-    """A Python interpreter without -I, -S or -E: its start shows through startup/sitecustomize.py."""
+    """A Python interpreter without -I, -S or -E: its start shows through
+    startup/sitecustomize.py."""
     if not Path(program[0]).name.startswith("python"):
         return False
     for arg in program[1:]:
@@ -148,7 +150,8 @@ class _Child:
         on_start,
         stem: Path | None = None,
     ) -> int:
-        """Run argv; with `stem` (under nsys), stop nsys when it makes no progress (`self.stuck` says so)."""
+        """Run argv; with `stem` (under nsys), stop nsys when it makes no progress (`self.stuck`
+        says so)."""
         self.started = started
         self.process = subprocess.Popen(
             argv, env={**os.environ, **env, STARTED_VARIABLE: str(started)}, start_new_session=True

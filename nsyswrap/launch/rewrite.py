@@ -81,7 +81,8 @@ def _torchrun(head: list[str], args: list[str], wrapper: list[str], python: str)
 
 
 def _script_python(script: str) -> str:
-    """The interpreter torchrun would use for the training script: PYTHON_EXEC, else torchrun's own."""
+    """The interpreter torchrun would use for the training script: PYTHON_EXEC, else torchrun's
+    own."""
     if os.environ.get("PYTHON_EXEC"):
         return os.environ["PYTHON_EXEC"]
     path = shutil.which(script)

@@ -180,7 +180,8 @@ def _prepare_out(cfg: LaunchConfig) -> None:
 
 
 def _supervise(argv: list[str], launcher: str) -> tuple[int, str | None]:
-    """Run argv in its own session, passing SIGINT/SIGTERM/SIGHUP on to it; (exit code, signal name)."""
+    """Run argv in its own session, passing SIGINT/SIGTERM/SIGHUP on to it; (exit code, signal
+    name)."""
     try:
         child = subprocess.Popen(argv, start_new_session=True)
     except OSError as exc:
@@ -210,8 +211,8 @@ def _supervise(argv: list[str], launcher: str) -> tuple[int, str | None]:
 
 
 def _wait_for_nsys(out: Path, console: Console) -> None:
-    """Give nsys time to finish reports whose wrapper was killed (torchrun kills slow ranks after 30 s);
-    then record such ranks as killed."""
+    """Give nsys time to finish reports whose wrapper was killed (torchrun kills slow ranks after
+    30 s); then record such ranks as killed."""
     host, deadline, told = short_host(), time.monotonic() + NSYS_WAIT_S, False
     while True:
         running = [

@@ -89,12 +89,13 @@ def build_report(run: Run, options: ReportOptions) -> dict:
 
 def report(
     inputs: list[str | Path],
-    options: ReportOptions = ReportOptions(),
+    options: ReportOptions | None = None,
     *,
     opener: Opener = DEFAULT_OPENER,
 ) -> dict:
     """The report dict of a run: the stored answer when this report was asked before
     (`nsyswrap.report.answers`), else the reports opened, the report built and stored."""
+    options = options or ReportOptions()
     entry = answers.answer_entry(
         expand(inputs), options, opener.rank_pattern, opener.allow_unrelated
     )

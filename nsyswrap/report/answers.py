@@ -81,7 +81,8 @@ def load(entry: Path | None) -> dict | None:
         return None
     except OSError as exc:
         note(
-            f"stored answer {path} cannot be read ({exc.strerror or exc}); computing the report again"
+            f"stored answer {path} cannot be read ({exc.strerror or exc}); "
+            "computing the report again"
         )
         return None
     except ValueError:

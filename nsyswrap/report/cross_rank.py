@@ -372,30 +372,29 @@ def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
         return {
             "label": None,
             "reason": "no collective is matched on every rank of its group (looked for "
-            "nsyswrap `coll:` ranges, NCCL's NVTX payloads, MPI ranges of nsys --trace=mpi and NCCL "
-            "kernels; see the groups "
-            "and mismatches tables)",
+            "nsyswrap `coll:` ranges, NCCL's NVTX payloads, MPI ranges of nsys --trace=mpi and "
+            "NCCL kernels; see the groups and mismatches tables)",
         }
     if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns or not run_row.significant:
         return {
             "label": "no significant straggler",
             "reason": f"all waits in collectives add up to "
             f"{_ms(run_row.total_wait_ns)}; the costliest rank's lag is not above the alignment "
-            f"uncertainty and 3 x the run's jitter ({_ms(run_row.jitter_ns)}), or the waits are under "
-            f"{IN_STEP_SHARE:.0%} of the steps' time",
+            f"uncertainty and 3 x the run's jitter ({_ms(run_row.jitter_ns)}), or the waits are "
+            f"under {IN_STEP_SHARE:.0%} of the steps' time",
         }
     reason = (
         f"rank {int(run_row['rank'])} made the others wait {_ms(run_row.imposed_wait_ns)} "
-        f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting), arriving last "
-        f"at {int(run_row.last_count)} of {int(run_row.collectives)} matched collectives, "
-        f"{_ms(run_row.lag_ns)} after the median rank in total"
+        f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting), "
+        f"arriving last at {int(run_row.last_count)} of {int(run_row.collectives)} matched "
+        f"collectives, {_ms(run_row.lag_ns)} after the median rank in total"
     )
     if isinstance(run_row.affected_steps, str):
         reason += f"; the others waited for it in steps {run_row.affected_steps}"
     if isinstance(run_row.phase, str):
         reason += (
-            f"; its lag is in `{run_row.phase}`, +{_ms(run_row.phase_excess_ns / run_row.phase_steps)} "
-            f"per step over the median rank"
+            f"; its lag is in `{run_row.phase}`, "
+            f"+{_ms(run_row.phase_excess_ns / run_row.phase_steps)} per step over the median rank"
         )
         if isinstance(run_row.slow_steps, str):
             reason += f", slow in steps {run_row.slow_steps}"
@@ -409,9 +408,9 @@ def _recommendations(
     if run_row is not None and isinstance(run_row.phase, str):
         out.append(
             f"Look at `{run_row.phase}` on rank {int(run_row['rank'])}: it runs "
-            f"{_ms(run_row.phase_excess_ns / run_row.phase_steps)} per step longer than on the median "
-            "rank (host time without waits, or GPU time of its kernels), and every other rank waits "
-            "for it in the next collective."
+            f"{_ms(run_row.phase_excess_ns / run_row.phase_steps)} per step longer than on the "
+            "median rank (host time without waits, or GPU time of its kernels), and every other "
+            "rank waits for it in the next collective."
         )
     fine = offsets[offsets["source"] != "utc"]
     if not fine.empty and fine["spread_ns"].max() > 10_000:
@@ -439,9 +438,10 @@ def _waiting_note(run_row: pd.Series | None, split: pd.DataFrame) -> list[str]:
     if not comm or wait < comm / 2:
         return []
     return [
-        f"On the other ranks {wait / comm:.0%} of the time in collectives ({_ms(wait)} of {_ms(comm)}) is "
-        f"waiting for late peers, not transfer: their exposed communication is rank "
-        f"{int(run_row['rank'])}'s lateness, so faster links or more overlap would not remove it."
+        f"On the other ranks {wait / comm:.0%} of the time in collectives "
+        f"({_ms(wait)} of {_ms(comm)}) is waiting for late peers, not transfer: their exposed "
+        f"communication is rank {int(run_row['rank'])}'s lateness, so faster links or more "
+        "overlap would not remove it."
     ]
 
 
@@ -454,16 +454,16 @@ def _cannot_answer(
         out.append(
             {
                 "what": "fine clock alignment",
-                "reason": "no collective is matched across ranks, so "
-                "reports are aligned by UTC session start only (errors of milliseconds are possible)",
+                "reason": "no collective is matched across ranks, so reports are aligned by "
+                "UTC session start only (errors of milliseconds are possible)",
             }
         )
     elif not utc_only.empty:
         out.append(
             {
                 "what": f"the fine clock offsets of ranks {utc_only['rank'].tolist()}",
-                "reason": "no matched collective connects them to the reference rank and no aligned "
-                "rank shares their host: they are left out of every cross-rank figure",
+                "reason": "no matched collective connects them to the reference rank and no "
+                "aligned rank shares their host: they are left out of every cross-rank figure",
             }
         )
     if bw is None:

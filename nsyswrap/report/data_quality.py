@@ -59,8 +59,8 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         if left_out:
             detail = ", ".join(f"{n} {label}" for label, n in left_out.items())
             notes.append(
-                f"rank {q.rank}: {sum(left_out.values())} of {q.kernels_captured} kernels left out of "
-                f"every figure ({detail}): their times or places cannot be right"
+                f"rank {q.rank}: {sum(left_out.values())} of {q.kernels_captured} kernels left "
+                f"out of every figure ({detail}): their times or places cannot be right"
             )
         if q.events_left_out:
             notes.append(
@@ -70,8 +70,8 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
             )
         if q.nvtx_ranges_without_text:
             notes.append(
-                f"rank {q.rank}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges have no "
-                "text (kept, but they cannot be named)"
+                f"rank {q.rank}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges "
+                "have no text (kept, but they cannot be named)"
             )
         if q.strings_repaired:
             notes.append(

@@ -512,8 +512,8 @@ def _cannot_answer(
         if not with_gpu & set(held[report.rank]):
             out.append(
                 {
-                    "what": f"the time ledger, collective exposure, idle gaps and launch latency of "
-                    f"rank {report.rank} ({report.path.name})",
+                    "what": "the time ledger, collective exposure, idle gaps and launch latency "
+                    f"of rank {report.rank} ({report.path.name})",
                     "reason": "the report has no GPU activity (no CUDA kernel, memcpy or memset "
                     "rows); capture with nsys profile --trace=cuda",
                 }

@@ -45,8 +45,8 @@ def _usable(wanted: Path) -> Path:
         fallback = temp_dir("cache")
         atexit.register(shutil.rmtree, fallback, ignore_errors=True)
         note(
-            f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for this run "
-            "(set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)"
+            f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for "
+            "this run (set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)"
         )
         return fallback
     return wanted

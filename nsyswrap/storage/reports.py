@@ -4,9 +4,9 @@ A rank comes, in this order, from the launcher's manifest beside the report,
 from the file name (default pattern `rank(\\d+)`), from the `MPI Rank N` thread
 name nsys's MPI tracing records, or from the process environment nsys recorded
 (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, then SLURM_PROCID). When no
-report carries a rank, ranks follow the order the reports were given in; so they do when only some reports
-record a rank, or the recorded ranks repeat. Duplicate manifest or file-name ranks are
-an error.
+report carries a rank, ranks follow the order the reports were given in; so they do
+when only some reports record a rank, or the recorded ranks repeat. Duplicate manifest
+or file-name ranks are an error.
 """
 
 from __future__ import annotations
@@ -286,7 +286,8 @@ def assign_ranks(paths: list[Path], rank_pattern: str = DEFAULT_RANK_PATTERN) ->
     if missing:
         raise NsysWrapError(
             missing[0],
-            f"has no rank in its name (pattern {rank_pattern!r}) or capture environment, unlike the other reports",
+            f"has no rank in its name (pattern {rank_pattern!r}) or capture environment, "
+            "unlike the other reports",
             "rename it (e.g. rank3.sqlite), pass --rank-pattern, or analyse it on its own",
         )
     seen: dict[int, Path] = {}

@@ -133,7 +133,8 @@ def inspect_tables(path: Path) -> dict[str, set[str]]:
     if "StringIds" not in tables or not any(t in tables for t in META_TABLES):
         raise NsysWrapError(
             path,
-            "is an SQLite file but not an Nsight Systems export (no StringIds / META_DATA_EXPORT tables)",
+            "is an SQLite file but not an Nsight Systems export "
+            "(no StringIds / META_DATA_EXPORT tables)",
             "pass a file written by nsys export --type sqlite",
         )
     if not has_events:

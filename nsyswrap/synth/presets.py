@@ -268,7 +268,8 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
         ),
     ),
     "bench": (
-        "8 ranks x 1000 steps x 1000 kernels (~1 M kernels, 1 M launches, 100 k NVTX ranges per rank)",
+        "8 ranks x 1000 steps x 1000 kernels "
+        "(~1 M kernels, 1 M launches, 100 k NVTX ranges per rank)",
         Scenario(
             name="bench",
             seed=8,

@@ -1,7 +1,7 @@
 """The training loop each rank runs: steps, phases, module ranges, collectives, planted gaps.
 
-Per step: ``step:<i>`` (the scenario's step_name) containing ``data_loading`` (host work + H2D copy),
-``forward`` (``fwd:<root>`` > ``fwd:<path>`` module ranges with compute kernels),
+Per step: ``step:<i>`` (the scenario's step_name) containing ``data_loading`` (host work +
+H2D copy), ``forward`` (``fwd:<root>`` > ``fwd:<path>`` module ranges with compute kernels),
 ``backward`` (``bwd:`` ranges; gradient all-reduces issued between modules or after
 backward, depending on the step's overlap mode) and ``optimizer`` (wait for the
 all-reduces, zero-grad memset, kernels, planted extra collectives, stream sync).

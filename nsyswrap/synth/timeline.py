@@ -203,7 +203,8 @@ class Timeline:
         self.t = end + next(self._host_gap)
 
     def wait(self, waiter: Stream, on: Stream) -> None:
-        """cudaEventRecord on ``on`` + cudaStreamWaitEvent: ``waiter``'s next op waits for ``on``."""
+        """cudaEventRecord on ``on`` + cudaStreamWaitEvent: ``waiter``'s next op waits for
+        ``on``."""
         if waiter.free_at is None or on.free_at is None:
             raise StreamPending(f"wait between pending streams {waiter.sid}, {on.sid}")
         self.events += 1

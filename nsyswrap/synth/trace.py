@@ -87,7 +87,8 @@ class RankTrace:
     memsets: list[tuple] = field(default_factory=list)
     # (start, end, stream, corr, syncType, eventId, eventSyncId)
     syncs: list[tuple] = field(default_factory=list)
-    # NVTX push/pop ranges in push order (start, end, text, domain); domain creations (start, name, id)
+    # NVTX push/pop ranges in push order (start, end, text, domain);
+    # domain creations (start, name, id)
     nvtx: list[tuple] = field(default_factory=list)
     nvtx_domains: list[tuple] = field(default_factory=list)
     nvtx_tid: list[int] = field(default_factory=list)  # thread of each NVTX range

@@ -27,7 +27,8 @@ try:
     from nsyswrap.annotate.auto import install_from_env
 except ImportError as exc:
     print(
-        f"nsyswrap: automatic annotation is off: nsyswrap is not importable by {sys.executable} ({exc})",
+        f"nsyswrap: automatic annotation is off: nsyswrap is not importable by {sys.executable} "
+        f"({exc})",
         file=sys.stderr,
     )
 else:
