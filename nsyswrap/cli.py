@@ -258,6 +258,19 @@ CACHE_MAX_HELP = (
     "used entries go first [default: $NSYSWRAP_CACHE_MAX, else 25%]."
 )
 CacheMax = Annotated[str | None, typer.Option("--cache-max", metavar="SIZE", help=CACHE_MAX_HELP)]
+# Options of the commands that run nsys (launch, export), defined once.
+ExportJobs = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        metavar="N",
+        help="Reports exported at a time (default: one per core).",
+    ),
+]
+NsysPath = Annotated[str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")]
+
 ENGINE_OPTIONS = {  # name: (annotation, default): every command that opens reports takes them
     "rank_pattern": (RankPattern, r"rank(\d+)"),
     "jobs": (Jobs, 2),
@@ -873,23 +886,12 @@ def launch(
             help="Extra nsys profile option, --name=value form (repeatable).",
         ),
     ] = None,
-    nsys: Annotated[
-        str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")
-    ] = "nsys",
+    nsys: NsysPath = "nsys",
     force: Annotated[bool, typer.Option("--force", help="Replace a run already in --out.")] = False,
     export: Annotated[
         bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")
     ] = True,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=1,
-            metavar="N",
-            help="Reports exported at a time (default: one per core).",
-        ),
-    ] = None,
+    jobs: ExportJobs = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print each rank's command and stop.")
     ] = False,
@@ -985,19 +987,8 @@ def export(
     force: Annotated[
         bool, typer.Option("--force", help="Export again reports that already have a .sqlite.")
     ] = False,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=1,
-            metavar="N",
-            help="Reports exported at a time (default: one per core).",
-        ),
-    ] = None,
-    nsys: Annotated[
-        str, typer.Option("--nsys", metavar="PATH", help="The nsys executable.")
-    ] = "nsys",
+    jobs: ExportJobs = None,
+    nsys: NsysPath = "nsys",
 ) -> None:
     """Export a run's reports to SQLite (resumable).
 
