@@ -1,12 +1,13 @@
 -- One row per stretch of a device's time in one report that belongs to one phase, from
--- the device's first GPU activity (not NCCL) to its last, without gaps, in three states:
--- busy, the phase whose work the GPU was doing (each activity belongs to the phase that
+-- the device's first GPU activity (not NCCL) to its last, without gaps, in two states:
+-- gpu, the phase whose work the GPU was doing (each activity belongs to the phase that
 -- launched it: the latest phase range, see xr_phases, started in its process by its
 -- launch call and not yet ended; with several streams busy, to the activity started
--- last); host, idle before the host launched the next activity (the replay takes the
--- host's phase open then: data loading that launches nothing); queued, idle with the next
--- activity launched (waiting for something else), the phase of that activity.
--- Consecutive stretches of one phase range and state are one row. The replay
+-- last) or, idle with the next activity already launched (waiting for something else),
+-- the phase of that activity; host, idle before the host launched the next activity (the
+-- replay takes the host's phase open then: data loading that launches nothing).
+-- Consecutive stretches of one phase range and state are one row (a phase's kernels
+-- and the short waits between them are one stretch, not one row per kernel). The replay
 -- (nsyswrap.crossrank.whatif) splits a rank's work between two of its events by these
 -- stretches. Times are session ns.
 -- @reads launches, xr_phases
@@ -16,7 +17,8 @@
 -- @column end_ns BIGINT           Stretch end (ns).
 -- @column phase VARCHAR           Phase text; NULL outside every phase.
 -- @column phase_start_ns BIGINT  Start of that phase's range (which of its ranges; ns).
--- @column state VARCHAR           busy, host (idle, the next work not yet launched) or queued.
+-- @column state VARCHAR           gpu (busy, or idle with the next work launched) or host
+--                                  (idle, the next work not yet launched).
 WITH phases AS (
     SELECT pid, start_ns, end_ns, phase
     FROM xr_phases
@@ -56,9 +58,9 @@ swept AS (
 pieces AS (
     -- busy from the activity's start to the next start (or the running end); then idle
     -- until the next start: waiting for the host until it launched that activity, then
-    -- queued
+    -- queued (both gpu: the GPU has the phase's work)
     SELECT pid, device, start_ns, least(coalesce(next_start_ns, busy_until_ns), busy_until_ns) AS end_ns,
-           phase, phase_start_ns, 'busy' AS state
+           phase, phase_start_ns, 'gpu' AS state
     FROM swept
     UNION ALL
     SELECT pid, device, busy_until_ns, least(greatest(next_launch_ns, busy_until_ns), next_start_ns),
@@ -67,7 +69,7 @@ pieces AS (
     WHERE next_start_ns > busy_until_ns
     UNION ALL
     SELECT pid, device, greatest(next_launch_ns, busy_until_ns), next_start_ns, next_phase,
-           next_phase_start_ns, 'queued'
+           next_phase_start_ns, 'gpu'
     FROM swept
     WHERE next_start_ns > greatest(next_launch_ns, busy_until_ns)
 ),
