@@ -209,6 +209,14 @@ Jobs = Annotated[
         help="Reports read and analysed at a time, each in a worker process (bounds memory).",
     ),
 ]
+WholeCapture = Annotated[
+    bool,
+    typer.Option(
+        "--whole-capture",
+        help="Analyse each GPU's first to last activity, not only the steps "
+        "(the default window when the capture has steps).",
+    ),
+]
 AllowUnrelated = Annotated[
     bool,
     typer.Option(
@@ -479,14 +487,7 @@ def report(
         ),
     ] = None,
     allow_unrelated: AllowUnrelated = False,
-    whole_capture: Annotated[
-        bool,
-        typer.Option(
-            "--whole-capture",
-            help="Analyse each GPU's first to last activity, not only the steps "
-            "(the default window when the capture has steps).",
-        ),
-    ] = False,
+    whole_capture: WholeCapture = False,
     flops_per_step: FlopsPerStep = None,
     model_params: ModelParams = None,
     tokens_per_step: TokensPerStep = None,
@@ -674,6 +675,12 @@ def plan(
     window_nvtx: WindowNvtx = None,
     step_pattern: StepPattern = "step:%",
     allow_unrelated: AllowUnrelated = False,
+    whole_capture: WholeCapture = False,
+    flops_per_step: FlopsPerStep = None,
+    model_params: ModelParams = None,
+    tokens_per_step: TokensPerStep = None,
+    peak_tflops: PeakTflops = None,
+    dtype: Dtype = "bf16",
     opener=None,
 ) -> None:
     """Show what `nsyswrap report` would compute for REPORTS, what is stored, and why.
@@ -684,7 +691,17 @@ def plan(
     from nsyswrap.report import ReportOptions, explain
 
     check_writable(output, force)
-    options = ReportOptions.parse(steps, window_nvtx, step_pattern)
+    options = ReportOptions.parse(
+        steps,
+        window_nvtx,
+        step_pattern,
+        whole_capture,
+        flops_per_step=flops_per_step,
+        model_params=model_params,
+        tokens_per_step=tokens_per_step,
+        peak_tflops=peak_tflops,
+        dtype=dtype,
+    )
     found = explain(reports, options, opener=replace(opener, allow_unrelated=allow_unrelated))
     if fmt is not Format.table or output is not None:
         return write(found["steps"], fmt, output, force, console)

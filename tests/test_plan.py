@@ -65,3 +65,12 @@ def test_per_report_steps_have_one_entry_per_report(tmp_path, cache):
     work = compiled.per_report_work()
     assert [c.rank for c, _ in work] == [0, 1]  # in rank order
     assert [n for n, _, _ in work[0][1]][-1] == "ledger.devices"
+
+
+def test_the_plan_takes_every_report_option(cli, cache):
+    """`plan` takes the options `report` takes: the MFU inputs reach compute.mfu's
+    parameters, and --whole-capture the window."""
+    mfu = {r["name"]: r for r in _rows(cli, "--flops-per-step", "1e12")}["compute.mfu"]
+    assert "flops_per_step=1000000000000.0" in mfu["params"]
+    whole = {r["name"]: r for r in _rows(cli, "--whole-capture")}
+    assert "step_from" not in whole["ledger.devices"]["params"]
