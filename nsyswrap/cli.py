@@ -322,6 +322,43 @@ def opens_reports(command):
     return with_opener
 
 
+REPORT_OPTIONS = {  # name: (annotation, default): report and plan take them, defined once
+    "steps": (Steps, None),
+    "window_nvtx": (WindowNvtx, None),
+    "step_pattern": (StepPattern, "step:%"),
+    "whole_capture": (WholeCapture, False),
+    "flops_per_step": (FlopsPerStep, None),
+    "model_params": (ModelParams, None),
+    "tokens_per_step": (TokensPerStep, None),
+    "peak_tflops": (PeakTflops, None),
+    "dtype": (Dtype, "bf16"),
+}
+
+
+def takes_report_options(command):
+    """Give `command` the report's options (REPORT_OPTIONS: the window and the MFU inputs)
+    and, in its `options` parameter, the ReportOptions they make."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "options"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+        for name, (kind, default) in REPORT_OPTIONS.items()
+    ]
+
+    @functools.wraps(command)
+    def with_options(*args, **kwargs):
+        from nsyswrap.report import ReportOptions
+
+        given = {name: kwargs.pop(name) for name in REPORT_OPTIONS}
+        window = [given.pop(name) for name in ("steps", "window_nvtx", "step_pattern")]
+        options = ReportOptions.parse(*window, given.pop("whole_capture"), **given)
+        return command(*args, options=options, **kwargs)
+
+    with_options.__signature__ = signature.replace(parameters=own + added)
+    with_options.__annotations__ = {p.name: p.annotation for p in own + added}
+    return with_options
+
+
 def _progress_bar():
     """A progress callback that draws one bar per series of per-report work (reading the
     reports, then computing their metrics); rich loads with the first bar (a stored
@@ -448,6 +485,7 @@ def views(fmt: Fmt = Format.table) -> None:
 
 @app.command()
 @opens_reports
+@takes_report_options
 def report(
     reports: Reports,
     fmt: Annotated[
@@ -460,9 +498,6 @@ def report(
     ] = ReportFormat.table,
     output: Output = None,
     force: Force = False,
-    steps: Steps = None,
-    window_nvtx: WindowNvtx = None,
-    step_pattern: StepPattern = "step:%",
     html: Annotated[
         Path | None,
         typer.Option(
@@ -487,12 +522,7 @@ def report(
         ),
     ] = None,
     allow_unrelated: AllowUnrelated = False,
-    whole_capture: WholeCapture = False,
-    flops_per_step: FlopsPerStep = None,
-    model_params: ModelParams = None,
-    tokens_per_step: TokensPerStep = None,
-    peak_tflops: PeakTflops = None,
-    dtype: Dtype = "bf16",
+    options=None,
     opener=None,
 ) -> None:
     """Diagnose REPORTS: where the step time goes, what to do.
@@ -500,22 +530,11 @@ def report(
     The diagnosis and key figures per rank come first, then the time ledger, collective
     exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
     memory and the host's CUDA and OS calls."""
-    from nsyswrap.report import ReportOptions, write_report
     from nsyswrap.report import report as build_report
+    from nsyswrap.report import write_report
     from nsyswrap.sample.inputs import split_inputs
 
     check_writable(output, force)
-    options = ReportOptions.parse(
-        steps,
-        window_nvtx,
-        step_pattern,
-        whole_capture,
-        flops_per_step=flops_per_step,
-        model_params=model_params,
-        tokens_per_step=tokens_per_step,
-        peak_tflops=peak_tflops,
-        dtype=dtype,
-    )
     opener = replace(opener, allow_unrelated=allow_unrelated)
     exports, samples = split_inputs(reports)
     if samples:  # sample files of the always-on sampler, alone or beside exports
@@ -666,21 +685,14 @@ def timeline(
 
 @app.command()
 @opens_reports
+@takes_report_options
 def plan(
     reports: Reports,
     fmt: Fmt = Format.table,
     output: Output = None,
     force: Force = False,
-    steps: Steps = None,
-    window_nvtx: WindowNvtx = None,
-    step_pattern: StepPattern = "step:%",
     allow_unrelated: AllowUnrelated = False,
-    whole_capture: WholeCapture = False,
-    flops_per_step: FlopsPerStep = None,
-    model_params: ModelParams = None,
-    tokens_per_step: TokensPerStep = None,
-    peak_tflops: PeakTflops = None,
-    dtype: Dtype = "bf16",
+    options=None,
     opener=None,
 ) -> None:
     """Show what `nsyswrap report` would compute for REPORTS, what is stored, and why.
@@ -688,20 +700,9 @@ def plan(
     Reads no report (only its header, to name its rank): the stored answer, the reports'
     views, then every step in order: per report (in the worker pool), on the run, and
     the results the report's sections ask for, each with what is stored of it."""
-    from nsyswrap.report import ReportOptions, explain
+    from nsyswrap.report import explain
 
     check_writable(output, force)
-    options = ReportOptions.parse(
-        steps,
-        window_nvtx,
-        step_pattern,
-        whole_capture,
-        flops_per_step=flops_per_step,
-        model_params=model_params,
-        tokens_per_step=tokens_per_step,
-        peak_tflops=peak_tflops,
-        dtype=dtype,
-    )
     found = explain(reports, options, opener=replace(opener, allow_unrelated=allow_unrelated))
     if fmt is not Format.table or output is not None:
         return write(found["steps"], fmt, output, force, console)

@@ -104,3 +104,16 @@ def test_every_command_that_opens_reports_takes_the_engine_options(command):
         "--cache-max",
     } <= options
     assert len(ENGINE_OPTIONS) == 6
+
+
+@pytest.mark.parametrize("command", ["report", "plan"])
+def test_report_and_plan_take_the_same_report_options(command):
+    """Defined once (nsyswrap.cli.REPORT_OPTIONS): the plan of a report is planned with
+    every option the report takes."""
+    import typer
+
+    from nsyswrap.cli import REPORT_OPTIONS, app
+
+    group = typer.main.get_command(app)
+    names = {p.name for p in group.commands[command].params}
+    assert set(REPORT_OPTIONS) <= names
