@@ -73,29 +73,37 @@ pieces AS (
     FROM swept
     WHERE next_start_ns > greatest(next_launch_ns, busy_until_ns)
 ),
-islands AS (
-    SELECT
-        *,
-        sum(CASE WHEN phase_start_ns IS NOT DISTINCT FROM before AND state = was THEN 0 ELSE 1 END)
-        OVER (
-            PARTITION BY pid, device ORDER BY start_ns ROWS UNBOUNDED PRECEDING
-        ) AS island
+firsts AS (
+    -- the pieces that start a stretch: a phase range or state other than the piece's
+    -- before (the pieces of a device follow each other without a gap, so a stretch ends
+    -- where the next begins, the last where the device's last piece ends)
+    SELECT pid, device, start_ns, phase, phase_start_ns, state
     FROM (
         SELECT
             *,
-            lag(phase_start_ns) OVER (PARTITION BY pid, device ORDER BY start_ns) AS before,
-            lag(state) OVER (PARTITION BY pid, device ORDER BY start_ns) AS was
+            lag(phase_start_ns) OVER w AS before,
+            lag(state) OVER w AS was
         FROM pieces
         WHERE end_ns > start_ns
+        WINDOW w AS (PARTITION BY pid, device ORDER BY start_ns)
     )
+    WHERE NOT coalesce(phase_start_ns IS NOT DISTINCT FROM before AND state = was, false)
+),
+last_ends AS (
+    SELECT pid, device, max(end_ns) AS end_ns
+    FROM pieces
+    WHERE end_ns > start_ns
+    GROUP BY pid, device
 )
 SELECT
-    pid,
-    device,
-    min(start_ns) AS start_ns,
-    max(end_ns) AS end_ns,
-    any_value(phase) AS phase,
-    any_value(phase_start_ns) AS phase_start_ns,
-    any_value(state) AS state
-FROM islands
-GROUP BY pid, device, island
+    f.pid,
+    f.device,
+    f.start_ns,
+    coalesce(
+        lead(f.start_ns) OVER (PARTITION BY f.pid, f.device ORDER BY f.start_ns), e.end_ns
+    ) AS end_ns,
+    f.phase,
+    f.phase_start_ns,
+    f.state
+FROM firsts AS f
+JOIN last_ends AS e USING (pid, device)
