@@ -572,12 +572,12 @@ def render(
         out += [kept[MAIN_H]]
     if main or ranks:
         out += [TARGETS_H, "", targets(main, ranks), ""]
+    elif TARGETS_H in kept:
+        out += [kept[TARGETS_H]]
     if main:
         out += [STAGES_H, "", stages_table(main), ""]
     elif STAGES_H in kept:
         out += [kept[STAGES_H]]
-    elif TARGETS_H in kept:
-        out += [kept[TARGETS_H]]
     if scale:
         out += [
             SCALE_H,
