@@ -88,11 +88,17 @@ def main() -> None:
                 optimizer.zero_grad()
         if dist.get_rank() == 0:
             print(f"step {i}: loss {loss.item():.4f}", flush=True)
-    # Every rank finishes its last all-reduce and drops DDP before the group goes away
-    # (without this, gloo sometimes aborts at exit: "terminate called without an active exception").
+    # Every rank finishes its last all-reduce and drops DDP before the group goes away. Then
+    # the main thread lets go of the GIL a moment: gloo's run-loop thread drops its last
+    # reference to the barrier's work after the barrier returns, and that destructor takes the
+    # GIL; if the interpreter is already exiting then, the thread is ended inside it and the
+    # process aborts ("terminate called without an active exception", exit code 134, about one
+    # run in five here). DDP keeps the group alive past destroy_process_group, so its threads
+    # are not joined there.
     dist.barrier()
     del model, optimizer
     dist.destroy_process_group()
+    time.sleep(0.1)
 
 
 def _markers(steps: bool, phases: bool):
