@@ -43,7 +43,36 @@ class _WorkflowOrder(typer.core.TyperGroup):
         return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
 
 
-app = typer.Typer(
+class _Command(typer.core.TyperCommand):
+    """Every command's class. Its help names an argument by its metavar alone (typer's own
+    help record adds the Python type, `REPORTS <list[Path]>`), through the command's
+    `format_options` and each parameter's `get_help_record`, `param_type_name` and
+    `metavar` (click's API, which typer keeps): no patch of typer's classes."""
+
+    def format_options(self, ctx, formatter) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((param.metavar or param.name.upper(), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+class _Typer(typer.Typer):
+    """A Typer whose commands are `_Command`s unless they name their own class."""
+
+    def command(self, *args, cls=None, **kwargs):
+        return super().command(*args, cls=cls or _Command, **kwargs)
+
+
+app = _Typer(
     cls=_WorkflowOrder,
     help="Where does the step time of multi-GPU training go? Query Nsight Systems exports.",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -74,8 +103,6 @@ class _Console:
 
 
 console = _Console()
-# Help names an argument by its metavar alone (typer would add its Python type, `<list[Path]>`).
-typer.core.TyperArgument.display_type_rich = lambda self, ctx: None
 
 
 def _print_version(value: bool) -> None:
@@ -732,7 +759,7 @@ def plan(
         )
 
 
-cache_app = typer.Typer(
+cache_app = _Typer(
     help="Show or empty the cache (normalized views, stored results and answers).",
     no_args_is_help=True,
 )
@@ -775,7 +802,7 @@ def _presets_help() -> str:
     return "\n\n".join(f"{name}: {about}" for name, (about, _) in PRESETS.items())
 
 
-class _PresetsEpilog(typer.core.TyperCommand):
+class _PresetsEpilog(_Command):
     """`generate --help` ends with the presets, loaded only when help is shown."""
 
     def format_epilog(self, ctx, formatter) -> None:

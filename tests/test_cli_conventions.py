@@ -78,10 +78,40 @@ def test_launch_refuses_ranks_the_command_does_not_start(cli, tmp_path):
 
 
 def test_usage_names_values_not_python_types(cli):
-    for command in ("report", "query", "timeline", "launch", "export", "generate"):
-        code, out, _ = cli(command, "--help")
+    import typer
+
+    from nsyswrap.cli import app
+
+    commands = [[c] for c in typer.main.get_command(app).commands]
+    for command in [*commands, ["cache", "info"], ["cache", "clear"]]:
+        code, out, _ = cli(*command, "--help")
         assert code == 0
         assert not re.search(r"<(list\[|str>|int|path>|bool>)", out), command
+    code, out, _ = cli("diff", "--help")  # arguments by their metavars, in their own section
+    assert re.search(r"Arguments:\n  BASE  BASE run: .*\n(.*\n)*  NEW   NEW run, the same way", out)
+
+
+def test_no_function_of_typer_or_click_is_replaced():
+    """Importing the CLI patches no dependency (issue 25: no patch of a dependency's
+    private code): every function of typer's and click's modules and classes is their
+    own; what nsyswrap changes (help that names arguments by their metavars, the command
+    order) is in its own subclasses (nsyswrap.cli._Command, _WorkflowOrder)."""
+    import nsyswrap.cli  # noqa: F401
+
+    patched = []
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".")[0] not in ("typer", "click"):
+            continue
+        for attr, value in list(vars(module).items()):
+            found = [(attr, value)]
+            if isinstance(value, type) and value.__module__ == name:
+                found += [(f"{attr}.{k}", v) for k, v in vars(value).items()]
+            patched += [
+                f"{name}.{where}"
+                for where, v in found
+                if callable(v) and str(getattr(v, "__module__", "")).startswith("nsyswrap")
+            ]
+    assert not patched
 
 
 @pytest.mark.parametrize("command", ["report", "diff", "timeline", "query", "sql", "plan"])
