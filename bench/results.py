@@ -299,7 +299,24 @@ def _together_target(rows: list[dict]) -> str:
         not over,
         peak["rss_together_mb"] / RSS_MB,
         "",
-        f"Over 2 GB: {'; '.join(over)}.",
+        f"Over 2 GB: {'; '.join(over)}. {_memory_by_stage(rows)}",
+    )
+
+
+def _memory_by_stage(rows: list[dict]) -> str:
+    """One worker's peak resident set by stage (bench/stages.py), as a sentence."""
+    st = _stages(rows)
+    m = st.get("memory") if st else None
+    if not m:
+        return "One worker's memory by stage was not measured in this run."
+    largest = ", ".join(f"{name} {mb:,.0f}" for name, mb in m["largest_objects_mb"])
+    return (
+        "At -j 2 two workers each hold one report's cold work beside the task process; "
+        "in one process (DuckDB capped as such a worker's) that work peaks at "
+        f"{max(m[k] for k, _ in MEMORY_STAGES):,.0f} MB ({m['before_mb']:,.0f} MB before it "
+        "starts): "
+        + ", ".join(f"{label} {m[key]:,.0f} MB" for key, label in MEMORY_STAGES)
+        + f"; the objects with the highest peak (MB): {largest}."
     )
 
 
@@ -352,6 +369,12 @@ STAGES = (
     ("store_s", "store"),
 )
 STAGES_H = "## CPU per report, by stage"
+MEMORY_STAGES = (
+    ("views_mb", "read + views"),
+    ("sort_sweep_mb", "sort/sweep"),
+    ("lookups_mb", "look-ups"),
+    ("objects_mb", "objects"),
+)
 
 
 def stages_table(result: dict) -> str:
@@ -379,6 +402,24 @@ def stages_table(result: dict) -> str:
         + ", ".join(f"{name} {cpu:.2f}" for name, cpu in st["costliest_objects"])
         + ".",
     ]
+    if st.get("memory"):
+        m = st["memory"]
+        lines += [
+            "",
+            "Peak resident set of the process by stage (VmHWM reset before each stage and "
+            "each object; DuckDB capped as a -j 2 worker's, so one worker's peak):",
+            "",
+            "| stage | peak MB |",
+            "|---|--:|",
+            f"| before the work | {m['before_mb']:,.0f} |",
+        ]
+        lines += [f"| {label} | {m[key]:,.0f} |" for key, label in MEMORY_STAGES]
+        lines += [
+            "",
+            "Objects with the highest peak (MB): "
+            + ", ".join(f"{name} {mb:,.0f}" for name, mb in m["largest_objects_mb"])
+            + ".",
+        ]
     return "\n".join(lines)
 
 

@@ -16,6 +16,12 @@ Stages, CPU seconds of this process (user + system, every thread):
 - store: writing Parquet, measured apart: every file the views and objects wrote is read
   into memory and written again with the same options, and that write is its share (the
   other stages are given net of it).
+
+Memory, the process's peak resident set (VmHWM, reset to the current size through
+/proc/self/clear_refs before each stage and each object, Linux): before the work, during
+read + views (one stage: the reads stream into the views), during the device timeline's
+builder (sort/sweep), during the look-ups, during every other object; DuckDB gets a
+worker's memory limit at `-j 2` (MEMORY_LIMIT_MB / 2), so this is one worker's peak.
 """
 
 from __future__ import annotations
@@ -31,14 +37,34 @@ TIMELINE = {"device_timeline", "nccl_overlap"}
 LOOKUPS = {"window_unions", "step_unions", "idle_gap_rows"}
 
 
+WORKERS = 2  # the workers of `-j 2`: DuckDB's memory limit is theirs
+
+
 def cpu() -> float:
     return time.process_time()
+
+
+def reset_peak() -> bool:
+    """Set this process's peak resident set (VmHWM) to its current size (Linux 4.0+)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def memory(key: str) -> float:
+    """VmHWM or VmRSS of this process in MB (0 where /proc is not there)."""
+    from bench.tasks import memory_mb
+
+    return memory_mb().get(key, 0.0)
 
 
 def stages(run: Path) -> dict:
     from nsyswrap.engine import cache, planner
     from nsyswrap.engine.opener import DEFAULT_OPENER
     from nsyswrap.engine.opening import plan_of
+    from nsyswrap.engine.run import MEMORY_LIMIT_MB
     from nsyswrap.report import ReportOptions, planned
     from nsyswrap.storage import sqlite_source
     from nsyswrap.storage.reports import expand
@@ -66,20 +92,26 @@ def stages(run: Path) -> dict:
         return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
     per_object: dict[str, float] = {}
+    peak_object: dict[str, float] = {}
     store_object = planner._store
 
     def timed_store(one, name, params, target):
+        reset_peak()
         started = cpu()
         store_object(one, name, params, target)
         per_object[name] = per_object.get(name, 0.0) + cpu() - started
+        peak_object[name] = max(peak_object.get(name, 0.0), memory("VmHWM"))
 
     cache.read_batches, planner._store = timed_reader, timed_store
     try:
+        measured = reset_peak()
+        before_mb = memory("VmRSS")
         started = cpu()
         cache.normalize(report, inspect_tables(report), cached.views_dir)
         normalized = cpu() - started
+        views_mb = memory("VmHWM")
         started = cpu()
-        planner.compute("2048MB", 1, (cached, targets))
+        planner.compute(f"{MEMORY_LIMIT_MB // WORKERS}MB", 1, (cached, targets))
         computed = cpu() - started
     finally:
         cache.read_batches, planner._store = sqlite_source.read_batches, store_object
@@ -93,6 +125,20 @@ def stages(run: Path) -> dict:
     sweep = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in TIMELINE)
     lookups = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in LOOKUPS)
     others = computed - sweep - lookups - sum(object_store.values())
+
+    def peak(names) -> float:
+        return max((peak_object[n] for n in names if n in peak_object), default=0.0)
+
+    memory_by_stage = {
+        "before_mb": before_mb,
+        "views_mb": views_mb,
+        "sort_sweep_mb": peak(TIMELINE),
+        "lookups_mb": peak(LOOKUPS),
+        "objects_mb": peak(set(peak_object) - TIMELINE - LOOKUPS),
+        "largest_objects_mb": sorted(
+            ((n, round(mb)) for n, mb in peak_object.items()), key=lambda x: -x[1]
+        )[:5],
+    }
     return {
         "report": str(report),
         "kernels": _count(cached.views_dir / "kernels.parquet"),
@@ -107,6 +153,7 @@ def stages(run: Path) -> dict:
             ((n, round(s - object_store.get(n, 0), 3)) for n, s in per_object.items()),
             key=lambda x: -x[1],
         )[:8],
+        **({"memory": memory_by_stage} if measured else {}),
     }
 
 
