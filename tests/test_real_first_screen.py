@@ -236,4 +236,12 @@ def test_multi_rank_report_tables_are_per_rank():
         pytest.skip("shared/nsys-sqlite/public missing")
     rep = _report("nsysai__h100_2gpu_1s")
     assert {r["rank"] for r in _rows(rep, "trace", "copies")} == {0, 1}
+    # the data-quality row is the whole report's: it says it holds both ranks
+    (dq,) = _rows(rep, "data_quality", "data_quality")
+    assert (dq["rank"], dq["ranks"]) == (0, "0,1") and _v(dq["kernels"]) == 3442
+    table = "\n".join(render_text(rep, 80, section="data_quality"))
+    assert re.search(r"^rank +ranks +capture", table, re.M), table
+    assert re.search(r"^0 +0,1 +[\d,.]+ +3,442", table, re.M), table
+    single = _rows(_report("real/h100_ddp_gloo"), "data_quality", "data_quality")
+    assert all("ranks" not in r for r in single)  # one rank per report: no such column
     assert Path(CAPTURES["nsysai__h100_2gpu_1s"][0]).exists()
