@@ -210,6 +210,24 @@ def test_a_stencil_code_is_not_told_to_fuse_around_matrix_multiplies():
     assert "matrix multiplies" not in _screen(rep)
 
 
+@pytest.mark.skipif(
+    "pipit__perlmutter-cloverleaf-cuda" not in CAPTURES,
+    reason="shared/nsys-sqlite/public missing",
+)
+def test_gaps_no_range_covers_are_put_on_the_os_runtime_call_of_the_launching_thread():
+    """CloverLeaf has no NVTX range; nsys traced its OS runtime: the host-caused gaps are
+    put on the `write` calls of the thread that launches (its output), the rest on none."""
+    rep = _report("pipit__perlmutter-cloverleaf-cuda")
+    work = {
+        (r["source"], r["host_work"]): _v(r["gaps"]) for r in _rows(rep, "single_rank", "host_work")
+    }
+    assert work == {("osrt", "write"): 19, ("none", None): 6}
+    path = CAPTURES["pipit__perlmutter-cloverleaf-cuda"]
+    launching = nsyswrap.sql("SELECT DISTINCT pid, tid FROM api_calls", path)
+    writes = nsyswrap.sql("SELECT DISTINCT pid, tid FROM osrt_calls WHERE api = 'write'", path)
+    assert set(map(tuple, writes.values)) & set(map(tuple, launching.values))
+
+
 def test_the_showcase_never_calls_waiting_ranks_communication_bound(tmp_path):
     rep = report([FIXTURES / "run4_straggler"])
     labels = {x["rank"]: x["label"] for x in rep["diagnosis"]["devices"]}
