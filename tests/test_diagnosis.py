@@ -212,6 +212,17 @@ def test_pinned_memory_advice_follows_the_pageable_bytes_of_the_copies():
     assert "pinned already" in recommendations(copies, pinned)["copies"]
 
 
+def test_host_work_on_an_os_runtime_call_is_named_and_explained():
+    """Idle time that no NVTX range, MPI or CUDA call covers but an OS runtime call on the
+    launching thread does (gaps.host_work source osrt) is named, with what blocks there."""
+    idle = Totals(span_ns=10**7, compute_busy_ns=5 * 10**6, idle_ns=5 * 10**6)
+    idle.gap_ns = {"host_bound": 5 * 10**6}
+    e = Evidence(host_work=[("osrt", "write", 4 * 10**6), ("none", None, 10**6)])
+    text = recommendations(idle, e)["host_work"]
+    assert "4.00 ms inside write" in text and "A blocking OS call" in text
+    assert "mark the loop's phases" not in text
+
+
 def test_rank_lists_stay_short():
     from nsyswrap.report.diagnosis import _ranks
 

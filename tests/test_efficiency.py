@@ -570,3 +570,92 @@ def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
     assert finding["cost"] == _ns(2_500_000) and finding["share"]["value"] == pytest.approx(0.5)
     assert "reach 3.2 GB/s, below the 10-64 GB/s the host link gives" in finding["text"]
     assert "PCIE" in finding["recommendation"]
+
+
+def _tensor_core_report(tensor_core: float, steps: bool = True) -> dict:
+    """A compute-bound GPU with the given tensor-core share of its compute kernel time."""
+    report = _device(compute_ns=9 * 10**6, copy_only_ns=0)
+    if not steps:
+        report["sections"][0]["tables"][1]["rows"] = []
+    frac = lambda v: {"value": v, "unit": "fraction"}  # noqa: E731
+    report["sections"].append(
+        {
+            "id": "compute",
+            "tables": [
+                {
+                    "id": "tensor_cores",
+                    "rows": [
+                        {
+                            "rank": 0,
+                            "device": 0,
+                            "compute": _ns(9 * 10**6),
+                            "other": _ns(round(9 * 10**6 * (1 - tensor_core))),
+                            "tensor_core": frac(tensor_core),
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+    return report
+
+
+def test_a_program_without_matmuls_is_not_told_to_fuse_around_them():
+    """A compute-bound stencil code (CloverLeaf: no matrix multiply, no attention) has
+    nothing to fuse around matrix multiplies: no tensor_cores finding, only the
+    compute-bound one; with steps gone its cost reads "over the window"."""
+    d = diagnose(_tensor_core_report(0.0))
+    assert [f["id"] for f in d["findings"]] == ["compute-bound"]
+    assert "matrix multiplies" not in " ".join(d["recommendations"])
+    d = diagnose(_tensor_core_report(0.1, steps=False))
+    (finding,) = [f for f in d["findings"] if f["id"] == "tensor_cores"]
+    assert finding["cost_basis"] == "over the span"  # the JSON's word, as the device findings'
+    assert "over the window" in finding["text"] and "over the span" not in finding["text"]
+
+
+def test_slow_pageable_copies_are_told_to_pin_not_to_check_the_link():
+    """Pageable copies measure the driver's staging through a pinned buffer, not the link:
+    the finding says so and asks for pinned buffers, not for the PCIe settings."""
+    report = _device(compute_ns=10**6, copy_only_ns=6 * 10**6)
+    report["sections"].append(
+        {
+            "id": "memory",
+            "tables": [
+                {
+                    "id": "copy_bandwidth",
+                    "rows": [
+                        {
+                            "rank": 0,
+                            "device": 0,
+                            "kind": "HtoD",
+                            "src": "Pageable",
+                            "dst": "Device",
+                            "large_bandwidth": {"value": 3.8, "unit": "GB/s"},
+                            "expected": "10-64",
+                            "vs_expected": "below",
+                            "pageable": True,
+                            "time": _ns(5 * 10**6),
+                            "link": "host link",
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+    (finding,) = [f for f in diagnose(report)["findings"] if f["id"] == "copy_bandwidth"]
+    assert "pageable memory" in finding["text"] and "not the link" in finding["text"]
+    assert "Pin those host buffers" in finding["recommendation"]
+    assert "PCIE" not in finding["recommendation"]
+
+
+def test_the_copy_bandwidth_table_keeps_its_gb_per_s_at_80_columns():
+    """The title asks for bandwidth: at 80 columns the GB/s of every copy stays (the
+    pageable flag goes first: src and dst say Pageable already)."""
+    from nsyswrap.report.render import render_text
+
+    rep = nsyswrap.report.report([GLOO])
+    lines = render_text(rep, 80, detail=False)
+    start = next(i for i, line in enumerate(lines) if line.startswith("Copy bandwidth per"))
+    block = "\n".join(lines[start : start + 20])
+    assert re.search(r"large +bandwidth", block) and "pageable," in block, block
+    assert re.search(r"HtoD +Pageable +Device +n/a +10-64 +\d+\.\d{3}$", block, re.M), block

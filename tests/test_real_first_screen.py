@@ -131,6 +131,13 @@ def test_no_advice_contradicts_the_trace(capture):
         assert pageable >= 0.1 * sum(_v(r["bytes"]) for r in copies), name
     elif "Copies alone" in advice:
         assert pageable < 0.1 * sum(_v(r["bytes"]) for r in copies) or not copies, name
+    if "around the matrix multiplies" in advice:  # only to a program that runs some
+        tc = _rows(rep, "compute", "tensor_cores")
+        assert any((_v(r["tensor_core"]) or 0) > 0 for r in tc), name
+    for f in rep["diagnosis"]["findings"]:  # pageable copies measure staging, not the link
+        ends = (f["evidence"].get("src"), f["evidence"].get("dst"))
+        if f["id"] == "copy_bandwidth" and "Pageable" in ends:
+            assert "Check the link" not in (f["recommendation"] or ""), name
     if not any(r["framework"] == "pytorch" for r in _rows(rep, "trace", "frameworks")):
         assert not re.search(r"PyTorch|torch\.|DataLoader|FSDP|DDP", advice), name
     waiting = {x["rank"] for x in rep["diagnosis"]["devices"] if x["label"] == "waiting-for-peers"}
@@ -177,6 +184,7 @@ def test_fsdp_steps_are_found_and_step_0_is_warm_up():
 def test_pageable_copies_are_told_to_use_pinned_memory():
     advice = _advice(_report("sc23omp__report3"))
     assert "allocate those host buffers pinned" in advice and "200 of 200 host copies" in advice
+    assert "PCIE" not in advice  # its slow copies are pageable: the link is not the question
 
 
 @pytest.mark.skipif("mpi/all" not in CAPTURES, reason="shared/nsys-sqlite/real-mpi missing")
@@ -187,6 +195,37 @@ def test_mpi_idle_time_is_put_on_its_mpi_calls():
     work = _rows(rep, "single_rank", "host_work")
     sendrecv = sum(_v(r["idle"]) for r in work if r["host_work"] == "MPI_Sendrecv")
     assert sendrecv > 0.5 * sum(_v(r["idle"]) for r in work)
+
+
+@pytest.mark.skipif(
+    "pipit__perlmutter-cloverleaf-cuda" not in CAPTURES,
+    reason="shared/nsys-sqlite/public missing",
+)
+def test_a_stencil_code_is_not_told_to_fuse_around_matrix_multiplies():
+    """CloverLeaf runs no matrix multiply or attention kernel: compute-bound, it is told to
+    make its longest kernels faster, not to fuse work around matrix multiplies."""
+    rep = _report("pipit__perlmutter-cloverleaf-cuda")
+    assert [_v(r["tensor_core"]) for r in _rows(rep, "compute", "tensor_cores")] == [0]
+    assert [f["id"] for f in rep["diagnosis"]["findings"]] == ["compute-bound"]
+    assert "matrix multiplies" not in _screen(rep)
+
+
+@pytest.mark.skipif(
+    "pipit__perlmutter-cloverleaf-cuda" not in CAPTURES,
+    reason="shared/nsys-sqlite/public missing",
+)
+def test_gaps_no_range_covers_are_put_on_the_os_runtime_call_of_the_launching_thread():
+    """CloverLeaf has no NVTX range; nsys traced its OS runtime: the host-caused gaps are
+    put on the `write` calls of the thread that launches (its output), the rest on none."""
+    rep = _report("pipit__perlmutter-cloverleaf-cuda")
+    work = {
+        (r["source"], r["host_work"]): _v(r["gaps"]) for r in _rows(rep, "single_rank", "host_work")
+    }
+    assert work == {("osrt", "write"): 19, ("none", None): 6}
+    path = CAPTURES["pipit__perlmutter-cloverleaf-cuda"]
+    launching = nsyswrap.sql("SELECT DISTINCT pid, tid FROM api_calls", path)
+    writes = nsyswrap.sql("SELECT DISTINCT pid, tid FROM osrt_calls WHERE api = 'write'", path)
+    assert set(map(tuple, writes.values)) & set(map(tuple, launching.values))
 
 
 def test_the_showcase_never_calls_waiting_ranks_communication_bound(tmp_path):
@@ -215,4 +254,12 @@ def test_multi_rank_report_tables_are_per_rank():
         pytest.skip("shared/nsys-sqlite/public missing")
     rep = _report("nsysai__h100_2gpu_1s")
     assert {r["rank"] for r in _rows(rep, "trace", "copies")} == {0, 1}
+    # the data-quality row is the whole report's: it says it holds both ranks
+    (dq,) = _rows(rep, "data_quality", "data_quality")
+    assert (dq["rank"], dq["ranks"]) == (0, "0,1") and _v(dq["kernels"]) == 3442
+    table = "\n".join(render_text(rep, 80, section="data_quality"))
+    assert re.search(r"^rank +ranks +capture", table, re.M), table
+    assert re.search(r"^0 +0,1 +[\d,.]+ +3,442", table, re.M), table
+    single = _rows(_report("real/h100_ddp_gloo"), "data_quality", "data_quality")
+    assert all("ranks" not in r for r in single)  # one rank per report: no such column
     assert Path(CAPTURES["nsysai__h100_2gpu_1s"][0]).exists()

@@ -95,3 +95,20 @@ def test_cli_timeline_takes_the_step_window_and_pattern(cli, runs, tmp_path):
     assert code == 0, err
     names = {e["name"] for e in json.loads(target.read_text())["traceEvents"] if e.get("ph") == "X"}
     assert "iteration 2" in names
+
+
+@pytest.mark.parametrize(
+    "step_name, pattern",
+    [("step_{}", "step_%"), ("Step {}", "Step %"), ("train_step", "train_step")],
+)
+def test_other_step_names_are_found_by_themselves(tmp_path, step_name, pattern):
+    """Without a `step:<k>` range the report finds a program's own steps: a range repeated
+    with a number one more each time (`step_3`, `Step 3`), or one name holding "step"
+    repeated (`train_step`, numbered in order), and says it found them."""
+    generate_run(dataclasses.replace(BASE, step_name=step_name), tmp_path)
+    with open_run([tmp_path]) as run:
+        report = build_report(run, ReportOptions.parse())
+    window = report["window"]
+    assert (window["step_pattern"], window["pattern_source"]) == (pattern, "found")
+    assert window["steps"] == [0, 1, 2, 3]
+    assert "found by themselves" in report["diagnosis"]["window"]

@@ -1,11 +1,14 @@
-"""The report's data-quality section: per rank, what nsyswrap left out of every figure or
-repaired while reading the report (modules `trace.data_quality` and `trace.left_out`), reports
-without kernels, and across ranks the collective calls left out of every cross-rank figure
-(with why) and each clock that jumped or whose drift was refused (`crossrank.groups`,
+"""The report's data-quality section: per report, what nsyswrap left out of every figure or
+repaired while reading it (modules `trace.data_quality` and `trace.left_out`; a row's `rank`
+is the report's, and where a report holds several ranks, `ranks` lists them all: its
+figures are the whole report's, not its first rank's), reports without kernels, and
+across ranks the collective calls left out of every cross-rank figure (with why) and each
+clock that jumped or whose drift was refused (`crossrank.groups`,
 `crossrank.clock_offsets`)."""
 
 from __future__ import annotations
 
+from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
 from nsyswrap.report.figures import COUNT, NS, figure
@@ -28,6 +31,8 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         run_module(run, "trace.left_out"), on="rank"
     )
     names = {r.rank: r.path.name for r in run.reports}
+    held = ranks_by_report(run)
+    several = any(len(ranks) > 1 for ranks in held.values())
     rows, notes, cannot = [], [], []
     for q in quality.itertuples(index=False):
         left_out = {
@@ -35,9 +40,16 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
             for column, (_, label) in LEFT_OUT.items()
             if getattr(q, column)
         }
+        ranks = held.get(q.rank) or [int(q.rank)]
+        who = (
+            f"rank {q.rank}"
+            if len(ranks) < 2
+            else f"{names.get(q.rank)} (ranks {', '.join(map(str, ranks))})"
+        )
         rows.append(
             {
                 "rank": int(q.rank),
+                **({"ranks": ",".join(map(str, ranks))} if several else {}),
                 "capture": figure(q.capture_ns, NS, "the report records no capture duration"),
                 "kernels": figure(q.kernels_captured, COUNT),
                 **{key: figure(getattr(q, column), COUNT) for column, (key, _) in LEFT_OUT.items()},
@@ -51,7 +63,8 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         if not q.kernels_captured:
             cannot.append(
                 {
-                    "what": f"the CUDA kernels of rank {q.rank} ({names.get(q.rank)})",
+                    "what": f"the CUDA kernels of {who}"
+                    + (f" ({names.get(q.rank)})" if len(ranks) < 2 else ""),
                     "reason": "no CUDA kernels captured (the report has no kernel rows); "
                     "capture with nsys profile --trace=cuda on a GPU",
                 }
@@ -59,28 +72,28 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         if left_out:
             detail = ", ".join(f"{n} {label}" for label, n in left_out.items())
             notes.append(
-                f"rank {q.rank}: {sum(left_out.values())} of {q.kernels_captured} kernels left "
+                f"{who}: {sum(left_out.values())} of {q.kernels_captured} kernels left "
                 f"out of every figure ({detail}): their times or places cannot be right"
             )
         if q.events_left_out:
             notes.append(
-                f"rank {q.rank}: {q.events_left_out} other events (copies, memsets, "
+                f"{who}: {q.events_left_out} other events (copies, memsets, "
                 "synchronizations, CUDA API calls, NVTX events) left out of every figure: "
                 "their times or places cannot be right"
             )
         if q.nvtx_ranges_without_text:
             notes.append(
-                f"rank {q.rank}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges "
+                f"{who}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges "
                 "have no text (kept, but they cannot be named)"
             )
         if q.strings_repaired:
             notes.append(
-                f"rank {q.rank}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
+                f"{who}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
                 "(read with replacement characters)"
             )
         if q.string_ids_repeated:
             notes.append(
-                f"rank {q.rank}: {q.string_ids_repeated} StringIds rows repeat an id "
+                f"{who}: {q.string_ids_repeated} StringIds rows repeat an id "
                 "(each id keeps its smallest value)"
             )
     notes += crossrank_notes(run, options)

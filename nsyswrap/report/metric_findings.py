@@ -4,12 +4,18 @@ tables alone (ids and columns, no SQL) and carry `id`, `scope`, `label`, `ranks`
 `devices`, `cost`, `cost_basis`, `share`, `text`, `recommendation` and `evidence`.
 
 Ranked with the other findings (a cost of step time and its share of the GPU time):
-* `tensor_cores`: a compute-bound device whose compute kernel time is mostly outside
-  matrix multiplies and attention (the tensor-core share below TENSOR_CORE_LOW);
+* `tensor_cores`: a compute-bound device that runs matrix multiplies or attention (some
+  tensor-core kernel time: a program without any, a stencil code, has nothing to fuse
+  around them) whose compute kernel time is mostly outside them (the tensor-core share
+  below TENSOR_CORE_LOW);
 * `slow_kernel`: a rank whose copy of a kernel that matters is consistently slower than
   the other ranks', costing at least SLOW_NOTABLE of its step;
 * `copy_bandwidth`: large copies below the order of magnitude their link gives, on a
-  device where copies alone take at least COPY_NOTABLE of the time.
+  device where copies alone take at least COPY_NOTABLE of the time; copies from or to
+  pageable memory are said to be so, and told to pin it, not to check the link (the
+  driver stages them through a pinned buffer: they measure that, not the link).
+A cost's basis reads "over the window" in the text when there are no steps (JSON
+`cost_basis`: "over the span"), as in the device findings beside them.
 Context, after the ranked findings (no cost of their own: `share` null):
 * `mfu`: the MFU when FLOPs per step were given, with the tensor-core share;
 * `gpu_memory`: a rank near its GPU's memory, holding much more than the others, or
@@ -40,6 +46,12 @@ def metric_findings(report: dict, run, labels: dict) -> tuple[list[dict], list[d
     ]
     context = [_mfu(report), _gpu_memory(report)]
     return [f for f in ranked if f], [f for f in context if f]
+
+
+def _said(basis: str) -> str:
+    """A cost's basis in words: without steps "over the window", as the device findings
+    beside it say (the JSON's cost_basis keeps "over the span")."""
+    return "over the window" if basis == "over the span" else basis
 
 
 def _who(keys: list[tuple[int, int]]) -> str:
@@ -77,7 +89,7 @@ def _tensor_cores(report: dict, run, labels: dict) -> dict | None:
         (r["rank"], r["device"], r)
         for r in rows(report, "compute", "tensor_cores")
         if labels.get((r["rank"], r["device"]), {}).get("label") == "compute-bound"
-        and value(r["tensor_core"], 1) < TENSOR_CORE_LOW
+        and 0 < value(r["tensor_core"], 1) < TENSOR_CORE_LOW
     ]
     if not bound:
         return None
@@ -102,7 +114,7 @@ def _tensor_cores(report: dict, run, labels: dict) -> dict | None:
     text = (
         f"{_who(keys)}: {other / compute:.0%} of compute kernel time is outside matrix "
         f"multiplies and attention (elementwise, normalization, optimizer kernels: "
-        f"{ms(cost)} {basis}){longest}."
+        f"{ms(cost)} {_said(basis)}){longest}."
     )
     advice = (
         "Fuse the elementwise and normalization work around the matrix multiplies"
@@ -144,7 +156,7 @@ def _slow_kernel(report: dict, run) -> dict | None:
     text = (
         f"Rank {r['rank']} runs {r['kernel']} consistently slower than the other ranks "
         f"(median {ms(value(r['median'], 0))} against {ms(value(r['others'], 0))}, "
-        f"+{value(r['slower'], 0):.0%}): {ms(cost)} {basis}."
+        f"+{value(r['slower'], 0):.0%}): {ms(cost)} {_said(basis)}."
     )
     advice = (
         f"Check rank {r['rank']}'s GPU: throttling (nvidia-smi -q -d "
@@ -185,13 +197,25 @@ def _copy_bandwidth(report: dict, run) -> dict | None:
     r = max(below, key=lambda x: value(x["time"], 0))
     key = (r["rank"], r["device"])
     cost, basis = run.per_step(key, value(r["time"], 0))
+    pageable = bool(r.get("pageable"))
     text = (
         f"{r['kind']} copies ({r['src']} to {r['dst']}) on rank {r['rank']} reach "
         f"{value(r['large_bandwidth'], 0):,.1f} GB/s, below the {r['expected']} GB/s the "
-        f"{r['link']} gives ({ms(cost)} of copies {basis})."
+        f"{r['link']} gives ({ms(cost)} of copies {_said(basis)})"
+        + (
+            ": they are from or to pageable memory, which the driver stages through a "
+            "pinned buffer, so they measure that staging, not the link"
+            if pageable
+            else ""
+        )
+        + "."
     )
     advice = (
-        "Check the link: the GPU's PCIe generation and width (nvidia-smi -q -d PCIE), "
+        "Pin those host buffers (cudaHostAlloc or cudaMallocHost"
+        + ("; pin_memory=True in PyTorch" if "pytorch" in run.frameworks else "")
+        + ") and measure again; check the link only if pinned copies stay below it."
+        if pageable
+        else "Check the link: the GPU's PCIe generation and width (nvidia-smi -q -d PCIE), "
         "the process's NUMA placement (bind it to the GPU's socket) and pinned host "
         "buffers."
         if r["link"] == "host link"

@@ -366,7 +366,8 @@ def _host_work_table(work: pd.DataFrame) -> dict | None:
         "host_work",
         f"Host work the GPU waited for: host-caused idle gaps of "
         f"{LONG_GAP_NS / 1000:g} us or more by the NVTX range, MPI call or CUDA call "
-        "covering at least half of each (none: nothing does)",
+        "covering at least half of each, else the OS runtime call on a thread that "
+        "launches (source none: nothing does)",
         rows,
         ("longest", "gaps"),
     )

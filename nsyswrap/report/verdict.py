@@ -145,7 +145,7 @@ class Evidence:
     host_alloc_calls: int = 0  # cudaHostAlloc / cudaMallocHost / cudaHostRegister
     graph_launches: int = 0  # cudaGraphLaunch calls: the program replays CUDA graphs
     # the host-caused idle in gaps of LONG_GAP_NS or more, by the host work covering them:
-    # (source: nvtx, mpi, cuda or none; name; ns), scaled as the totals are
+    # (source: nvtx, mpi, cuda, osrt or none; name; ns), scaled as the totals are
     host_work: list[tuple[str, str | None, float]] = field(default_factory=list)
     basis: str = ""  # what the totals are: "per step", "over the window"
     gpus: int = 1  # how many GPUs the totals are each the mean of
@@ -173,7 +173,8 @@ def recommendations(t: Totals, e: Evidence, label: str | None = None) -> dict[st
     * same_stream: exposed NCCL kernels on a stream that runs compute;
     * sync: idle after host synchronizations (cause sync) at least the host-caused rest;
     * host_work: host-caused idle in gaps of LONG_GAP_NS or more (ADVICE_SHARE of it at
-      least), named by the NVTX range, MPI call or CUDA call covering them;
+      least), named by the NVTX range, MPI call or CUDA call covering them, else by the
+      OS runtime call on a thread that launches;
     * launch: host-caused idle in shorter gaps (ADVICE_SHARE at least): launch overhead;
       CUDA graphs only for a program that launches none;
     * queued: idle although the next work was queued;
@@ -345,6 +346,12 @@ def _host_work_advice(ns: float, e: Evidence) -> str:
             " A blocking MPI call keeps the host from launching: post the exchange with "
             "non-blocking calls (MPI_Isend/MPI_Irecv) and launch the GPU work that does "
             "not need it before waiting, or move it to the GPU (CUDA-aware MPI, NCCL)."
+        )
+    if any(src == "osrt" for src, _, _ in shown):
+        text += (
+            " A blocking OS call (file or console I/O, a wait) on the thread that launches "
+            "the GPU's work holds back the next launch: move it to another thread or out of "
+            "the loop."
         )
     does = [
         what

@@ -3,17 +3,20 @@
 -- the host did while the GPU waited: of the NVTX ranges (nsys --trace=mpi traces MPI
 -- calls as ranges of domain MPI) and CUDA API calls of the processes with work on the
 -- device that cover at least half of the gap, the shortest (the innermost); the step
--- ranges and the capture range are not host work. A gap no range or call covers by half
--- is put on none. Shorter host-caused gaps are launch overhead (what fusion and CUDA
--- graphs remove); long ones are host work the GPU waits for.
+-- ranges and the capture range are not host work. A gap none of them covers by half is
+-- put on the OS runtime call (nsys --trace=osrt) covering half of it on a thread of those
+-- processes that calls CUDA (where a blocking call holds back the next launch; waits on
+-- helper threads do not), the shortest; else on none. Shorter host-caused gaps are launch
+-- overhead (what fusion and CUDA graphs remove); long ones are host work the GPU waits for.
 -- @scope report
 -- @include metrics
--- @reads idle_gap_rows, nvtx, api_calls, kernels
+-- @reads idle_gap_rows, nvtx, api_calls, osrt_calls, kernels
 -- @param long_gap_ns BIGINT = 100000   A host-caused gap at least this long is host work (ns).
 -- @column rank INTEGER                 Rank of the report.
 -- @column device BIGINT                CUDA device id.
 -- @column source VARCHAR               nvtx (an NVTX range), mpi (an NVTX range of domain
---                                      MPI), cuda (a CUDA API call) or none.
+--                                      MPI), cuda (a CUDA API call), osrt (an OS runtime
+--                                      call on a CUDA thread) or none.
 -- @column name VARCHAR                 The range's text or the call's API (NULL for none).
 -- @column gaps BIGINT                  Long host-caused gaps put on it.
 -- @column idle_ns BIGINT               Their summed duration (ns).
@@ -52,6 +55,19 @@ work AS (
     FROM api_calls
     WHERE 2 * dur_ns >= $long_gap_ns
 ),
+cuda_threads AS (
+    SELECT DISTINCT rank, pid, tid FROM api_calls
+),
+os_work AS (
+    -- OS runtime calls on the threads that launch: named only where nothing above is
+    SELECT o.rank, o.pid, o.start_ns, o.end_ns, o.api AS name, 'osrt' AS source
+    FROM osrt_calls AS o
+    SEMI JOIN cuda_threads AS t
+        ON t.rank = o.rank
+        AND t.pid = o.pid
+        AND t.tid = o.tid
+    WHERE 2 * o.dur_ns >= $long_gap_ns
+),
 covered AS (
     -- per gap, the shortest range or call covering half of it
     SELECT
@@ -73,13 +89,41 @@ covered AS (
     WHERE 2 * (least(w.end_ns, g.end_ns) - greatest(w.start_ns, g.start_ns)) >= g.dur_ns
     GROUP BY g.rank, g.device, g.start_ns
 ),
+os_covered AS (
+    -- per gap, the shortest OS runtime call on a CUDA thread covering half of it
+    SELECT
+        g.rank,
+        g.device,
+        g.start_ns,
+        arg_min(w.name, (w.end_ns - w.start_ns, w.name)) AS name
+    FROM gaps AS g
+    JOIN drivers AS d
+        ON d.rank = g.rank
+        AND d.device = g.device
+    JOIN os_work AS w
+        ON w.rank = d.rank
+        AND w.pid = d.pid
+        AND w.start_ns < g.end_ns
+        AND w.end_ns > g.start_ns
+    WHERE 2 * (least(w.end_ns, g.end_ns) - greatest(w.start_ns, g.start_ns)) >= g.dur_ns
+    GROUP BY g.rank, g.device, g.start_ns
+),
 placed AS (
-    SELECT g.rank, g.device, g.dur_ns, coalesce(c.source, 'none') AS source, c.name
+    SELECT
+        g.rank,
+        g.device,
+        g.dur_ns,
+        coalesce(c.source, CASE WHEN o.name IS NOT NULL THEN 'osrt' END, 'none') AS source,
+        coalesce(c.name, o.name) AS name
     FROM gaps AS g
     LEFT JOIN covered AS c
         ON c.rank = g.rank
         AND c.device = g.device
         AND c.start_ns = g.start_ns
+    LEFT JOIN os_covered AS o
+        ON o.rank = g.rank
+        AND o.device = g.device
+        AND o.start_ns = g.start_ns
 )
 SELECT
     rank,
