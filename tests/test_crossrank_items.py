@@ -1,10 +1,14 @@
 """The smaller items of cross-rank work (#23), on generated runs with planted truth: a stream
 wait is no host sync, per-step figures divide by the steps they sum, `diff` without phase
-data and its exit codes, duplicate reports refused, waits of seconds, frames typed BIGINT."""
+data and its exit codes, duplicate reports refused, waits of seconds, frames typed BIGINT, an
+unaligned rank's clock null in the JSON."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
+import sqlite3
 
 import duckdb
 import pandas as pd
@@ -122,3 +126,39 @@ def test_frames_are_handed_to_duckdb_typed():
         3_200_000_000,
         n - 1,
     )
+
+
+def _strict(text: str):
+    """JSON as a strict parser reads it: NaN or Infinity is an error."""
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("host", ["nodeX", None])
+def test_an_unaligned_rank_has_no_clock_and_the_json_stays_json(cli, tmp_path, host):
+    """A rank that no collective joins to the reference (another host, no NCCL kernel, no
+    coll: range) is unaligned: its clock is null in the JSON (never NaN) and blank in the
+    table (never 'nan'), also when its report records no host."""
+    run = tmp_path / "run"
+    shutil.copytree("fixtures/run2", run)
+    con = sqlite3.connect(run / "rank1.sqlite")
+    con.execute(
+        "UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'Hostname'", (host or "",)
+    )
+    if host is None:
+        con.execute("DELETE FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'")
+    con.execute("UPDATE StringIds SET value = 'plain_' || id WHERE value LIKE 'ncclDevKernel%'")
+    con.execute("DELETE FROM NVTX_EVENTS WHERE text LIKE 'coll:%'")
+    con.commit()
+    con.close()
+    code, out, err = cli("report", run, "-f", "json")
+    assert code == 0, err
+    crossrank = next(s for s in _strict(out)["sections"] if s["id"] == "crossrank")
+    rows = {r["rank"]: r for r in crossrank["tables"][0]["rows"]}
+    assert (rows[1]["aligned"], rows[1]["clock"]) == (False, None)
+    assert rows[0]["clock"] == "host node0"
+    code, out, err = cli("report", run, "--section", "crossrank")
+    assert code == 0 and not re.search(r"\bnan\b", out, re.IGNORECASE), out

@@ -35,13 +35,18 @@ not reported as a fit: the clock is solved without drift and its method says why
 **Jumps.** A clock that steps (a time-base resync, captures stitched together) shows as
 a step in its residuals (nsyswrap.crossrank.jumps finds it, one at a time: a line plus one
 step at each place between two collective ends, kept when it is big and holds for the
-medians on both sides). It becomes a third unknown of that clock: its size and, per
-report, the session time from which readings are late (the first of the report's events
-after the first hole longer than the jump). The clock is then fitted piecewise: aligned
-time takes ``t - jump_ns`` for ``t >= jump_at_ns``.
+medians on both sides; only the ends of collectives that span two clocks or more are
+looked at: a collective on one clock fits whatever the clocks are). It becomes a third
+unknown of that clock: its size and, per report, the session time from which readings are
+late (the first of the report's host events, its collective calls and step and phase
+ranges, after the first hole longer than the jump). The clock is then fitted piecewise:
+aligned time takes ``t - jump_ns`` for ``t >= jump_at_ns``.
 
 **Exact where exact.** After the robust fit, ends more than REJECT_K robust scales off it
-are outliers and left out; drifts are rounded to whole ppb and jumps to whole ns, and the
+are outliers and left out; the robust scale is that of the ends of collectives across
+clocks (where most collectives lie inside one host, e.g. TP groups with DP pairs across
+hosts, their residuals of 0 would otherwise make every end across hosts an outlier and
+leave the clocks unconstrained); drifts are rounded to whole ppb and jumps to whole ns, and the
 offsets refitted to whole ns with the drift applied as the run clock applies it
 (solve.to_run_time: rounded half to even). Exact ends on clocks that follow this model
 give every offset, drift and jump exactly: every residual is 0. Residuals are always
@@ -185,6 +190,7 @@ def _solve(
     post = ends["post"].to_numpy(bool)
     y = base + x
     _, inv = np.unique(ends["cid"].to_numpy(), return_inverse=True)
+    across = _across(ends, clocks).to_numpy()
     rows = np.arange(len(y))
     design = np.zeros((len(y), n_par))
     design[rows[col >= 0], col[col >= 0]] = 1.0
@@ -194,7 +200,7 @@ def _solve(
     for _ in range(2 if jumping and drifting else 1):  # the drift runs on the clock less its jump
         d = dcol >= 0
         design[rows[d], dcol[d]] = ((x - jump * post + origin) / 1e9)[d]  # ppb
-        params, cov, inliers = _robust_fit(design, y, inv)
+        params, cov, inliers = _robust_fit(design, y, inv, across)
         jump = np.where(jcol >= 0, params[np.maximum(jcol, 0)] if n_par else 0.0, 0.0)
     for k, c in enumerate(clocks):
         dk, jk = columns(drifting, len(free))[k], columns(jumping, len(free) + len(drifting))[k]
@@ -217,14 +223,19 @@ def _solve(
     return pd.Series(resid, index=ends.index), pd.Series(inliers.astype(bool), index=ends.index)
 
 
-def _robust_fit(design: np.ndarray, y: np.ndarray, inv: np.ndarray):
+def _robust_fit(design: np.ndarray, y: np.ndarray, inv: np.ndarray, across: np.ndarray):
     """(params, their covariance, inlier weights): IRLS with Huber weights, then plain least
-    squares over the ends within REJECT_K robust scales (see _solve)."""
+    squares over the ends within REJECT_K robust scales (see _solve). The robust scale is
+    that of the ends in collectives `across` clocks (where there are any): the ends of a
+    collective on one clock fit whatever the clocks are, and where most collectives are
+    (a TP group inside each host, DP pairs across them) their residuals of 0 would make
+    every end across hosts an outlier and leave the clocks unconstrained."""
     n_par = design.shape[1]
     w = np.ones(len(y))
     for _ in range(ITERATIONS):
         params, resid, A_c = _fit(design, y, inv, w)
-        scale = max(1.4826 * float(np.median(np.abs(resid))), 1.0)
+        pool = resid[across] if across.any() else resid
+        scale = max(1.4826 * float(np.median(np.abs(pool))), 1.0)
         new_w = np.minimum(1.0, HUBER_K * scale / np.maximum(np.abs(resid), 1e-9))
         if np.allclose(new_w, w):
             break
@@ -237,6 +248,13 @@ def _robust_fit(design: np.ndarray, y: np.ndarray, inv: np.ndarray):
     inliers = (np.abs(resid) <= REJECT_K * scale).astype(np.float64)
     params, *_ = _fit(design, y, inv, inliers)
     return params, cov, inliers
+
+
+def _across(ends: pd.DataFrame, clocks: list[Clock]) -> pd.Series:
+    """Whether each end's collective spans two clocks or more: only those ends tell clocks
+    apart (a collective on one clock fits whatever the clocks are)."""
+    of = {r: k for k, c in enumerate(clocks) for r in c.reports}
+    return ends["rank"].map(of).groupby(ends["cid"]).transform("nunique") > 1
 
 
 def _disagreeing(clock: Clock, ends: pd.DataFrame, resid: pd.Series) -> float:
@@ -295,7 +313,9 @@ def solve_ends(
         steps = [
             (abs(f[0]), i, f[1])
             for i, c in enumerate(clocks)
-            if c is not ref and not c.jump and (f := find_jump(c.reports, ends, resid, utc))
+            if c is not ref
+            and not c.jump
+            and (f := find_jump(c.reports, ends[_across(ends, clocks)], resid, utc))
         ]
         if steps:
             _, i, jump = max(steps)

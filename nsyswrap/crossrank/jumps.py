@@ -50,6 +50,19 @@ def _step(t: np.ndarray, r: np.ndarray) -> tuple[int, float, float, float] | Non
     return at, size, max(1.4826 * float(np.median(np.abs(left))), 1.0), robust
 
 
+def jump_step(t: np.ndarray, r: np.ndarray) -> tuple[int, float] | None:
+    """A jump in residuals ``r`` at sorted times ``t`` (a step over a line at least
+    JUMP_MIN_NS and JUMP_SCALES robust scales, holding for the medians on both sides): (the
+    index of the first point after it, its size), or None."""
+    found = _step(t, r)
+    if found is None:
+        return None
+    at, size, scale, robust = found
+    if abs(size) < max(JUMP_MIN_NS, JUMP_SCALES * scale) or abs(robust - size) > abs(size) / 4:
+        return None
+    return at, size
+
+
 def find_jump(
     reports: list[int], ends: pd.DataFrame, resid: pd.Series, utc: dict[int, int]
 ) -> tuple[float, dict[int, tuple[float, float]]] | None:
@@ -65,12 +78,10 @@ def find_jump(
     ).to_numpy()
     order = np.argsort(t, kind="stable")
     r = resid[mine.index].to_numpy()[order]
-    found = _step(t[order], r)
+    found = jump_step(t[order], r)
     if found is None:
         return None
-    at, size, scale, robust = found
-    if abs(size) < max(JUMP_MIN_NS, JUMP_SCALES * scale) or abs(robust - size) > abs(size) / 4:
-        return None
+    at, size = found
     cut = t[order][at]
     out = {}
     for rank, g in mine.groupby("rank"):

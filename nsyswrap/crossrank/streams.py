@@ -21,6 +21,11 @@ reduce_scatter: nsyswrap.crossrank.matching.is_barrier) end at one instant on al
    offset most links share (within OFFSET_NS) are kept, the rest dropped; when two
    offsets are shared by as many links, no link between the two clocks is kept (it cannot
    tell which pairing is right).
+4. A clock that jumps mid-run (nsyswrap.crossrank.jumps) bends no line but steps it once:
+   where the ends are no line, a line plus one step (a jump: at least JUMP_MIN_NS and
+   JUMP_SCALES robust scales, holding for the medians on both sides, as the clock solve
+   asks) is tried, and the groups agree when their ends fit it as in 2.; the offset is
+   the line's before the step. The clock solve then finds and reports the jump.
 
 **Exchanges** (streams with an all_to_all, send/recv or another operation whose members
 end apart) cannot be told by their ends. They are grouped after the clocks are solved
@@ -42,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from nsyswrap.crossrank.graph import components
+from nsyswrap.crossrank.jumps import jump_step
 
 AGREE_NS = 2_000  # ends of one group agree within this (after the clocks' line) ...
 AGREE_SHARE = 0.9  # ... for at least this share of the kernels
@@ -93,14 +99,25 @@ def _same_ends(a: Stream, b: Stream) -> bool:
 
 def _offset_line(a: Stream, b: Stream, t0: float) -> float | None:
     """a's ends less b's as a line over b's host time: its value at t0 when the ends agree
-    with the line (module doc, 2.), else None."""
+    with the line (module doc, 2.), or with a line and one clock jump (module doc, 4.),
+    else None."""
     n = a.comparable(b)
     if not n:
         return None
-    t, d = b.ends[:n], a.ends[:n] - b.ends[:n]
-    slope, intercept = np.polyfit(t - t0, d, 1)
-    off = d - (intercept + slope * (t - t0))
-    return float(intercept) if float(np.mean(np.abs(off) <= AGREE_NS)) >= AGREE_SHARE else None
+    t, d = b.ends[:n] - t0, a.ends[:n] - b.ends[:n]
+    slope, intercept = np.polyfit(t, d, 1)
+    off = d - (intercept + slope * t)
+    if float(np.mean(np.abs(off) <= AGREE_NS)) >= AGREE_SHARE:
+        return float(intercept)
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    found = jump_step(t, d)
+    if found is None:
+        return None
+    design = np.column_stack([np.ones(n), t, (np.arange(n) >= found[0]).astype(np.float64)])
+    coef, *_ = np.linalg.lstsq(design, d, rcond=None)
+    off = d - design @ coef
+    return float(coef[0]) if float(np.mean(np.abs(off) <= AGREE_NS)) >= AGREE_SHARE else None
 
 
 def _local_groups(streams: list[Stream]) -> list[list[Stream]]:

@@ -29,6 +29,11 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
 
+def _text(value) -> str | None:
+    """A text cell, None where missing (an unaligned rank has no clock: never NaN in JSON)."""
+    return None if pd.isna(value) else str(value)
+
+
 def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
     no_shared = "no collective shared with the reference rank"
     offset_rows = [
@@ -36,15 +41,15 @@ def _offsets_tables(offsets: pd.DataFrame) -> list[dict]:
             "rank": int(r["rank"]),
             "report_rank": int(r.report_rank),
             "pid": None if pd.isna(r.pid) else int(r.pid),
-            "rank_source": r.rank_source,
+            "rank_source": _text(r.rank_source),
             "offset": figure(r.offset_ns, NS),
             "shift": figure(r.shift_ns, NS),
-            "source": r.source,
+            "source": _text(r.source),
             "drift": figure(r.drift_ppb, "ppb"),
             "aligned": bool(r.aligned),
-            "method": r.method,
-            "host": r.host,
-            "clock": r.clock,
+            "method": _text(r.method),
+            "host": _text(r.host),
+            "clock": _text(r.clock),
             "jump": figure(r.jump_ns, NS),
         }
         for _, r in offsets.iterrows()
