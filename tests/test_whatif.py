@@ -361,31 +361,34 @@ def test_a_slow_pipeline_stage_gains_what_removing_its_slowness_saves(factor, ex
     assert (w.loc[w["kind"] == "rank", "gain_ns"] <= 0).all()
 
 
+def _fix(kind, gain, pattern="persistent", **keys) -> dict:
+    """A row of the report's whatif table (step time 25 ms, 4 steps)."""
+    return {
+        "kind": kind,
+        "rank": None,
+        "phase": None,
+        "stage": None,
+        "pg": None,
+        "op": None,
+        **keys,
+        "gain_ns_per_step": {"value": gain, "unit": "ns"},
+        "gain_pct": {"value": 100 * gain / 25_000_000, "unit": "%"},
+        "pattern": pattern,
+        "steps": "0,1,2,3" if pattern != "none" else None,
+        "affected_steps": {"value": 4 if pattern != "none" else 0, "unit": "count"},
+        "steps_in_window": {"value": 4, "unit": "count"},
+        "gain_ns_per_affected_step": {
+            "value": gain if pattern != "none" else None,
+            "unit": "ns",
+        },
+    }
+
+
 def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
     """A whatif table alone (no straggler: its send/recv waits are structural) is enough."""
     from nsyswrap.report.diagnosis import diagnose
 
-    def fix(kind, gain, pattern="persistent", **keys):
-        return {
-            "kind": kind,
-            "rank": None,
-            "phase": None,
-            "stage": None,
-            "pg": None,
-            "op": None,
-            **keys,
-            "gain_ns_per_step": {"value": gain, "unit": "ns"},
-            "gain_pct": {"value": 100 * gain / 25_000_000, "unit": "%"},
-            "pattern": pattern,
-            "steps": "0,1,2,3" if pattern != "none" else None,
-            "affected_steps": {"value": 4 if pattern != "none" else 0, "unit": "count"},
-            "steps_in_window": {"value": 4, "unit": "count"},
-            "gain_ns_per_affected_step": {
-                "value": gain if pattern != "none" else None,
-                "unit": "ns",
-            },
-        }
-
+    fix = _fix
     rows = [
         fix("all", 3_000_000),
         fix("stage", 2_580_000, stage=2),
@@ -406,6 +409,32 @@ def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
     assert d["headline"] == "SLOW PIPELINE STAGE: 2"
     assert first["gain"]["value"] == 2_580_000 and "2.58 ms per step (10 %" in first["text"]
     assert report["sections"][0]["verdict"]["label"] == "slow pipeline stage: 2"
+
+
+@pytest.mark.parametrize("gain, steps", [(100_000, [0, 1]), (0, [])])
+def test_a_straggler_whose_fix_saves_little_is_no_significant_straggler(gain, steps):
+    """The section named rank 1 by the waits it imposes; the replay finds making it as fast
+    as the others saves under 1 % of a step: the verdict says so, with that gain."""
+    from nsyswrap.report.diagnosis import diagnose
+
+    waits = "rank 1 made the others wait 9.000 ms (90% of all waiting)"
+    rows = [_fix("all", 120_000), _fix("rank", gain, rank=1)] if gain else [_fix("all", 1)]
+    report = {
+        "window": {"steps": steps},
+        "sections": [
+            {
+                "id": "crossrank",
+                "verdict": {"label": "straggler: rank 1", "reason": waits},
+                "tables": [{"id": "whatif", "rows": rows}],
+            }
+        ],
+    }
+    diagnose(report)
+    verdict = report["sections"][0]["verdict"]
+    basis = "per step (0.4 % of the step time" if steps else "over the window (0.0 % of the window"
+    assert verdict["label"] == "no significant straggler"
+    assert verdict["reason"].startswith(waits + "; but the replay finds that making rank 1 as ")
+    assert f"would save {'0.10' if gain else '0.00'} ms {basis}, under 1%)" in verdict["reason"]
 
 
 @pytest.mark.parametrize(

@@ -698,16 +698,41 @@ def _by_gain(findings: list[dict]) -> list[dict]:
 
 def _reconcile_crossrank(report: dict, findings: list[dict]) -> None:
     """The cross-rank section's verdict names what the diagnosis names first from the replay
-    (its own kept where it names the same rank)."""
+    (its own kept where it names the same rank); a straggler by the waits it imposes whose
+    fix the replay finds not worth naming is no significant straggler, its gain said."""
     first = next(
         (f for f in findings if f["scope"] == "cross-rank" and f["gain"]["value"] is not None), None
     )
     verdict = section(report, "crossrank").get("verdict")
-    if first is None or verdict is None:
+    if verdict is None:
+        return
+    if first is None:
+        _straggler_without_gain(report, verdict)
         return
     same_rank = first["ranks"] and verdict.get("label") == f"straggler: rank {first['ranks'][0]}"
     if verdict.get("label") != first["label"] and not (len(first["ranks"]) == 1 and same_rank):
         verdict.update(label=first["label"], reason=first["text"])
+
+
+def _straggler_without_gain(report: dict, verdict: dict) -> None:
+    """Where the replay ran and names no cross-rank cause, the section's straggler (the rank
+    the others waited for most) becomes "no significant straggler" with what making it as
+    fast as the others saves: the waits it imposes are not what fixing it saves."""
+    label = str(verdict.get("label") or "")
+    fixes = rows(report, "crossrank", "whatif")
+    if not fixes or not label.startswith("straggler: rank "):
+        return
+    rank = int(label.rsplit(" ", 1)[1])
+    fix = next((f for f in fixes if f["kind"] == "rank" and f["rank"] == rank), None)
+    gain, pct = (value(fix["gain_ns_per_step"], 0), value(fix["gain_pct"], 0)) if fix else (0, 0)
+    steps = bool((report.get("window") or {}).get("steps"))
+    basis, of = ("per step", "the step time") if steps else ("over the window", "the window")
+    verdict.update(
+        label="no significant straggler",
+        reason=f"{verdict.get('reason', '')}; but the replay finds that making rank {rank} as "
+        f"fast as the others would save {ms(gain)} {basis} ({pct:.1f} % of {of}, under "
+        f"{MIN_GAIN_SHARE:.0%}): the others' waiting is not what fixing it saves",
+    )
 
 
 def _mpi_only(report: dict) -> bool:
