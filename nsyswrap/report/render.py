@@ -51,7 +51,7 @@ SHORT = {
     "collectives": "colls",
     "partly_hidden": "partly hidden",
     "nccl_time": "nccl time",
-    "exposed_time": "exposed",
+    "exposed_time": "exp time",
     "compute_stream": "comp stream",
     "share_of_idle": "of idle",
     "latency_p50": "lat p50",

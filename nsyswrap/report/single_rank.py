@@ -251,8 +251,8 @@ def _shares_table(ledger: pd.DataFrame, totals: dict) -> dict:
         )
     return _table(
         "shares",
-        "Shares of the span; overlap = both / comm busy (exact) beside the "
-        "naive (compute + comm - span) / comm",
+        "Shares of the span; overlap = both / comm busy (exact), beside it where it fits "
+        "the naive (compute + comm - span) / comm",
         rows,
         ("naive_overlap_ratio",),
     )
