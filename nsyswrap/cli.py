@@ -565,7 +565,7 @@ def report(
     opener = replace(opener, allow_unrelated=allow_unrelated)
     exports, samples = split_inputs(reports)
     if samples:  # sample files of the always-on sampler, alone or beside exports
-        from nsyswrap.sample.analysis import report_with_samples
+        from nsyswrap.report.samples import report_with_samples
 
         result = report_with_samples(
             exports, samples, options, opener=opener, html=html, force=force

@@ -83,3 +83,20 @@ def test_crossrank_reaches_the_engine_through_its_interface():
     planner's insides."""
     for path in (ROOT / "crossrank").glob("*.py"):
         assert not {m for m in _imports(path) if m.startswith("nsyswrap.engine.planner")}, path.name
+
+
+DOMAIN = ("crossrank", "sample", "annotate", "synth", "sweep")
+ABOVE_THE_DOMAIN = ("report", "html_report", "comparison", "launch", "cli")
+
+
+def test_the_domain_imports_no_section_and_no_workflow():
+    """Sections (report, html_report, comparison) and workflows (launch, the CLI) read the
+    domain packages, never the other way; the report over sample files is a section
+    (nsyswrap.report.samples), a process's rank and host are the annotation's
+    (nsyswrap.annotate.ranks)."""
+    for package in DOMAIN:
+        for name, path in _modules(package).items():
+            above = {
+                m for m in _imports(path) if m.split(".")[1:2] in [[a] for a in ABOVE_THE_DOMAIN]
+            }
+            assert not above, f"{name} imports {sorted(above)}"

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from nsyswrap.annotate.ranks import env_rank, parse_ranks, short_host
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.export import export_run
-from nsyswrap.launch.manifest import short_host
 from nsyswrap.launch.nsys import nsys_argv
-from nsyswrap.launch.ranks import env_rank, parse_ranks
 from nsyswrap.launch.rewrite import rewrite
 from nsyswrap.launch.run import launch
 

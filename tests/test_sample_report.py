@@ -17,7 +17,7 @@ from sample_runs import planted_samples
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.persistence import describe, episodes
 from nsyswrap.report.render import render_text
-from nsyswrap.sample.analysis import report_with_samples, sample_report
+from nsyswrap.report.samples import report_with_samples, sample_report
 from nsyswrap.sample.inputs import split_inputs
 from nsyswrap.sample.read import read_samples
 

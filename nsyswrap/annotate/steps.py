@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 
 from nsyswrap.annotate.observers import STEPS
 from nsyswrap.annotate.ranges import nvtx_calls
+from nsyswrap.annotate.ranks import env_rank, parse_ranks
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.launch.ranks import env_rank, parse_ranks
 
 CAPTURE_RANGE = "capture"
 UNFINISHED = "step:{} unfinished"

@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nsyswrap.annotate.auto import parse_kinds
+from nsyswrap.annotate.ranks import format_ranks, parse_ranks
 from nsyswrap.annotate.steps import CaptureWindow, parse_window
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.launch.ranks import format_ranks, parse_ranks
 from nsyswrap.sample.capture import parse_rule
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"

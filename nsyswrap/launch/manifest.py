@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,10 +20,6 @@ SAMPLE_FILES, CAPTURE_FILES = "samples.rank*.jsonl", "capture.*.json"  # launch 
 
 def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def short_host() -> str:
-    return socket.gethostname().split(".")[0] or "localhost"
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nsyswrap.annotate.auto import VARIABLE as ANNOTATE_VARIABLE
+from nsyswrap.annotate.ranks import env_rank, short_host
 from nsyswrap.annotate.steps import EVERY_VARIABLE, STEPS_VARIABLE
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
-from nsyswrap.launch.manifest import now_utc, rank_record_path, short_host, write_json
+from nsyswrap.launch.manifest import now_utc, rank_record_path, write_json
 from nsyswrap.launch.nsys import (
     QDSTRM_FIX,
     file_sizes,
@@ -33,7 +34,6 @@ from nsyswrap.launch.nsys import (
     tree_cpu_ticks,
     wait_or_stop,
 )
-from nsyswrap.launch.ranks import env_rank
 from nsyswrap.sample.capture import VARIABLE as RULE_VARIABLE
 from nsyswrap.sample.sampler import VARIABLE as SAMPLE_VARIABLE
 from nsyswrap.storage.processes import alive

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from nsyswrap.annotate.ranks import format_ranks, short_host
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.launch.config import LaunchConfig
 from nsyswrap.launch.export import TMP_DIR, export_run
@@ -32,13 +33,11 @@ from nsyswrap.launch.manifest import (
     now_utc,
     rank_record_path,
     read_rank_records,
-    short_host,
     write_json,
     write_manifest,
 )
 from nsyswrap.launch.nsys import find_nsys
 from nsyswrap.launch.rank import rank_command
-from nsyswrap.launch.ranks import format_ranks
 from nsyswrap.launch.rewrite import rewrite
 from nsyswrap.storage.processes import alive
 

@@ -545,7 +545,7 @@ def crossrank_answer(
     """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
     `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step),
     with the what-if replay's tables where `replay` (a run of exports: the replay needs
-    their kernels); the sample files' report (nsyswrap.sample.analysis) answers through it
+    their kernels); the sample files' report (nsyswrap.report.samples) answers through it
     too. `nccl`: whether the run has NCCL kernels (False: no NCCL bandwidth, the
     collectives' times are host calls; None: not known)."""
     section = {

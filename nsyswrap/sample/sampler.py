@@ -28,9 +28,8 @@ from pathlib import Path
 
 from nsyswrap.annotate import observers, steps
 from nsyswrap.annotate.observers import INSIDE
+from nsyswrap.annotate.ranks import env_rank, parse_ranks, short_host
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.launch.manifest import short_host
-from nsyswrap.launch.ranks import env_rank, parse_ranks
 from nsyswrap.sample import schema
 from nsyswrap.sample.capture import CaptureRule, Watch
 from nsyswrap.sample.timers import Clock, EventPool, cuda_in_use, elapsed_ns, perf_counter_ns

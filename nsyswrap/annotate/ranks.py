@@ -1,14 +1,21 @@
-"""Which rank a process is (from the launcher's environment) and `--ranks` selections."""
+"""Which rank and host a process is (from the launcher's environment) and `--ranks`
+selections."""
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 
 from nsyswrap.errors import NsysWrapError
 
 # torchrun first: under `srun ... torchrun`, SLURM_PROCID numbers nodes, RANK numbers ranks.
 RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+def short_host() -> str:
+    """This machine's host name without its domain."""
+    return socket.gethostname().split(".")[0] or "localhost"
 
 
 def env_rank(environ: Mapping[str, str] = os.environ) -> int | None:
