@@ -34,10 +34,14 @@ drivers AS (
 steps AS (
     SELECT DISTINCT rank, pid, tid, start_ns, end_ns, text FROM step_ranges($step_pattern)
 ),
+cuda_threads AS (
+    SELECT DISTINCT rank, pid, tid FROM api_calls
+),
 work AS (
-    -- only what is long enough to cover half of the shortest long gap
+    -- only what is long enough to cover half of the shortest long gap; an OS runtime call
+    -- (on a thread that launches) is the fallback, named where nothing else covers
     SELECT n.rank, n.pid, n.start_ns, n.end_ns, n.text AS name,
-        CASE WHEN n.domain = 'MPI' THEN 'mpi' ELSE 'nvtx' END AS source
+        CASE WHEN n.domain = 'MPI' THEN 'mpi' ELSE 'nvtx' END AS source, 0 AS fallback
     FROM nvtx AS n
     ANTI JOIN steps AS s
         ON s.rank = n.rank
@@ -51,16 +55,11 @@ work AS (
         AND n.text IS NOT NULL
         AND n.text <> 'capture'
     UNION ALL
-    SELECT rank, pid, start_ns, end_ns, regexp_replace(api, '_v[0-9]+$', ''), 'cuda'
+    SELECT rank, pid, start_ns, end_ns, regexp_replace(api, '_v[0-9]+$', ''), 'cuda', 0
     FROM api_calls
     WHERE 2 * dur_ns >= $long_gap_ns
-),
-cuda_threads AS (
-    SELECT DISTINCT rank, pid, tid FROM api_calls
-),
-os_work AS (
-    -- OS runtime calls on the threads that launch: named only where nothing above is
-    SELECT o.rank, o.pid, o.start_ns, o.end_ns, o.api AS name, 'osrt' AS source
+    UNION ALL
+    SELECT o.rank, o.pid, o.start_ns, o.end_ns, o.api, 'osrt', 1
     FROM osrt_calls AS o
     SEMI JOIN cuda_threads AS t
         ON t.rank = o.rank
@@ -69,14 +68,13 @@ os_work AS (
     WHERE 2 * o.dur_ns >= $long_gap_ns
 ),
 covered AS (
-    -- per gap, the shortest range or call covering half of it
+    -- per gap, the shortest range or call covering half of it (OS runtime calls last)
     SELECT
         g.rank,
         g.device,
         g.start_ns,
-        any_value(g.dur_ns) AS dur_ns,
-        arg_min(w.source, (w.end_ns - w.start_ns, w.source, w.name)) AS source,
-        arg_min(w.name, (w.end_ns - w.start_ns, w.source, w.name)) AS name
+        arg_min(w.source, (w.fallback, w.end_ns - w.start_ns, w.source, w.name)) AS source,
+        arg_min(w.name, (w.fallback, w.end_ns - w.start_ns, w.source, w.name)) AS name
     FROM gaps AS g
     JOIN drivers AS d
         ON d.rank = g.rank
@@ -89,41 +87,13 @@ covered AS (
     WHERE 2 * (least(w.end_ns, g.end_ns) - greatest(w.start_ns, g.start_ns)) >= g.dur_ns
     GROUP BY g.rank, g.device, g.start_ns
 ),
-os_covered AS (
-    -- per gap, the shortest OS runtime call on a CUDA thread covering half of it
-    SELECT
-        g.rank,
-        g.device,
-        g.start_ns,
-        arg_min(w.name, (w.end_ns - w.start_ns, w.name)) AS name
-    FROM gaps AS g
-    JOIN drivers AS d
-        ON d.rank = g.rank
-        AND d.device = g.device
-    JOIN os_work AS w
-        ON w.rank = d.rank
-        AND w.pid = d.pid
-        AND w.start_ns < g.end_ns
-        AND w.end_ns > g.start_ns
-    WHERE 2 * (least(w.end_ns, g.end_ns) - greatest(w.start_ns, g.start_ns)) >= g.dur_ns
-    GROUP BY g.rank, g.device, g.start_ns
-),
 placed AS (
-    SELECT
-        g.rank,
-        g.device,
-        g.dur_ns,
-        coalesce(c.source, CASE WHEN o.name IS NOT NULL THEN 'osrt' END, 'none') AS source,
-        coalesce(c.name, o.name) AS name
+    SELECT g.rank, g.device, g.dur_ns, coalesce(c.source, 'none') AS source, c.name
     FROM gaps AS g
     LEFT JOIN covered AS c
         ON c.rank = g.rank
         AND c.device = g.device
         AND c.start_ns = g.start_ns
-    LEFT JOIN os_covered AS o
-        ON o.rank = g.rank
-        AND o.device = g.device
-        AND o.start_ns = g.start_ns
 )
 SELECT
     rank,
