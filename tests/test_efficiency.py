@@ -496,39 +496,14 @@ def _device(compute_ns: int, copy_only_ns: int, span: int = 10**7) -> dict:
 
 
 def test_compute_outside_tensor_cores_is_a_ranked_finding():
-    report = _device(compute_ns=9 * 10**6, copy_only_ns=0)
-    frac = lambda v: {"value": v, "unit": "fraction"}  # noqa: E731
-    report["sections"].append(
-        {
-            "id": "compute",
-            "tables": [
-                {
-                    "id": "tensor_cores",
-                    "rows": [
-                        {
-                            "rank": 0,
-                            "device": 0,
-                            "compute": _ns(9 * 10**6),
-                            "other": _ns(6 * 10**6),
-                            "tensor_core": frac(1 / 3),
-                        }
-                    ],
-                },
-                {
-                    "id": "top_kernels",
-                    "rows": [
-                        {
-                            "rank": 0,
-                            "device": 0,
-                            "kernel": "layer_norm",
-                            "class": "other",
-                            "of_compute": frac(0.4),
-                        }
-                    ],
-                },
-            ],
-        }
-    )
+    top = {
+        "rank": 0,
+        "device": 0,
+        "kernel": "layer_norm",
+        "class": "other",
+        "of_compute": {"value": 0.4, "unit": "fraction"},
+    }
+    report = _tensor_core_report(1 / 3, top=[top])
     d = diagnose(report)
     (finding,) = [f for f in d["findings"] if f["id"] == "tensor_cores"]
     assert finding["cost"] == _ns(3 * 10**6) and finding["cost_basis"] == "per step"
@@ -572,8 +547,9 @@ def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
     assert "PCIE" in finding["recommendation"]
 
 
-def _tensor_core_report(tensor_core: float, steps: bool = True) -> dict:
-    """A compute-bound GPU with the given tensor-core share of its compute kernel time."""
+def _tensor_core_report(tensor_core: float, steps: bool = True, top: list | None = None) -> dict:
+    """A compute-bound GPU with the given tensor-core share of its compute kernel time (and
+    `top`: the rows of its top_kernels table)."""
     report = _device(compute_ns=9 * 10**6, copy_only_ns=0)
     if not steps:
         report["sections"][0]["tables"][1]["rows"] = []
@@ -593,7 +569,8 @@ def _tensor_core_report(tensor_core: float, steps: bool = True) -> dict:
                             "tensor_core": frac(tensor_core),
                         }
                     ],
-                }
+                },
+                *([{"id": "top_kernels", "rows": top}] if top else []),
             ],
         }
     )
