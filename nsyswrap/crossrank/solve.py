@@ -38,7 +38,7 @@ RUN_SCOPE_TABLES = frozenset(
     {"xr_keys", "xr_groups", "xr_clock", "xr_aligned", "xr_member_steps", "xr_member_phases"}
 )
 """The run objects of the solve's frames (`build`; with xr_unrelated, its verdict): what
-the report over sample files makes from samples instead (nsyswrap.report.samples)."""
+the report over sample files makes from samples instead (nsyswrap.sample.objects)."""
 MEMBER_EXTRA = ["report_rank", "pid", "rank_source"]
 PHASE_COLUMNS = ["rank", "pid", "tid", "step", "phase", "start_ns", "end_ns", "host_ns", "gpu_ns"]
 UNRELATED_GAP_NS = 600 * 10**9  # reports whose spans are further apart than this are other runs

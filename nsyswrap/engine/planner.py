@@ -341,7 +341,7 @@ def _concat(tables: list[pa.Table]) -> pd.DataFrame:
 def result_over(connection, name: str, params: dict, given: frozenset[str]) -> pd.DataFrame:
     """Module `name` with `params` (typed and complete) over a connection that already holds
     the objects `given` as tables of their names and columns (run objects made elsewhere:
-    the cross-rank objects of sample files, nsyswrap.report.samples). What lies between
+    the cross-rank objects of sample files, nsyswrap.sample.objects). What lies between
     them and `name` is computed from its SQL, in the order of what it reads; what only
     the given objects need is not."""
     order: list[str] = []
