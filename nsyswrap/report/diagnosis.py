@@ -29,7 +29,16 @@ from __future__ import annotations
 
 import statistics
 
-from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, rows, section, value
+from nsyswrap.report.figures import (
+    COUNT,
+    FRACTION,
+    NS,
+    basis_words,
+    figure,
+    rows,
+    section,
+    value,
+)
 from nsyswrap.report.metric_findings import metric_findings
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import NOT_ENOUGH, Evidence, Totals, ms, recommendations, verdict
@@ -159,12 +168,12 @@ class _Run:
         return (ns / n, "per step") if n else (ns, "over the span")
 
     def per_gpu_step(self, keys: list) -> tuple[Totals, float, str]:
-        """The devices' totals as one GPU's per step (over the window without steps), the
-        factor and the basis in words."""
+        """The devices' totals as one GPU's per step (over the span without steps), the
+        factor and the basis (as per_step's)."""
         n = self.step_count(keys[0])
         factor = 1 / (len(keys) * (n or 1))
         group = sum((self.totals[k] for k in keys), Totals())
-        return group.scaled(factor), factor, "per step" if n else "over the window"
+        return group.scaled(factor), factor, "per step" if n else "over the span"
 
     def label(self, key) -> dict:
         t = self.totals[key]
@@ -759,7 +768,7 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
         attr, what = DRIVER[label]
         per, factor, basis = run.per_gpu_step(keys)  # one GPU's figures
         reason = verdict(sum((run.totals[k] for k in keys), Totals()))["reason"]
-        evidence = run.evidence(keys, factor, basis)
+        evidence = run.evidence(keys, factor, basis_words(basis))
         cost = getattr(per, attr)
         share = per.share(cost)
         names = _devices(keys, run.per_rank)
@@ -769,7 +778,6 @@ def _device_findings(run: _Run, labels: dict) -> list[dict]:
         )
         advice = recommendations(per, evidence, label)
         said = [advice[t] for t in ADVICE_TOPICS[label] if t in advice]
-        basis = "per step" if basis == "per step" else "over the span"
         out.append(
             {
                 "id": label,

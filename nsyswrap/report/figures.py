@@ -61,6 +61,12 @@ def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
     return next((t["rows"] for t in tables if t["id"] == table_id), [])
 
 
+def basis_words(basis: str) -> str:
+    """A cost basis as the text says it: the JSON's `cost_basis` "over the span" (no steps)
+    reads "over the window"; "per step" and "over the run" as they are."""
+    return "over the window" if basis == "over the span" else basis
+
+
 def time_unit(longest_ns: float) -> tuple[str, float]:
     """(name, ns per unit) that the times of a table are shown in, by its longest time."""
     return ("ms", 1e6) if longest_ns >= 1e6 else ("us", 1e3) if longest_ns >= 1e3 else ("ns", 1)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import statistics
 
-from nsyswrap.report.figures import FRACTION, NS, figure, missing, rows, value
+from nsyswrap.report.figures import FRACTION, NS, basis_words, figure, missing, rows, value
 from nsyswrap.report.verdict import COPY_NOTABLE, ms
 
 TENSOR_CORE_LOW = 0.5
@@ -46,12 +46,6 @@ def metric_findings(report: dict, run, labels: dict) -> tuple[list[dict], list[d
     ]
     context = [_mfu(report), _gpu_memory(report)]
     return [f for f in ranked if f], [f for f in context if f]
-
-
-def _said(basis: str) -> str:
-    """A cost's basis in words: without steps "over the window", as the device findings
-    beside it say (the JSON's cost_basis keeps "over the span")."""
-    return "over the window" if basis == "over the span" else basis
 
 
 def _who(keys: list[tuple[int, int]]) -> str:
@@ -114,7 +108,7 @@ def _tensor_cores(report: dict, run, labels: dict) -> dict | None:
     text = (
         f"{_who(keys)}: {other / compute:.0%} of compute kernel time is outside matrix "
         f"multiplies and attention (elementwise, normalization, optimizer kernels: "
-        f"{ms(cost)} {_said(basis)}){longest}."
+        f"{ms(cost)} {basis_words(basis)}){longest}."
     )
     advice = (
         "Fuse the elementwise and normalization work around the matrix multiplies"
@@ -156,7 +150,7 @@ def _slow_kernel(report: dict, run) -> dict | None:
     text = (
         f"Rank {r['rank']} runs {r['kernel']} consistently slower than the other ranks "
         f"(median {ms(value(r['median'], 0))} against {ms(value(r['others'], 0))}, "
-        f"+{value(r['slower'], 0):.0%}): {ms(cost)} {_said(basis)}."
+        f"+{value(r['slower'], 0):.0%}): {ms(cost)} {basis_words(basis)}."
     )
     advice = (
         f"Check rank {r['rank']}'s GPU: throttling (nvidia-smi -q -d "
@@ -201,7 +195,7 @@ def _copy_bandwidth(report: dict, run) -> dict | None:
     text = (
         f"{r['kind']} copies ({r['src']} to {r['dst']}) on rank {r['rank']} reach "
         f"{value(r['large_bandwidth'], 0):,.1f} GB/s, below the {r['expected']} GB/s the "
-        f"{r['link']} gives ({ms(cost)} of copies {_said(basis)})"
+        f"{r['link']} gives ({ms(cost)} of copies {basis_words(basis)})"
         + (
             ": they are from or to pageable memory, which the driver stages through a "
             "pinned buffer, so they measure that staging, not the link"
