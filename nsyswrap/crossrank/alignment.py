@@ -310,12 +310,11 @@ def solve_ends(
                 ref = next(p for p in parts if ref.origin in p.reports)
         if split:
             continue
+        across = ends[_across(ends, clocks)]
         steps = [
             (abs(f[0]), i, f[1])
             for i, c in enumerate(clocks)
-            if c is not ref
-            and not c.jump
-            and (f := find_jump(c.reports, ends[_across(ends, clocks)], resid, utc))
+            if c is not ref and not c.jump and (f := find_jump(c.reports, across, resid, utc))
         ]
         if steps:
             _, i, jump = max(steps)
