@@ -513,7 +513,9 @@ def test_compute_outside_tensor_cores_is_a_ranked_finding():
     assert d["findings"][0]["id"] == "compute-bound"  # 90 % of the span: costs more
 
 
-def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
+def _slow_copy_report(src: str, gbps: float) -> dict:
+    """A copy-bound GPU whose large HtoD copies from `src` memory reach `gbps` GB/s, below
+    the 10-64 GB/s of the host link."""
     report = _device(compute_ns=10**6, copy_only_ns=6 * 10**6)
     report["sections"].append(
         {
@@ -526,12 +528,12 @@ def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
                             "rank": 0,
                             "device": 0,
                             "kind": "HtoD",
-                            "src": "Pinned",
+                            "src": src,
                             "dst": "Device",
-                            "large_bandwidth": {"value": 3.2, "unit": "GB/s"},
+                            "large_bandwidth": {"value": gbps, "unit": "GB/s"},
                             "expected": "10-64",
                             "vs_expected": "below",
-                            "pageable": False,
+                            "pageable": src == "Pageable",
                             "time": _ns(5 * 10**6),
                             "link": "host link",
                         }
@@ -540,6 +542,11 @@ def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
             ],
         }
     )
+    return report
+
+
+def test_slow_copies_on_a_copy_bound_device_are_a_ranked_finding():
+    report = _slow_copy_report("Pinned", 3.2)
     d = diagnose(report)
     (finding,) = [f for f in d["findings"] if f["id"] == "copy_bandwidth"]
     assert finding["cost"] == _ns(2_500_000) and finding["share"]["value"] == pytest.approx(0.5)
@@ -593,32 +600,7 @@ def test_a_program_without_matmuls_is_not_told_to_fuse_around_them():
 def test_slow_pageable_copies_are_told_to_pin_not_to_check_the_link():
     """Pageable copies measure the driver's staging through a pinned buffer, not the link:
     the finding says so and asks for pinned buffers, not for the PCIe settings."""
-    report = _device(compute_ns=10**6, copy_only_ns=6 * 10**6)
-    report["sections"].append(
-        {
-            "id": "memory",
-            "tables": [
-                {
-                    "id": "copy_bandwidth",
-                    "rows": [
-                        {
-                            "rank": 0,
-                            "device": 0,
-                            "kind": "HtoD",
-                            "src": "Pageable",
-                            "dst": "Device",
-                            "large_bandwidth": {"value": 3.8, "unit": "GB/s"},
-                            "expected": "10-64",
-                            "vs_expected": "below",
-                            "pageable": True,
-                            "time": _ns(5 * 10**6),
-                            "link": "host link",
-                        }
-                    ],
-                }
-            ],
-        }
-    )
+    report = _slow_copy_report("Pageable", 3.8)
     (finding,) = [f for f in diagnose(report)["findings"] if f["id"] == "copy_bandwidth"]
     assert "pageable memory" in finding["text"] and "not the link" in finding["text"]
     assert "Pin those host buffers" in finding["recommendation"]
