@@ -303,20 +303,24 @@ def _together_target(rows: list[dict]) -> str:
     )
 
 
+def _largest(memory: dict) -> str:
+    """The objects with the highest peak resident set, as `name MB` items."""
+    return ", ".join(f"{name} {mb:,.0f}" for name, mb in memory["largest_objects_mb"])
+
+
 def _memory_by_stage(rows: list[dict]) -> str:
     """One worker's peak resident set by stage (bench/stages.py), as a sentence."""
     st = _stages(rows)
     m = st.get("memory") if st else None
     if not m:
         return "One worker's memory by stage was not measured in this run."
-    largest = ", ".join(f"{name} {mb:,.0f}" for name, mb in m["largest_objects_mb"])
     return (
         "At -j 2 two workers each hold one report's cold work beside the task process; "
         "in one process (DuckDB capped as such a worker's) that work peaks at "
         f"{max(m[k] for k, _ in MEMORY_STAGES):,.0f} MB ({m['before_mb']:,.0f} MB before it "
         "starts): "
         + ", ".join(f"{label} {m[key]:,.0f} MB" for key, label in MEMORY_STAGES)
-        + f"; the objects with the highest peak (MB): {largest}."
+        + f"; the objects with the highest peak (MB): {_largest(m)}."
     )
 
 
@@ -416,9 +420,7 @@ def stages_table(result: dict) -> str:
         lines += [f"| {label} | {m[key]:,.0f} |" for key, label in MEMORY_STAGES]
         lines += [
             "",
-            "Objects with the highest peak (MB): "
-            + ", ".join(f"{name} {mb:,.0f}" for name, mb in m["largest_objects_mb"])
-            + ".",
+            f"Objects with the highest peak (MB): {_largest(m)}.",
         ]
     return "\n".join(lines)
 
