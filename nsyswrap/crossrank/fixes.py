@@ -10,8 +10,8 @@ idealising more never makes the replay slower.
   lane): `excess`. `rank_phase` (R, P): that of phase P alone (rank NULL: P on every
   rank, e.g. stalls that move between ranks); `all`: every rank, every phase.
 * `stage` S (point-to-point pairs chained into pipelines, `stages`): each phase range of
-  S's ranks (the k-th of the phase in the step: a microbatch's forward) no slower than
-  the median rank of the other stages' same range (`stage_excess`).
+  S's ranks (the k-th of the phase in the step: a microbatch's forward) no slower, in its
+  GPU's busy time, than the median rank of the other stages' same range (`stage_excess`).
 * `collective` (pg, op): every collective of that op in that group hidden (each member
   ends at its own arrival: no transfer, no wait).
 """
@@ -168,8 +168,10 @@ def stage_excess(model: Model, stage_of: dict[int, int]) -> np.ndarray:
     """(lane segments x phases): how much shorter each segment of a pipeline stage's ranks
     gets when the stage does each of its phase ranges as fast as the median rank of the
     other stages does the same one (the k-th range of the phase in the step: a
-    microbatch's forward), where it is slower; a range's excess is taken off the segments
-    that hold its time in proportion to it."""
+    microbatch's forward), where it is slower; a range's work is its GPU's busy time where
+    it ran kernels (the waits inside a range differ between stages: they are the
+    pipeline's, not the range's work), else its time; a range's excess is taken off the
+    segments that hold its time in proportion to it."""
     ev = model.events
     parts = instance_parts(model)
     parts = parts[parts["phase"] != 0]  # outside phases: where a stage sits, not its work
@@ -178,14 +180,23 @@ def stage_excess(model: Model, stage_of: dict[int, int]) -> np.ndarray:
     parts["step"] = step[parts["seg"].to_numpy()]
     parts["stage"] = parts["rank"].map(stage_of)
     per = parts.groupby(["rank", "step", "phase", "instance"], as_index=False)["ns"].sum()
+    per["work"] = per["ns"]
+    if "range_busy_ns" in model.stretches:  # compared by the GPU's work, not its waits
+        busy = model.stretches.groupby(["rank", "instance"])["range_busy_ns"].first()
+        key = pd.MultiIndex.from_frame(per[["rank", "instance"]])
+        per["work"] = busy.reindex(key).fillna(per["ns"]).to_numpy(np.float64)
     per["k"] = per.groupby(["rank", "step", "phase"])["instance"].rank(method="first")
     per["stage"] = per["rank"].map(stage_of)
     out = np.zeros_like(model.parts)
     for s in sorted(set(stage_of.values())):
         other = per[(per["stage"] != s) & per["stage"].notna()]
-        median = other.groupby(["step", "phase", "k"])["ns"].median().round().rename("median")
+        median = other.groupby(["step", "phase", "k"])["work"].median().round().rename("median")
         mine = per[per["stage"] == s].join(median, on=["step", "phase", "k"])
-        mine["over"] = (mine["ns"] - np.minimum(mine["ns"], mine["median"])).fillna(0)
+        mine["over"] = (
+            (mine["work"] - np.minimum(mine["work"], mine["median"]))
+            .clip(upper=mine["ns"])
+            .fillna(0)
+        )
         cut = parts[parts["stage"] == s].merge(
             mine[["rank", "step", "phase", "instance", "ns", "over"]].rename(
                 columns={"ns": "total"}

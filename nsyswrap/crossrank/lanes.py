@@ -21,6 +21,8 @@ events and its collectives as a graph of nsyswrap.crossrank.replay, from the run
   end (`xr_joins`), or a call that returned after its collective ended (a blocking call;
   every range-timed collective): the rank arrived when its stream went idle (the call
   started) and went on at the later of that and the collective's end, plus the gap seen.
+  Joins of a rank at one instant (a stage waiting for a receive and a send at once) are
+  one wait for all their collectives: the work after it follows the last of them.
   Waits outside a collective's range (DDP's comm-hook futures, async_op=True) are thus
   where they really are; so is work between steps (data loading before the first
   forward): a segment.
@@ -202,6 +204,15 @@ def build_model(
     j = j.astype({"idle_from_ns": np.int64, "start_ns": np.int64})
     j = j.sort_values(["start_ns", "idle_from_ns"]).drop_duplicates(["rank", "cid"])
     j = j.merge(collectives[["cid", "step"]], on="cid")
+    # joins of one rank at one instant are one wait for all their collectives: one join
+    # event (the collective that ended last's) with an edge from each of their ends, so the
+    # work after it follows the last of them and no join holds another's wait as work
+    j = j.merge(m[["rank", "cid", "end_ns"]], on=["rank", "cid"]).sort_values(
+        ["rank", "start_ns", "end_ns", "cid"], ascending=[True, True, False, True]
+    )
+    lead = j.groupby(["rank", "start_ns"])["cid"].transform("first")
+    also = j[j["cid"] != lead]  # (rank, cid) the join of (rank, lead) also waited for
+    j = j[j["cid"] == lead].drop(columns="end_ns")
     lane = pd.concat(
         [
             pd.DataFrame(
@@ -277,6 +288,12 @@ def build_model(
         .reindex(pd.MultiIndex.from_frame(jn[["rank", "cid"]]))
         .to_numpy(np.int64)
     )
+    also_member = member.reindex(pd.MultiIndex.from_frame(also[["rank", "cid"]])).to_numpy(np.int64)
+    j_also = (
+        jn.set_index(["rank", "cid"])["node"]
+        .reindex(pd.MultiIndex.from_arrays([also["rank"], lead[also.index]]))
+        .to_numpy(np.int64)
+    )
     cids = m["cid"].to_numpy(np.int64)
     with_prev = stream_prev >= 0
     # a member of an exchange (all_to_all, send/recv) that ended before the last member
@@ -290,6 +307,7 @@ def build_model(
         (chain["node"].to_numpy(np.int64), chain["prev"].to_numpy(np.int64), None, None),
         (jn["node"].to_numpy(np.int64), ja_of, None, None),
         (jn["node"].to_numpy(np.int64), e_node[j_member], None, None),
+        (j_also, e_node[also_member], None, None),
         (a_node, w_of, None, None),
         (a_node[with_prev], stream_prev[with_prev], None, None),
         (m_node[cids], a_node, None, None),
@@ -459,13 +477,17 @@ def inputs(read) -> tuple[pd.DataFrame, ...]:
     lane_device = _lane_devices(issues, labels)
     labels = labels.merge(lane_device, on=["rank", "device"])
     owned = labels["phase_start_ns"].notna()
+    labels = labels.assign(busy_end_ns=labels["start_ns"] + labels["busy_ns"])  # drift-scaled
     labels = pd.concat(
         [
-            to_run_time(labels[owned], clock, ["start_ns", "end_ns", "phase_start_ns"]),
-            to_run_time(labels[~owned], clock, ["start_ns", "end_ns"]),
+            to_run_time(
+                labels[owned], clock, ["start_ns", "end_ns", "phase_start_ns", "busy_end_ns"]
+            ),
+            to_run_time(labels[~owned], clock, ["start_ns", "end_ns", "busy_end_ns"]),
         ],
         ignore_index=True,
     )
+    labels["busy_ns"] = labels.pop("busy_end_ns") - labels["start_ns"]
     host = to_run_time(
         read("xr_member_phases")[["rank", "start_ns", "end_ns", "phase"]],
         clock,
@@ -485,7 +507,13 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
     of the work it ran; where it waited for the host to launch work, the host's phase range
     open then (`xr_member_phases`) if any; elsewhere the phase of the work that ended the
     GPU's idleness. Rows: rank, start_ns, end_ns, phase, instance (the start of the phase
-    range the time belongs to: which of the phase's ranges)."""
+    range the time belongs to: which of the phase's ranges), range_busy_ns (the GPU's busy
+    time in that whole range, NaN where it ran nothing)."""
+    busy = (
+        gpu.dropna(subset=["phase_start_ns"]).groupby(["rank", "phase_start_ns"])["busy_ns"].sum()
+        if "busy_ns" in gpu
+        else pd.Series(dtype=np.float64)
+    )
     out = []
     for rank in sorted(set(gpu["rank"]) | set(host["rank"])):
         g = gpu[gpu["rank"] == rank].sort_values("start_ns")
@@ -538,8 +566,12 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
             )
         )
     if not out:
-        return pd.DataFrame(columns=["rank", "start_ns", "end_ns", "phase", "instance"])
-    return pd.concat(out, ignore_index=True)
+        return pd.DataFrame(
+            columns=["rank", "start_ns", "end_ns", "phase", "instance", "range_busy_ns"]
+        )
+    merged = pd.concat(out, ignore_index=True)
+    key = pd.MultiIndex.from_arrays([merged["rank"], merged["instance"]])
+    return merged.assign(range_busy_ns=busy.reindex(key).to_numpy(np.float64))
 
 
 def _lane_devices(issues: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:

@@ -19,6 +19,8 @@
 -- @column phase_start_ns BIGINT  Start of that phase's range (which of its ranges; ns).
 -- @column state VARCHAR           gpu (busy, or idle with the next work launched) or host
 --                                  (idle, the next work not yet launched).
+-- @column busy_ns BIGINT         Time within the stretch with an activity running (ns): the
+--                                  phase's own GPU work, without the waits between.
 WITH phases AS (
     SELECT pid, start_ns, end_ns, phase
     FROM xr_phases
@@ -60,50 +62,64 @@ pieces AS (
     -- until the next start: waiting for the host until it launched that activity, then
     -- queued (both gpu: the GPU has the phase's work)
     SELECT pid, device, start_ns, least(coalesce(next_start_ns, busy_until_ns), busy_until_ns) AS end_ns,
-           phase, phase_start_ns, 'gpu' AS state
+           phase, phase_start_ns, 'gpu' AS state, true AS busy
     FROM swept
     UNION ALL
     SELECT pid, device, busy_until_ns, least(greatest(next_launch_ns, busy_until_ns), next_start_ns),
-           next_phase, next_phase_start_ns, 'host'
+           next_phase, next_phase_start_ns, 'host', false
     FROM swept
     WHERE next_start_ns > busy_until_ns
     UNION ALL
     SELECT pid, device, greatest(next_launch_ns, busy_until_ns), next_start_ns, next_phase,
-           next_phase_start_ns, 'gpu'
+           next_phase_start_ns, 'gpu', false
     FROM swept
     WHERE next_start_ns > greatest(next_launch_ns, busy_until_ns)
 ),
-firsts AS (
-    -- the pieces that start a stretch: a phase range or state other than the piece's
-    -- before (the pieces of a device follow each other without a gap, so a stretch ends
-    -- where the next begins, the last where the device's last piece ends)
-    SELECT pid, device, start_ns, phase, phase_start_ns, state
+numbered AS (
+    -- each piece with its stretch: a new one where the phase range or the state changes
+    -- from the piece before (the pieces of a device follow each other without a gap, so a
+    -- stretch ends where the next begins, the last where the device's last piece ends)
+    SELECT
+        *,
+        sum(CASE WHEN first THEN 1 ELSE 0 END) OVER (
+            PARTITION BY pid, device ORDER BY start_ns ROWS UNBOUNDED PRECEDING
+        ) AS stretch
     FROM (
         SELECT
             *,
-            lag(phase_start_ns) OVER w AS before,
-            lag(state) OVER w AS was
+            NOT coalesce(
+                phase_start_ns IS NOT DISTINCT FROM lag(phase_start_ns) OVER w
+                AND state = lag(state) OVER w,
+                false
+            ) AS first
         FROM pieces
         WHERE end_ns > start_ns
         WINDOW w AS (PARTITION BY pid, device ORDER BY start_ns)
     )
-    WHERE NOT coalesce(phase_start_ns IS NOT DISTINCT FROM before AND state = was, false)
 ),
-last_ends AS (
-    SELECT pid, device, max(end_ns) AS end_ns
-    FROM pieces
-    WHERE end_ns > start_ns
-    GROUP BY pid, device
+stretches AS (
+    SELECT
+        pid,
+        device,
+        stretch,
+        min(start_ns) AS start_ns,
+        max(end_ns) AS last_end_ns,
+        arg_min(phase, start_ns) AS phase,
+        arg_min(phase_start_ns, start_ns) AS phase_start_ns,
+        arg_min(state, start_ns) AS state,
+        sum(CASE WHEN busy THEN end_ns - start_ns ELSE 0 END)::BIGINT AS busy_ns
+    FROM numbered
+    GROUP BY pid, device, stretch
 )
 SELECT
-    f.pid,
-    f.device,
-    f.start_ns,
+    pid,
+    device,
+    start_ns,
     coalesce(
-        lead(f.start_ns) OVER (PARTITION BY f.pid, f.device ORDER BY f.start_ns), e.end_ns
+        lead(start_ns) OVER (PARTITION BY pid, device ORDER BY start_ns), last_end_ns
     ) AS end_ns,
-    f.phase,
-    f.phase_start_ns,
-    f.state
-FROM firsts AS f
-JOIN last_ends AS e USING (pid, device)
+    phase,
+    phase_start_ns,
+    state,
+    busy_ns
+FROM stretches
