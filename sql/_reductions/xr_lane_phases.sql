@@ -75,51 +75,41 @@ pieces AS (
     FROM swept
     WHERE next_start_ns > greatest(next_launch_ns, busy_until_ns)
 ),
-numbered AS (
-    -- each piece with its stretch: a new one where the phase range or the state changes
-    -- from the piece before (the pieces of a device follow each other without a gap, so a
-    -- stretch ends where the next begins, the last where the device's last piece ends)
-    SELECT
-        *,
-        sum(CASE WHEN first THEN 1 ELSE 0 END) OVER (
-            PARTITION BY pid, device ORDER BY start_ns ROWS UNBOUNDED PRECEDING
-        ) AS stretch
+firsts AS (
+    -- the pieces that start a stretch: a phase range or state other than the piece's
+    -- before (the pieces of a device follow each other without a gap, so a stretch ends
+    -- where the next begins, the last where the device's last piece ends), with the busy
+    -- time of the device's pieces before it
+    SELECT pid, device, start_ns, phase, phase_start_ns, state, busy_before_ns
     FROM (
         SELECT
             *,
-            NOT coalesce(
-                phase_start_ns IS NOT DISTINCT FROM lag(phase_start_ns) OVER w
-                AND state = lag(state) OVER w,
-                false
-            ) AS first
+            lag(phase_start_ns) OVER w AS before,
+            lag(state) OVER w AS was,
+            sum(CASE WHEN busy THEN end_ns - start_ns ELSE 0 END) OVER w
+                - CASE WHEN busy THEN end_ns - start_ns ELSE 0 END AS busy_before_ns
         FROM pieces
         WHERE end_ns > start_ns
-        WINDOW w AS (PARTITION BY pid, device ORDER BY start_ns)
+        WINDOW w AS (PARTITION BY pid, device ORDER BY start_ns ROWS UNBOUNDED PRECEDING)
     )
+    WHERE NOT coalesce(phase_start_ns IS NOT DISTINCT FROM before AND state = was, false)
 ),
-stretches AS (
-    SELECT
-        pid,
-        device,
-        stretch,
-        min(start_ns) AS start_ns,
-        max(end_ns) AS last_end_ns,
-        arg_min(phase, start_ns) AS phase,
-        arg_min(phase_start_ns, start_ns) AS phase_start_ns,
-        arg_min(state, start_ns) AS state,
-        sum(CASE WHEN busy THEN end_ns - start_ns ELSE 0 END)::BIGINT AS busy_ns
-    FROM numbered
-    GROUP BY pid, device, stretch
+totals AS (
+    SELECT pid, device, max(end_ns) AS end_ns,
+           sum(CASE WHEN busy THEN end_ns - start_ns ELSE 0 END) AS busy_ns
+    FROM pieces
+    WHERE end_ns > start_ns
+    GROUP BY pid, device
 )
 SELECT
-    pid,
-    device,
-    start_ns,
-    coalesce(
-        lead(start_ns) OVER (PARTITION BY pid, device ORDER BY start_ns), last_end_ns
-    ) AS end_ns,
-    phase,
-    phase_start_ns,
-    state,
-    busy_ns
-FROM stretches
+    f.pid,
+    f.device,
+    f.start_ns,
+    coalesce(lead(f.start_ns) OVER w, e.end_ns) AS end_ns,
+    f.phase,
+    f.phase_start_ns,
+    f.state,
+    (coalesce(lead(f.busy_before_ns) OVER w, e.busy_ns) - f.busy_before_ns)::BIGINT AS busy_ns
+FROM firsts AS f
+JOIN totals AS e USING (pid, device)
+WINDOW w AS (PARTITION BY f.pid, f.device ORDER BY f.start_ns)
