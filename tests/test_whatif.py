@@ -4,10 +4,12 @@ check, the critical path, the persistent / intermittent rule and the diagnosis b
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SHARED
+from conftest import ROOT, SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -435,6 +437,38 @@ def test_a_straggler_whose_fix_saves_little_is_no_significant_straggler(gain, st
     assert verdict["label"] == "no significant straggler"
     assert verdict["reason"].startswith(waits + "; but the replay finds that making rank 1 as ")
     assert f"would save {'0.10' if gain else '0.00'} ms {basis}, under 1%)" in verdict["reason"]
+
+
+@pytest.mark.parametrize(
+    "name, rank, phase, within",
+    [
+        ("run4_straggler", 2, "data_loading", 0),
+        ("hybrid8", 6, "backward", 1),  # its node's clock drifts: durations round
+    ],
+)
+def test_ranks_doing_the_same_work_gain_what_removing_the_plant_saves(
+    tmp_path, name, rank, phase, within
+):
+    truth = generate_run(preset(name).replace(same_work=True), tmp_path)
+    with open_run([tmp_path]) as run:
+        run_module(run, "crossrank.whatif")
+        per_step = run.df("SELECT * FROM xr_whatif")
+    gains = _gains(per_step, "rank_phase", rank, phase)
+    assert max(abs(g - p) for g, p in zip(gains, _planted(truth), strict=True)) <= within
+
+
+def test_the_straggler_fixture_gains_within_19_ns_of_its_plant():
+    """fixtures/run4_straggler: each rank draws its own kernels, members end up to 200 ns
+    apart; fixing rank 2's data loading still saves what removing its plant saves, within
+    19 ns a step (367,828 ns per step against 367,826)."""
+    truth = json.loads((ROOT / "fixtures" / "run4_straggler" / "truth.json").read_text())
+    with open_run([ROOT / "fixtures" / "run4_straggler"]) as run:
+        run_module(run, "crossrank.whatif")
+        per_step = run.df("SELECT * FROM xr_whatif")
+    gains = _gains(per_step, "rank_phase", 2, "data_loading")
+    planted = [s["gain_ns"] for s in truth["planted_gain"]["steps"]]
+    assert max(abs(g - p) for g, p in zip(gains, planted, strict=True)) <= 19
+    assert round(np.mean(gains)) == 367_828 and round(np.mean(planted)) == 367_826
 
 
 def test_a_generated_pipeline_gains_exactly_what_removing_its_slow_stage_saves(tmp_path):
