@@ -182,9 +182,14 @@ def test_fsdp_steps_are_found_and_step_0_is_warm_up():
 
 @pytest.mark.skipif("sc23omp__report3" not in CAPTURES, reason="shared/nsys-sqlite/public missing")
 def test_pageable_copies_are_told_to_use_pinned_memory():
-    advice = _advice(_report("sc23omp__report3"))
+    """Once: the slow pageable copies' finding points to the copy-bound GPU's advice."""
+    rep = _report("sc23omp__report3")
+    advice = _advice(rep)
     assert "allocate those host buffers pinned" in advice and "200 of 200 host copies" in advice
     assert "PCIE" not in advice  # its slow copies are pageable: the link is not the question
+    assert "Pin those host buffers" not in advice
+    (slow,) = [f for f in rep["diagnosis"]["findings"] if f["id"] == "copy_bandwidth"]
+    assert slow["recommendation"] is None and "as advised for the copy-bound GPU" in slow["text"]
 
 
 @pytest.mark.skipif("mpi/all" not in CAPTURES, reason="shared/nsys-sqlite/real-mpi missing")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import statistics
 
 from nsyswrap.report.figures import FRACTION, NS, basis_words, figure, missing, rows, value
-from nsyswrap.report.verdict import COPY_NOTABLE, ms
+from nsyswrap.report.verdict import COPY_NOTABLE, ms, pins_pageable
 
 TENSOR_CORE_LOW = 0.5
 SLOW_NOTABLE = 0.02
@@ -42,7 +42,7 @@ def metric_findings(report: dict, run, labels: dict) -> tuple[list[dict], list[d
     ranked = [
         _tensor_cores(report, run, labels),
         _slow_kernel(report, run),
-        _copy_bandwidth(report, run),
+        _copy_bandwidth(report, run, labels),
     ]
     context = [_mfu(report), _gpu_memory(report)]
     return [f for f in ranked if f], [f for f in context if f]
@@ -175,7 +175,9 @@ def _slow_kernel(report: dict, run) -> dict | None:
     )
 
 
-def _copy_bandwidth(report: dict, run) -> dict | None:
+def _copy_bandwidth(report: dict, run, labels: dict) -> dict | None:
+    """The slowest copies below their link; pageable ones on a copy-bound device whose
+    advice already asks for pinned buffers get no advice of their own (said once)."""
     below = [
         r
         for r in rows(report, "memory", "copy_bandwidth")
@@ -192,6 +194,8 @@ def _copy_bandwidth(report: dict, run) -> dict | None:
     key = (r["rank"], r["device"])
     cost, basis = run.per_step(key, value(r["time"], 0))
     pageable = bool(r.get("pageable"))
+    copy_bound = [k for k, v in labels.items() if v["label"] == "copy-bound"]
+    pinned_already = pageable and key in copy_bound and pins_pageable(run.evidence(copy_bound))
     text = (
         f"{r['kind']} copies ({r['src']} to {r['dst']}) on rank {r['rank']} reach "
         f"{value(r['large_bandwidth'], 0):,.1f} GB/s, below the {r['expected']} GB/s the "
@@ -203,19 +207,13 @@ def _copy_bandwidth(report: dict, run) -> dict | None:
             else ""
         )
         + "."
+        + (
+            " Pinned buffers, as advised for the copy-bound GPU, fix this too."
+            if pinned_already
+            else ""
+        )
     )
-    advice = (
-        "Pin those host buffers (cudaHostAlloc or cudaMallocHost"
-        + ("; pin_memory=True in PyTorch" if "pytorch" in run.frameworks else "")
-        + ") and measure again; check the link only if pinned copies stay below it."
-        if pageable
-        else "Check the link: the GPU's PCIe generation and width (nvidia-smi -q -d PCIE), "
-        "the process's NUMA placement (bind it to the GPU's socket) and pinned host "
-        "buffers."
-        if r["link"] == "host link"
-        else "Check the copy's memory and link (peer access enabled, NVLink rather than PCIe "
-        "between the GPUs)."
-    )
+    advice = None if pinned_already else _slow_copy_advice(r, pageable, run.frameworks)
     return _finding(
         "copy_bandwidth",
         f"slow copies: rank {r['rank']}",
@@ -232,6 +230,26 @@ def _copy_bandwidth(report: dict, run) -> dict | None:
             "large_bandwidth": r["large_bandwidth"],
             "expected": r["expected"],
         },
+    )
+
+
+def _slow_copy_advice(r: dict, pageable: bool, frameworks) -> str:
+    """Pinned buffers for pageable copies; else the link's settings."""
+    if pageable:
+        return (
+            "Pin those host buffers (cudaHostAlloc or cudaMallocHost"
+            + ("; pin_memory=True in PyTorch" if "pytorch" in frameworks else "")
+            + ") and measure again; check the link only if pinned copies stay below it."
+        )
+    if r["link"] == "host link":
+        return (
+            "Check the link: the GPU's PCIe generation and width (nvidia-smi -q -d PCIE), "
+            "the process's NUMA placement (bind it to the GPU's socket) and pinned host "
+            "buffers."
+        )
+    return (
+        "Check the copy's memory and link (peer access enabled, NVLink rather than PCIe "
+        "between the GPUs)."
     )
 
 

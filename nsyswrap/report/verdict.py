@@ -238,12 +238,18 @@ def _overlap_advice(e: Evidence) -> str:
     return text + "."
 
 
+def pins_pageable(e: Evidence) -> bool:
+    """Whether the copy advice asks for pinned host buffers: at least PAGEABLE_NOTABLE of
+    the host-copy bytes are pageable."""
+    return bool(e.pageable_bytes) and e.pageable_bytes >= PAGEABLE_NOTABLE * e.host_copy_bytes
+
+
 def _copy_advice(t: Totals, e: Evidence) -> str:
     text = (
         f"Copies alone occupy the GPU for {e.amount(t.copy_only_ns)} "
         f"({t.share(t.copy_only_ns):.0%}), with nothing else running"
     )
-    if e.pageable_bytes and e.pageable_bytes >= PAGEABLE_NOTABLE * e.host_copy_bytes:
+    if pins_pageable(e):
         also = (
             " (the program allocates some pinned memory, but these copies do not use it)"
             if e.host_alloc_calls
