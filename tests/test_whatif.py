@@ -504,3 +504,25 @@ def test_pipeline_and_moe_runs_name_their_planted_cause_first(tmp_path, name, he
     gain = d["findings"][0]["gain"]["value"]
     assert d["headline"] == headline
     assert abs(gain - planted) <= within * planted if within else 0 < gain < planted
+
+
+@pytest.mark.parametrize("name, hot", [("moe8", True), ("moe8_kernels", False)])
+def test_a_hot_expert_is_named_by_its_all_to_all_bytes(tmp_path, name, hot):
+    """moe8's ranges give each member's all_to_all bytes: rank 6 sends about twice the
+    median rank's, and the finding says hot expert and asks for balanced routing;
+    moe8_kernels' kernels give no bytes, so neither table nor advice claims it."""
+    generate_run(preset(name, steps=4), tmp_path)
+    with open_run([tmp_path]) as run:
+        report = build_report(run, ReportOptions())
+    first = report["diagnosis"]["findings"][0]
+    (crossrank,) = [s for s in report["sections"] if s["id"] == "crossrank"]
+    tables = {t["id"]: t for t in crossrank["tables"]}
+    assert first["label"] == "straggler: rank 6"
+    assert ("a hot expert" in first["text"]) is hot
+    if not hot:
+        assert "exchange_bytes" not in tables and "Balance" not in first["recommendation"]
+        return
+    ratio = {r["rank"]: r["vs_median"]["value"] for r in tables["exchange_bytes"]["rows"]}
+    assert ratio[6] > 1.8 and all(0.9 < v < 1.1 for r, v in ratio.items() if r != 6)
+    assert first["recommendation"].startswith("Balance the tokens routed to rank 6's experts")
+    assert first["evidence"]["exchange_bytes_vs_median"]["value"] == ratio[6]

@@ -13,11 +13,11 @@ from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import clock_offsets, unrelated
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
-from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
+from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
 
-GB_PER_S, BYTES = "GB/s", "bytes"
+GB_PER_S = "GB/s"
 PCT, TIMES = "%", "x"
 NO_PHASE = "no phase is longer than on the median rank"
 IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no straggler named
@@ -125,6 +125,36 @@ def _waits_table(coll: pd.DataFrame) -> dict:
         "median rank, and how often it arrived last",
         rows,
         ("collectives", "last"),
+    )
+
+
+def _exchange_bytes_table(coll: pd.DataFrame) -> dict | None:
+    """Per rank and exchange op (all_to_all: each member sends its own amount): the bytes it
+    sent in the window's matched collectives of that op, against the median rank's; None
+    without such collectives whose bytes every member's range gives."""
+    ex = coll[coll["op"].astype(str).str.lower().str.startswith("all_to_all")]
+    known = ex.groupby(["pg", "seq"])["bytes"].transform(lambda b: b.notna().all())
+    ex = ex[known.astype(bool)]
+    if ex.empty:
+        return None
+    per = ex.groupby(["op", "rank"]).agg(bytes=("bytes", "sum"), collectives=("seq", "size"))
+    median = per.groupby(level="op")["bytes"].transform("median")
+    rows = [
+        {
+            "rank": int(rank),
+            "op": op,
+            "collectives": figure(int(r.collectives), COUNT),
+            "bytes": figure(int(r.bytes), BYTES),
+            "vs_median": figure(r.bytes / m if m else None, TIMES, "the median rank sent none"),
+        }
+        for ((op, rank), r), m in zip(per.iterrows(), median, strict=True)
+    ]
+    return _table(
+        "exchange_bytes",
+        "Per rank: bytes it sent in all_to_all collectives, against the median rank "
+        "(an MoE rank whose experts get more tokens sends more)",
+        rows,
+        ("collectives",),
     )
 
 
@@ -600,6 +630,9 @@ def crossrank_answer(
             _waits_table(coll),
             _comm_split_table(split),
         ]
+        exchange = _exchange_bytes_table(coll)
+        if exchange is not None:
+            section["tables"].append(exchange)
     groups = rows("groups")
     if not groups.empty:
         records = groups.astype(object).where(groups.notna(), None).to_dict("records")

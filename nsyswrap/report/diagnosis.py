@@ -53,6 +53,7 @@ MPI_WAIT = (
 WORST_STEPS = 3
 MIN_GAIN_SHARE = 0.01  # a fix is named when it saves this share of a step where it saves time
 NAMED_PHASE = 0.8  # a rank's fix is told by its phase when that phase holds this much of it
+HOT_EXCHANGE = 1.25  # a slow rank sending this x the median rank's all_to_all bytes: hot expert
 MAX_CAUSES = 3
 # The time behind each per-device verdict (the cost a finding ranks by).
 DRIVER = {
@@ -590,9 +591,13 @@ def _stage_finding(cause: dict, gain_evidence: dict) -> dict:
     }
 
 
-def _rank_finding(cause: dict, gain_evidence: dict, straggler: list[dict]) -> dict:
+def _rank_finding(
+    cause: dict, gain_evidence: dict, straggler: list[dict], hot: dict | None = None
+) -> dict:
     """A rank slow in every step or in some: its gain, then the straggler's evidence (its lag,
-    the others' waiting: figures, not its cost) when the stragglers table names it too."""
+    the others' waiting: figures, not its cost) when the stragglers table names it too;
+    `hot`: its exchange_bytes row where it sends much more than the others in all_to_all
+    (an MoE rank whose experts get more tokens: balance the routing)."""
     fix, rank, phase = cause["fix"], cause["rank"], cause["phase"]
     gain, pct, steps = _gain_figures(fix)
     per_affected = value(fix["gain_ns_per_affected_step"], 0)
@@ -610,11 +615,6 @@ def _rank_finding(cause: dict, gain_evidence: dict, straggler: list[dict]) -> di
         f"would save {saves}."
     )
     evidence = {"rank": rank, "phase": phase, **gain_evidence}
-    known = next((f for f in straggler if f["ranks"] == [rank]), None)
-    if known is not None:
-        text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
-        evidence = {**known["evidence"], **evidence}
-        straggler.remove(known)
     advice = (
         f"Make `{phase}` on rank {rank} as fast as on the others (it saves {ms(gain)} per "
         "step); every other rank waits for it in the next collective."
@@ -622,6 +622,15 @@ def _rank_finding(cause: dict, gain_evidence: dict, straggler: list[dict]) -> di
         else f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it "
         f"as fast as the others saves {ms(gain)} per step."
     )
+    if hot is not None:
+        sentence, advice = _hot_expert_words(rank, gain, hot)
+        text += sentence
+        evidence["exchange_bytes_vs_median"] = hot["vs_median"]
+    known = next((f for f in straggler if f["ranks"] == [rank]), None)
+    if known is not None:
+        text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
+        evidence = {**known["evidence"], **evidence}
+        straggler.remove(known)
     return {
         "id": kind,
         "scope": "cross-rank",
@@ -634,6 +643,23 @@ def _rank_finding(cause: dict, gain_evidence: dict, straggler: list[dict]) -> di
         "recommendation": advice,
         "evidence": evidence,
     }
+
+
+def _hot_expert_words(rank: int, gain: float, hot: dict) -> tuple[str, str]:
+    """(sentence, advice) of a slow rank that sends much more than the others in all_to_all."""
+    op = hot["op"]
+    sentence = (
+        f" It sends {value(hot['vs_median']):.1f}x the median rank's bytes in {op}: the "
+        "experts on it get more tokens than the others' (a hot expert)."
+    )
+    advice = (
+        f"Balance the tokens routed to rank {rank}'s experts (a load-balancing loss, a "
+        "capacity factor, or the hot expert replicated or placed elsewhere): making rank "
+        f"{rank}'s work as fast as the others' saves {ms(gain)} per step; the shorter {op} "
+        "transfers of a balanced routing come on top (the trace holds each rank's total "
+        "bytes, not what it sends to each peer, so the replay cannot size them)."
+    )
+    return sentence, advice
 
 
 def _gain_findings(report: dict, run: _Run) -> list[dict]:
@@ -659,8 +685,20 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
         elif "stage" in cause:
             out.append(_stage_finding(cause, gain_evidence))
         else:
-            out.append(_rank_finding(cause, gain_evidence, straggler))
+            hot = _hot_exchange(report, cause["rank"])
+            out.append(_rank_finding(cause, gain_evidence, straggler, hot))
     return out
+
+
+def _hot_exchange(report: dict, rank: int) -> dict | None:
+    """The exchange_bytes row of `rank` that sends at least HOT_EXCHANGE x the median rank's
+    bytes in an all_to_all op (the most, if several), else None."""
+    mine = [
+        r
+        for r in rows(report, "crossrank", "exchange_bytes")
+        if r["rank"] == rank and value(r["vs_median"], 0) >= HOT_EXCHANGE
+    ]
+    return max(mine, key=lambda r: value(r["vs_median"]), default=None)
 
 
 def _and(items: list[str]) -> str:
