@@ -386,6 +386,17 @@ def _fix(kind, gain, pattern="persistent", **keys) -> dict:
     }
 
 
+def test_a_stage_without_gpu_busy_times_is_compared_by_its_ranges_times():
+    """Ranges that ran no kernels (a CPU pipeline) have no busy time: their time is their
+    work, as when the column is absent."""
+    frames, _ = _pipeline(1.5, 0)
+    model = lanes.build_model(*frames)
+    stage_of = fixes.stages(model)
+    by_time = fixes.stage_excess(model, stage_of)
+    model.stretches["range_busy_ns"] = np.nan
+    assert by_time.sum() > 0 and (fixes.stage_excess(model, stage_of) == by_time).all()
+
+
 def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
     """A whatif table alone (no straggler: its send/recv waits are structural) is enough."""
     from nsyswrap.report.diagnosis import diagnose

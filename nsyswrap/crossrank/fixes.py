@@ -184,7 +184,8 @@ def stage_excess(model: Model, stage_of: dict[int, int]) -> np.ndarray:
     if "range_busy_ns" in model.stretches:  # compared by the GPU's work, not its waits
         busy = model.stretches.groupby(["rank", "instance"])["range_busy_ns"].first()
         key = pd.MultiIndex.from_frame(per[["rank", "instance"]])
-        per["work"] = busy.reindex(key).fillna(per["ns"]).to_numpy(np.float64)
+        busy = busy.reindex(key).to_numpy(np.float64)
+        per["work"] = np.where(np.isnan(busy), per["ns"], busy)
     per["k"] = per.groupby(["rank", "step", "phase"])["instance"].rank(method="first")
     per["stage"] = per["rank"].map(stage_of)
     out = np.zeros_like(model.parts)
