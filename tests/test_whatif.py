@@ -482,22 +482,26 @@ def test_the_straggler_fixture_gains_within_19_ns_of_its_plant():
     assert round(np.mean(gains)) == 367_828 and round(np.mean(planted)) == 367_826
 
 
-def test_a_generated_pipeline_gains_exactly_what_removing_its_slow_stage_saves(tmp_path):
-    """pipeline8 with the replay's assumptions (every rank draws the same work, clocks that
-    do not drift): stage 2 as fast as the other stages saves, step by step, to the ns, what
-    the generator's run without the slow stage saves (its compute waits for two receives at
-    one instant in places: one wait, the work after it following the later of them)."""
-    sc = preset("pipeline8", steps=4).replace(same_work=True, clock_drift_ppm=(0,) * 8)
-    truth = generate_run(sc, tmp_path)
+@pytest.mark.parametrize("drift, within", [(False, 0), (True, 2)])
+def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(tmp_path, drift, within):
+    """pipeline8 with every rank drawing the same work: stage 2 as fast as the other stages
+    saves, step by step, what the generator's run without the slow stage saves: to the ns
+    on clocks that do not drift, within 2 ns with node1's -30 ppm over its 8 steps
+    (durations round; over 4 the clock solve fits no drift). Its
+    compute waits for two transfers at one instant in places: one wait, the work after it
+    following the later of them."""
+    sc = preset("pipeline8").replace(same_work=True)
+    truth = generate_run(sc if drift else sc.replace(clock_drift_ppm=(0,) * 8), tmp_path)
     with open_run([tmp_path]) as run:
         report = build_report(run, ReportOptions())
         run_module(run, "crossrank.whatif")
         per_step = run.df("SELECT * FROM xr_whatif")
     stage = per_step[(per_step["kind"] == "stage") & (per_step["stage"] == 2)]
-    assert stage.sort_values("step")["gain_ns"].tolist() == _planted(truth)
+    gains = stage.sort_values("step")["gain_ns"].tolist()
+    assert max(abs(g - p) for g, p in zip(gains, _planted(truth), strict=True)) <= within
     first = report["diagnosis"]["findings"][0]
     assert report["diagnosis"]["headline"] == "SLOW PIPELINE STAGE: 2"
-    assert first["gain"]["value"] == truth.planted_gain["gain_ns_total"] / 4
+    assert first["gain"]["value"] == np.mean(gains)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@
 -- @column phase_start_ns BIGINT  Start of that phase's range (which of its ranges; ns).
 -- @column state VARCHAR           gpu (busy, or idle with the next work launched) or host
 --                                  (idle, the next work not yet launched).
--- @column busy_ns BIGINT         Time within the stretch with an activity running (ns): the
+-- @column busy_ns BIGINT          Time within the stretch with an activity running (ns): the
 --                                  phase's own GPU work, without the waits between.
 WITH phases AS (
     SELECT pid, start_ns, end_ns, phase
