@@ -195,11 +195,14 @@ def test_real_captures_show_their_replay_residual(cli):
 
     from conftest import FIXTURES
 
-    for path, replayed in (
-        (SHARED / "nsys-sqlite" / "real-mpi", True),
-        (FIXTURES / "real" / "h100_ddp_gloo", False),
+    for path, steps, replayed in (
+        (SHARED / "nsys-sqlite" / "real-mpi", [], True),
+        (FIXTURES / "real" / "h100_ddp_gloo", [], True),  # the window: after the warm-up
+        # with the warm-up step, whose first all-reduce (asynchronous: its range ends
+        # before the other rank arrives, 159 ms later) the replay cannot place: 591 %
+        (FIXTURES / "real" / "h100_ddp_gloo", ["--steps", "0:"], False),
     ):
-        code, out, err = cli("report", path, "-f", "json")
+        code, out, err = cli("report", path, "-f", "json", *steps)
         assert code == 0, err
         crossrank = next(s for s in json.loads(out)["sections"] if s["id"] == "crossrank")
         tables = {t["id"]: t["rows"] for t in crossrank["tables"]}

@@ -3,8 +3,10 @@ work and its matched collectives (the model: nsyswrap.crossrank.lanes), then aga
 each candidate fix (nsyswrap.crossrank.fixes); the planner's builder of the run objects
 `xr_whatif`, `xr_critical_path` and `xr_replay_check`.
 
-The run's step time: a step ends when its last rank ends it; it takes from the previous
-step's end (the first step: from its latest start). A candidate's gain per step is the
+The window's steps are replayed (`step_from`, `step_to`), each rank starting at its
+recorded start of the first. The run's step time: a step ends when its last rank ends
+it; it takes from the previous step's end (the first step: from its latest start). A
+candidate's gain per step is the
 replayed step time minus the step time replayed with the fix; the replay of the recorded
 durations reproduces the recorded times (the residual is where it does not: an end
 before the last arrival, from clock error or an unseen wait). The critical path of a step
@@ -172,6 +174,31 @@ def critical_path(model: Model, times: np.ndarray) -> pd.DataFrame:
     )
 
 
+def _window(
+    coll: pd.DataFrame, steps: pd.DataFrame, step_from, step_to
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The steps from step_from up to step_to (None: no bound) and the collectives in them:
+    those issued in one of them (their members' first step), and those issued in none
+    within their span. The replay starts at the window: each rank at its recorded start of
+    the first step, so what happened before (a warm-up's skews) does not carry into it."""
+    if step_from is None and step_to is None:
+        return coll, steps
+
+    def inside(step: pd.Series) -> pd.Series:
+        step = step.astype(np.float64)  # no step: NaN, outside
+        return (step >= (-np.inf if step_from is None else step_from)) & (
+            step < (np.inf if step_to is None else step_to)
+        )
+
+    steps = steps[inside(steps["step"])]
+    per = coll.groupby(["pg", "seq"]).agg(
+        step=("step", "min"), start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
+    )
+    within = (per["start_ns"] >= steps["start_ns"].min()) & (per["end_ns"] <= steps["end_ns"].max())
+    keep = per.index[inside(per["step"]) | (per["step"].isna() & within)]
+    return coll[pd.MultiIndex.from_frame(coll[["pg", "seq"]]).isin(keep)], steps
+
+
 def build(inputs) -> dict[str, pd.DataFrame]:
     """Builder of the replay's run objects (their headers name it, see nsyswrap.engine.builders):
     the three frames, by object name, from what `inputs` declares; none where the reports
@@ -184,6 +211,8 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     if not inputs.frame("xr_unrelated").empty:
         return empty
     coll, issues, joins, steps, labels = read_inputs(inputs.frame)
+    if not steps.empty:
+        coll, steps = _window(coll, steps, inputs.params["step_from"], inputs.params["step_to"])
     if coll.empty:
         return empty
     if steps.empty:  # no step ranges: each rank's span, from its first collective to its last end

@@ -2,6 +2,9 @@
 -- durations (nsyswrap.crossrank.whatif; see crossrank.replay_check).
 -- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
 -- @reads xr_unrelated, xr_issues, xr_joins, xr_lane_phases
+-- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
+--                                  NULL: the run's first).
+-- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).
 -- @builder nsyswrap.crossrank.whatif:build
 -- @column rank               INTEGER  Rank.
 -- @column step               BIGINT   Step (NULL: a run without step ranges, the rank's span).

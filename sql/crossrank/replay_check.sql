@@ -1,5 +1,6 @@
 -- One row per rank and step: its step time (its step range) as recorded and as replayed
--- from the recorded durations (nsyswrap.crossrank.whatif). They differ only where a
+-- from the recorded durations (nsyswrap.crossrank.whatif; the window's steps, each rank
+-- from its recorded start of the first). They differ only where a
 -- duration the model needs would be negative (an end before the collective's last
 -- arrival: clock error beyond the alignment, or a wait the model does not see), taken as
 -- 0: the residual. A what-if figure is only as good as this check; the report gives none

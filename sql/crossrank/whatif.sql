@@ -1,8 +1,9 @@
 -- One row per candidate fix: the step time it would save, replayed (what-if analysis; the
--- model and its assumptions: nsyswrap.crossrank.whatif). The run is replayed from its
--- ranks' work between their events (step starts and ends, the issue of each matched
--- collective, waits for collectives) and its collectives (each ends at its last member's
--- arrival plus that member's transfer time), then again with the fix:
+-- model and its assumptions: nsyswrap.crossrank.whatif). The window's steps are replayed,
+-- each rank from its recorded start of the first, from its ranks' work between their
+-- events (step starts and ends, the issue of each matched collective, waits for
+-- collectives) and its collectives (each ends at its last member's arrival plus that
+-- member's transfer time), then again with the fix:
 --   rank        rank R idealised: its work in each phase, by each of its events, no slower
 --               than the median other rank's by the same event (the issue of, or the wait
 --               for, the same collective; the step's start or end);
