@@ -64,6 +64,13 @@ def _gains(per_step: pd.DataFrame, kind: str, rank=None, phase=None) -> list[int
     return rows.sort_values("step")["gain_ns"].tolist()
 
 
+def _per_step(folder) -> pd.DataFrame:
+    """The replay's rows per candidate and step (xr_whatif) of the run in `folder`."""
+    with open_run([folder]) as run:
+        run_module(run, "crossrank.whatif")
+        return run.df("SELECT * FROM xr_whatif")
+
+
 def _planted(truth) -> list[int]:
     return [s["gain_ns"] for s in truth.planted_gain["steps"]]
 
@@ -464,10 +471,7 @@ def test_ranks_doing_the_same_work_gain_what_removing_the_plant_saves(
     tmp_path, name, rank, phase, within
 ):
     truth = generate_run(preset(name).replace(same_work=True), tmp_path)
-    with open_run([tmp_path]) as run:
-        run_module(run, "crossrank.whatif")
-        per_step = run.df("SELECT * FROM xr_whatif")
-    gains = _gains(per_step, "rank_phase", rank, phase)
+    gains = _gains(_per_step(tmp_path), "rank_phase", rank, phase)
     assert max(abs(g - p) for g, p in zip(gains, _planted(truth), strict=True)) <= within
 
 
@@ -476,10 +480,7 @@ def test_the_straggler_fixture_gains_within_19_ns_of_its_plant():
     apart; fixing rank 2's data loading still saves what removing its plant saves, within
     19 ns a step (367,828 ns per step against 367,826)."""
     truth = json.loads((ROOT / "fixtures" / "run4_straggler" / "truth.json").read_text())
-    with open_run([ROOT / "fixtures" / "run4_straggler"]) as run:
-        run_module(run, "crossrank.whatif")
-        per_step = run.df("SELECT * FROM xr_whatif")
-    gains = _gains(per_step, "rank_phase", 2, "data_loading")
+    gains = _gains(_per_step(ROOT / "fixtures" / "run4_straggler"), "rank_phase", 2, "data_loading")
     planted = [s["gain_ns"] for s in truth["planted_gain"]["steps"]]
     assert max(abs(g - p) for g, p in zip(gains, planted, strict=True)) <= 19
     assert round(np.mean(gains)) == 367_828 and round(np.mean(planted)) == 367_826
@@ -497,8 +498,7 @@ def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(tmp_path,
     truth = generate_run(sc if drift else sc.replace(clock_drift_ppm=(0,) * 8), tmp_path)
     with open_run([tmp_path]) as run:
         report = build_report(run, ReportOptions())
-        run_module(run, "crossrank.whatif")
-        per_step = run.df("SELECT * FROM xr_whatif")
+    per_step = _per_step(tmp_path)
     stage = per_step[(per_step["kind"] == "stage") & (per_step["stage"] == 2)]
     gains = stage.sort_values("step")["gain_ns"].tolist()
     assert max(abs(g - p) for g, p in zip(gains, _planted(truth), strict=True)) <= within
