@@ -6,13 +6,12 @@ each candidate fix (nsyswrap.crossrank.fixes); the planner's builder of the run 
 The window's steps are replayed (`step_from`, `step_to`), each rank starting at its
 recorded start of the first. The run's step time: a step ends when its last rank ends
 it; it takes from the previous step's end (the first step: from its latest start). A
-candidate's gain per step is the
-replayed step time minus the step time replayed with the fix; the replay of the recorded
-durations reproduces the recorded times (the residual is where it does not: an end
-before the last arrival, from clock error or an unseen wait). The critical path of a step
-walks back from the step's end through the events each one rested on: at a collective to
-its last arriver, charging work to (rank, phase) and transfer to (pg, op); the charges
-add up to the step time.
+candidate's gain per step is the replayed step time minus the step time replayed with
+the fix; the replay of the recorded durations reproduces the recorded times (the
+residual is where it does not: an end before the last arrival, from clock error or an
+unseen wait). The critical path of a step walks back from the step's end through the
+events each one rested on: at a collective to its last arriver, charging work to (rank,
+phase) and transfer to (pg, op); the charges add up to the step time.
 
 Assumptions (where they hold the gains are exact, as on the generator's `same_work`
 runs with collectives ending together): a rank's work between two of its events takes
