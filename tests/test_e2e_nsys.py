@@ -142,6 +142,16 @@ def test_collective_ranges_carry_bytes_and_sequence(ddp_run):
         assert mine.dtype.tolist()[:STEPS] == ["float32"] * STEPS
 
 
+def test_asynchronous_all_reduces_are_marked_when_done(ddp_run):
+    """DDP issues its gradient all-reduce with async_op=True: gloo completes it on its own
+    thread, where the annotation marks `coll_done:` (its end); the blocking barrier has none."""
+    coll = nsyswrap.sql(
+        "SELECT op, coalesce(done_ns > end_ns, false) AS after FROM collectives ORDER BY rank, seq",
+        [ddp_run],
+    )
+    assert coll.values.tolist() == ([["all_reduce", True]] * STEPS + [["barrier", False]]) * 2
+
+
 def test_collectives_pair_up_across_ranks(ddp_run):
     matched = nsyswrap.query("crossrank.collectives", [ddp_run])
     pairs = matched.groupby(["pg", "seq"])["rank"].apply(sorted)
@@ -165,7 +175,8 @@ def test_step_ranges_hold_each_training_step(ddp_run):
         [rank, f"step:{i}", int(i < STEPS)] for rank in (0, 1) for i in range(STEPS + 1)
     ]
     marks = nsyswrap.sql(
-        "SELECT rank, text FROM nvtx WHERE event_type = 'mark' ORDER BY ALL", [ddp_run]
+        "SELECT rank, text FROM nvtx WHERE event_type = 'mark' AND text LIKE 'step:%' ORDER BY ALL",
+        [ddp_run],
     )
     assert marks.values.tolist() == [[rank, f"step:{STEPS} unfinished"] for rank in (0, 1)]
 
@@ -229,3 +240,27 @@ def test_step_window_captures_only_those_steps(tmp_path):
         "SELECT text FROM nvtx WHERE text LIKE 'step:%' ORDER BY start_ns", [out]
     ).text.tolist()
     assert texts == ["step:2", "step:3"]
+
+
+def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
+    """Rank 1's data loading 30 ms slower in steps 3 and 4 of 8 (CPU ranks over gloo): one
+    host's clock, DDP's asynchronous all-reduces ended at their completion marks, so the
+    replay reproduces the step times and the first finding is rank 1's data loading, with
+    those steps and about 30 ms per affected step."""
+    out = tmp_path / "slow"
+    done = nsyswrap_cli(
+        "launch", "--annotate", "modules,collectives,steps", "--trace", "nvtx,osrt",
+        "--out", out, "--", "torchrun", "--nproc-per-node", "2", "examples/train_ddp.py",
+        "--steps", 8, "--mark-steps", "--slow", "1:3:5:30",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    done = nsyswrap_cli("report", out, "--format", "json")
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout)
+    crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
+    (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]
+    assert residual["max"]["value"] < 0.02
+    (first, *_) = report["diagnosis"]["findings"]
+    assert first["ranks"] == [1] and first["evidence"]["phase"] == "data_loading", first["text"]
+    assert first["evidence"]["affected_steps"] == [3, 4], first["text"]
+    assert 25e6 < first["evidence"]["gain_per_affected_step"]["value"] < 35e6, first["text"]

@@ -29,6 +29,16 @@ def run():
         yield opened
 
 
+SLOW_RANK, SLOW_STEPS = 1, [3, 7, 10, 13]  # train_gpu.py --slow 1:3,7,10,13:15
+SLOW_NS = 15_000_000
+
+
+@pytest.fixture(scope="module", params=["h200_ddp_gloo_slow", "h200_ddp_gloo_slow_zero_code"])
+def slow(request):
+    with nsyswrap.open_run([REAL / request.param]) as opened:
+        yield opened
+
+
 @pytest.fixture(scope="module")
 def graphs():
     with nsyswrap.open_run([REAL / "h100_cuda_graphs"]) as opened:
@@ -153,8 +163,10 @@ def test_the_report_cannot_answer_only_what_the_capture_lacks(run):
     """gloo moves gradients with host copies: no NCCL kernel or peer-to-peer copy exists,
     so collective exposure and NCCL bandwidth are the figures of the trace the report cannot
     answer; MFU needs the FLOPs per step, GPU memory a capture with --cuda-memory-usage=true.
-    The replay starts at the window (step 1, after the warm-up step whose first asynchronous
-    all-reduce it cannot place) and answers, within 1.3 % of each step time."""
+    Captured before the annotation marked when an asynchronous collective completes, DDP's
+    all-reduces (async_op=True) have no recorded end: on the one clock of the host the
+    replay misses a step time by 3.9 % and gives no what-if (h200_ddp_gloo_slow, captured
+    with the marks, replays exactly)."""
     assert run.df("SELECT count(*) AS n FROM kernels WHERE is_comm")["n"][0] == 0
     report = build_report(run, ReportOptions())
     unanswered = [
@@ -164,11 +176,12 @@ def test_the_report_cannot_answer_only_what_the_capture_lacks(run):
         ("single_rank", "collective exposure"),
         ("compute", "MFU and achieved TFLOP/s"),
         ("crossrank", "NCCL bandwidth"),
+        ("crossrank", "what a fix would save (the replay)"),
         ("memory", "GPU memory (peak allocated per rank, churn per step)"),
     ], unanswered
     crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
     (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]
-    assert 0.01 < residual["max"]["value"] < 0.014
+    assert 0.035 < residual["max"]["value"] < 0.043
     for section in report["sections"]:
         if section["id"] in ("single_rank", "crossrank"):
             assert section["verdict"] and section["tables"], section["id"]
@@ -237,3 +250,41 @@ def test_graph_report_is_identical_on_shuffled_rows(tmp_path):
     original = shutil.copytree(REAL / "h100_cuda_graphs", tmp_path / "original" / "run")
     shuffled = shuffled_copy(REAL / "h100_cuda_graphs", tmp_path / "shuffled" / "run")
     assert _json(original, ReportOptions()) == _json(shuffled, ReportOptions())
+
+
+def test_asynchronous_all_reduces_end_at_their_completion_marks(slow):
+    """DDP's gradient all-reduces are issued with async_op=True: each `coll:` range covers
+    the issue alone, and its `coll_done:` mark (the annotation's, when gloo completes the
+    work) is its end; the blocking barrier at the end has no mark."""
+    calls = slow.df(
+        "SELECT op, done_ns IS NOT NULL AS marked, coalesce(bool_and(done_ns >= end_ns), false) "
+        "AS after, count(*) > 30 AS many FROM collectives GROUP BY ALL ORDER BY ALL"
+    )
+    assert list(calls.itertuples(index=False, name=None)) == [
+        ("all_reduce", True, True, True),
+        ("barrier", False, False, False),
+    ]
+
+
+def test_the_slow_data_loader_is_named_with_its_steps_and_gain(slow):
+    """Rank 1's data loading is 15 ms slower in steps 3, 7, 10 and 13 (two ranks sharing an
+    H200 over gloo). Clocks of one host, asynchronous all-reduces ended at their marks: the
+    replay reproduces every step time, and the first finding names rank 1 with the stall's
+    steps and a gain per affected step within 1 ms of the 15 ms planted (zero-code steps
+    hold no `data_loading` phase: the stall is charged to the first forward's range, the
+    work that ended the GPU's idleness)."""
+    report = build_report(slow, ReportOptions())
+    crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
+    (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]
+    assert residual["max"]["value"] < 0.001
+    (first, *_) = report["diagnosis"]["findings"]
+    assert first["ranks"] == [SLOW_RANK], first["text"]
+    stall = next(
+        f
+        for f in next(t for t in crossrank["tables"] if t["id"] == "whatif")["rows"]
+        if f["kind"] == "rank_phase"
+        and f["rank"] == SLOW_RANK
+        and f["phase"] == first["evidence"].get("largest_phase", first["evidence"]["phase"])
+    )
+    assert [int(x) for x in stall["steps"].split(",")] == SLOW_STEPS
+    assert abs(stall["gain_ns_per_affected_step"]["value"] - SLOW_NS) < 1_000_000

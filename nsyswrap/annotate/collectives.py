@@ -12,10 +12,14 @@ Each call becomes a push/pop range on the calling thread with the text
 * seq: how many calls this rank issued on that group before, from 0.
 
 The range covers issuing the call; with `async_op=True` that is all it covers, and nothing
-waits on the returned work. DDP's gradient all-reduce runs in C++; a DDP model without its
-own communication hook gets torch's Python `allreduce_hook` (the same all-reduce and
-averaging, issued through `dist.all_reduce`) at its first forward, so it is annotated too,
-if that forward comes before the end of the first optimizer step (then the search stops).
+waits on the returned work. On gloo and MPI (collectives run on the host) an asynchronous
+call's completion is an NVTX mark `coll_done:<op> pg=<group id> seq=<k>`, made when its
+work completes: the collective's end (NCCL's kernels time its collectives).
+
+DDP's gradient all-reduce runs in C++; a DDP model without its own communication hook
+gets torch's Python `allreduce_hook` (the same all-reduce and averaging, issued through
+`dist.all_reduce`) at its first forward, so it is annotated too, if that forward comes
+before the end of the first optimizer step (then the search stops).
 """
 
 from __future__ import annotations
@@ -139,12 +143,35 @@ def _wrap(op: str, original: Callable, counters) -> Callable:
             return work
         finally:
             _issuing.active = False
-            waited_later = async_op or bool(arg(args, kwargs, "async_op")) if tokens else False
+            waited_later = async_op or bool(arg(args, kwargs, "async_op"))
+            if waited_later and work is not None and not _on_gpu(arg(args, kwargs, "group")):
+                _mark_done(work, f"coll_done:{op} pg={pg} seq={seq}")
             for observer, token in tokens:
                 observer.collective_end(token, work, waited_later)
             calls.pop()
 
     return annotated
+
+
+def _on_gpu(group) -> bool:
+    """Whether the group's collectives run as NCCL kernels (their kernels time them)."""
+    try:
+        return "nccl" in str(dist.get_backend(group))
+    except (RuntimeError, ValueError):
+        return False
+
+
+def _mark_done(work, text: str) -> None:
+    """An NVTX mark `text` when the asynchronous `work` completes (gloo and MPI complete
+    it on their own thread once every member's data is in): the collective's end."""
+    future = getattr(work, "get_future", None)
+    if future is None:
+        return
+    mark = nvtx_calls().mark
+    try:
+        future().then(lambda _: mark(text))
+    except RuntimeError:  # a backend without futures
+        pass
 
 
 _groups: dict = {}  # process group -> (group_name, size)

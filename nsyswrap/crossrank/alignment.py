@@ -15,9 +15,10 @@ time from the host's clock; utcEpochNs is that clock at the session start), so a
 one unknown clock: one offset and one drift, its reports' offsets following from their
 session starts (offset_r = offset_host + drift x (utcEpochNs_r - utcEpochNs of the host's
 lowest report) / 1e9). The reports of one host are solved apart only when their ends
-disagree with one clock by more than SHARED_CLOCK_NS (their UTC starts were recorded with
-different errors, as in generated runs with per-rank clock errors); reports with no host
-recorded are each a clock of their own.
+disagree with one clock by more than SHARED_CLOCK_NS at the ends of NCCL kernels (their
+UTC starts were recorded with different errors, as in generated runs with per-rank clock
+errors; ends timed on the host are late by thread wake-ups, too noisy to tell); reports
+with no host recorded are each a clock of their own.
 
 For member i of collective c with end x_ic on its session clock, host clock h:
 
@@ -258,9 +259,12 @@ def _across(ends: pd.DataFrame, clocks: list[Clock]) -> pd.Series:
 
 
 def _disagreeing(clock: Clock, ends: pd.DataFrame, resid: pd.Series) -> float:
-    """How far apart (ns) the reports of a clock are: the range of their median residuals."""
+    """How far apart (ns) the reports of a clock are: the range of their median residuals,
+    over the ends timed by NCCL kernels (the host's ends, ranges and completion marks, are
+    late by thread wake-ups and the GIL, up to milliseconds: they cannot tell one clock's
+    reports apart)."""
     mine = ends[
-        ends["rank"].isin(clock.reports)
+        ends["rank"].isin(clock.reports) & ends["on_gpu"].astype(bool)
     ]  # outliers too: a disagreeing report may be all outliers
     medians = resid[mine.index].groupby(mine["rank"]).median()
     return float(medians.max() - medians.min()) if len(medians) > 1 else 0.0

@@ -71,6 +71,7 @@ KEY_COLUMNS = [
     "matches",
     "found_by",
     "size_differs",
+    "done_ns",
 ]
 
 

@@ -170,13 +170,15 @@ def clock_of(
 
 def timed(matched: pd.DataFrame) -> pd.DataFrame:
     """Matched calls with on_gpu (every member has its kernels) and the start and end they
-    are timed by: the kernels' when on_gpu, else the ranges'."""
+    are timed by: the kernels' when on_gpu, else the ranges' (an asynchronous call's end:
+    its completion mark)."""
     matched = matched.copy()
     ended = matched["kernel_end_ns"].notna()  # (a vectorized "all", not a Python call per group)
     matched["on_gpu"] = ended.groupby([matched["pg"], matched["seq"]]).transform("all").astype(bool)
     on_gpu = matched["on_gpu"]
     matched["start_ns"] = matched["kernel_start_ns"].where(on_gpu, matched["cpu_start_ns"])
-    matched["end_ns"] = matched["kernel_end_ns"].where(on_gpu, matched["cpu_end_ns"])
+    host_end = matched["done_ns"].fillna(matched["cpu_end_ns"])
+    matched["end_ns"] = matched["kernel_end_ns"].where(on_gpu, host_end)
     return matched
 
 

@@ -240,6 +240,7 @@ def _one_member_per_rank(calls: pd.DataFrame) -> pd.DataFrame:
         cpu_end_ns=("cpu_end_ns", "max"),
         kernel_start_ns=("kernel_start_ns", "min"),
         kernel_end_ns=("kernel_end_ns", "max"),
+        done_ns=("done_ns", "max"),
         barrier=("barrier", "all"),
     )
 

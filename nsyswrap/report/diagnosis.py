@@ -491,8 +491,9 @@ def _significant(fix: dict, step_ns: float) -> bool:
 
 def _causes(fixes: list[dict]) -> list[dict]:
     """The what-if causes worth naming, largest gain first: a phase whose stalls move between
-    ranks (several ranks' fixes of one phase, each in its own steps: one cause), else a rank
-    with the phase that holds most of its gain."""
+    ranks (several ranks' fixes of one phase, each in its own steps: one cause), and a rank
+    with the phase that holds most of its gain (unless that phase's moving stalls already
+    name it), or else with its largest phase's part."""
     step_ns = next(
         (
             value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
@@ -507,7 +508,7 @@ def _causes(fixes: list[dict]) -> list[dict]:
         for f in sig
         if f["kind"] == "rank_phase" and f["rank"] is not None
     }
-    causes, covered = [], set()
+    causes, moving = [], set()
     for f in sig:
         if f["kind"] != "rank_phase" or f["rank"] is not None:
             continue
@@ -515,21 +516,24 @@ def _causes(fixes: list[dict]) -> list[dict]:
         pairs = sorted((s, g["rank"]) for g in mine for s in _fix_steps(g))
         if len(mine) >= 2 and len({s for s, _ in pairs}) == len(pairs):  # each step: one rank
             causes.append({"fix": f, "phase": f["phase"], "pairs": pairs})
-            covered |= {g["rank"] for g in mine}
+            moving |= {(g["rank"], f["phase"]) for g in mine}
     causes += [{"fix": f, "stage": f["stage"]} for f in sig if f["kind"] == "stage"]
     for f in sig:
-        if f["kind"] != "rank" or f["rank"] in covered:
+        if f["kind"] != "rank":
             continue
         phases = [g for (r, _), g in per_rank.items() if r == f["rank"]]
         best = max(phases, key=lambda g: value(g["gain_ns_per_step"], 0), default=None)
         named = best is not None and (
             value(best["gain_ns_per_step"], 0) >= NAMED_PHASE * value(f["gain_ns_per_step"], 0)
         )
+        if named and (f["rank"], best["phase"]) in moving:
+            continue  # a moving cause already says it
         causes.append(
             {
                 "fix": best if named else f,
                 "rank": f["rank"],
                 "phase": best["phase"] if named else None,
+                "part": None if named else best,
             }
         )
     causes.sort(key=lambda c: -value(c["fix"]["gain_ns_per_step"], 0))
@@ -622,6 +626,16 @@ def _rank_finding(
         else f"Find what makes rank {rank} slower (`nsyswrap query crossrank.whatif`): making it "
         f"as fast as the others saves {ms(gain)} per step."
     )
+    part = cause.get("part")
+    if part is not None:
+        text += (
+            f" Of it, `{part['phase']}` on rank {rank} alone saves "
+            f"{ms(value(part['gain_ns_per_affected_step'], 0))} per affected step, "
+            f"{ms(value(part['gain_ns_per_step'], 0))} per step on average (steps "
+            f"{part['steps']})."
+        )
+        evidence["largest_phase"] = part["phase"]
+        evidence["largest_phase_gain_per_step"] = part["gain_ns_per_step"]
     if hot is not None:
         sentence, advice = _hot_expert_words(rank, gain, hot)
         text += sentence

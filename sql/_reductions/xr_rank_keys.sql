@@ -26,6 +26,8 @@
 -- @column kernel_end_ns BIGINT    Last NCCL kernel end (ns), NULL without kernels.
 -- @column payload BLOB            nccl rows: the range's binaryData (NULL when the
 --                                 export has none); NULL for other kinds.
+-- @column done_ns BIGINT          range rows: an asynchronous call's completion mark (ns;
+--                                 gloo, MPI), NULL for other calls and kinds.
 WITH nccl AS (
     -- NCCL kernels with their launch call (the launches view: the runtime call when
     -- a driver call repeats the correlation id). Only NCCL launches are read, not
@@ -87,7 +89,8 @@ ranges AS (
         group_size,
         start_ns,
         end_ns,
-        CAST(NULL AS BLOB) AS payload
+        CAST(NULL AS BLOB) AS payload,
+        done_ns
     FROM collectives
     WHERE pg IS NOT NULL
         AND seq IS NOT NULL
@@ -103,7 +106,8 @@ ranges AS (
         CAST(NULL AS BIGINT),
         start_ns,
         end_ns,
-        payload
+        payload,
+        CAST(NULL AS BIGINT)
     FROM nccl_ranges
 ),
 range_kernels AS (
@@ -138,7 +142,8 @@ keyed_by_range AS (
         r.end_ns AS cpu_end_ns,
         rk.kernel_start_ns,
         rk.kernel_end_ns,
-        r.payload
+        r.payload,
+        r.done_ns
     FROM ranges AS r
     LEFT JOIN range_kernels AS rk
         USING (keyed, pid, pg, seq)
@@ -157,7 +162,8 @@ keyed_by_mpi AS (
         end_ns AS cpu_end_ns,
         CAST(NULL AS BIGINT) AS kernel_start_ns,
         CAST(NULL AS BIGINT) AS kernel_end_ns,
-        CAST(NULL AS BLOB) AS payload
+        CAST(NULL AS BLOB) AS payload,
+        CAST(NULL AS BIGINT) AS done_ns
     FROM nvtx
     WHERE domain = 'MPI'
         AND event_type <> 'mark'
@@ -186,7 +192,8 @@ keyed_by_kernel AS (
         CAST(NULL AS BIGINT) AS cpu_end_ns,
         start_ns AS kernel_start_ns,
         end_ns AS kernel_end_ns,
-        CAST(NULL AS BLOB) AS payload
+        CAST(NULL AS BLOB) AS payload,
+        CAST(NULL AS BIGINT) AS done_ns
     FROM nccl
 )
 SELECT * FROM keyed_by_range

@@ -22,5 +22,6 @@
 -- @column matches            BOOLEAN
 -- @column found_by           VARCHAR
 -- @column size_differs       BOOLEAN
+-- @column done_ns            BIGINT
 SELECT *
 FROM xr_keys

@@ -30,3 +30,6 @@
 --                                     words.
 -- @column size_differs       BOOLEAN  The recorded group size differs from the ranks seen in the
 --                                     group.
+-- @column done_ns            BIGINT   An asynchronous call's completion mark, session ns (gloo,
+--                                     MPI: the collective's end; NULL for calls that return
+--                                     when done and for kernel keys).
