@@ -21,6 +21,9 @@ events and its collectives as a graph of nsyswrap.crossrank.replay, from the run
   end (`xr_joins`), or a call that returned after its collective ended (a blocking call;
   every range-timed collective): the rank arrived when its stream went idle (the call
   started) and went on at the later of that and the collective's end, plus the gap seen.
+  An asynchronous call on the host (gloo, MPI: its end is its completion mark) is waited
+  for at the blocking OS call that its completion woke (`xr_host_waits`: DDP's wait for
+  its buckets at the end of backward), else nowhere.
   Joins of a rank at one instant (a stage waiting for a receive and a send at once) are
   one wait for all their collectives: the work after it follows the last of them.
   Waits outside a collective's range (DDP's comm-hook futures, async_op=True) are thus
@@ -172,18 +175,26 @@ def build_model(
     )
     j = j[(j["start_ns"] >= j["e"]) & (j["idle_from_ns"] <= j["start_ns"])]
     # the host waited for a collective whose call returned after it ended (a blocking call,
-    # or a collective timed by its ranges): it arrived at the call's start, went on at its end
+    # or a collective timed by its ranges): it arrived at the call's start, went on at its
+    # end; for an asynchronous call (its end: the completion mark), at the blocking call that
+    # was woken by its completion (xr_host_waits), or nowhere: nothing waited for it
+    later = m.get("waited_later", pd.Series(False, index=m.index)).fillna(False).astype(bool)
+    later &= ~gpu
+    waited = m[later & m["wait_start_ns"].notna()] if "wait_start_ns" in m else m.iloc[:0]
     host = (
-        m[m["cpu_end_ns"].notna() & (m["cpu_end_ns"] >= m["end_ns"])]
+        m[~later & m["cpu_end_ns"].notna() & (m["cpu_end_ns"] >= m["end_ns"])]
         if "cpu_end_ns" in m
         else m.iloc[:0]
     )
     host = pd.concat(
         [
             host,
-            m[~gpu & ~m.index.isin(host.index)].assign(
+            m[~gpu & ~later & ~m.index.isin(host.index)].assign(
                 cpu_start_ns=lambda f: f["start_ns"],
                 cpu_end_ns=lambda f: np.maximum(f["end_ns"], f["start_ns"]),
+            ),
+            waited.assign(
+                cpu_start_ns=waited.get("wait_start_ns"), cpu_end_ns=waited.get("wait_end_ns")
             ),
         ]
     )
@@ -440,15 +451,34 @@ def instance_parts(model: Model) -> pd.DataFrame:
 def inputs(read) -> tuple[pd.DataFrame, ...]:
     """The model's frames, `read(name)` giving each object it reads as a DataFrame
     (xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members and the
-    per-report xr_issues, xr_joins, xr_lane_phases), on the run clock and by member rank;
-    unaligned ranks are left out."""
+    per-report xr_issues, xr_joins, xr_host_waits, xr_lane_phases), on the run clock and
+    by member rank; unaligned ranks are left out."""
     members = read("xr_members")[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
     clock = read("xr_clock")
     coll = read("xr_aligned")[["pg", "seq", "op", "rank", "step", "start_ns", "end_ns", "on_gpu"]]
     keys = read("xr_keys")
-    keys = keys[keys["matches"].eq(True)][["rank", "pg", "seq", "cpu_start_ns", "cpu_end_ns"]]
+    keys = keys[keys["matches"].eq(True)]
     calls = to_run_time(
-        keys.dropna(subset=["cpu_start_ns", "cpu_end_ns"]), clock, ["cpu_start_ns", "cpu_end_ns"]
+        keys.dropna(subset=["cpu_start_ns", "cpu_end_ns"])[
+            ["rank", "pg", "seq", "cpu_start_ns", "cpu_end_ns"]
+        ],
+        clock,
+        ["cpu_start_ns", "cpu_end_ns"],
+    )
+    calls = calls.merge(
+        keys.loc[keys["done_ns"].notna(), ["rank", "pg", "seq"]].assign(waited_later=True),
+        on=["rank", "pg", "seq"],
+        how="left",
+    )
+    waits = to_run_time(
+        to_member_ranks(read("xr_host_waits").drop(columns="report"), members),
+        clock,
+        ["wait_start_ns", "wait_end_ns"],
+    )
+    calls = calls.merge(
+        waits[["rank", "pg", "seq", "wait_start_ns", "wait_end_ns"]],
+        on=["rank", "pg", "seq"],
+        how="left",
     )
     coll = coll.merge(calls, on=["rank", "pg", "seq"], how="left")
     steps = to_run_time(

@@ -177,7 +177,8 @@ def timed(matched: pd.DataFrame) -> pd.DataFrame:
     matched["on_gpu"] = ended.groupby([matched["pg"], matched["seq"]]).transform("all").astype(bool)
     on_gpu = matched["on_gpu"]
     matched["start_ns"] = matched["kernel_start_ns"].where(on_gpu, matched["cpu_start_ns"])
-    host_end = matched["done_ns"].fillna(matched["cpu_end_ns"])
+    host_end, done = matched["cpu_end_ns"].copy(), matched["done_ns"].notna()
+    host_end[done] = matched.loc[done, "done_ns"].astype(host_end.dtype)
     matched["end_ns"] = matched["kernel_end_ns"].where(on_gpu, host_end)
     return matched
 

@@ -232,17 +232,20 @@ def infer_barrier_groups(
 def _one_member_per_rank(calls: pd.DataFrame) -> pd.DataFrame:
     """A rank's streams of one group (several GPUs) as one call per collective: from its
     first kernel start to its last end."""
-    return calls.groupby(["rank", "pg", "seq"], as_index=False).agg(
-        op=("op", "first"),
-        bytes=("bytes", "first"),
-        group_size=("group_size", "first"),
-        cpu_start_ns=("cpu_start_ns", "min"),
-        cpu_end_ns=("cpu_end_ns", "max"),
-        kernel_start_ns=("kernel_start_ns", "min"),
-        kernel_end_ns=("kernel_end_ns", "max"),
-        done_ns=("done_ns", "max"),
-        barrier=("barrier", "all"),
-    )
+    return (
+        calls.groupby(["rank", "pg", "seq"], as_index=False)
+        .agg(
+            op=("op", "first"),
+            bytes=("bytes", "first"),
+            group_size=("group_size", "first"),
+            cpu_start_ns=("cpu_start_ns", "min"),
+            cpu_end_ns=("cpu_end_ns", "max"),
+            kernel_start_ns=("kernel_start_ns", "min"),
+            kernel_end_ns=("kernel_end_ns", "max"),
+            barrier=("barrier", "all"),
+        )
+        .assign(done_ns=np.nan)
+    )  # (kernel keys: no completion mark)
 
 
 def _overlap(a: pd.DataFrame, b: pd.DataFrame, tol: float) -> bool:

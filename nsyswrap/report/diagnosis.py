@@ -423,7 +423,8 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
                 f"part of {their} GPU's exposed communication"
             )
         elif in_collectives:
-            text += f": {wait / in_collectives:.0%} of {their} NCCL time in those collectives"
+            kind = "" if _host_timed(report) else "NCCL "
+            text += f": {wait / in_collectives:.0%} of {their} {kind}time in those collectives"
         if exposed:
             text += (
                 f", {min(wait / exposed, 1):.0%} of {their} exposed communication "
@@ -803,6 +804,12 @@ def _mpi_only(report: dict) -> bool:
         r["found_by"] for r in rows(report, "crossrank", "groups") if r.get("status") == "matched"
     }
     return bool(found) and all(f.startswith("MPI") for f in found)
+
+
+def _host_timed(report: dict) -> bool:
+    """Whether the collectives are timed on the host (gloo, MPI: no rank has NCCL kernels)."""
+    sources = {r["source"] for r in rows(report, "crossrank", "clock_offsets") if r["source"]}
+    return bool(sources) and "kernel" not in sources
 
 
 def _median_step(run: _Run) -> float:
