@@ -206,11 +206,16 @@ def test_zero_code_steps_cover_the_whole_iteration(ddp_run):
 
 def test_the_cpu_loop_report_gives_host_step_times(ddp_run):
     """The README's loop on CPU: no GPU activity, so the report answers with each rank's
-    host step times and phases from the NVTX ranges, and no NCCL table for gloo."""
+    host step times and phases from the NVTX ranges, and no NCCL table for gloo. (Its
+    headline is NO GPU ACTIVITY unless the replay finds a rank that slowed the steps: the
+    CPU ranks of a loaded machine are now and then descheduled.)"""
     done = nsyswrap_cli("report", ddp_run)
     assert done.returncode == 0, done.stderr[-4000:]
     out = done.stdout
-    assert "DIAGNOSIS: NO GPU ACTIVITY" in out and "host step times" in out
+    assert "Cannot answer where the GPU time goes: no report has GPU activity" in " ".join(
+        out.split()
+    )
+    assert "host step times" in out
     assert re.search(r"^Window: steps \d", out, re.M)  # (step 0 may be set apart as warm-up)
     first = out[: out.index("──")]
     assert all(
