@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import nsyswrap
+from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 
@@ -264,6 +265,24 @@ def test_asynchronous_all_reduces_end_at_their_completion_marks(slow):
         ("all_reduce", True, True, True),
         ("barrier", False, False, False),
     ]
+
+
+def test_the_fast_rank_waits_for_the_slow_steps_buckets_at_the_end_of_backward():
+    """Where rank 0 waited for each asynchronous all-reduce (xr_host_waits: the blocking
+    call its completion woke, DDP's wait for the bucket): in every slow step, for both
+    gradient buckets, 9 ms or more each."""
+    with nsyswrap.open_run([REAL / "h200_ddp_gloo_slow"]) as run:
+        planner.bind(run, "xr_host_waits", {})
+        waits = run.df("""
+            SELECT CAST(substr(s.text, 6) AS INTEGER) AS step, count(*) AS buckets
+            FROM xr_host_waits AS w
+            JOIN nvtx AS s
+                ON s.rank = w.rank AND s.text LIKE 'step:%' AND s.event_type = 'start_end'
+                AND w.done_ns BETWEEN s.start_ns AND s.end_ns
+            WHERE w.rank = 0 AND w.wait_end_ns - w.wait_start_ns >= 9000000
+            GROUP BY ALL ORDER BY ALL""")
+    slow_steps = waits[waits["step"].isin(SLOW_STEPS)]
+    assert slow_steps.values.tolist() == [[s, 2] for s in SLOW_STEPS], waits
 
 
 def test_the_slow_data_loader_is_named_with_its_steps_and_gain(slow):

@@ -231,7 +231,7 @@ def infer_barrier_groups(
 
 def _one_member_per_rank(calls: pd.DataFrame) -> pd.DataFrame:
     """A rank's streams of one group (several GPUs) as one call per collective: from its
-    first kernel start to its last end."""
+    first kernel start to its last end (kernel keys: no completion mark, done_ns NaN)."""
     return (
         calls.groupby(["rank", "pg", "seq"], as_index=False)
         .agg(
@@ -245,7 +245,7 @@ def _one_member_per_rank(calls: pd.DataFrame) -> pd.DataFrame:
             barrier=("barrier", "all"),
         )
         .assign(done_ns=np.nan)
-    )  # (kernel keys: no completion mark)
+    )
 
 
 def _overlap(a: pd.DataFrame, b: pd.DataFrame, tol: float) -> bool:
