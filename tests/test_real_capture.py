@@ -290,8 +290,8 @@ def test_the_slow_data_loader_is_named_with_its_steps_and_gain(slow):
     H200 over gloo). Clocks of one host, asynchronous all-reduces ended at their marks: the
     replay reproduces every step time, and the first finding names rank 1 with the stall's
     steps and a gain per affected step within 1 ms of the 15 ms planted (zero-code steps
-    hold no `data_loading` phase: the stall is charged to the first forward's range, the
-    work that ended the GPU's idleness)."""
+    hold no `data_loading` phase: the stall is the step's `before_forward`, its host time
+    before the first phase range, the forward's module range)."""
     report = build_report(slow, ReportOptions())
     crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
     (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]

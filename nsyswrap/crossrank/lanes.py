@@ -31,8 +31,9 @@ events and its collectives as a graph of nsyswrap.crossrank.replay, from the run
   forward): a segment.
 
 Each segment is split by phase and phase range (`xr_lane_phases`, `merge_labels`): the
-phase whose GPU work ran; where the GPU waited for the host, the host's phase then; else
-the phase of the work that ended the idleness.
+phase whose GPU work ran; where the GPU waited for the host, the host's phase then (in a
+step before its first phase range: `before_forward`); else the phase of the work that
+ended the idleness.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ CHAIN_ORDER = {"X": 0, "S": 1, "Ja": 2, "J": 3, "W": 4}  # at one instant: a ste
 CHAINED = ("S", "X", "W", "Ja")  # events that follow the rank's previous event on its lane
 # (their durations, and a join's after the collective it waited for, are the rank's own work)
 NO_PHASE = ""  # a segment's time outside every phase
+BEFORE_FORWARD = "before_forward"  # a step's host time before its first phase range
 P2P_OPS = ("send", "recv", "isend", "irecv", "send_recv", "p2p")
 
 
@@ -528,14 +530,18 @@ def inputs(read) -> tuple[pd.DataFrame, ...]:
         issues[["rank", "start_ns", "end_ns", "stream", "launch_ns", "ready_ns"]],
         joins[["rank", "start_ns", "idle_from_ns", "nccl_start_ns"]],
         steps,
-        merge_labels(labels, host),
+        merge_labels(labels, host, steps),
     )
 
 
-def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
+def merge_labels(
+    gpu: pd.DataFrame, host: pd.DataFrame, steps: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per rank, one phase per instant (`xr_lane_phases`): where its GPU was busy, the phase
     of the work it ran; where it waited for the host to launch work, the host's phase range
-    open then (`xr_member_phases`) if any; elsewhere the phase of the work that ended the
+    open then (`xr_member_phases`) if any, else BEFORE_FORWARD in a step of `steps` (rank,
+    start_ns, end_ns) before its first phase range (a zero-code step's data loading, before
+    its first forward's module range); elsewhere the phase of the work that ended the
     GPU's idleness. Rows: rank, start_ns, end_ns, phase, instance (the start of the phase
     range the time belongs to: which of the phase's ranges), range_busy_ns (the GPU's busy
     time in that whole range, NaN where it ran nothing)."""
@@ -577,6 +583,10 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
             use = ok & host_time
             phase[use] = h["phase"].to_numpy(object)[k[use]]
             instance[use] = h["start_ns"].to_numpy(np.float64)[k[use]]
+            if steps is not None:
+                before = _before_first_phase(a, steps[steps["rank"] == rank], h)
+                phase[before & host_time & ~ok] = BEFORE_FORWARD
+                instance[before & host_time & ~ok] = -1.0
         frame = pd.DataFrame(
             {"rank": rank, "start_ns": a, "end_ns": b, "phase": phase, "instance": instance}
         )
@@ -602,6 +612,21 @@ def merge_labels(gpu: pd.DataFrame, host: pd.DataFrame) -> pd.DataFrame:
     merged = pd.concat(out, ignore_index=True)
     key = pd.MultiIndex.from_arrays([merged["rank"], merged["instance"]])
     return merged.assign(range_busy_ns=busy.reindex(key).to_numpy(np.float64))
+
+
+def _before_first_phase(a: np.ndarray, steps: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+    """Whether each instant `a` lies in a step (of one rank) before the step's first host
+    phase range starts (`host` sorted by start)."""
+    if steps.empty:
+        return np.zeros(len(a), bool)
+    steps = steps.sort_values("start_ns")
+    s0, s1 = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    h0 = host["start_ns"].to_numpy(np.int64)
+    first = h0[np.minimum(np.searchsorted(h0, s0), len(h0) - 1)]  # first phase at or after
+    first = np.where(first >= s0, np.minimum(first, s1), s1)
+    i = np.searchsorted(s0, a, side="right") - 1
+    j = np.maximum(i, 0)
+    return (i >= 0) & (a < s1[j]) & (a < first[j])
 
 
 def _lane_devices(issues: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
