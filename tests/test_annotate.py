@@ -417,6 +417,24 @@ def test_startup_without_nvtx_warns_and_the_program_runs(tmp_path):
     )
 
 
+def test_an_asynchronous_call_is_marked_when_done_and_exit_waits_for_the_mark(rec):
+    """The completion mark is made by the future's callback, on the thread that completes the
+    work; at exit the annotation waits for marks still to come (a backend thread taking the
+    GIL while the interpreter finalizes would end the process)."""
+    import threading
+
+    from nsyswrap.annotate import collectives
+
+    future = torch.futures.Future()
+    work = type("Work", (), {"get_future": lambda self: future})()
+    collectives._mark_done(work, "coll_done:all_reduce pg=0 seq=7")
+    assert rec.texts("mark") == [] and len(collectives._unmarked) == 1
+    threading.Timer(0.05, future.set_result, [None]).start()
+    collectives._drain()
+    assert rec.texts("mark") == ["coll_done:all_reduce pg=0 seq=7"]
+    assert not collectives._unmarked
+
+
 # --- collectives (two gloo ranks in fresh processes) ----------------------------------------------
 
 COLLECTIVES_SCRIPT = """

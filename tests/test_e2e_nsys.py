@@ -248,19 +248,19 @@ def test_step_window_captures_only_those_steps(tmp_path):
 
 
 def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
-    """Rank 1's data loading 30 ms slower in steps 3 and 4 of 8 (CPU ranks over gloo): one
+    """Rank 1's data loading 100 ms slower in steps 3 and 4 of 8 (CPU ranks over gloo): one
     host's clock, DDP's asynchronous all-reduces ended at their completion marks, so the
-    replay reproduces the step times and the first finding is rank 1's data loading, with
-    those steps (one of them may drown in the noise of a busy machine) and about 30 ms per
-    affected step."""
+    replay reproduces the step times and, over steps 1-7 (step 0's first data fetch starts
+    the loader: warm-up), the first finding is rank 1's data loading, with those steps (one
+    of them may drown in the noise of a busy machine) and about 100 ms per affected step."""
     out = tmp_path / "slow"
     done = nsyswrap_cli(
         "launch", "--annotate", "modules,collectives,steps", "--trace", "nvtx,osrt",
         "--out", out, "--", "torchrun", "--nproc-per-node", "2", "examples/train_ddp.py",
-        "--steps", 8, "--mark-steps", "--slow", "1:3:5:30",
+        "--steps", 8, "--mark-steps", "--slow", "1:3:5:100",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
-    done = nsyswrap_cli("report", out, "--format", "json")
+    done = nsyswrap_cli("report", out, "--format", "json", "--steps", "1:")
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout)
     crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
@@ -268,6 +268,5 @@ def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
     assert residual["max"]["value"] < 0.02
     (first, *_) = report["diagnosis"]["findings"]
     assert first["ranks"] == [1] and first["evidence"]["phase"] == "data_loading", first["text"]
-    # (a step whose gain a loaded machine's step-to-step noise hides is not affected)
     assert set(first["evidence"]["affected_steps"]) in ({3}, {4}, {3, 4}), first["text"]
-    assert 25e6 < first["evidence"]["gain_per_affected_step"]["value"] < 35e6, first["text"]
+    assert 90e6 < first["evidence"]["gain_per_affected_step"]["value"] < 110e6, first["text"]

@@ -24,10 +24,12 @@ before the end of the first optimizer step (then the search stops).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import inspect
 import itertools
 import threading
+import time
 import weakref
 from collections import defaultdict
 from collections.abc import Callable
@@ -161,17 +163,42 @@ def _on_gpu(group) -> bool:
         return False
 
 
+_unmarked: set[object] = set()  # completion marks still to be made
+_drain_registered = [False]
+
+
 def _mark_done(work, text: str) -> None:
     """An NVTX mark `text` when the asynchronous `work` completes (gloo and MPI complete
     it on their own thread once every member's data is in): the collective's end."""
     future = getattr(work, "get_future", None)
     if future is None:
         return
-    mark = nvtx_calls().mark
+    mark, token = nvtx_calls().mark, object()
+
+    def done(_) -> None:
+        try:
+            mark(text)
+        finally:
+            _unmarked.discard(token)
+
+    if not _drain_registered[0]:
+        atexit.register(_drain)
+        _drain_registered[0] = True
+    _unmarked.add(token)
     try:
-        future().then(lambda _: mark(text))
+        future().then(done)
     except RuntimeError:  # a backend without futures
-        pass
+        _unmarked.discard(token)
+
+
+def _drain(timeout_s: float = 1.0) -> None:
+    """At exit, wait (a second at most) for the marks still to be made, then a moment for
+    the backend's thread to let go of them: a thread that takes the GIL once the
+    interpreter is finalizing ends the process (std::terminate)."""
+    deadline = time.monotonic() + timeout_s
+    while _unmarked and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.01)
 
 
 _groups: dict = {}  # process group -> (group_name, size)
