@@ -230,3 +230,61 @@ def test_rank_lists_stay_short():
     assert _ranks([0, 1, 3]) == "ranks 0, 1 and 3"
     assert _ranks([0, 1, 3, 4, 5, 6, 9]) == "ranks 0, 1, 3-6 and 9"
     assert _ranks([r for r in range(16) if r != 2], of=16) == "the other 15 ranks"
+
+
+def _fix(kind, rank, phase, per_step, steps, per_affected, pattern="intermittent"):
+    """A crossrank.whatif row (step time 100 ms: gain_pct = per_step / 1 ms)."""
+    return {
+        "kind": kind,
+        "rank": rank,
+        "phase": phase,
+        "stage": None,
+        "gain_ns_per_step": {"value": per_step, "unit": "ns"},
+        "gain_pct": {"value": per_step / 1e6, "unit": "%"},
+        "pattern": pattern,
+        "steps": ",".join(map(str, steps)),
+        "affected_steps": {"value": len(steps), "unit": "count"},
+        "steps_in_window": {"value": 10, "unit": "count"},
+        "gain_ns_per_affected_step": {"value": per_affected, "unit": "ns"},
+    }
+
+
+def test_stalls_of_one_size_move_between_ranks_a_blip_does_not_make_them_move():
+    from nsyswrap.report.diagnosis import _causes
+
+    moving = [
+        _fix("rank_phase", None, "data_loading", 6e6, [2, 4, 7], 20e6),
+        _fix("rank_phase", 3, "data_loading", 2e6, [2], 20e6),
+        _fix("rank_phase", 6, "data_loading", 2e6, [4], 20e6),
+        _fix("rank_phase", 1, "data_loading", 2e6, [7], 20e6),
+    ]
+    (cause,) = _causes(moving)
+    assert cause["pairs"] == [(2, 3), (4, 6), (7, 1)]
+    blip = [  # rank 1's 100 ms stalls in steps 3 and 4, rank 0 2 ms slower in step 7
+        _fix("rank", 1, None, 20e6, [3, 4], 100e6),
+        _fix("rank_phase", None, "data_loading", 20.2e6, [3, 4, 7], 67e6),
+        _fix("rank_phase", 1, "data_loading", 20e6, [3, 4], 100e6),
+        _fix("rank_phase", 0, "data_loading", 0.2e6, [7], 2e6),
+    ]
+    (cause,) = _causes(blip)
+    assert (cause["rank"], cause["phase"], cause["fix"]["kind"]) == (
+        1,
+        "data_loading",
+        "rank_phase",
+    )
+
+
+def test_a_rank_keeps_its_finding_beside_another_phases_moving_stalls():
+    from nsyswrap.report.diagnosis import _causes
+
+    fixes = [
+        _fix("rank", 1, None, 6e6, [2, 3, 4, 7], 15e6, "persistent"),
+        _fix("rank_phase", 1, "data_loading", 4e6, [3, 7], 15e6),
+        _fix("rank_phase", None, "backward", 2e6, [1, 2], 3e6),
+        _fix("rank_phase", 0, "backward", 1e6, [1], 3e6),
+        _fix("rank_phase", 1, "backward", 1e6, [2], 3e6),
+    ]
+    first, second = _causes(fixes)
+    assert (first["rank"], first["phase"]) == (1, None)
+    assert first["part"]["phase"] == "data_loading"  # its largest phase's part, told
+    assert second["pairs"] == [(1, 0), (2, 1)]

@@ -55,6 +55,7 @@ MIN_GAIN_SHARE = 0.01  # a fix is named when it saves this share of a step where
 NAMED_PHASE = 0.8  # a rank's fix is told by its phase when that phase holds this much of it
 HOT_EXCHANGE = 1.25  # a slow rank sending this x the median rank's all_to_all bytes: hot expert
 MAX_CAUSES = 3
+MOVING = 0.25  # stalls of one phase move between ranks when each saves this x the largest
 # The time behind each per-device verdict (the cost a finding ranks by).
 DRIVER = {
     "communication-bound": ("exposed_comm_ns", "is exposed communication"),
@@ -492,7 +493,8 @@ def _significant(fix: dict, step_ns: float) -> bool:
 
 def _causes(fixes: list[dict]) -> list[dict]:
     """The what-if causes worth naming, largest gain first: a phase whose stalls move between
-    ranks (several ranks' fixes of one phase, each in its own steps: one cause), and a rank
+    ranks (several ranks' fixes of one phase, each in its own steps and saving per affected
+    step at least MOVING x the largest of them: one cause), and a rank
     with the phase that holds most of its gain (unless that phase's moving stalls already
     name it), or else with its largest phase's part."""
     step_ns = next(
@@ -514,6 +516,8 @@ def _causes(fixes: list[dict]) -> list[dict]:
         if f["kind"] != "rank_phase" or f["rank"] is not None:
             continue
         mine = [g for (r, p), g in per_rank.items() if p == f["phase"]]
+        largest = max((value(g["gain_ns_per_affected_step"], 0) for g in mine), default=0)
+        mine = [g for g in mine if value(g["gain_ns_per_affected_step"], 0) >= MOVING * largest]
         pairs = sorted((s, g["rank"]) for g in mine for s in _fix_steps(g))
         if len(mine) >= 2 and len({s for s, _ in pairs}) == len(pairs):  # each step: one rank
             causes.append({"fix": f, "phase": f["phase"], "pairs": pairs})
