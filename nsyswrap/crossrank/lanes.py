@@ -585,8 +585,9 @@ def merge_labels(
             instance[use] = h["start_ns"].to_numpy(np.float64)[k[use]]
             if steps is not None:
                 before = _before_first_phase(a, steps[steps["rank"] == rank], h)
-                phase[before & host_time & ~ok] = BEFORE_FORWARD
-                instance[before & host_time & ~ok] = -1.0
+                before &= host_time & ~ok
+                phase[before] = BEFORE_FORWARD
+                instance[before] = -1.0  # (one per step: steps set them apart)
         frame = pd.DataFrame(
             {"rank": rank, "start_ns": a, "end_ns": b, "phase": phase, "instance": instance}
         )

@@ -112,6 +112,8 @@ def match(
         calls, rows = infer_barrier_groups(calls[barriers], clock_of or {})
     calls = verdicts(calls)
     calls["found_by"] = kind
+    if "done_ns" not in calls:  # kernel keys (streams) and the sampler's: no completion mark
+        calls["done_ns"] = float("nan")
     groups = (
         _recorded_groups(calls, kind) if rows is None else pd.DataFrame(rows, columns=GROUP_COLUMNS)
     )

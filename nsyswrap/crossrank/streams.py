@@ -231,20 +231,16 @@ def infer_barrier_groups(
 
 def _one_member_per_rank(calls: pd.DataFrame) -> pd.DataFrame:
     """A rank's streams of one group (several GPUs) as one call per collective: from its
-    first kernel start to its last end (kernel keys: no completion mark, done_ns NaN)."""
-    return (
-        calls.groupby(["rank", "pg", "seq"], as_index=False)
-        .agg(
-            op=("op", "first"),
-            bytes=("bytes", "first"),
-            group_size=("group_size", "first"),
-            cpu_start_ns=("cpu_start_ns", "min"),
-            cpu_end_ns=("cpu_end_ns", "max"),
-            kernel_start_ns=("kernel_start_ns", "min"),
-            kernel_end_ns=("kernel_end_ns", "max"),
-            barrier=("barrier", "all"),
-        )
-        .assign(done_ns=np.nan)
+    first kernel start to its last end."""
+    return calls.groupby(["rank", "pg", "seq"], as_index=False).agg(
+        op=("op", "first"),
+        bytes=("bytes", "first"),
+        group_size=("group_size", "first"),
+        cpu_start_ns=("cpu_start_ns", "min"),
+        cpu_end_ns=("cpu_end_ns", "max"),
+        kernel_start_ns=("kernel_start_ns", "min"),
+        kernel_end_ns=("kernel_end_ns", "max"),
+        barrier=("barrier", "all"),
     )
 
 

@@ -74,7 +74,6 @@ def run_objects(samples: Samples) -> dict[str, pd.DataFrame]:
             "cpu_end_ns": calls["end_ns"],
             "kernel_start_ns": calls["start_ns"].where(cuda),
             "kernel_end_ns": calls["end_ns"].where(cuda),
-            "done_ns": float("nan"),  # the sampler times calls that return when done
             "keyed": "range",
             "pid": calls["rank"].map(first["pid"]),
         }
