@@ -288,3 +288,16 @@ def test_a_rank_keeps_its_finding_beside_another_phases_moving_stalls():
     assert (first["rank"], first["phase"]) == (1, None)
     assert first["part"]["phase"] == "data_loading"  # its largest phase's part, told
     assert second["pairs"] == [(1, 0), (2, 1)]
+
+
+def test_a_rank_slow_only_in_its_steps_of_moving_stalls_is_not_named_twice():
+    from nsyswrap.report.diagnosis import _causes
+
+    fixes = [
+        _fix("rank", 0, None, 0.7e6, [1], 3.7e6),
+        _fix("rank_phase", 0, "forward", 0.25e6, [1], 2.8e6),
+        _fix("rank_phase", None, "forward", 0.9e6, [1, 13], 2.8e6),
+        _fix("rank_phase", 1, "forward", 0.65e6, [13], 2.8e6),
+    ]
+    (cause,) = _causes(fixes)
+    assert cause["pairs"] == [(1, 0), (13, 1)]

@@ -495,8 +495,8 @@ def _causes(fixes: list[dict]) -> list[dict]:
     """The what-if causes worth naming, largest gain first: a phase whose stalls move between
     ranks (several ranks' fixes of one phase, each in its own steps and saving per affected
     step at least MOVING x the largest of them: one cause), and a rank
-    with the phase that holds most of its gain (unless that phase's moving stalls already
-    name it), or else with its largest phase's part."""
+    with the phase that holds most of its gain, or else with its largest phase's part
+    (unless moving stalls already name that phase on it, or each step where it is slow)."""
     step_ns = next(
         (
             value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
@@ -511,7 +511,7 @@ def _causes(fixes: list[dict]) -> list[dict]:
         for f in sig
         if f["kind"] == "rank_phase" and f["rank"] is not None
     }
-    causes, moving = [], set()
+    causes, moving, moved = [], set(), set()
     for f in sig:
         if f["kind"] != "rank_phase" or f["rank"] is not None:
             continue
@@ -522,6 +522,7 @@ def _causes(fixes: list[dict]) -> list[dict]:
         if len(mine) >= 2 and len({s for s, _ in pairs}) == len(pairs):  # each step: one rank
             causes.append({"fix": f, "phase": f["phase"], "pairs": pairs})
             moving |= {(g["rank"], f["phase"]) for g in mine}
+            moved |= set(pairs)
     causes += [{"fix": f, "stage": f["stage"]} for f in sig if f["kind"] == "stage"]
     for f in sig:
         if f["kind"] != "rank":
@@ -531,8 +532,10 @@ def _causes(fixes: list[dict]) -> list[dict]:
         named = best is not None and (
             value(best["gain_ns_per_step"], 0) >= NAMED_PHASE * value(f["gain_ns_per_step"], 0)
         )
-        if named and (f["rank"], best["phase"]) in moving:
-            continue  # a moving cause already says it
+        if (named and (f["rank"], best["phase"]) in moving) or {
+            (s, f["rank"]) for s in _fix_steps(f)
+        } <= moved:
+            continue  # a moving cause already says it (its phase, or each of its steps)
         causes.append(
             {
                 "fix": best if named else f,
