@@ -207,6 +207,8 @@ def test_real_captures_show_their_replay_residual(cli):
         # asynchronous all-reduces with their completion marks: replayed exactly
         (FIXTURES / "real" / "h200_ddp_gloo_slow", [], True),
         (FIXTURES / "real" / "h200_ddp_gloo_slow_zero_code", [], True),
+        (FIXTURES / "real" / "h200_fix_slow", [], True),
+        (FIXTURES / "real" / "h200_fix_clean", [], True),
         # captured without the marks: DDP's asynchronous all-reduces have no recorded end
         # (their ranges cover the issue alone): 3.9 % over the window, no what-if
         (FIXTURES / "real" / "h100_ddp_gloo", [], False),
