@@ -565,6 +565,22 @@ def test_fixtures_regenerate_identically(tmp_path):
         assert "python -m nsyswrap.synth fixtures" in (FIXTURE_DIR / name / "README.md").read_text()
 
 
+def test_the_fixture_script_refuses_other_arguments(tmp_path):
+    """`python -m nsyswrap.synth` rewrites fixtures/ only: any other arguments get one line
+    pointing to `nsyswrap generate` and exit 1, with nothing written."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nsyswrap.synth", "generate", "run2", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and not (tmp_path / "out").exists()
+    assert done.stderr.count("\n") == 1 and "nsyswrap generate --help" in done.stderr
+
+
 def test_refuses_to_overwrite_without_force(tmp_path):
     sc = preset("run2", steps=1)
     generate_run(sc, tmp_path)
