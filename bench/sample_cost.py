@@ -1,7 +1,8 @@
-"""What the always-on sampler costs a training step, measured, on the tiny CPU model of
+"""What the always-on sampler costs a training step, measured, on the tiny model of
 examples/train_ddp.py.
 
-    python bench/sample_cost.py            # needs torch and nvtx; writes its section of RESULTS.md
+    python bench/sample_cost.py                # needs torch and nvtx; writes its RESULTS.md section
+    python bench/sample_cost.py --device cuda  # the same on a GPU (CUDA events): its own section
 
 TinyNet (2 blocks, width 32, batch 16) under DDP on a one-rank gloo group (so DDP's
 gradient all-reduce runs and is timed), fed by a DataLoader, trained with SGD. The set-ups
@@ -12,10 +13,14 @@ marked by hand (`nsyswrap.step(i)`, four `nsyswrap.phase`s) without and with the
 step (process time: the machine is shared, and waiting for a core is not a cost of ours);
 each cost is the median over rounds of the difference between two set-ups in the same
 round. Per-event costs come from timeit loops (best of several repeats, CPU time) on one open step.
+With `--device cuda` the model and each batch are on the GPU, so the sampler times with CUDA
+events (recorded at every edge, read once `query()` says they completed), and a step's figure
+is its wall time up to a synchronize at the end of the round (the GPU machine is not shared).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -40,13 +45,12 @@ from nsyswrap.sample import sampler as sampler_module
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
 HEADING = "## Always-on sampler overhead"
+GPU_HEADING = HEADING + " on a GPU"
 STEPS, ROUNDS, EVERY = 200, 40, 10
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 GPU_NOTE = (
-    "GPU (CUDA events): not measured. No GPU machine was lent to this session, so the "
-    "cost of recording and reading CUDA events is not in this table; "
-    "`python bench/sample_cost.py` measures the same rows on a CUDA machine once the "
-    "model is moved to the GPU."
+    "GPU (CUDA events): `python bench/sample_cost.py --device cuda` measures the same rows "
+    'with the model on a GPU (section "Always-on sampler overhead on a GPU").'
 )
 
 
@@ -57,16 +61,20 @@ def tiny_net() -> nn.Module:
     return TinyNet()
 
 
-def loop(model, optimizer, loader, first: int, n: int, marked: bool) -> float:
-    """CPU seconds per step over steps first..first+n-1; `marked`: steps and phases by hand."""
+def loop(model, optimizer, loader, first: int, n: int, marked: bool, device=None) -> float:
+    """Seconds per step over steps first..first+n-1 (CPU time; on a GPU `device`: wall time
+    to a synchronize after the last); `marked`: steps and phases by hand."""
     step = nsyswrap.step if marked else (lambda i: contextlib.nullcontext())
     phase = nsyswrap.phase if marked else (lambda name: contextlib.nullcontext())
     batches = iter(loader)
-    started = time.process_time()
+    clock = time.perf_counter if device else time.process_time
+    started = clock()
     for i in range(first, first + n):
         with step(i):
             with phase("data_loading"):
                 x, y = next(batches)
+                if device:
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with phase("forward"):
                 loss = nn.functional.mse_loss(model(x), y)
             with phase("backward"):
@@ -74,7 +82,9 @@ def loop(model, optimizer, loader, first: int, n: int, marked: bool) -> float:
             with phase("optimizer"):
                 optimizer.step()
                 optimizer.zero_grad()
-    return (time.process_time() - started) / n
+    if device:
+        torch.cuda.synchronize(device)
+    return (clock() - started) / n
 
 
 @contextlib.contextmanager
@@ -115,20 +125,20 @@ SETUPS = {
 }
 
 
-def step_costs(folder: str) -> dict:
+def step_costs(folder: str, device=None) -> dict:
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(tiny_net())
+    model = nn.parallel.DistributedDataParallel(tiny_net().to(device or "cpu"))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(STEPS * 16, 32)
     data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
-    loader = torch.utils.data.DataLoader(data, batch_size=16)
+    loader = torch.utils.data.DataLoader(data, batch_size=16, pin_memory=device is not None)
     times: dict[str, list[float]] = {name: [] for name in SETUPS}
-    loop(model, optimizer, loader, 0, STEPS, False)  # warm-up
+    loop(model, optimizer, loader, 0, STEPS, False, device)  # warm-up
     for r in range(ROUNDS):
         for name, how in SETUPS.items():
             with setup(folder, how):
                 times[name].append(
-                    loop(model, optimizer, loader, r * STEPS, STEPS, how.get("marked", False))
+                    loop(model, optimizer, loader, r * STEPS, STEPS, how.get("marked"), device)
                 )
     return times
 
@@ -212,7 +222,9 @@ def best_ns(fn, number: int, repeat: int = 7) -> float:
     return best / number * 1e9
 
 
-def section(times: dict, own: dict, events: dict) -> str:
+def section(times: dict, own: dict, events: dict, gpu: str | None = None) -> str:
+    """The RESULTS.md section of these measurements (`gpu`: the GPU's name, when the model
+    ran on it)."""
     names = list(SETUPS)
     plain, marked, coll, none, every, sampled, zero_steps, zero_sample = names
     step_ms = {n: statistics.median(t) * 1e3 for n, t in times.items()}
@@ -241,19 +253,22 @@ def section(times: dict, own: dict, events: dict) -> str:
         f"torch {torch.__version__}, nvtx {version('nvtx')}, {os.cpu_count()} cores, load "
         f"average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}"
     )
+    where, clock = (
+        (f"{gpu}, CUDA-event timers", "wall time") if gpu else ("CPU, host timers", "CPU time")
+    )
     lines = [
-        HEADING,
+        GPU_HEADING if gpu else HEADING,
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
-        f"`python bench/sample_cost.py` ({machine}). CPU, host timers: "
-        f"examples/train_ddp.py's TinyNet under DDP (one-rank gloo group), {STEPS} steps a "
-        f"round, {ROUNDS} rounds, set-ups interleaved; median of the rounds' CPU time per "
-        "step; a cost is the median over rounds of the difference to the set-up it is "
+        f"`python bench/sample_cost.py{' --device cuda' if gpu else ''}` ({machine}). "
+        f"{where}: examples/train_ddp.py's TinyNet under DDP (one-rank gloo group), {STEPS} "
+        f"steps a round, {ROUNDS} rounds, set-ups interleaved; median of the rounds' {clock} "
+        "per step; a cost is the median over rounds of the difference to the set-up it is "
         "measured against in the same round (% of a plain step), with the rounds' "
         "interquartile range. Target: the sampler at every 10 costs at most 1 % of the "
         "step.",
         "",
-        "| set-up | CPU ms per step | cost |",
+        f"| set-up | {'wall' if gpu else 'CPU'} ms per step | cost |",
         "|---|--:|---|",
     ]
     lines += [f"| {name} | {step_ms[name]:.3f} | {extra} |" for name, extra in zip(names, extras)]
@@ -270,7 +285,8 @@ def section(times: dict, own: dict, events: dict) -> str:
         "|---|--:|--:|",
         f"| unsampled step | {own['unsampled'] / 1e3:.2f} | "
         f"{100 * own['unsampled'] / 1e9 / statistics.median(times[plain]):.2f} % |",
-        f"| sampled step (host timers, record formatted and written) | "
+        f"| sampled step ({'CUDA events recorded and read' if gpu else 'host timers'}, record "
+        "formatted and written) | "
         f"{own['sampled'] / 1e3:.2f} | "
         f"{100 * own['sampled'] / 1e9 / statistics.median(times[plain]):.2f} % |",
         f"| **every {EVERY}th step sampled (mean)** | {at_every / 1e3:.2f} | "
@@ -290,7 +306,7 @@ def section(times: dict, own: dict, events: dict) -> str:
     ]
     lines += ["", "| event | µs |", "|---|--:|"]
     lines += [f"| {name} | {ns / 1e3:.2f} |" for name, ns in events.items()]
-    lines += ["", GPU_NOTE, ""]
+    lines += [""] if gpu else ["", GPU_NOTE, ""]
     return "\n".join(lines)
 
 
@@ -300,24 +316,32 @@ def verdict(percent: float) -> str:
 
 
 def write(text: str) -> None:
-    """Replace this section of RESULTS.md (the others stay as they are)."""
+    """Replace this section of RESULTS.md (the one its first line names; the others stay as
+    they are)."""
     old = RESULTS_MD.read_text() if RESULTS_MD.is_file() else ""
     parts = ("\n" + old).split("\n## ")
-    kept = [p for p in parts[1:] if not ("## " + p).startswith(HEADING)]
+    heading = text.split("\n", 1)[0]
+    kept = [p for p in parts[1:] if ("## " + p).split("\n", 1)[0] != heading]
     RESULTS_MD.write_text(
         parts[0].lstrip("\n") + "".join("\n## " + p for p in kept).rstrip("\n") + "\n\n" + text
     )
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    cuda = parser.parse_args().device == "cuda"
     torch.set_num_threads(1)
+    device = torch.device("cuda", 0) if cuda else None
+    if device:
+        torch.cuda.init()  # the sampler times with CUDA events once CUDA is in use
     with tempfile.TemporaryDirectory() as folder:
         dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=0, world_size=1)
-        times = step_costs(folder)
+        times = step_costs(folder, device)
         own = sampler_costs(folder)
         events = event_costs(folder)
         dist.destroy_process_group()
-    text = section(times, own, events)
+    text = section(times, own, events, torch.cuda.get_device_name(device) if device else None)
     print(text)
     write(text)
     print(f"wrote its section of {RESULTS_MD}", file=sys.stderr)

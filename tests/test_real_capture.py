@@ -9,6 +9,7 @@ fixtures, correlation ids, launch latencies, threads and kernel names here come 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import nsyswrap
 from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.samples import sample_report
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 RANKS = (0, 1)
@@ -338,3 +340,25 @@ def test_what_removing_the_stalls_saved_lies_between_the_replays_two_fixes():
     }
     stalls, rank = gain[("rank_phase", SLOW_RANK, "data_loading")], gain[("rank", SLOW_RANK, None)]
     assert stalls + 1_000_000 < saved < rank - 1_000_000, (stalls, saved, rank)
+
+
+SAMPLED_STEPS = [10, 20, 30]  # train_gpu.py --slow 1:10,20,30:15, every step sampled
+
+
+@pytest.mark.parametrize(
+    "folder, phase",
+    [("h200_sampled", "data_loading"), ("h200_sampled_zero_code", "before_forward")],
+)
+def test_the_sampler_on_a_gpu_names_the_slow_rank_its_phase_and_steps(folder, phase):
+    """The always-on sampler on an H200 (no nsys), every step timed with CUDA events: rank 1
+    is named, late in the stalled phase (the script's `data_loading`; zero-code: the step's
+    `before_forward`) in sampled steps 10, 20 and 30 only. Its lag diluted over the 39 steps
+    is below the loose alignment of CUDA-timed steps (gloo's completions are seen on a busy
+    stream): the stragglers' run row is significant through those steps."""
+    files = sorted((REAL / folder).glob("samples.rank*.jsonl"))
+    records = [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    assert {r["timer"] for r in records if r["kind"] == "step"} == {"cuda"}
+    (first, *_) = sample_report(files, ReportOptions())["diagnosis"]["findings"]
+    assert first["label"] == f"straggler: rank {SLOW_RANK}", first["text"]
+    assert first["evidence"]["phase"] == phase
+    assert "intermittent: in sampled steps 10, 20, 30 " in first["text"].replace("\n", " ")

@@ -25,7 +25,11 @@ from nsyswrap.report.verdict import LONG_GAP_NS
 
 EXPORTS = SHARED / "nsys-sqlite"
 CAPTURES = {
-    **{f"real/{p.name}": [p] for p in sorted((FIXTURES / "real").iterdir()) if p.is_dir()},
+    **{
+        f"real/{p.name}": [p]
+        for p in sorted((FIXTURES / "real").glob("*/"))
+        if any(p.glob("*.sqlite"))
+    },
     **{p.stem: [p] for p in sorted((EXPORTS / "public").glob("*.sqlite"))},
     **{f"mpi/{p.stem}": [p] for p in sorted((EXPORTS / "real-mpi").glob("*.sqlite"))},
     "mpi/all": [EXPORTS / "real-mpi"],

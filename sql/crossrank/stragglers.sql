@@ -7,7 +7,8 @@
 -- out (it holds the ranks' start-up skew). It is significant only when its lag exceeds
 -- both the alignment threshold (twice the largest clock uncertainty of the
 -- members) and 3 x the run's jitter (1.4826 x median absolute lag of all
--- arrivals); otherwise there is no significant straggler. Times are in aligned
+-- arrivals), or, over the run, when at least half the wait it imposed falls in
+-- steps where it is significant; otherwise there is no significant straggler. Times are in aligned
 -- run time (see crossrank.collectives); steps without matched collectives have
 -- no row, and with step_from / step_to the run row covers only those steps.
 -- @scope run
@@ -23,14 +24,20 @@
 -- @column imposed_wait_ns BIGINT   Others' wait in those collectives (ns).
 -- @column total_wait_ns BIGINT     All ranks' wait in the scope's collectives.
 -- @column significant BOOLEAN      Its mean lag when last exceeds the alignment
---                                  threshold and 3 x the run's jitter.
+--                                  threshold and 3 x the run's jitter; the run
+--                                  row also when at least half the wait it
+--                                  imposed falls in steps where it is the
+--                                  significant straggler (late in some steps
+--                                  only: its mean lag is diluted by the others).
 -- @column jitter_ns BIGINT         1.4826 x median absolute deviation of the
 --                                  lags from each rank's median lag (ns).
 -- @column affected_steps VARCHAR   Steps where it is the significant straggler,
 --                                  i.e. where others waited for it (run row
 --                                  only), comma-separated.
 -- @column phase VARCHAR            Phase with its largest excess over the
---                                  median rank (NULL if none is longer).
+--                                  median rank (NULL if none is longer); of a
+--                                  run row significant through its late steps
+--                                  only, over those steps.
 -- @column phase_excess_ns BIGINT   That excess summed over the scope's steps.
 -- @column phase_steps BIGINT       Steps the phase excess is summed over.
 -- @column slow_steps VARCHAR       Steps where that phase ran notably long on it
@@ -101,7 +108,8 @@ picked AS (
 affected AS (
     SELECT
         rank,
-        string_agg(step::VARCHAR, ',' ORDER BY step) AS affected_steps
+        string_agg(step::VARCHAR, ',' ORDER BY step) AS affected_steps,
+        sum(imposed_wait_ns) AS affected_wait_ns
     FROM picked
     WHERE step IS NOT NULL
         AND significant
@@ -148,29 +156,67 @@ slow AS (
         WHERE step IS NOT NULL
     )
     GROUP BY rank, phase
+),
+intermittent AS (
+    -- Run rows significant only through the steps where the rank is (late in some steps).
+    SELECT p.rank
+    FROM picked AS p
+    JOIN affected AS a
+        ON a.rank = p.rank
+    WHERE p.step IS NULL
+        AND NOT p.significant
+        AND 2 * a.affected_wait_ns >= p.imposed_wait_ns
+),
+late_phase AS (
+    -- Such a rank's phase: its largest excess summed over the steps where it is late.
+    SELECT e.rank, e.phase, sum(e.excess_ns)::BIGINT AS excess_ns, count(*) AS steps
+    FROM phase_excess AS e
+    JOIN picked AS p
+        ON p.step = e.step
+        AND p.rank = e.rank
+        AND p.significant
+    SEMI JOIN intermittent AS i
+        ON i.rank = e.rank
+    GROUP BY e.rank, e.phase
+    HAVING sum(e.excess_ns) > 0
+    QUALIFY row_number() OVER (PARTITION BY e.rank ORDER BY sum(e.excess_ns) DESC, e.phase) = 1
+),
+chosen AS (
+    SELECT
+        p.*,
+        p.significant OR (p.step IS NULL AND i.rank IS NOT NULL) AS is_significant,
+        CASE WHEN l.rank IS NULL THEN t.phase ELSE l.phase END AS phase,
+        CASE WHEN l.rank IS NULL THEN t.excess_ns ELSE l.excess_ns END AS phase_excess_ns,
+        CASE WHEN l.rank IS NULL THEN t.steps ELSE l.steps END AS phase_steps
+    FROM picked AS p
+    LEFT JOIN top_phase AS t
+        ON t.rank = p.rank
+        AND t.step IS NOT DISTINCT FROM p.step
+    LEFT JOIN intermittent AS i
+        ON i.rank = p.rank
+    LEFT JOIN late_phase AS l
+        ON l.rank = p.rank
+        AND p.step IS NULL
 )
 SELECT
-    p.step,
-    p.rank,
-    p.last_count,
-    p.collectives,
-    p.lag_ns,
-    p.imposed_wait_ns,
-    p.total_wait_ns,
-    p.significant,
-    p.jitter_ns,
-    CASE WHEN p.step IS NULL THEN a.affected_steps END AS affected_steps,
-    t.phase,
-    t.excess_ns AS phase_excess_ns,
-    t.steps AS phase_steps,
-    CASE WHEN p.step IS NULL THEN sl.slow_steps END AS slow_steps
-FROM picked AS p
-LEFT JOIN top_phase AS t
-    ON t.rank = p.rank
-    AND t.step IS NOT DISTINCT FROM p.step
+    c.step,
+    c.rank,
+    c.last_count,
+    c.collectives,
+    c.lag_ns,
+    c.imposed_wait_ns,
+    c.total_wait_ns,
+    c.is_significant AS significant,
+    c.jitter_ns,
+    CASE WHEN c.step IS NULL THEN a.affected_steps END AS affected_steps,
+    c.phase,
+    c.phase_excess_ns,
+    c.phase_steps,
+    CASE WHEN c.step IS NULL THEN sl.slow_steps END AS slow_steps
+FROM chosen AS c
 LEFT JOIN affected AS a
-    ON a.rank = p.rank
+    ON a.rank = c.rank
 LEFT JOIN slow AS sl
-    ON sl.rank = p.rank
-    AND sl.phase = t.phase
-ORDER BY p.step NULLS LAST
+    ON sl.rank = c.rank
+    AND sl.phase = c.phase
+ORDER BY c.step NULLS LAST
