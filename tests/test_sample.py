@@ -163,12 +163,13 @@ class FakeEvent:
     now = 0.0
 
     def __init__(self):
-        self.at, self.done = None, False
+        self.at, self.done, self.queries = None, False, 0
 
     def record(self):
         self.at, self.done = FakeEvent.now, False
 
     def query(self):
+        self.queries += 1
         return self.done
 
     def elapsed_time(self, later):
@@ -186,6 +187,7 @@ def test_cuda_steps_are_read_only_once_their_events_complete(tmp_path, fresh, mo
             FakeEvent.now = 3.5
     steps.step(1)  # the GPU has not run step 0: nothing waits, nothing is written
     assert [r["kind"] for r in records(tmp_path / "samples.rank0.jsonl")] == ["run"]
+    asked = [e.queries for e in made[:4]]
     for e in made:
         e.done = True
     steps.step(2)
@@ -195,6 +197,10 @@ def test_cuda_steps_are_read_only_once_their_events_complete(tmp_path, fresh, mo
     assert forward["end_ns"] - forward["start_ns"] == 2_500_000  # GPU time between the events
     assert forward["start_ns"] - step0["start_ns"] == 1_000_000
     assert len(s.pool.free) == 3  # step 0's four events came back; step 2's start took one
+    # each call into the CUDA runtime costs µs: once they had completed, every event was
+    # asked once; reading them asked nothing again
+    assert [e.queries - a for e, a in zip(made[:4], asked)] == [1, 1, 1, 1]
+    assert asked[:3] == [0, 0, 0]  # made last, the step's end was the one asked before
 
 
 def test_no_free_event_skips_the_step_and_a_full_queue_writes_what_is_known(

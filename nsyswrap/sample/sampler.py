@@ -95,9 +95,10 @@ class _Step:
             return False
         if not self.cuda:
             return True
-        if self.end[1] is not None and not self.end[1].query():
+        end = self.end[1]
+        if end is not None and not end.query():
             return False  # the step's last event on its stream: one query while it runs
-        return all(e.query() for e in self.events())
+        return all(e.query() for e in self.events() if e is not end)
 
 
 class Sampler(observers.Observer):
@@ -262,15 +263,19 @@ class Sampler(observers.Observer):
 
     def _drain(self, force: bool = False) -> None:
         pending = self.pending
-        while pending and (force or len(pending) > MAX_PENDING or pending[0].ready()):
-            self._emit(self.pending.popleft())
+        while pending:
+            complete = pending[0].ready()
+            if not (complete or force or len(pending) > MAX_PENDING):
+                return
+            self._emit(pending.popleft(), complete)
 
-    def _emit(self, step: _Step) -> None:
-        complete = step.ready()
+    def _emit(self, step: _Step, complete: bool) -> None:
+        """Write `step` (`complete`: all its events have completed, so they are read without
+        another query each)."""
         step.emitted = True
         self.counts["sampled"] += 1
         self.counts["unresolved"] += not complete
-        time_of = _times(step, self.clock.zero)
+        time_of = _times(step, self.clock.zero, complete)
         begun, ended = time_of(step.start), time_of(step.end)
         if step.cuda:  # read its events now: they go back to the pool
             self.lines.append(_step_line(step, time_of, begun, ended))
@@ -337,15 +342,16 @@ class Sampler(observers.Observer):
         self.close()
 
 
-def _times(step: _Step, zero: int):
+def _times(step: _Step, zero: int, complete: bool = False):
     """mark -> ns on the rank's clock (None when unknown): the host time on a host step; on a
-    CUDA step the step's first event at its host time plus the GPU time since that event."""
+    CUDA step the step's first event at its host time plus the GPU time since that event
+    (each event asked whether it completed, unless the whole step has)."""
     if not step.cuda:
         return lambda mark: None if mark is None else mark - zero
     first = step.start[1]
 
     def time_of(mark) -> int | None:
-        if mark is None or mark[1] is None or not mark[1].query():
+        if mark is None or mark[1] is None or not (complete or mark[1].query()):
             return None
         try:
             return step.start[0] - zero + elapsed_ns(first, mark[1])
