@@ -319,15 +319,13 @@ def window_text(report: dict) -> str:
         "found": "found by themselves: no 'step:<i>' range; --step-pattern to choose others",
         "given": "--step-pattern",
     }.get(w.get("pattern_source"))
-    text = (
-        f"Window: {listed('step', inside)}"
-        + (f" of {len(steps)}" if len(inside) < len(steps) else "")
-        + f" (NVTX ranges like {pattern!r}"
-        + (f"; {how}" if how else "")
-        + ")"
-        + ("" if w.get("source") == "steps" else " as given")
-        + "."
-    )
+    of = f" of {len(steps)}" if len(inside) < len(steps) else ""
+    if w.get("pattern_source") == "samples":
+        text = f"Window: {len(inside)} sampled steps{of}, {inside[0]} to {inside[-1]}"
+    else:
+        where = f"NVTX ranges like {pattern!r}" + (f"; {how}" if how else "")
+        text = f"Window: {listed('step', inside)}{of} ({where})"
+    text += ("" if w.get("source") == "steps" else " as given") + "."
     median = value(w.get("median_step"))
     for o in w.get("outliers", []):
         what = "warm-up" if o["why"] == "warm-up" else "an outlier"

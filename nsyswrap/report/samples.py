@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +27,7 @@ from nsyswrap.report.diagnosis import _ranks, diagnose, rows
 from nsyswrap.report.figures import NS, figure
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.persistence import describe, episodes
+from nsyswrap.report.window import Window, window_of_steps
 from nsyswrap.sample.objects import SOURCE, crossrank_modules
 from nsyswrap.sample.read import Samples, read_samples
 from nsyswrap.storage.cache_keys import nsyswrap_version
@@ -47,10 +49,11 @@ CANNOT_ANSWER = [
 def sample_report(paths: list[Path], options: ReportOptions | None = None) -> dict:
     """The report dict of a run's sample files alone (layout: nsyswrap.report, plus
     `source` and `capture`)."""
-    options = options or ReportOptions()
     samples = read_samples(paths)
     for said in samples.notes:
         note(said)
+    window = _steps_window(samples, options or ReportOptions())
+    options = window.options
     crossrank, answer = _answer(samples, options)
     ranks = samples.runs.drop_duplicates("rank")
     report = {
@@ -70,6 +73,7 @@ def sample_report(paths: list[Path], options: ReportOptions | None = None) -> di
             for r in ranks.itertuples()
         ],
         "options": options.window_params(),
+        "window": window.as_json(),
         "sections": [answer["section"], crossrank],
     }
     diagnosis = diagnose(report)
@@ -144,6 +148,22 @@ def _answer(samples: Samples, options: ReportOptions) -> tuple[dict, dict]:
         )
     strag = rows({"sections": [crossrank]}, "crossrank", "stragglers")
     return crossrank, _own_answer(samples, steps, strag)
+
+
+def _steps_window(samples: Samples, options: ReportOptions) -> Window:
+    """The sampled steps' window: leading warm-up steps set apart as in an nsys report's
+    (nsyswrap.report.window), by the sampled steps' durations; slow steps later on are what
+    the samples are for, so none is set apart as an outlier."""
+    steps = samples.steps.dropna(subset=["start_ns", "end_ns"])
+    durations = (
+        (steps["end_ns"] - steps["start_ns"])
+        .groupby([steps["step"], steps["rank"]])
+        .max()
+        .groupby("step")
+        .median()
+    )
+    window = window_of_steps(durations, options, "samples")
+    return replace(window, outliers=tuple(o for o in window.outliers if o["why"] == "warm-up"))
 
 
 def _in_window(frame: pd.DataFrame, options: ReportOptions) -> pd.DataFrame:

@@ -53,7 +53,7 @@ class Window:
     options: ReportOptions
     source: str  # steps (the default), given (--steps, --window-nvtx),
     #                              capture (--whole-capture) or activity (no steps)
-    pattern_source: str  # default, given, found or none
+    pattern_source: str  # default, given, found, none or samples (sampled steps)
     steps: tuple[int, ...] = ()  # every step number of the capture
     median_ns: float | None = None
     outliers: tuple[dict, ...] = field(default_factory=tuple)  # {step, duration_ns, times, why}
@@ -104,10 +104,15 @@ def choose_window(run: Run, options: ReportOptions) -> Window:
     if steps.empty:
         pattern_source = "none"
     durations = steps.groupby(["step", "rank"]).duration_ns.max().groupby("step").median()
+    return window_of_steps(durations, replace(options, step_pattern=pattern), pattern_source)
+
+
+def window_of_steps(durations: pd.Series, options: ReportOptions, pattern_source: str) -> Window:
+    """The window of a report asked with `options` over steps of these durations (ns, the
+    median over the ranks, by step number; see the module doc)."""
     numbers = tuple(int(s) for s in durations.index)
     median = float(durations.median()) if len(durations) else None
     outliers = _outliers(durations, median)
-    options = replace(options, step_pattern=pattern)
     if options.step_from is not None or options.step_to is not None:
         _refuse_empty(options, numbers)
     if options.whole_capture:
