@@ -4,13 +4,14 @@
 -- rank, the steps it affected (it may be late only in some), and the phase that
 -- explains its lag (the phase with the largest positive excess over the median
 -- rank, see crossrank.phase_lag). The first collective of each group is left
--- out (it holds the ranks' start-up skew). It is significant only when its lag exceeds
--- both the alignment threshold (twice the largest clock uncertainty of the
--- members) and 3 x the run's jitter (1.4826 x median absolute lag of all
+-- out (it holds the ranks' start-up skew). It is significant only when its lag
+-- exceeds both the alignment threshold (twice the largest clock uncertainty of
+-- the members) and 3 x the run's jitter (1.4826 x median absolute lag of all
 -- arrivals), or, over the run, when at least half the wait it imposed falls in
--- steps where it is significant; otherwise there is no significant straggler. Times are in aligned
--- run time (see crossrank.collectives); steps without matched collectives have
--- no row, and with step_from / step_to the run row covers only those steps.
+-- steps where it is significant; otherwise there is no significant straggler.
+-- Times are in aligned run time (see crossrank.collectives); steps without
+-- matched collectives have no row, and with step_from / step_to the run row
+-- covers only those steps.
 -- @scope run
 -- @reads xr_alignment, xr_collectives, xr_phase_lag
 -- @column step BIGINT              Step index, NULL for the whole run.
