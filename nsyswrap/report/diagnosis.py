@@ -393,6 +393,8 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     phase = total.get("phase")
     phase_steps = value(total.get("phase_steps"), 0) if lag_steps else 1
     excess = value(total.get("phase_excess"), 0) / (phase_steps or n)
+    # over the steps where it is late only (an intermittent straggler's phase)
+    phase_basis = "per step where it is late" if 0 < phase_steps < len(lag_steps) else basis
     ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
     where = " and ".join(ops) if ops else "MPI collectives" if on_host else "collectives"
     all_steps = {s for steps in run.steps.values() for s, _ in steps}
@@ -406,7 +408,7 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
         f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
         f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
         + skipped
-        + (f"; its lag is in `{phase}` (+{ms(excess)} {basis})" if phase else "")
+        + (f"; its lag is in `{phase}` (+{ms(excess)} {phase_basis})" if phase else "")
         + "."
     )
     if others:
@@ -436,8 +438,9 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     step_ns = _median_step(run)
     share = lag / step_ns if step_ns else None
     advice = (
-        f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {basis} "
-        "now); every other rank waits for it in the next collective."
+        f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {phase_basis}"
+        f"{'' if phase_basis != basis else ' now'}); every other rank waits for it in the next "
+        "collective."
         if phase
         else f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
         "others wait for it in every collective."
