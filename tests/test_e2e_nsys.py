@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import nsyswrap
+from nsyswrap.engine.queries import run_module
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS = [m for m in ("torch", "nvtx") if importlib.util.find_spec(m) is None]
@@ -247,13 +248,9 @@ def test_step_window_captures_only_those_steps(tmp_path):
     assert texts == ["step:2", "step:3"]
 
 
-def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
-    """Rank 1's data loading 100 ms slower in steps 3 and 4 of 8 (CPU ranks over gloo): one
-    host's clock, DDP's asynchronous all-reduces ended at their completion marks, so the
-    replay reproduces the step times and, over steps 1-7 (step 0's first data fetch starts
-    the loader: warm-up), the first finding is rank 1's data loading, with those steps (one
-    of them may drown in the noise of a busy machine) and about 100 ms per affected step."""
-    out = tmp_path / "slow"
+def _slow_loader_report(out: Path) -> dict:
+    """`report --steps 1:` (JSON) of a new capture in `out` of 8 steps of two CPU ranks over
+    gloo, rank 1's data loading 100 ms slower in steps 3 and 4."""
     done = nsyswrap_cli(
         "launch", "--annotate", "modules,collectives,steps", "--trace", "nvtx,osrt",
         "--out", out, "--", "torchrun", "--nproc-per-node", "2", "examples/train_ddp.py",
@@ -262,11 +259,37 @@ def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     done = nsyswrap_cli("report", out, "--format", "json", "--steps", "1:")
     assert done.returncode == 0, done.stderr[-4000:]
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def _max_residual(report: dict) -> float:
     crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
     (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]
-    assert residual["max"]["value"] < 0.02
+    return residual["max"]["value"]
+
+
+def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
+    """Rank 1's data loading 100 ms slower in steps 3 and 4 of 8 (CPU ranks over gloo): one
+    host's clock, DDP's asynchronous all-reduces ended at their completion marks, so the
+    replay reproduces the step times and, over steps 1-7 (step 0's first data fetch starts
+    the loader: warm-up), the first finding is rank 1's data loading, which saves about
+    100 ms in each of those steps and next to nothing in the others. A completion mark that
+    a busy machine delays past the wait it ends (its callback waits for the GIL) can put a
+    2-10 ms step's replay more than 2 % off, and the report then gives no what-if figure:
+    such a capture is made once more."""
+    out = tmp_path / "slow"
+    report = _slow_loader_report(out)
+    if _max_residual(report) >= 0.02:
+        out = tmp_path / "again"
+        report = _slow_loader_report(out)
+    assert _max_residual(report) < 0.02
     (first, *_) = report["diagnosis"]["findings"]
     assert first["ranks"] == [1] and first["evidence"]["phase"] == "data_loading", first["text"]
-    assert set(first["evidence"]["affected_steps"]) in ({3}, {4}, {3, 4}), first["text"]
-    assert 90e6 < first["evidence"]["gain_per_affected_step"]["value"] < 110e6, first["text"]
+    with nsyswrap.open_run([out]) as run:
+        run_module(run, "crossrank.whatif", step_from=1)
+        gains = run.df(
+            "SELECT step, gain_ns FROM xr_whatif "
+            "WHERE kind = 'rank_phase' AND rank = 1 AND phase = 'data_loading' ORDER BY step"
+        ).set_index("step")["gain_ns"]
+    assert all(85e6 < gains[s] < 115e6 for s in (3, 4)), gains
+    assert (gains.drop([3, 4]) < 15e6).all(), gains
