@@ -393,8 +393,8 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     phase = total.get("phase")
     phase_steps = value(total.get("phase_steps"), 0) if lag_steps else 1
     excess = value(total.get("phase_excess"), 0) / (phase_steps or n)
-    # over the steps where it is late only (an intermittent straggler's phase)
-    phase_basis = "per step where it is late" if 0 < phase_steps < len(lag_steps) else basis
+    late = 0 < phase_steps < len(lag_steps)  # over the steps where it is late only
+    phase_basis = "per step where it is late" if late else basis
     ops = sorted({r["op"] for r in rows(report, "crossrank", "bandwidth")})
     where = " and ".join(ops) if ops else "MPI collectives" if on_host else "collectives"
     all_steps = {s for steps in run.steps.values() for s, _ in steps}
@@ -439,8 +439,7 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
     share = lag / step_ns if step_ns else None
     advice = (
         f"Make `{phase}` on rank {rank} as fast as on the others (+{ms(excess)} {phase_basis}"
-        f"{'' if phase_basis != basis else ' now'}); every other rank waits for it in the next "
-        "collective."
+        f"{'' if late else ' now'}); every other rank waits for it in the next collective."
         if phase
         else f"Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the "
         "others wait for it in every collective."

@@ -155,14 +155,8 @@ def _steps_window(samples: Samples, options: ReportOptions) -> Window:
     (nsyswrap.report.window), by the sampled steps' durations; slow steps later on are what
     the samples are for, so none is set apart as an outlier."""
     steps = samples.steps.dropna(subset=["start_ns", "end_ns"])
-    durations = (
-        (steps["end_ns"] - steps["start_ns"])
-        .groupby([steps["step"], steps["rank"]])
-        .max()
-        .groupby("step")
-        .median()
-    )
-    window = window_of_steps(durations, options, "samples")
+    steps = steps.assign(duration_ns=steps["end_ns"] - steps["start_ns"])
+    window = window_of_steps(steps, options, "samples")
     return replace(window, outliers=tuple(o for o in window.outliers if o["why"] == "warm-up"))
 
 

@@ -103,13 +103,13 @@ def choose_window(run: Run, options: ReportOptions) -> Window:
                 steps = _steps(run, pattern)
     if steps.empty:
         pattern_source = "none"
+    return window_of_steps(steps, replace(options, step_pattern=pattern), pattern_source)
+
+
+def window_of_steps(steps: pd.DataFrame, options: ReportOptions, pattern_source: str) -> Window:
+    """The window of a report asked with `options` over `steps` (step, rank, duration_ns;
+    a step's duration: the median over the ranks; see the module doc)."""
     durations = steps.groupby(["step", "rank"]).duration_ns.max().groupby("step").median()
-    return window_of_steps(durations, replace(options, step_pattern=pattern), pattern_source)
-
-
-def window_of_steps(durations: pd.Series, options: ReportOptions, pattern_source: str) -> Window:
-    """The window of a report asked with `options` over steps of these durations (ns, the
-    median over the ranks, by step number; see the module doc)."""
     numbers = tuple(int(s) for s in durations.index)
     median = float(durations.median()) if len(durations) else None
     outliers = _outliers(durations, median)

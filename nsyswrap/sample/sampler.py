@@ -342,7 +342,7 @@ class Sampler(observers.Observer):
         self.close()
 
 
-def _times(step: _Step, zero: int, complete: bool = False):
+def _times(step: _Step, zero: int, complete: bool):
     """mark -> ns on the rank's clock (None when unknown): the host time on a host step; on a
     CUDA step the step's first event at its host time plus the GPU time since that event
     (each event asked whether it completed, unless the whole step has)."""
