@@ -294,10 +294,28 @@ def test_a_rank_slow_only_in_its_steps_of_moving_stalls_is_not_named_twice():
     from nsyswrap.report.diagnosis import _causes
 
     fixes = [
-        _fix("rank", 0, None, 0.7e6, [1], 3.7e6),
-        _fix("rank_phase", 0, "forward", 0.25e6, [1], 2.8e6),
-        _fix("rank_phase", None, "forward", 0.9e6, [1, 13], 2.8e6),
-        _fix("rank_phase", 1, "forward", 0.65e6, [13], 2.8e6),
+        _fix("rank", 0, None, 0.37e6, [1], 3.7e6),
+        _fix("rank_phase", 0, "forward", 0.28e6, [1], 2.8e6),
+        _fix("rank_phase", None, "forward", 0.56e6, [1, 13], 2.8e6),
+        _fix("rank_phase", 1, "forward", 0.28e6, [13], 2.8e6),
     ]
     (cause,) = _causes(fixes)
     assert cause["pairs"] == [(1, 0), (13, 1)]
+
+
+def test_a_rank_whose_gain_moving_stalls_hold_little_of_keeps_its_finding():
+    """Rank 1's data loading stalls steps 3 and 4 by 100 ms; its forward, slower after
+    each stall, is one of the moving forward stalls there: the data loading comes first."""
+    from nsyswrap.report.diagnosis import _causes
+
+    fixes = [
+        _fix("rank", 1, None, 20e6, [3, 4], 100e6),
+        _fix("rank_phase", 1, "data_loading", 19.8e6, [3, 4], 99e6),
+        _fix("rank_phase", None, "data_loading", 19.8e6, [3, 4], 99e6),
+        _fix("rank_phase", None, "forward", 0.3e6, [1, 3, 4], 1e6),
+        _fix("rank_phase", 0, "forward", 0.1e6, [1], 1e6),
+        _fix("rank_phase", 1, "forward", 0.2e6, [3, 4], 1e6),
+    ]
+    first, second = _causes(fixes)
+    assert (first["rank"], first["phase"]) == (1, "data_loading")
+    assert second["pairs"] == [(1, 0), (3, 1), (4, 1)]

@@ -56,6 +56,7 @@ NAMED_PHASE = 0.8  # a rank's fix is told by its phase when that phase holds thi
 HOT_EXCHANGE = 1.25  # a slow rank sending this x the median rank's all_to_all bytes: hot expert
 MAX_CAUSES = 3
 MOVING = 0.25  # stalls of one phase move between ranks when each saves this x the largest
+TOLD = 0.5  # moving stalls tell a rank's gain when their phase on it holds this much of it
 # The time behind each per-device verdict (the cost a finding ranks by).
 DRIVER = {
     "communication-bound": ("exposed_comm_ns", "is exposed communication"),
@@ -496,7 +497,8 @@ def _causes(fixes: list[dict]) -> list[dict]:
     ranks (several ranks' fixes of one phase, each in its own steps and saving per affected
     step at least MOVING x the largest of them: one cause), and a rank
     with the phase that holds most of its gain, or else with its largest phase's part
-    (unless moving stalls already name that phase on it, or each step where it is slow)."""
+    (unless moving stalls already name that phase on it, or each step where it is slow and
+    at least TOLD of its gain)."""
     step_ns = next(
         (
             value(f["gain_ns_per_step"], 0) * 100 / value(f["gain_pct"])
@@ -532,10 +534,15 @@ def _causes(fixes: list[dict]) -> list[dict]:
         named = best is not None and (
             value(best["gain_ns_per_step"], 0) >= NAMED_PHASE * value(f["gain_ns_per_step"], 0)
         )
-        if (named and (f["rank"], best["phase"]) in moving) or {
-            (s, f["rank"]) for s in _fix_steps(f)
-        } <= moved:
-            continue  # a moving cause already says it (its phase, or each of its steps)
+        told = max(  # the largest gain of its moving stalls
+            (value(g["gain_ns_per_step"], 0) for g in phases if (g["rank"], g["phase"]) in moving),
+            default=0,
+        )
+        if (named and (f["rank"], best["phase"]) in moving) or (
+            {(s, f["rank"]) for s in _fix_steps(f)} <= moved
+            and told >= TOLD * value(f["gain_ns_per_step"], 0)
+        ):
+            continue  # moving stalls already say it (its phase, or its steps and gain)
         causes.append(
             {
                 "fix": best if named else f,
