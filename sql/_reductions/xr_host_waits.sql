@@ -4,10 +4,11 @@
 -- under way when the collective completed and returned first after it, within
 -- HOST_WAKE_NS = 10 ms (a thread woken by the completion: DDP's wait for its gradient
 -- buckets at the end of backward, a work.wait(); on a busy machine the woken thread can
--- take milliseconds to run: 2.7 ms seen on two loaded cores). The replay (nsyswrap.crossrank.lanes)
--- makes the rank wait there: it arrived when the call started and went on when it
--- returned. A call with no such wait was not waited for while it ran. Needs the OS runtime
--- traced (nsys --trace=osrt, launch's default). Times are session ns.
+-- take milliseconds to run: 2.7 ms seen on two loaded cores). The replay
+-- (nsyswrap.crossrank.lanes) makes the rank wait there: it arrived when the call started
+-- and went on when it returned. A call with no such wait was not waited for while it
+-- ran. Needs the OS runtime traced (nsys --trace=osrt, launch's default). Times are
+-- session ns.
 -- @reads collectives, osrt_calls
 -- @column pid BIGINT              Process.
 -- @column pg VARCHAR              Process group id of the collective.
