@@ -309,6 +309,8 @@ def test_the_slow_data_loader_is_named_with_its_steps_and_gain(slow):
     )
     assert [int(x) for x in stall["steps"].split(",")] == SLOW_STEPS
     assert abs(stall["gain_ns_per_affected_step"]["value"] - SLOW_NS) < 1_000_000
+    # the straggler's lag, over the median of two ranks, is said to be half the gap
+    assert "(of two ranks, their midpoint: half the gap to the other" in first["text"]
 
 
 def _wall_ns_per_step(folder: Path) -> float:

@@ -51,6 +51,8 @@ MPI_WAIT = (
     "the GPU's communication"
 )
 WORST_STEPS = 3
+# of two ranks the median is their midpoint: the lag and the phase excess are half the gap
+TWO_RANKS = " (of two ranks, their midpoint: half the gap to the other, here and in its phase)"
 MIN_GAIN_SHARE = 0.01  # a fix is named when it saves this share of a step where it saves time
 NAMED_PHASE = 0.8  # a rank's fix is told by its phase when that phase holds this much of it
 HOT_EXCHANGE = 1.25  # a slow rank sending this x the median rank's all_to_all bytes: hot expert
@@ -409,6 +411,7 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
         f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
         f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
         + skipped
+        + (TWO_RANKS if len(_aligned_ranks(report)) == 2 else "")
         + (f"; its lag is in `{phase}` (+{ms(excess)} {phase_basis})" if phase else "")
         + "."
     )
@@ -717,6 +720,10 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
             hot = _hot_exchange(report, cause["rank"])
             out.append(_rank_finding(cause, gain_evidence, straggler, hot))
     return out
+
+
+def _aligned_ranks(report: dict) -> set[int]:
+    return {r["rank"] for r in rows(report, "crossrank", "clock_offsets")}
 
 
 def _hot_exchange(report: dict, rank: int) -> dict | None:
