@@ -16,6 +16,7 @@ import pytest
 
 import nsyswrap
 from nsyswrap.engine.queries import run_module
+from nsyswrap.report.figures import rows
 
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS = [m for m in ("torch", "nvtx") if importlib.util.find_spec(m) is None]
@@ -263,8 +264,7 @@ def _slow_loader_report(out: Path) -> dict:
 
 
 def _max_residual(report: dict) -> float:
-    crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
-    (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]
+    (residual,) = rows(report, "crossrank", "replay_residual")
     return residual["max"]["value"]
 
 

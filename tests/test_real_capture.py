@@ -18,6 +18,7 @@ import nsyswrap
 from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.figures import rows
 from nsyswrap.report.samples import sample_report
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
@@ -182,8 +183,7 @@ def test_the_report_cannot_answer_only_what_the_capture_lacks(run):
         ("crossrank", "what a fix would save (the replay)"),
         ("memory", "GPU memory (peak allocated per rank, churn per step)"),
     ], unanswered
-    crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
-    (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]
+    (residual,) = rows(report, "crossrank", "replay_residual")
     assert 0.035 < residual["max"]["value"] < 0.043
     for section in report["sections"]:
         if section["id"] in ("single_rank", "crossrank"):
@@ -211,15 +211,15 @@ def test_launch_latency_has_one_row_per_kernel(graphs):
     """A cudaGraphLaunch launches all the kernels of its graph, each with the call's
     correlation id: every kernel has one row whose latency is its own start minus that
     call's start (computed here from kernels and api_calls alone, not from launches)."""
-    rows = run_module(graphs, "gaps.launch_latency")
+    latency = run_module(graphs, "gaps.launch_latency")
     truth = graphs.df("""
         SELECT k.start_ns - a.start_ns AS latency_ns, a.api LIKE 'cudaGraphLaunch%' AS graph
         FROM kernels AS k
         JOIN api_calls AS a ON a.rank = k.rank AND a.pid = k.pid AND a.correlation_id = k.correlation_id
         WHERE k.kind NOT IN ('memcpy', 'memset')""")  # noqa: E501  (the SQL kept as written)
-    assert len(rows) == len(truth) == 2074 and truth["graph"].sum() == 1326
-    assert not rows.duplicated(["device", "stream", "correlation_id", "start_ns"]).any()
-    assert sorted(rows["latency_ns"]) == sorted(truth["latency_ns"])
+    assert len(latency) == len(truth) == 2074 and truth["graph"].sum() == 1326
+    assert not latency.duplicated(["device", "stream", "correlation_id", "start_ns"]).any()
+    assert sorted(latency["latency_ns"]) == sorted(truth["latency_ns"])
     summary = run_module(graphs, "gaps.launch_summary")
     assert summary[["kernels", "launched", "latency_max_ns"]].values.tolist() == [
         [2074, 2074, int(truth["latency_ns"].max())]
@@ -295,14 +295,13 @@ def test_the_slow_data_loader_is_named_with_its_steps_and_gain(slow):
     hold no `data_loading` phase: the stall is the step's `before_forward`, its host time
     before the first phase range, the forward's module range)."""
     report = build_report(slow, ReportOptions())
-    crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
-    (residual,) = next(t for t in crossrank["tables"] if t["id"] == "replay_residual")["rows"]
+    (residual,) = rows(report, "crossrank", "replay_residual")
     assert residual["max"]["value"] < 0.001
     (first, *_) = report["diagnosis"]["findings"]
     assert first["ranks"] == [SLOW_RANK], first["text"]
     stall = next(
         f
-        for f in next(t for t in crossrank["tables"] if t["id"] == "whatif")["rows"]
+        for f in rows(report, "crossrank", "whatif")
         if f["kind"] == "rank_phase"
         and f["rank"] == SLOW_RANK
         and f["phase"] == first["evidence"].get("largest_phase", first["evidence"]["phase"])
@@ -333,11 +332,9 @@ def test_what_removing_the_stalls_saved_lies_between_the_replays_two_fixes():
     saved = _wall_ns_per_step(REAL / "h200_fix_slow") - _wall_ns_per_step(REAL / "h200_fix_clean")
     with nsyswrap.open_run([REAL / "h200_fix_slow"]) as run:
         report = build_report(run, ReportOptions())
-    crossrank = next(s for s in report["sections"] if s["id"] == "crossrank")
-    rows = next(t for t in crossrank["tables"] if t["id"] == "whatif")["rows"]
     gain = {
         (r["kind"], r["rank"], r["phase"]): r["gain_ns_per_step"]["value"]
-        for r in rows
+        for r in rows(report, "crossrank", "whatif")
         if r["rank"] == SLOW_RANK
     }
     stalls, rank = gain[("rank_phase", SLOW_RANK, "data_loading")], gain[("rank", SLOW_RANK, None)]

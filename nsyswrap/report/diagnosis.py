@@ -411,7 +411,7 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
         f"Rank {rank} is the straggler: it arrives last at {value(total['last'], 0)} of "
         f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
         + skipped
-        + (TWO_RANKS if len(_aligned_ranks(report)) == 2 else "")
+        + (TWO_RANKS if len(run.waited) == 2 else "")
         + (f"; its lag is in `{phase}` (+{ms(excess)} {phase_basis})" if phase else "")
         + "."
     )
@@ -720,10 +720,6 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
             hot = _hot_exchange(report, cause["rank"])
             out.append(_rank_finding(cause, gain_evidence, straggler, hot))
     return out
-
-
-def _aligned_ranks(report: dict) -> set[int]:
-    return {r["rank"] for r in rows(report, "crossrank", "clock_offsets")}
 
 
 def _hot_exchange(report: dict, rank: int) -> dict | None:
