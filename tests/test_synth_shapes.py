@@ -16,7 +16,17 @@ from nsyswrap.synth.lockstep import Links, exchange_ends
 from nsyswrap.synth.moe import routing
 from nsyswrap.synth.simulate import simulate
 
-SHAPES = ("moe8", "moe8_kernels", "pipeline8", "clock_jump8", "stream_wait", "dp6_lag", "long_wait")
+SHAPES = (
+    "moe8",
+    "moe8_kernels",
+    "moe8_same_work",
+    "pipeline8",
+    "pipeline8_same_work",
+    "clock_jump8",
+    "stream_wait",
+    "dp6_lag",
+    "long_wait",
+)
 STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
 PLANTS = {
     "moe8": "hot_expert",
@@ -38,8 +48,8 @@ def runs(tmp_path_factory):
 
 @pytest.mark.parametrize("name", SHAPES)
 def test_scenario_round_trips_through_json(name):
-    sc = preset(name)
-    assert Scenario.from_dict(json.loads(json.dumps(sc.to_dict()))) == sc
+    for sc in (preset(name), preset(name).unplanted()):
+        assert Scenario.from_dict(json.loads(json.dumps(sc.to_dict()))) == sc
 
 
 def test_barriers_end_together_exchanges_end_apart(runs):
@@ -102,9 +112,17 @@ def test_pipeline_channels_pair_stages_and_dp_groups_run_once_per_step(runs):
 
 @pytest.mark.parametrize("name", sorted(PLANTS))
 def test_a_plant_removed_keeps_every_random_draw(name):
-    """#22's planted gain: the same scenario without its plant differs by the plant alone."""
+    """#22's planted gain: the same scenario without its plant differs by the plant alone
+    (both baselines of a hot expert: its rank doing the median expert's work, and balanced
+    routing)."""
     sc = preset(name, steps=3)
     a, b = simulate(sc), simulate(dataclasses.replace(sc, **{PLANTS[name]: None}))
+    if name == "moe8":  # ranks other than the hot expert's keep their compute kernels
+        c = simulate(sc.unplanted())
+        for ta, tc in zip(a.traces, c.traces):
+            dur = [np.subtract(t.k_end, t.k_start) for t in (ta, tc)]
+            compute = [i for i, k in enumerate(ta.k_type) if not ta.kernel_types[k].is_nccl]
+            assert np.array_equal(dur[0][compute], dur[1][compute]) is (ta.rank != 6)
     for ta, tb in zip(a.traces, b.traces):
         assert list(ta.r_api) == list(tb.r_api) and list(ta.k_type) == list(
             tb.k_type

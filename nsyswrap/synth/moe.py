@@ -70,9 +70,20 @@ class MoEProgram(ShapeProgram):
         for d in self.devices:
             self.tl.wait(d.compute, self.comm_stream(d, EP_PG))
 
-    def experts(self, step: int, layer: int, tokens: int, factor: int, tag: int) -> list[int]:
+    def expert_tokens(self, step: int, layer: int) -> int:
+        """The tokens this rank's expert works on: those routed to it; on the hot expert's
+        rank under HotExpert.median_work, the median of the other experts' (the middle
+        one, or the two middle ones' mean rounded half to even)."""
+        received = self.routes(step, layer).sum(axis=0)
+        hot = self.sc.hot_expert
+        if hot and hot.median_work and hot.rank == self.rank:
+            return int(np.round(np.median(np.delete(received, self.rank))))
+        return int(received[self.rank])
+
+    def experts(self, step: int, layer: int, factor: int, tag: int) -> list[int]:
         """Expert kernel durations: a base each + the per-token time spread over them."""
         moe = self.sc.moe
+        tokens = self.expert_tokens(step, layer)
         base = self.draw(EXPERT_BASE_NS, moe.expert_kernels, step, layer, tag)
         work = tokens * moe.expert_ns_per_token * factor
         return [
@@ -93,7 +104,7 @@ class MoEProgram(ShapeProgram):
             tl.pop()
             yield from self.all_to_all(tokens[self.rank])  # dispatch
             tl.push(f"fwd:layers.{layer}.experts")
-            self.kernels("forward", self.experts(i, layer, int(tokens[:, self.rank].sum()), 1, 2))
+            self.kernels("forward", self.experts(i, layer, 1, 2))
             tl.pop()
             yield from self.all_to_all(tokens[:, self.rank])  # combine
         tl.pop()
@@ -107,7 +118,7 @@ class MoEProgram(ShapeProgram):
             tokens = self.routes(i, layer)
             yield from self.all_to_all(tokens[self.rank])  # combine's gradient
             tl.push(f"bwd:layers.{layer}.experts")
-            self.kernels("backward", self.experts(i, layer, int(tokens[:, self.rank].sum()), 2, 3))
+            self.kernels("backward", self.experts(i, layer, 2, 3))
             tl.pop()
             yield from self.all_to_all(tokens[:, self.rank])  # dispatch's gradient
             tl.push(f"bwd:layers.{layer}.attn")

@@ -34,6 +34,21 @@ MOE8 = Scenario(
     clock_drift_ppm=tuple(25 * k for k in NODE1_LATE),
 )
 
+PIPELINE8 = Scenario(
+    name="pipeline8",
+    seed=31,
+    ranks=8,
+    ranks_per_node=4,
+    steps=8,
+    pipeline=Pipeline(),
+    slow_stage=SlowStage(stage=2, extra_ns=60_000),
+    data_loading_ns=40_000_000,
+    end_jitter_ns=0,
+    coll_ranges=False,
+    clock_error_ns=tuple(21_000_000 * k for k in NODE1_LATE),
+    clock_drift_ppm=tuple(-30 * k for k in NODE1_LATE),
+)
+
 PRESETS: dict[str, tuple[str, Scenario]] = {
     "run2": (
         "2 ranks, partly overlapped NCCL, P2P copies, idle gaps of each cause",
@@ -174,25 +189,22 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
         "moe8 without nsyswrap's coll: ranges (NCCL kernels only)",
         MOE8.replace(name="moe8_kernels", coll_ranges=False),
     ),
+    "moe8_same_work": (
+        "moe8 with every rank drawing the same work and even routing apart from the hot expert "
+        "(same_work, imbalance 0): the replay's assumptions hold, its gains equal the planted",
+        MOE8.replace(name="moe8_same_work", same_work=True, moe=MoE(imbalance=0.0)),
+    ),
     "pipeline8": (
         "pipeline: 4 stages x 2 data-parallel replicas, one per host (ranks 0-3 on node0), 1F1B "
         "over 8 microbatches, send/recv kernels on one stream per peer, stage 2 slow (+60 us per "
         "microbatch forward, +120 us backward), each stage's DP all_reduce once per step; node1's "
         "clock 21 ms off, drifting -30 ppm; NCCL kernels only",
-        Scenario(
-            name="pipeline8",
-            seed=31,
-            ranks=8,
-            ranks_per_node=4,
-            steps=8,
-            pipeline=Pipeline(),
-            slow_stage=SlowStage(stage=2, extra_ns=60_000),
-            data_loading_ns=40_000_000,
-            end_jitter_ns=0,
-            coll_ranges=False,
-            clock_error_ns=tuple(21_000_000 * k for k in NODE1_LATE),
-            clock_drift_ppm=tuple(-30 * k for k in NODE1_LATE),
-        ),
+        PIPELINE8,
+    ),
+    "pipeline8_same_work": (
+        "pipeline8 with every rank drawing the same work and clocks that do not drift: the "
+        "replay's assumptions hold, its gains equal the planted",
+        PIPELINE8.replace(name="pipeline8_same_work", same_work=True, clock_drift_ppm=(0,) * 8),
     ),
     "clock_jump8": (
         "8 data-parallel ranks on 2 hosts (node1's clock 5 ms off, drifting 20 ppm), node1's clock "

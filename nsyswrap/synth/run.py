@@ -47,9 +47,14 @@ def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -
         raise NsysWrapError(out, "is not a directory", "give a directory for the generated reports")
     sim = simulate(scenario)
     names = [report_name(tr.rank, scenario.ranks_per_report) for tr in sim.traces]
-    # the planted gain: the same scenario simulated again without its plant
-    unplanted = simulate(scenario.unplanted()) if scenario.has_plant() else None
-    truth = compute_truth(sim, names, unplanted)
+    # the planted gain: the same scenario simulated again without its plant (and for a hot
+    # expert, again with balanced routing)
+    plant = scenario.has_plant()
+    unplanted = simulate(scenario.unplanted()) if plant else None
+    balanced = (
+        simulate(scenario.replace(hot_expert=None)) if plant and scenario.hot_expert else None
+    )
+    truth = compute_truth(sim, names, unplanted, balanced)
     out.mkdir(parents=True, exist_ok=True)
     for path in old:
         path.unlink()

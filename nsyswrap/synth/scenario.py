@@ -120,10 +120,18 @@ class MoE:
 @dataclass(frozen=True)
 class HotExpert:
     """MoE plant: the expert on ``rank`` draws ``factor`` x its routing weight (more tokens:
-    longer dispatch/combine transfers to it and longer expert kernels on it)."""
+    longer dispatch/combine transfers to it and longer expert kernels on it).
+
+    ``median_work``: the planted gain's baseline (Scenario.unplanted): the tokens still
+    routed as planted, so every transfer as planted, but the experts on ``rank`` taking
+    as long as for the median of the other experts' tokens in that step and layer (a
+    fix of the hot rank's work, which the replay can measure). Removing the plant
+    altogether (balanced routing) also shortens every all_to_all and changes the other
+    experts' work: truth's ``planted_gain.balanced_routing``."""
 
     rank: int
     factor: float = 3.0
+    median_work: bool = False
 
 
 @dataclass(frozen=True)
@@ -380,11 +388,14 @@ class Scenario:
 
     def has_plant(self) -> bool:
         """Whether anything slows the run down on purpose (the planted gain's subject)."""
-        return bool(self.planted() or self.hot_expert or self.slow_stage)
+        hot = self.hot_expert and not self.hot_expert.median_work
+        return bool(self.planted() or hot or self.slow_stage)
 
     def unplanted(self) -> Scenario:
-        """The same run without its planted slow-downs (the planted gain's baseline)."""
-        return self.replace(straggler=None, stalls=(), hot_expert=None, slow_stage=None)
+        """The same run without its planted slow-downs (the planted gain's baseline; a hot
+        expert's: its rank doing the median expert's work, HotExpert.median_work)."""
+        hot = self.hot_expert and dataclasses.replace(self.hot_expert, median_work=True)
+        return self.replace(straggler=None, stalls=(), hot_expert=hot, slow_stage=None)
 
     def work_seed(self, rank: int) -> int:
         """The rank whose seeds draw ``rank``'s work: its own, or rank 0's with same_work."""

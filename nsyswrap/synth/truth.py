@@ -172,8 +172,13 @@ def classify_gap(start: int, end: int, syncs: Measure, launches_at_end: list[int
 
 
 def compute_truth(
-    sim: Simulation, report_names: list[str], unplanted: Simulation | None = None
+    sim: Simulation,
+    report_names: list[str],
+    unplanted: Simulation | None = None,
+    balanced: Simulation | None = None,
 ) -> Truth:
+    """The truth of ``sim``; its planted gain against ``unplanted`` and, for a hot expert,
+    ``balanced`` (the run with the hot expert's routing removed altogether)."""
     sc = sim.scenario
     traces = sim.traces
     offsets = [traces[0].clock_error - t.clock_error for t in traces]
@@ -276,7 +281,7 @@ def compute_truth(
         ],
         exchanges=exchanges or None,
         clock_jumps=_clock_jumps(sim, offsets),
-        planted_gain=None if unplanted is None else planted_gain(sim, unplanted),
+        planted_gain=None if unplanted is None else planted_gain(sim, unplanted, balanced),
     )
 
 
@@ -296,9 +301,28 @@ def run_step_times(sim: Simulation) -> dict[int, int]:
     return out
 
 
-def planted_gain(sim: Simulation, unplanted: Simulation) -> dict:
+def planted_gain(sim: Simulation, unplanted: Simulation, balanced: Simulation | None) -> dict:
     """What the planted slow-downs cost: per step, the run's step time (run_step_times) as
-    generated, the same scenario's step time simulated again without them, and the gain."""
+    generated, the same scenario's step time simulated again without them, and the gain;
+    for a hot expert also ``balanced_routing``, the same against ``balanced``."""
+    gain = _gain_by_step(sim, unplanted)
+    out = {
+        "definition": "run step time = latest end of the step on any rank - latest end of the "
+        "previous step (first step: its latest start); gain = step time - step time "
+        "simulated again without the plant",
+        **gain,
+    }
+    if balanced is not None:
+        out["definition"] += (
+            "; a hot expert's plant: its rank's extra expert work (the run again with its "
+            "experts taking as long as for the median other expert's tokens, routing as "
+            "planted); balanced_routing: the run again without its routing factor"
+        )
+        out["balanced_routing"] = _gain_by_step(sim, balanced)
+    return out
+
+
+def _gain_by_step(sim: Simulation, unplanted: Simulation) -> dict:
     recorded, clean = run_step_times(sim), run_step_times(unplanted)
     steps = [
         {
@@ -310,13 +334,7 @@ def planted_gain(sim: Simulation, unplanted: Simulation) -> dict:
         for s in sorted(recorded)
     ]
     total = sum(r["gain_ns"] for r in steps)
-    return {
-        "definition": "run step time = latest end of the step on any rank - latest end of the "
-        "previous step (first step: its latest start); gain = step time - step time "
-        "simulated again without the plant",
-        "steps": steps,
-        "gain_ns_total": total,  # per step: gain_ns_total / len(steps)
-    }
+    return {"steps": steps, "gain_ns_total": total}  # per step: gain_ns_total / len(steps)
 
 
 def _clock_jumps(sim: Simulation, offsets: list[int]) -> list[dict] | None:
