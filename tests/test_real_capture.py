@@ -310,6 +310,12 @@ def test_the_slow_data_loader_is_named_with_its_steps_and_gain(slow):
     assert abs(stall["gain_ns_per_affected_step"]["value"] - SLOW_NS) < 1_000_000
     # the straggler's lag, over the median of two ranks, is said to be half the gap
     assert "(of two ranks, their midpoint: half the gap to the other" in first["text"]
+    # the advice names the stall's phase; the lag's phase ranges are "in" it only where the
+    # replay names the same phase (zero-code: the forward's module range lags the most, but
+    # the stall lies before it)
+    assert first["recommendation"].startswith(f"Make `{stall['phase']}` on rank 1 as fast as")
+    lag_in = "its lag is in `" in first["text"]
+    assert lag_in is (f"its lag is in `{stall['phase']}`" in first["text"]), first["text"]
 
 
 def _wall_ns_per_step(folder: Path) -> float:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import statistics
 
+from nsyswrap.crossrank.lanes import BEFORE_FORWARD
 from nsyswrap.report.figures import (
     COUNT,
     FRACTION,
@@ -55,6 +56,13 @@ WORST_STEPS = 3
 TWO_RANKS = " (of two ranks, their midpoint: half the gap to the other, here and in its phase)"
 MIN_GAIN_SHARE = 0.01  # a fix is named when it saves this share of a step where it saves time
 NAMED_PHASE = 0.8  # a rank's fix is told by its phase when that phase holds this much of it
+ADVISED_PHASE = 0.5  # ... and advised by its largest phase when that holds this much of it
+LAG_IN = "; its lag is in `{}`"
+LAG_MOST = "; of its phase ranges, `{}` lags the most"  # where the replay names another phase
+GLOSS = {  # phases the replay makes up, said in words where a finding names them
+    BEFORE_FORWARD: " (the step's time before its first forward, where data loading falls "
+    "when a step is found from its forward)",
+}
 HOT_EXCHANGE = 1.25  # a slow rank sending this x the median rank's all_to_all bytes: hot expert
 MAX_CAUSES = 3
 MOVING = 0.25  # stalls of one phase move between ranks when each saves this x the largest
@@ -412,7 +420,7 @@ def _crossrank_findings(report: dict, run: _Run) -> list[dict]:
         f"{value(total['collectives'], 0)} collectives, {ms(lag)} {basis} after the median rank"
         + skipped
         + (TWO_RANKS if len(run.waited) == 2 else "")
-        + (f"; its lag is in `{phase}` (+{ms(excess)} {phase_basis})" if phase else "")
+        + (LAG_IN.format(phase) + f" (+{ms(excess)} {phase_basis})" if phase else "")
         + "."
     )
     if others:
@@ -646,21 +654,32 @@ def _rank_finding(
     )
     part = cause.get("part")
     if part is not None:
+        part_gain = value(part["gain_ns_per_step"], 0)
         text += (
-            f" Of it, `{part['phase']}` on rank {rank} alone saves "
-            f"{ms(value(part['gain_ns_per_affected_step'], 0))} per affected step, "
-            f"{ms(value(part['gain_ns_per_step'], 0))} per step on average (steps "
-            f"{part['steps']})."
+            f" Of it, `{part['phase']}`{GLOSS.get(part['phase'], '')} on rank {rank} alone "
+            f"saves {ms(value(part['gain_ns_per_affected_step'], 0))} per affected step, "
+            f"{ms(part_gain)} per step on average (steps {part['steps']})."
         )
         evidence["largest_phase"] = part["phase"]
         evidence["largest_phase_gain_per_step"] = part["gain_ns_per_step"]
+        if part_gain >= ADVISED_PHASE * gain:
+            advice = (
+                f"Make `{part['phase']}` on rank {rank} as fast as on the others: that alone "
+                f"saves {ms(part_gain)} per step (the whole rank made as fast, {ms(gain)}); "
+                "every other rank waits for it in the next collective."
+            )
     if hot is not None:
         sentence, advice = _hot_expert_words(rank, gain, hot)
         text += sentence
         evidence["exchange_bytes_vs_median"] = hot["vs_median"]
     known = next((f for f in straggler if f["ranks"] == [rank]), None)
     if known is not None:
-        text += " It" + known["text"].split(":", 1)[1].removeprefix(" it")
+        told = phase or (part or {}).get("phase")
+        lag_phase = known["evidence"]["phase"]
+        said = known["text"].split(":", 1)[1].removeprefix(" it")
+        if told and lag_phase and lag_phase != told:  # the lag's phase ranges hold less
+            said = said.replace(LAG_IN.format(lag_phase), LAG_MOST.format(lag_phase))
+        text += " It" + said
         evidence = {**known["evidence"], **evidence}
         straggler.remove(known)
     return {
