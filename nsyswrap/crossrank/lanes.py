@@ -52,6 +52,10 @@ CHAINED = ("S", "X", "W", "Ja")  # events that follow the rank's previous event 
 # (their durations, and a join's after the collective it waited for, are the rank's own work)
 NO_PHASE = ""  # a segment's time outside every phase
 BEFORE_FORWARD = "before_forward"  # a step's host time before its first phase range
+PHASE_GLOSS = {  # the phases the model makes up, in words for a finding that names them
+    BEFORE_FORWARD: "the step's time before its first forward, where data loading falls when "
+    "a step is found from its forward",
+}
 P2P_OPS = ("send", "recv", "isend", "irecv", "send_recv", "p2p")
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import statistics
 
-from nsyswrap.crossrank.lanes import BEFORE_FORWARD
 from nsyswrap.report.figures import (
     COUNT,
     FRACTION,
@@ -59,10 +58,6 @@ NAMED_PHASE = 0.8  # a rank's fix is told by its phase when that phase holds thi
 ADVISED_PHASE = 0.5  # ... and advised by its largest phase when that holds this much of it
 LAG_IN = "; its lag is in `{}`"
 LAG_MOST = "; of its phase ranges, `{}` lags the most"  # where the replay names another phase
-GLOSS = {  # phases the replay makes up, said in words where a finding names them
-    BEFORE_FORWARD: " (the step's time before its first forward, where data loading falls "
-    "when a step is found from its forward)",
-}
 HOT_EXCHANGE = 1.25  # a slow rank sending this x the median rank's all_to_all bytes: hot expert
 MAX_CAUSES = 3
 MOVING = 0.25  # stalls of one phase move between ranks when each saves this x the largest
@@ -654,9 +649,12 @@ def _rank_finding(
     )
     part = cause.get("part")
     if part is not None:
+        from nsyswrap.crossrank.lanes import PHASE_GLOSS  # numpy: off the stored answer's path
+
         part_gain = value(part["gain_ns_per_step"], 0)
+        gloss = f" ({PHASE_GLOSS[part['phase']]})" if part["phase"] in PHASE_GLOSS else ""
         text += (
-            f" Of it, `{part['phase']}`{GLOSS.get(part['phase'], '')} on rank {rank} alone "
+            f" Of it, `{part['phase']}`{gloss} on rank {rank} alone "
             f"saves {ms(value(part['gain_ns_per_affected_step'], 0))} per affected step, "
             f"{ms(part_gain)} per step on average (steps {part['steps']})."
         )

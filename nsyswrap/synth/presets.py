@@ -190,9 +190,15 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
         MOE8.replace(name="moe8_kernels", coll_ranges=False),
     ),
     "moe8_same_work": (
-        "moe8 with every rank drawing the same work and even routing apart from the hot expert "
-        "(same_work, imbalance 0): the replay's assumptions hold, its gains equal the planted",
-        MOE8.replace(name="moe8_same_work", same_work=True, moe=MoE(imbalance=0.0)),
+        "moe8 with every rank drawing the same work, even routing apart from the hot expert "
+        "(imbalance 0) and clocks that do not drift: the replay's assumptions hold, its gains "
+        "equal the planted",
+        MOE8.replace(
+            name="moe8_same_work",
+            same_work=True,
+            moe=MoE(imbalance=0.0),
+            clock_drift_ppm=(0,) * 8,
+        ),
     ),
     "pipeline8": (
         "pipeline: 4 stages x 2 data-parallel replicas, one per host (ranks 0-3 on node0), 1F1B "
