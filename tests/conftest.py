@@ -1,4 +1,5 @@
-"""Shared test set-up: a private cache, the real public exports, and the CLI runner."""
+"""Shared test set-up: a private cache, the CLI runner and a stand-in nsys (what test modules
+share beyond fixtures is in tests/helpers)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.nsys_standin import Standin
 
 from nsyswrap.cli import main
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-PUBLIC = sorted((SHARED / "nsys-sqlite" / "public").glob("*.sqlite"))
-FIXTURES = ROOT / "fixtures"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -46,10 +43,8 @@ def cli(capsys):
 
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
-    """A stand-in `nsys` first on PATH that records its arguments (tests/test_launch.py's
-    Standin), for the tests of the launcher and export."""
-    from test_launch import Standin
-
+    """A stand-in `nsys` first on PATH that records its arguments (helpers.nsys_standin),
+    for the tests of the launcher and export."""
     fake = Standin(tmp_path)
     monkeypatch.setenv("PATH", f"{fake.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NSYS_STANDIN_LOG", str(fake.log))

@@ -1,0 +1,102 @@
+"""The layout shows the architecture and the imports run one way: CLI -> sections ->
+domain -> engine (nsyswrap/engine) -> storage (nsyswrap/storage). The engine imports no
+domain package, not even inside a function (a builder is imported by name when it runs:
+nsyswrap.engine.builders), so no import circle joins the engine and crossrank/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "nsyswrap"
+LAYERS = {"engine": ("engine", "storage"), "storage": ("storage",)}
+# What stays at the top of the package: the CLI and its output, the public API, the one
+# error type, the single-rank metric calls and the Chrome trace export.
+TOP = {
+    "__init__",
+    "__main__",
+    "api",
+    "cli",
+    "errors",
+    "metrics",
+    "output",
+    "text_table",
+    "timeline",
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every nsyswrap module `path` imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("nsyswrap")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nsyswrap"):
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def _modules(package: str) -> dict[str, Path]:
+    return {
+        f"nsyswrap.{package}.{p.stem}": p
+        for p in (ROOT / package).glob("*.py")
+        if p.stem != "__init__"
+    }
+
+
+def test_the_top_of_the_package_holds_only_its_entry_points():
+    assert {p.stem for p in ROOT.glob("*.py")} == TOP
+
+
+def test_each_layer_imports_only_itself_and_the_layers_below():
+    """The engine imports the engine, storage and the error type; storage only storage."""
+    for layer, allowed in LAYERS.items():
+        for name, path in _modules(layer).items():
+            above = {
+                m
+                for m in _imports(path)
+                if m.split(".")[1:2] and m.split(".")[1] not in (*allowed, "errors")
+            }
+            assert not above, f"{name} imports {sorted(above)}"
+
+
+def test_the_engine_has_no_import_circle():
+    """Not even inside a function: each engine or storage module imports only modules
+    below it."""
+    modules = _modules("engine") | _modules("storage")
+    graph = {name: {m for m in _imports(path) if m in modules} for name, path in modules.items()}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        assert name not in path, "import circle: " + " -> ".join(path[path.index(name) :] + [name])
+        if name not in done:
+            for imported in graph[name]:
+                visit(imported, path + [name])
+            done.add(name)
+
+    for name in modules:
+        visit(name, [])
+
+
+def test_crossrank_reaches_the_engine_through_its_interface():
+    """crossrank/ reads declared objects and modules (queries, run) and never the
+    planner's insides."""
+    for path in (ROOT / "crossrank").glob("*.py"):
+        assert not {m for m in _imports(path) if m.startswith("nsyswrap.engine.planner")}, path.name
+
+
+DOMAIN = ("crossrank", "sample", "annotate", "synth", "sweep")
+ABOVE_THE_DOMAIN = ("report", "html_report", "comparison", "launch", "cli")
+
+
+def test_the_domain_imports_no_section_and_no_workflow():
+    """Sections (report, html_report, comparison) and workflows (launch, the CLI) read the
+    domain packages, never the other way; the report over sample files is a section
+    (nsyswrap.report.samples), a process's rank and host are the annotation's
+    (nsyswrap.annotate.ranks)."""
+    for package in DOMAIN:
+        for name, path in _modules(package).items():
+            above = {
+                m for m in _imports(path) if m.split(".")[1:2] in [[a] for a in ABOVE_THE_DOMAIN]
+            }
+            assert not above, f"{name} imports {sorted(above)}"

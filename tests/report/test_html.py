@@ -1,0 +1,124 @@
+"""`nsyswrap report RUN --html PATH`: a self-contained page with the plots and every section."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from helpers.crossrank_runs import planted_run
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """(run dir, page path, page text) of `nsyswrap report RUN --html` on a 4-rank run."""
+    from nsyswrap.cli import main
+
+    out = tmp_path_factory.mktemp("html_run")
+    planted_run(out, ranks=4, steps=3, straggler=(3, "data_loading", 200_000))
+    html = out / "report.html"
+    with pytest.raises(SystemExit) as done:
+        main(
+            ["report", str(out), "--html", str(html), "-f", "json", "-o", str(out / "report.json")]
+        )
+    assert done.value.code in (0, None)
+    return out, html, html.read_text(encoding="utf-8")
+
+
+def test_page_is_self_contained(page):
+    _, _, text = page
+    assert text.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<script|<link|<img|<iframe|url\(|@import", text)
+    assert set(re.findall(r"https?://[^\s\"'<>]+", text)) <= {"http://www.w3.org/2000/svg"}
+
+
+def test_page_has_the_four_plots_and_the_sections(page):
+    _, _, text = page
+    for label in (
+        "per-rank step timeline",
+        "GPU time ledger per rank",
+        "critical path per step",
+        "arrival skew per rank and collective",
+    ):
+        assert f'aria-label="{label}"' in text
+    assert text.count("<svg") == 4
+    # the straggler's data loading on each step's critical path
+    assert len(re.findall(r"<title>step \d+: rank 3 data_loading", text)) == 3
+    assert "straggler: rank 3" in text and "`data_loading`" in text
+    assert "Where the GPU time goes" in text and "Across ranks" in text
+    assert (
+        len(re.findall(r"<title>rank \d+, pg=0 seq=\d+: arrived", text)) == 4 * 6
+    )  # one cell per rank x collective
+
+
+def test_the_diagnosis_comes_before_the_plots(page):
+    _, _, text = page
+    assert text.index('class="diagnosis"') < text.index("<h2>Plots</h2>")
+    assert "Diagnosis: STRAGGLER: RANK 3" in text and "What to do" in text
+
+
+def test_plots_that_cannot_be_drawn_say_how_to_capture_them(tmp_path):
+    from helpers.report_builder import make_report
+
+    from nsyswrap import open_run
+    from nsyswrap.html_report import html_page
+    from nsyswrap.report import ReportOptions, build_report
+
+    path = make_report(tmp_path / "rank0.sqlite", kernels=[(0, 100, 0, 7, "a")])
+    with open_run([path]) as run:
+        text = html_page(run, build_report(run, ReportOptions()), ReportOptions())
+    assert "Not drawn: these reports have no `step:&lt;i&gt;` ranges; mark steps" in text
+    assert "--annotate collectives" in text
+
+
+def test_cli_refuses_to_overwrite_the_page(cli, page):
+    out, html, _ = page
+    code, _, err = cli("report", out, "--html", html)
+    assert code == 1 and "already exists" in err
+    assert cli("report", out, "--html", html, "--force", "-f", "json")[0] == 0
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_page_renders_headless(page, tmp_path):
+    _, html, _ = page
+    png = tmp_path / "page.png"
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--screenshot={png}",
+            "--window-size=1400,900",
+            html.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert png.stat().st_size > 20_000  # a blank page is a few kB
+
+
+def test_one_colour_per_meaning():
+    from nsyswrap.html_report.charts import COLORS, LEDGER_PARTS, PALETTE, WAIT_COLOR
+    from nsyswrap.html_report.page import LABEL_COLORS
+
+    assert not set(PALETTE) & set(COLORS.values())  # phases never look like a cause
+    assert [c for _, _, c in LEDGER_PARTS] == [
+        COLORS[k] for k in ("compute", "both", "comm", "copy", "idle")
+    ]
+    assert (
+        WAIT_COLOR
+        == LABEL_COLORS["waiting-for-peers"]
+        == LABEL_COLORS["straggler"]
+        == COLORS["wait"]
+    )
+    assert LABEL_COLORS["communication-bound"] == COLORS["comm"]
+    assert LABEL_COLORS["compute-bound"] == COLORS["compute"]
