@@ -674,7 +674,7 @@ def timeline(
             "-o",
             metavar="FILE",
             readable=False,
-            help="Trace file to write (Chrome/Perfetto JSON).",
+            help="Trace file to write (Chrome/Perfetto JSON; with --per-rank a TAR archive).",
         ),
     ],
     steps: Steps = None,
@@ -689,6 +689,14 @@ def timeline(
             help="Keep at most this many events, longest first [default: 100,000].",
         ),
     ] = None,
+    per_rank: Annotated[
+        bool,
+        typer.Option(
+            "--per-rank",
+            help="Write a TAR archive: a trace per rank on its own clock and a Perfetto "
+            "manifest that lines them up by the fitted clock offsets.",
+        ),
+    ] = False,
     force: Force = False,
     opener=None,
 ) -> None:
@@ -705,6 +713,7 @@ def timeline(
         ReportOptions.parse(steps, window_nvtx, step_pattern),
         opener=opener,
         force=force,
+        per_rank=per_rank,
         **limit,
     )
     print(f"wrote {output}: {events:,} events")

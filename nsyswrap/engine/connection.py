@@ -21,6 +21,7 @@ VIEWS = (
     "collectives",
     "devices",
     "processes",
+    "threads",
     "session",
     "data_quality",
     "nvtx_payloads",

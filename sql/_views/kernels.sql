@@ -16,6 +16,13 @@
 -- @column is_comm BOOLEAN         NCCL kernel or peer-to-peer copy: communication.
 -- @column coll_op VARCHAR         Collective parsed from an NCCL kernel name, else NULL.
 -- @column bytes BIGINT            Bytes moved or set (NULL for kernels).
+-- @column grid_x BIGINT           Kernel grid size in x, in blocks (NULL for copies and
+--                                 sets, and where the export has no gridX).
+-- @column grid_y BIGINT           Kernel grid size in y (as grid_x).
+-- @column grid_z BIGINT           Kernel grid size in z (as grid_x).
+-- @column block_x BIGINT          Kernel block size in x, in threads (as grid_x).
+-- @column block_y BIGINT          Kernel block size in y (as grid_x).
+-- @column block_z BIGINT          Kernel block size in z (as grid_x).
 WITH strings AS (
     -- one value per id (a repeated id, counted by data_quality, must not multiply rows)
     SELECT id, min(value) AS value FROM raw_strings WHERE _proto = 0 GROUP BY id
@@ -56,7 +63,13 @@ kernel_rows AS (
         END AS kind,
         coalesce(s.is_nccl, d.is_nccl, FALSE) AS is_comm,
         coalesce(s.coll_op, d.coll_op) AS coll_op,
-        CAST(NULL AS BIGINT) AS bytes
+        CAST(NULL AS BIGINT) AS bytes,
+        k.gridX AS grid_x,
+        k.gridY AS grid_y,
+        k.gridZ AS grid_z,
+        k.blockX AS block_x,
+        k.blockY AS block_y,
+        k.blockZ AS block_z
     FROM raw_kernel AS k
     LEFT JOIN kernel_names AS s
         ON s.id = k.shortName
@@ -81,7 +94,8 @@ SELECT
     'memcpy' AS kind,
     copy_kind = 'PtoP' AS is_comm,
     CAST(NULL AS VARCHAR) AS coll_op,
-    bytes
+    bytes,
+    NULL, NULL, NULL, NULL, NULL, NULL
 FROM memcpy
 UNION ALL
 SELECT
@@ -91,5 +105,6 @@ SELECT
     'memset' AS kind,
     FALSE AS is_comm,
     CAST(NULL AS VARCHAR) AS coll_op,
-    bytes
+    bytes,
+    NULL, NULL, NULL, NULL, NULL, NULL
 FROM memset

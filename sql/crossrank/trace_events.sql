@@ -1,24 +1,45 @@
--- One row per event of the aligned multi-rank trace: NVTX ranges, GPU
--- activities (kernels, copies, sets) and the wait of each rank inside each
--- matched collective, in run time (each report's clock: offset, drift and jump,
--- see crossrank.clock_offsets and the macro run_ns). With
--- step_from / step_to only events overlapping those steps (on any rank) are
--- kept, with window_nvtx only those overlapping the NVTX ranges LIKE it (from the
--- first start to the last end on any rank; both: the intersection); at most
--- max_events, longest first. An event is its process's rank
--- (crossrank.clock_offsets: a report may hold several); the event of a process that
--- is no rank, the lowest rank of its report.
+-- One row per event of the aligned multi-rank trace: NVTX ranges, CUDA API calls, GPU
+-- activities (kernels, copies, sets), and each rank's part in each matched collective
+-- (from its arrival to its end) with the wait inside it (until the last rank arrived), in
+-- run time (each report's clock: offset, drift and jump, see crossrank.clock_offsets and
+-- the macro run_ns). With step_from / step_to only events overlapping those steps (on any
+-- rank) are kept, with window_nvtx only those overlapping the NVTX ranges LIKE it (from
+-- the first start to the last end on any rank; both: the intersection); at most
+-- max_events, longest first. An event is its process's rank (crossrank.clock_offsets: a
+-- report may hold several); the event of a process that is no rank, the lowest rank of
+-- its report.
 -- @scope run
 -- @include metrics
 -- @reads xr_alignment, xr_clock, xr_steps, xr_events
 -- @param max_events BIGINT = 100000  At most this many events, longest first.
 -- @column rank INTEGER             Rank of the event's process.
--- @column track VARCHAR            `thread <tid>`, `GPU <device> stream
---                                  <stream>` or `collective wait`.
--- @column name VARCHAR             Range text, kernel name or `wait <op> ...`.
--- @column category VARCHAR         nvtx, wait or the kernel's kernels.kind.
+-- @column track VARCHAR            `<thread name> <tid>` (NVTX ranges; `thread <tid>` when
+--                                  the thread has no recorded name), the same with ` CUDA
+--                                  API` (calls), `GPU <device> stream <stream>` or
+--                                  `collectives`.
+-- @column name VARCHAR             Range text, API or kernel name, `<op> pg=<pg> seq=<seq>`
+--                                  (a collective) or `wait <op> pg=<pg> seq=<seq>`.
+-- @column category VARCHAR         nvtx, cuda_api, collective, wait or the activity's
+--                                  kernels.kind.
 -- @column start_ns BIGINT          Start, ns of run time.
 -- @column dur_ns BIGINT            Duration (ns).
+-- @column pid BIGINT               Process of a range, call or activity (NULL for a
+--                                  collective or wait).
+-- @column tid BIGINT               Thread of a range or call (NULL otherwise).
+-- @column device BIGINT            Device of a GPU activity (NULL otherwise).
+-- @column stream BIGINT            Stream of a GPU activity (NULL otherwise).
+-- @column correlation_id BIGINT    CUPTI correlation id of a call or activity.
+-- @column domain VARCHAR           NVTX domain of a range.
+-- @column grid VARCHAR             A kernel's grid (`x,y,z` blocks).
+-- @column block VARCHAR            A kernel's block (`x,y,z` threads).
+-- @column bytes BIGINT             Bytes of a copy, set, collective range or collective.
+-- @column op VARCHAR               Op of a collective range, collective or wait.
+-- @column dtype VARCHAR            Dtype of a collective range.
+-- @column pg VARCHAR               Process group of a collective range, collective or wait.
+-- @column seq BIGINT               Sequence number in that group.
+-- @column wait_ns BIGINT           A collective's wait on this rank before the last rank
+--                                  arrived (ns; NULL otherwise).
+-- @column last_rank INTEGER        A collective's last rank to arrive (NULL otherwise).
 WITH alignment AS MATERIALIZED (
     SELECT * FROM xr_alignment
 ),
@@ -96,13 +117,25 @@ events AS NOT MATERIALIZED (
         e.pid,
         e.source,
         e.tid,
+        e.thread_name,
         e.device,
         e.stream,
         e.name,
         e.category,
         run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS start_ns,
         run_ns(e.end_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns)
-        - run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS dur_ns
+        - run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS dur_ns,
+        e.correlation_id,
+        e.domain,
+        e.grid,
+        e.block,
+        e.bytes,
+        e.op,
+        e.dtype,
+        e.pg,
+        e.seq,
+        CAST(NULL AS BIGINT) AS wait_ns,
+        CAST(NULL AS INTEGER) AS last_rank
     FROM xr_events AS e
     JOIN offsets AS o
         USING (rank)
@@ -116,36 +149,65 @@ events AS NOT MATERIALIZED (
         e.pid,
         e.source,
         e.tid,
+        e.thread_name,
         e.device,
         e.stream,
         e.name,
         e.category,
         run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns),
         run_ns(e.end_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns)
-        - run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns)
+        - run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns),
+        e.correlation_id,
+        e.domain,
+        e.grid,
+        e.block,
+        e.bytes,
+        e.op,
+        e.dtype,
+        e.pg,
+        e.seq,
+        NULL,
+        NULL
     FROM xr_events AS e
     JOIN windows AS w
         ON w.rank = e.rank
         AND e.end_ns > w.start_ns
         AND e.start_ns < w.end_ns
     UNION ALL
+    -- Each rank's part in each matched collective: from its arrival to its end, and the
+    -- wait inside it.
     SELECT
         a.rank,
         NULL,
-        'wait',
+        part.source,
         NULL,
         NULL,
         NULL,
-        'wait ' || a.op || ' pg=' || a.pg || ' seq=' || a.seq,
-        'wait',
+        NULL,
+        CASE part.source WHEN 'wait' THEN 'wait ' ELSE '' END
+        || a.op || ' pg=' || a.pg || ' seq=' || a.seq,
+        part.source,
         a.start_ns,
-        a.wait_ns
+        CASE part.source WHEN 'wait' THEN a.wait_ns ELSE a.end_ns - a.start_ns END,
+        NULL,
+        NULL,
+        NULL,
+        NULL,
+        a.bytes,
+        a.op,
+        NULL,
+        a.pg,
+        a.seq,
+        a.wait_ns,
+        a.last_rank
     FROM alignment AS a
+    CROSS JOIN (VALUES ('collective'), ('wait')) AS part(source)
     CROSS JOIN bounds AS b
-    WHERE a.wait_ns > 0
+    WHERE a.seq IS NOT NULL
+        AND (part.source = 'collective' OR a.wait_ns > 0)
         AND (
             ($window_nvtx IS NULL AND $step_from IS NULL AND $step_to IS NULL)
-            OR (a.start_ns + a.wait_ns > b.start_ns AND a.start_ns < b.end_ns)
+            OR (a.end_ns > b.start_ns AND a.start_ns < b.end_ns)
         )
 ),
 cut AS (
@@ -163,25 +225,41 @@ cut AS (
 chosen AS (
     -- The track is spelled out only for the events that make the list.
     SELECT
-        CASE WHEN e.source = 'wait' THEN e.rank
+        CASE WHEN e.source IN ('collective', 'wait') THEN e.rank
             ELSE coalesce(m.rank, r.lowest, e.rank)
         END AS rank,
         CASE e.source
-            WHEN 'nvtx' THEN 'thread ' || e.tid
+            WHEN 'nvtx' THEN coalesce(e.thread_name, 'thread') || ' ' || e.tid
+            WHEN 'api' THEN coalesce(e.thread_name, 'thread') || ' ' || e.tid || ' CUDA API'
             WHEN 'gpu' THEN 'GPU ' || e.device || ' stream ' || e.stream
-            ELSE 'collective wait'
+            ELSE 'collectives'
         END AS track,
         e.name,
         e.category,
         e.start_ns,
-        e.dur_ns
+        e.dur_ns,
+        e.pid,
+        e.tid,
+        e.device,
+        e.stream,
+        e.correlation_id,
+        e.domain,
+        e.grid,
+        e.block,
+        e.bytes,
+        e.op,
+        e.dtype,
+        e.pg,
+        e.seq,
+        e.wait_ns,
+        e.last_rank
     FROM events AS e
     LEFT JOIN members AS m
-        ON e.source <> 'wait'
+        ON e.source NOT IN ('collective', 'wait')
         AND m.report_rank = e.rank
         AND m.pid = e.pid
     LEFT JOIN (SELECT DISTINCT report_rank, lowest FROM members) AS r
-        ON e.source <> 'wait'
+        ON e.source NOT IN ('collective', 'wait')
         AND r.report_rank = e.rank
     WHERE coalesce(e.dur_ns >= (SELECT dur_ns FROM cut), TRUE)
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "nsyswrap"
 LAYERS = {"engine": ("engine", "storage"), "storage": ("storage",)}
 # What stays at the top of the package: the CLI and its output, the public API, the one
-# error type, the single-rank metric calls and the Chrome trace export.
+# error type and the single-rank metric calls.
 TOP = {
     "__init__",
     "__main__",
@@ -21,7 +21,6 @@ TOP = {
     "metrics",
     "output",
     "text_table",
-    "timeline",
 }
 
 
