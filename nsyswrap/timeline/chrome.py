@@ -78,8 +78,8 @@ def _track_ids(e: pd.DataFrame) -> dict[tuple[int, str], int]:
     return ids
 
 
-def _meta(name: str, pid: int, tid: int | None, **args) -> dict:
-    event = {"ph": "M", "name": name, "pid": pid, "args": args}
+def _meta(what: str, pid: int, tid: int | None, **args) -> dict:
+    event = {"ph": "M", "name": what, "pid": pid, "args": args}
     return event if tid is None else event | {"tid": tid}
 
 

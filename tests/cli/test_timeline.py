@@ -36,10 +36,11 @@ def test_trace_has_a_process_per_rank_and_named_tracks(run_dir):
     tracks = {e["args"]["name"] for e in meta if e["name"] == "thread_name"}
     assert tracks == {
         "thread 100",
+        "thread 100 CUDA API",
         "GPU 0 stream 7",
         "GPU 1 stream 7",
         "GPU 2 stream 7",
-        "collective wait",
+        "collectives",
     }
     assert trace["otherData"]["truncated"] is False
 
