@@ -49,6 +49,23 @@ PIPELINE8 = Scenario(
     clock_drift_ppm=tuple(-30 * k for k in NODE1_LATE),
 )
 
+# bench's size (8 ranks x ~1 M kernels) with the host setting the pace (issue #37's shapes)
+BENCH_LAUNCH_BOUND = Scenario(
+    name="bench_launch_bound",
+    seed=9,
+    ranks=8,
+    steps=1000,
+    kernels_per_step=1000,
+    modules=46,
+    collectives_per_step=3,
+    clock_skew_ns=2_000_000,
+    compute_ns=(2_000, 8_000),
+    launch_api_ns=(4_000, 7_000),
+    host_gap_ns=(5_000, 9_000),
+    step_sync=False,
+    min_gap_ns=100_000,  # truth lists the idle gaps of 100 us or more (not every launch gap)
+)
+
 PRESETS: dict[str, tuple[str, Scenario]] = {
     "run2": (
         "2 ranks, partly overlapped NCCL, P2P copies, idle gaps of each cause",
@@ -298,6 +315,25 @@ PRESETS: dict[str, tuple[str, Scenario]] = {
             collectives_per_step=3,
             clock_skew_ns=2_000_000,
             straggler=Straggler(rank=5, phase="forward", extra_ns=300_000),
+        ),
+    ),
+    "bench_launch_bound": (
+        "bench's size, launch-bound as eager PyTorch is: every kernel (2-8 us) is launched "
+        "just before it runs (9-16 us of launch call and host gap each), the host sets the "
+        "pace, no synchronising call; no plant (generated once, quickly)",
+        BENCH_LAUNCH_BOUND,
+    ),
+    "bench_host_paced": (
+        "bench's size, host-paced: 2 ms of data loading on the host (the GPU idle), launches "
+        "about as long as their kernels (some queue, most start at their launch) and a "
+        "cudaStreamSynchronize ending each step; no plant",
+        BENCH_LAUNCH_BOUND.replace(
+            name="bench_host_paced",
+            compute_ns=(3_000, 12_000),
+            host_gap_ns=(2_000, 10_000),
+            launch_api_ns=(3_000, 8_000),
+            data_loading_ns=2_000_000,
+            step_sync=True,
         ),
     ),
 }

@@ -26,6 +26,8 @@ SHAPES = (
     "stream_wait",
     "dp6_lag",
     "long_wait",
+    "bench_launch_bound",
+    "bench_host_paced",
 )
 STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
 PLANTS = {
@@ -191,3 +193,32 @@ def test_lag_and_long_wait_plants(tmp_path):
         assert sorted(r["wait_ns"] for r in c["per_rank"]) == [0, 3_000_000, 3_000_000, 3_000_000]
     long = generate_run(preset("long_wait"), tmp_path / "long")
     assert max(r["wait_ns"] for c in long.collectives for r in c["per_rank"]) > 3 * 10**9
+
+
+def _launch_to_start(sim, rank: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per compute kernel of ``rank``: its start minus its launch call's start, and the idle
+    time of its stream before it."""
+    tr = sim.traces[rank]
+    start, end = np.asarray(tr.k_start), np.asarray(tr.k_end)
+    compute = np.flatnonzero([not tr.kernel_types[t].is_nccl for t in tr.k_type])
+    launch = np.asarray(tr.r_start)[np.asarray(tr.k_corr)[compute] - 1]
+    idle = start[compute][1:] - end[compute][:-1]
+    return start[compute] - launch, idle
+
+
+@pytest.mark.parametrize("name", ["bench_launch_bound", "bench_host_paced"])
+def test_the_host_paced_bench_shapes(name):
+    """#37's shapes at bench size (8 ranks x ~1 M kernels each); checked on 3 steps:
+    launch-bound, almost every kernel starts at its launch (+ the launch latency) after the
+    stream idled, and no call synchronises; host-paced, most do, and a stream sync ends
+    each step."""
+    sc = preset(name)
+    assert sc.ranks == 8 and sc.kernels_per_step * sc.steps == 1_000_000
+    sim = simulate(preset(name, steps=3))
+    delay, idle = _launch_to_start(sim)
+    at_launch = np.mean(delay == sc.launch_latency_ns)
+    syncs = [np.count_nonzero(np.asarray(tr.r_api) == STREAM_SYNC) for tr in sim.traces]
+    if name == "bench_launch_bound":
+        assert at_launch > 0.95 and np.mean(idle > 0) > 0.95 and syncs == [0] * 8
+    else:
+        assert 0.5 < at_launch < 0.9 and syncs == [3] * 8
