@@ -808,7 +808,10 @@ def cache_clear() -> None:
 def _presets_help() -> str:
     from nsyswrap.synth.presets import PRESETS
 
-    return "\n\n".join(f"{name}: {about}" for name, (about, _) in PRESETS.items())
+    return (
+        "\n\n".join(f"{name}: {about}" for name, (about, _) in PRESETS.items())
+        + "\n\nA fault pair's name with --pair writes both halves."
+    )
 
 
 class _PresetsEpilog(_Command):
@@ -848,22 +851,33 @@ def generate(
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", metavar="N", help="Random seed.")] = None,
+    pair: Annotated[
+        bool,
+        typer.Option(
+            "--pair",
+            help="SCENARIO is a fault pair: write OUT/fault and OUT/fixed (the same job "
+            "without the fault), each with truth.json.",
+        ),
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace reports already in OUT.")] = False,
 ) -> None:
     """Write synthetic reports with planted ground truth.
 
     One rank<N>.sqlite per rank and truth.json, for demos and tests."""
+    sizes = {"ranks": ranks, "steps": steps, "kernels_per_step": kernels_per_step, "seed": seed}
+    if pair:
+        from nsyswrap.synth.pairs import write_fault_pair
+
+        info = write_fault_pair(scenario, out, force=force, **sizes)
+        difference = info["step_times"]["difference_per_step_ns"] / 1e6
+        print(
+            f"{out}/fault, {out}/fixed: the fixed run is {difference:.3f} ms per step faster "
+            "(truth.json: pair)"
+        )
+        return
     from nsyswrap.synth.run import generate_named
 
-    truth = generate_named(
-        scenario,
-        out,
-        force=force,
-        ranks=ranks,
-        steps=steps,
-        kernels_per_step=kernels_per_step,
-        seed=seed,
-    )
+    truth = generate_named(scenario, out, force=force, **sizes)
     print(
         f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, "
         "truth.json"

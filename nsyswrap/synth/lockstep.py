@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from math import ceil
 
 import numpy as np
 
@@ -51,13 +52,16 @@ class Links:
     node_of: object  # rank -> node
     bytes_per_ns: tuple[int, int]
     latency_ns: tuple[int, int]
+    slowdown: object = None  # {nodes} -> factor (links.slowdown); None: every link healthy
 
     def time(self, a: int, b: int, nbytes: int) -> tuple[int, int]:
         """(ns to push ``nbytes`` from rank a to rank b, latency until they have arrived)."""
         across = int(self.node_of(a) != self.node_of(b))
         if a == b:  # a copy inside the GPU
             return -(-nbytes // (4 * self.bytes_per_ns[0])), 0
-        return -(-nbytes // self.bytes_per_ns[across]), self.latency_ns[across]
+        push, latency = -(-nbytes // self.bytes_per_ns[across]), self.latency_ns[across]
+        factor = self.slowdown({self.node_of(a), self.node_of(b)}) if self.slowdown else 1
+        return (push, latency) if factor == 1 else (ceil(push * factor), ceil(latency * factor))
 
 
 def exchange_ends(

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from nsyswrap.synth.links import ring_transfer_ns
 from nsyswrap.synth.scenario import EP_PG
-from nsyswrap.synth.shapes import ShapeProgram, keyed, ring_transfer_ns
+from nsyswrap.synth.shapes import ShapeProgram, keyed
 
 ROUTER_NS = (5_000, 8_000)
 EXPERT_BASE_NS = (2_000, 4_000)  # per expert kernel, besides the per-token time

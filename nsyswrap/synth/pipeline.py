@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from nsyswrap.synth.shapes import ShapeProgram, ring_transfer_ns
+from nsyswrap.synth.links import ring_transfer_ns
+from nsyswrap.synth.shapes import ShapeProgram
 
 DTYPE = "bfloat16"
 
@@ -26,16 +27,19 @@ class PipelineProgram(ShapeProgram):
     def __init__(self, *args):
         super().__init__(*args)
         sc = self.sc
-        self.replica, self.stage = divmod(self.rank, sc.pipeline.stages)
+        self.replica, self.stage = sc.replica_of(self.rank), sc.stage_of(self.rank)
         last = sc.pipeline.stages - 1
         self.up = sc.p2p_group(self.stage - 1, self.replica) if self.stage > 0 else None
         self.down = sc.p2p_group(self.stage, self.replica) if self.stage < last else None
-        self.peer = {self.up: self.rank - 1, self.down: self.rank + 1}
+        self.peer = {
+            self.up: sc.pipe_rank(self.stage - 1, self.replica),
+            self.down: sc.pipe_rank(self.stage + 1, self.replica),
+        }
 
     @staticmethod
     def extra_groups(sc, rank: int) -> list[int]:
         """The channels to the previous and next stage (one NCCL stream each)."""
-        replica, stage = divmod(rank, sc.pipeline.stages)
+        replica, stage = sc.replica_of(rank), sc.stage_of(rank)
         return [
             sc.p2p_group(s, replica) for s in (stage - 1, stage) if 0 <= s < sc.pipeline.stages - 1
         ]
@@ -80,7 +84,7 @@ class PipelineProgram(ShapeProgram):
         times = 1 if phase == "forward" else 2
         durs = self.draw(p.forward_ns, times * p.forward_kernels, step, m, times)
         slow = sc.slow_stage
-        if slow is not None and slow.stage == self.stage:
+        if slow is not None and slow.stage == self.stage and (times == 1 or slow.backward):
             extra = times * slow.extra_ns
             durs = [d + extra // len(durs) + (k < extra % len(durs)) for k, d in enumerate(durs)]
         tl.push(phase)

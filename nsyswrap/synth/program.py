@@ -16,6 +16,7 @@ import numpy as np
 
 from nsyswrap.synth import nccl_nvtx
 from nsyswrap.synth.catalog import COVER_KERNEL, PHASE_KERNELS, nccl_kernel
+from nsyswrap.synth.links import ring_transfer_ns
 from nsyswrap.synth.lockstep import Collectives, Post
 from nsyswrap.synth.scenario import ExtraCollective, PlantedGap, Scenario
 from nsyswrap.synth.timeline import Timeline
@@ -25,6 +26,7 @@ ROOT_MODULE = "ToyTransformer"
 AUTOGRAD_TID_OFFSET = 30  # pt_autograd_0, see metadata.THREADS
 HTOD, PTOP = 1, 10  # ENUM_CUDA_MEMCPY_OPER
 PAGEABLE, DEVICE_MEM = 0, 2  # ENUM_CUDA_MEM_KIND
+ON_COMPUTE = ("same_stream", "inline")  # overlap modes with NCCL on the compute stream
 NCCL_CALLS = {
     "all_reduce": "ncclAllReduce",
     "all_gather": "ncclAllGather",
@@ -147,6 +149,7 @@ class RankProgram:
         k = 0
         for m, path in enumerate(self.modules):
             yield from self.plant_gaps(i, "forward", m)
+            self.pause(i, "forward", m)
             tl.push(f"fwd:{path}")
             if m == 0 and self.sc.p2p_per_step:
                 yield from self.p2p(i)
@@ -164,14 +167,9 @@ class RankProgram:
     def tensor_parallel(self) -> Iterator[None]:
         """The TP group's all_reduce of a module's output; compute waits for it."""
         sc = self.sc
-        yield from self.collective(
-            "all_reduce",
-            sc.tp_bytes,
-            sc.dtype,
-            "exposed",
-            sc.transfer_of("exposed") // 4,
-            pg=sc.tp_group(self.rank),
-        )
+        pg = sc.tp_group(self.rank)
+        transfer = self.link_transfer(sc.tp_bytes, pg) or sc.transfer_of("exposed") // 4
+        yield from self.collective("all_reduce", sc.tp_bytes, sc.dtype, "exposed", transfer, pg=pg)
         yield from self.tl.settle()
         for d in self.devices:
             self.tl.wait(d.compute, d.tp_nccl)
@@ -194,8 +192,8 @@ class RankProgram:
     def backward(self, i: int) -> Iterator[None]:
         tl, sc = self.tl, self.sc
         overlap = sc.overlap_of_step(i)
-        interleaved = overlap in ("hidden", "partial")
-        transfer = sc.transfer_of(overlap)
+        interleaved = overlap in ("hidden", "partial", "inline")
+        transfer = self.link_transfer(sc.bucket_bytes, self.dp) or sc.transfer_of(overlap)
         tl.push("backward")
         if sc.autograd_thread:
             tl.tid = self.trace.pid + AUTOGRAD_TID_OFFSET
@@ -204,6 +202,7 @@ class RankProgram:
         k = 0
         for j, path in enumerate(reversed(self.modules)):
             yield from self.plant_gaps(i, "backward", j)
+            self.pause(i, "backward", j)
             tl.push(f"bwd:{path}")
             for _ in range(self.module_kernels["backward"][j]):
                 self.compute("backward", k, durs[k])
@@ -224,6 +223,8 @@ class RankProgram:
         tl.pop()
         for _ in range(0 if interleaved or sc.fsdp else sc.collectives_per_step):
             yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
+        if tl.tid != self.trace.pid:  # the main thread resumes when autograd's work is done
+            self.trace.hidden.append(("autograd_join", i, self.trace.r_end[-1], tl.t, None))
         tl.tid = self.trace.pid
         tl.pop()
 
@@ -232,8 +233,9 @@ class RankProgram:
         overlap = sc.overlap_of_step(i)
         tl.push("optimizer")
         self.cover_ns = 0  # nothing left to hide an all-reduce behind
+        tl.host(sc.optimizer_host_ns)
         yield from tl.settle()
-        if sc.collectives_per_step and overlap != "same_stream":
+        if sc.collectives_per_step and overlap not in ON_COMPUTE:
             for d in self.devices:
                 tl.wait(d.compute, d.nccl)
         for _ in range(sc.memset_per_step):
@@ -243,14 +245,26 @@ class RankProgram:
         for k, dur in enumerate(durs):
             self.compute("optimizer", k, dur)
         for x in self.extras.get(i, ()):
-            mode = "same_stream" if overlap == "same_stream" else "partial"
+            mode = "same_stream" if overlap in ON_COMPUTE else "partial"
             yield from self.collective(x.op, x.bytes, x.dtype, mode, sc.transfer_of("exposed"))
             self.trace.extras.append((i, self.dp, self.seqs[self.dp] - 1, x.op, x.bytes))
         if sc.step_sync:
             yield from tl.settle()
             for d in self.devices:
                 tl.sync(d.compute)
+        if sc.unrecorded_waits:
+            yield from self.unrecorded_wait(i)
         tl.pop()
+
+    def unrecorded_wait(self, i: int) -> Iterator[None]:
+        """The host waits until its GPUs drained, with no call: it resumes ``sync_wake_ns``
+        after the last op ends (truth's ``hidden``)."""
+        tl = self.tl
+        yield from tl.settle()
+        drained = max(tl.drain(d.device) for d in self.devices)
+        start = tl.t
+        tl.t = max(tl.t, drained + self.sc.sync_wake_ns)
+        self.trace.hidden.append(("unrecorded_wait", i, start, tl.t, drained))
 
     # -- operations ----------------------------------------------------------------
 
@@ -286,6 +300,21 @@ class RankProgram:
             for s in self.sc.planted()
             if s.rank == self.rank and s.phase == phase != "data_loading" and s.slows(step)
         )
+
+    def link_transfer(self, nbytes: int, pg: int) -> int:
+        """With ``link_transfers``: a ring all-reduce of ``nbytes`` over group ``pg``'s links
+        (0 without: the caller's figure)."""
+        if not self.sc.link_transfers:
+            return 0
+        return ring_transfer_ns(self.sc, self.sc.group_members(pg), nbytes)
+
+    def pause(self, i: int, phase: str, m: int) -> None:
+        """The planted host pauses before module ``m`` of ``phase`` in step ``i``."""
+        for p in self.sc.pauses:
+            if (p.rank, p.step, p.phase, p.module) == (self.rank, i, phase, m):
+                start = self.tl.t
+                self.tl.host(p.dur_ns)
+                self.trace.pauses.append((i, phase, start, self.tl.t))
 
     def compute(self, phase: str, k: int, dur: int) -> None:
         """The k-th compute kernel of ``phase`` on every device (+ a nested side kernel)."""
@@ -349,7 +378,7 @@ class RankProgram:
         if sc.coll_ranges:
             size = len(sc.group_members(pg))
             tl.push(f"coll:{op} bytes={nbytes} dtype={dtype} pg={pg} size={size} seq={seq}")
-        same = overlap == "same_stream"
+        same = overlap in ON_COMPUTE
         for d in self.devices:
             comm = self.comm_stream(d, pg)
             if overlap == "exposed":
@@ -381,7 +410,7 @@ class RankProgram:
         """Peer-to-peer copies (communication) to the neighbouring GPU."""
         tl, sc = self.tl, self.sc
         yield from tl.settle()
-        same = sc.overlap_of_step(i) == "same_stream"
+        same = sc.overlap_of_step(i) in ON_COMPUTE
         nbytes = sc.bucket_bytes // 4
         for _ in range(sc.p2p_per_step):
             for d in self.devices:

@@ -7,7 +7,7 @@ from pathlib import Path
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.synth.presets import load_scenario
 from nsyswrap.synth.scenario import Scenario
-from nsyswrap.synth.simulate import simulate
+from nsyswrap.synth.simulate import Simulation, simulate
 from nsyswrap.synth.truth import Truth, compute_truth
 from nsyswrap.synth.writer import write_report
 
@@ -29,12 +29,8 @@ def _existing_outputs(out_dir: Path) -> list[Path]:
     )
 
 
-def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -> Truth:
-    """Write one report per rank and ``truth.json`` to ``out_dir``; return the truth.
-
-    Refuses to touch a directory that already holds reports or a truth file unless
-    ``force`` (then those files, and only those, are replaced).
-    """
+def outputs_to_replace(out_dir: str | Path, force: bool) -> list[Path]:
+    """The generated files already in ``out_dir`` (to be replaced: only with ``force``)."""
     out = Path(out_dir)
     old = _existing_outputs(out) if out.is_dir() else []
     if old and not force:
@@ -45,22 +41,56 @@ def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -
         )
     if out.exists() and not out.is_dir():
         raise NsysWrapError(out, "is not a directory", "give a directory for the generated reports")
-    sim = simulate(scenario)
+    return old
+
+
+class Simulations:
+    """Each scenario simulated once (a pair's halves and their baselines share runs)."""
+
+    def __init__(self) -> None:
+        self._runs: dict[Scenario, Simulation] = {}
+
+    def __call__(self, scenario: Scenario) -> Simulation:
+        if scenario not in self._runs:
+            self._runs[scenario] = simulate(scenario)
+        return self._runs[scenario]
+
+
+def simulate_with_truth(
+    scenario: Scenario, runs: Simulations | None = None
+) -> tuple[Simulation, Truth]:
+    """The scenario's simulation and its truth: the planted gain against the same scenario
+    simulated again without its plant (and for a hot expert, again with balanced routing)."""
+    runs = runs or Simulations()
+    sim = runs(scenario)
     names = [report_name(tr.rank, scenario.ranks_per_report) for tr in sim.traces]
-    # the planted gain: the same scenario simulated again without its plant (and for a hot
-    # expert, again with balanced routing)
     plant = scenario.has_plant()
-    unplanted = simulate(scenario.unplanted()) if plant else None
-    balanced = (
-        simulate(scenario.replace(hot_expert=None)) if plant and scenario.hot_expert else None
-    )
-    truth = compute_truth(sim, names, unplanted, balanced)
+    unplanted = runs(scenario.unplanted()) if plant else None
+    balanced = runs(scenario.replace(hot_expert=None)) if plant and scenario.hot_expert else None
+    return sim, compute_truth(sim, names, unplanted, balanced)
+
+
+def write_run(sim: Simulation, truth: Truth, out_dir: str | Path, old: list[Path]) -> None:
+    """Write the reports of ``sim`` and ``truth.json`` to ``out_dir``, replacing ``old``."""
+    out, scenario = Path(out_dir), sim.scenario
+    names = [report_name(tr.rank, scenario.ranks_per_report) for tr in sim.traces]
     out.mkdir(parents=True, exist_ok=True)
     for path in old:
         path.unlink()
     for name in dict.fromkeys(names):
         write_report([tr for tr, n in zip(sim.traces, names) if n == name], scenario, out / name)
     (out / TRUTH_FILE).write_text(truth.to_json(), encoding="utf-8")
+
+
+def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -> Truth:
+    """Write one report per rank and ``truth.json`` to ``out_dir``; return the truth.
+
+    Refuses to touch a directory that already holds reports or a truth file unless
+    ``force`` (then those files, and only those, are replaced).
+    """
+    old = outputs_to_replace(out_dir, force)
+    sim, truth = simulate_with_truth(scenario)
+    write_run(sim, truth, out_dir, old)
     return truth
 
 

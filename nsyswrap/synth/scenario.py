@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from nsyswrap.errors import NsysWrapError
 
 PHASES = ("data_loading", "forward", "backward", "optimizer")
-OVERLAPS = ("hidden", "partial", "exposed", "same_stream")
+OVERLAPS = ("hidden", "partial", "exposed", "same_stream", "inline")
 GAP_CAUSES = ("host_bound", "sync", "other", "stream_wait")
 HYBRID_FIELDS = (
     "coll_ranges",
@@ -34,9 +34,18 @@ HYBRID_FIELDS = (
     "stalls",
     "same_work",
     "fsdp",
+    "pauses",
+    "optimizer_host_ns",
+    "unrecorded_waits",
+    "link_transfers",
+    "slow_link",
+    "ring",
+    "slow_attention",
 )
-# process group ids of the MoE and pipeline shapes (see Scenario.group_members)
-EP_PG, STAGE_DP_PG, P2P_PG = 200, 100, 300
+# process group ids of the MoE and pipeline shapes (see Scenario.group_members); a directed
+# channel (point-to-point from one rank to another: rings, interleaved pipelines) is
+# DIRECTED_PG + src * ranks + dst
+EP_PG, STAGE_DP_PG, P2P_PG, DIRECTED_PG = 200, 100, 300, 1000
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,62 @@ class PlantedGap:
     dur_ns: int = 200_000
     phase: str = "forward"
     module: int = 1
+
+
+@dataclass(frozen=True)
+class HostPause:
+    """``rank``'s host stops for ``dur_ns`` in ``step`` (garbage collection, a page-fault
+    storm): no CUDA call, no range, just a longer gap between two launches, before the
+    kernels of module ``module`` of ``phase`` (forward or backward)."""
+
+    rank: int
+    step: int
+    dur_ns: int
+    phase: str = "forward"
+    module: int = 1
+
+
+@dataclass(frozen=True)
+class SlowLink:
+    """The NIC of ``node`` is slow: every transfer between it and another node takes
+    ``factor`` times as long (bandwidth / factor, latency x factor); no rank computes slower."""
+
+    node: int
+    factor: float = 3.0
+
+
+@dataclass(frozen=True)
+class Ring:
+    """Context parallelism's ring attention over all ranks (one sequence split across them).
+
+    Per step and layer, forward: the QKV projection kernels, then ``ranks`` attention
+    blocks: before block j (< ranks - 1) each rank sends the key/value block it holds to
+    the next rank and receives one from the previous (``kv_bytes``; a send/recv pair per
+    ring hop as NCCL SendRecv kernels on one stream per direction, waiting for the compute
+    before it: the buffer is reused), computes block j beside that transfer, and block
+    j + 1 waits for the receive; then the output projection and MLP kernels. Backward in
+    reverse: MLP and projection gradients, the ring again with key/value blocks and their
+    gradients (twice the bytes, attention backward twice as long), the QKV gradients.
+    After the last layer's backward the gradients are all-reduced over the ranks (the
+    ring's ranks hold the same parameters)."""
+
+    layers: int = 4
+    kv_bytes: int = 8 * 2**20
+    attention_kernels: int = 2  # per block, forward (backward: twice as many)
+    attention_ns: tuple[int, int] = (60_000, 80_000)  # per kernel, forward (backward: x2)
+    other_kernels: int = 3  # QKV and output projection + MLP, each (backward: the same)
+    other_ns: tuple[int, int] = (20_000, 40_000)
+    grad_bytes: int = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class SlowAttention:
+    """Ring plant: ``rank``'s attention kernels take ``factor`` x as long (forward, and
+    backward unless ``backward`` is False)."""
+
+    rank: int
+    factor: float = 1.3
+    backward: bool = True
 
 
 @dataclass(frozen=True)
@@ -153,15 +218,22 @@ class Pipeline:
     forward_ns: tuple[int, int] = (40_000, 60_000)
     activation_bytes: int = 4 * 2**20
     grad_bytes: int = 32 * 2**20
+    # Megatron's default layout: rank = stage * replicas + replica (the data-parallel
+    # groups on consecutive ranks, so a node holds whole stages: only send/recv cross nodes)
+    stage_major: bool = False
+    # interleaved 1F1B: each rank holds this many virtual stages (model chunks), see
+    # nsyswrap.synth.interleaved
+    chunks: int = 1
 
 
 @dataclass(frozen=True)
 class SlowStage:
     """Pipeline plant: every forward kernel group of ``stage`` runs ``extra_ns`` longer per
-    microbatch (backward: twice that)."""
+    microbatch (backward: twice that, unless ``backward`` is False)."""
 
     stage: int
     extra_ns: int
+    backward: bool = True
 
 
 @dataclass(frozen=True)
@@ -266,6 +338,21 @@ class Scenario:
     # FSDP-like: each forward module's parameters all_gathered first (compute waits for
     # them), each backward module's gradients reduce_scattered (instead of the buckets)
     fsdp: bool = False
+    # planted host pauses (garbage collection): see HostPause
+    pauses: tuple[HostPause, ...] = ()
+    # CPU time of the optimizer step before its kernels (a Python loop over the parameters)
+    optimizer_host_ns: int = 0
+    # the host waits for its GPU to drain at the end of each step without a recorded call
+    # (it spins on a flag a kernel writes to pinned memory, say): truth's `hidden`. With
+    # step_sync False nothing else holds the host back
+    unrecorded_waits: bool = False
+    # collectives' transfer times from their bytes and the links (a ring over the group's
+    # slowest link, shapes.ring_transfer_ns) instead of transfer_ns or the overlap's figure
+    link_transfers: bool = False
+    slow_link: SlowLink | None = None
+    # context parallelism's ring attention (nsyswrap.synth.ring) and its plant
+    ring: Ring | None = None
+    slow_attention: SlowAttention | None = None
 
     def to_dict(self) -> dict:
         """The fields, without the later ones (HYBRID_FIELDS) at their defaults, so that
@@ -293,6 +380,10 @@ class Scenario:
             "slow_stage": SlowStage,
             "clock_jump": ClockJump,
             "stalls": Straggler,
+            "pauses": HostPause,
+            "slow_link": SlowLink,
+            "ring": Ring,
+            "slow_attention": SlowAttention,
         }
         kwargs = {}
         for f in dataclasses.fields(cls):
@@ -346,10 +437,23 @@ class Scenario:
         return self.ranks // self.pipeline.stages
 
     def stage_of(self, rank: int) -> int:
+        if self.pipeline.stage_major:
+            return rank // self.replicas
         return rank % self.pipeline.stages
 
+    def replica_of(self, rank: int) -> int:
+        if self.pipeline.stage_major:
+            return rank % self.replicas
+        return rank // self.pipeline.stages
+
     def pipe_rank(self, stage: int, replica: int) -> int:
+        if self.pipeline.stage_major:
+            return stage * self.replicas + replica
         return replica * self.pipeline.stages + stage
+
+    def directed_group(self, src: int, dst: int) -> int:
+        """The channel from rank ``src`` to rank ``dst`` (sends one way only)."""
+        return DIRECTED_PG + src * self.ranks + dst
 
     def p2p_group(self, stage: int, replica: int) -> int:
         """The channel between ``stage`` and ``stage + 1`` of ``replica``."""
@@ -360,10 +464,13 @@ class Scenario:
 
     def group_members(self, pg: int) -> list[int]:
         """Ranks of process group ``pg``."""
+        if pg >= DIRECTED_PG:
+            return sorted(divmod(pg - DIRECTED_PG, self.ranks))
         if self.pipeline:
             if pg >= P2P_PG:
-                replica, stage = divmod(pg - P2P_PG, self.pipeline.stages)
-                return [self.pipe_rank(stage, replica), self.pipe_rank(stage + 1, replica)]
+                lower = pg - P2P_PG  # the lower stage's rank
+                stage, replica = self.stage_of(lower), self.replica_of(lower)
+                return sorted([lower, self.pipe_rank(stage + 1, replica)])
             return [r for r in range(self.ranks) if self.stage_of(r) == pg - STAGE_DP_PG]
         if not self.tp:
             return list(range(self.ranks))
@@ -389,13 +496,28 @@ class Scenario:
     def has_plant(self) -> bool:
         """Whether anything slows the run down on purpose (the planted gain's subject)."""
         hot = self.hot_expert and not self.hot_expert.median_work
-        return bool(self.planted() or hot or self.slow_stage)
+        return bool(
+            self.planted()
+            or hot
+            or self.slow_stage
+            or self.pauses
+            or self.slow_link
+            or self.slow_attention
+        )
 
     def unplanted(self) -> Scenario:
         """The same run without its planted slow-downs (the planted gain's baseline; a hot
         expert's: its rank doing the median expert's work, HotExpert.median_work)."""
         hot = self.hot_expert and dataclasses.replace(self.hot_expert, median_work=True)
-        return self.replace(straggler=None, stalls=(), hot_expert=hot, slow_stage=None)
+        return self.replace(
+            straggler=None,
+            stalls=(),
+            hot_expert=hot,
+            slow_stage=None,
+            pauses=(),
+            slow_link=None,
+            slow_attention=None,
+        )
 
     def work_seed(self, rank: int) -> int:
         """The rank whose seeds draw ``rank``'s work: its own, or rank 0's with same_work."""
@@ -425,6 +547,14 @@ class Scenario:
         def bad(problem: str, fix: str) -> None:
             raise NsysWrapError(f"scenario {self.name!r}", problem, fix)
 
+        self._validate_sizes(bad)
+        self._validate_settings(bad)
+        self._validate_plants(bad)
+        self._validate_shapes(bad)
+        self._validate_hosts_and_links(bad)
+
+    def _validate_sizes(self, bad) -> None:
+        """Non-negative numbers, positive counts and ordered (lo, hi) ranges."""
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
@@ -455,6 +585,9 @@ class Scenario:
                 bad(f"{name}={(lo, hi)} is not a range 0 <= lo <= hi", f"fix {name}")
         if self.launch_latency_ns < 1:
             bad("launch_latency_ns must be >= 1", "kernels start after their launch call")
+
+    def _validate_settings(self, bad) -> None:
+        """TP, payloads, per-rank clocks and overlap modes."""
         if self.tp and (self.ranks % self.tp or self.tp < 2):
             bad(
                 f"tp={self.tp} does not divide ranks={self.ranks}",
@@ -474,6 +607,9 @@ class Scenario:
                 bad(f"comm_overlap {overlap!r} is unknown", f"use one of {OVERLAPS}")
         if not self.comm_overlap:
             bad("comm_overlap is empty", f"give at least one of {OVERLAPS}")
+
+    def _validate_plants(self, bad) -> None:
+        """Stragglers, planted gaps and extra collectives inside the run."""
         for s in self.planted():
             if not 0 <= s.rank < self.ranks or s.phase not in PHASES or s.extra_ns < 0:
                 bad(
@@ -505,12 +641,34 @@ class Scenario:
                     f"extra collective {x} is outside the run",
                     f"rank < {self.ranks}, step < {self.steps}",
                 )
-        self._validate_shapes(bad)
+
+    def _validate_hosts_and_links(self, bad) -> None:
+        """Host pauses, the slow NIC and the ring shape."""
+        for p in self.pauses:
+            if not (0 <= p.rank < self.ranks and 0 <= p.step < self.steps):
+                bad(f"pause {p} is outside the run", f"rank < {self.ranks}, step < {self.steps}")
+            if p.phase not in ("forward", "backward") or not 0 <= p.module < self.modules:
+                bad(
+                    f"pause {p} names no module", f"phase forward/backward, module < {self.modules}"
+                )
+        nodes = (self.ranks - 1) // self.ranks_per_node + 1
+        if self.slow_link and not (nodes > 1 and 0 <= self.slow_link.node < nodes):
+            bad(f"slow_link {self.slow_link} needs 2 nodes or more", f"node < {nodes}")
+        if self.slow_link and self.slow_link.factor < 1:
+            bad(f"slow_link {self.slow_link} makes the link faster", "use a factor >= 1")
+        if self.slow_attention and not (self.ring and 0 <= self.slow_attention.rank < self.ranks):
+            bad(
+                f"slow_attention {self.slow_attention} needs ring and a rank < {self.ranks}",
+                "set ring, or drop it",
+            )
+        if self.ring and (self.ranks < 2 or self.ring.layers < 1):
+            bad("ring needs 2 ranks or more and layers >= 1", "fix ring or ranks")
 
     def _validate_shapes(self, bad) -> None:
         """The MoE and pipeline shapes, their plants and the clock jump."""
-        if self.moe and self.pipeline:
-            bad("moe and pipeline are both set", "pick one shape")
+        shapes = [name for name in ("moe", "pipeline", "ring") if getattr(self, name)]
+        if len(shapes) > 1:
+            bad(f"{' and '.join(shapes)} are set together", "pick one shape")
         plain = not (
             self.tp
             or self.devices_per_rank != 1
@@ -520,10 +678,10 @@ class Scenario:
             or self.extra_collectives
             or self.side_streams
         )
-        if (self.moe or self.pipeline) and not plain:
+        if shapes and not (plain and not self.pauses):
             bad(
-                "moe / pipeline runs have one GPU per rank and report, no tp, payloads, extra "
-                "collectives, planted gaps or side streams",
+                "moe / pipeline / ring runs have one GPU per rank and report, no tp, payloads, "
+                "extra collectives, planted gaps or pauses, or side streams",
                 "leave those fields at their defaults",
             )
         if self.hot_expert and not (
@@ -541,15 +699,20 @@ class Scenario:
                 f"pipeline {p} does not fit {self.ranks} ranks",
                 "stages >= 2 dividing ranks, microbatches >= stages",
             )
+        if p and p.chunks > 1 and (p.microbatches % p.stages or p.stages < 3):
+            bad(
+                f"pipeline {p} cannot interleave",
+                "interleaved: stages >= 3, microbatches a multiple of stages",
+            )
         if self.slow_stage and not (p and 0 <= self.slow_stage.stage < p.stages):
             bad(
                 f"slow_stage {self.slow_stage} needs a pipeline with that stage",
                 "set pipeline, or drop it",
             )
-        if (self.moe or p) and self.straggler and self.straggler.phase != "data_loading":
+        if shapes and self.straggler and self.straggler.phase != "data_loading":
             bad(
-                "moe / pipeline stragglers are data_loading only",
-                "plant hot_expert or slow_stage instead",
+                "moe / pipeline / ring stragglers are data_loading only",
+                "plant hot_expert, slow_stage or slow_attention instead",
             )
         j = self.clock_jump
         nodes = (self.ranks - 1) // self.ranks_per_node + 1

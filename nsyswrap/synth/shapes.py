@@ -1,5 +1,5 @@
-"""What the MoE and pipeline programs (nsyswrap.synth.moe, .pipeline) share: keyed draws,
-kernel groups, a ring all-reduce's transfer time and the optimizer.
+"""What the MoE, pipeline and ring programs (nsyswrap.synth.moe, .pipeline, .ring) share:
+keyed draws, kernel groups and the optimizer.
 
 Every random duration of these shapes is drawn from a generator keyed by what it is for
 (seed, rank, step, ...), never from a stream consumed in order: a scenario with its plant
@@ -15,7 +15,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from nsyswrap.synth.program import RankProgram
-from nsyswrap.synth.scenario import Scenario
 
 OPTIMIZER_KERNELS = 2
 OPTIMIZER_NS = (8_000, 12_000)
@@ -24,16 +23,6 @@ OPTIMIZER_NS = (8_000, 12_000)
 def keyed(seed: int, *key: int) -> np.random.Generator:
     """A generator of its own for one purpose (the ints of ``key`` name it)."""
     return np.random.default_rng([seed, 4242, *key])
-
-
-def ring_transfer_ns(sc: Scenario, members: list[int], nbytes: int) -> int:
-    """A ring all-reduce of ``nbytes`` over ``members``: 2 (n-1)/n of the bytes over the
-    slowest link of the ring (across nodes when it spans them), plus that link's latency."""
-    n = len(members)
-    across = int(len({m // sc.ranks_per_node for m in members}) > 1)
-    return sc.link_latency_ns[across] + -(
-        -2 * (n - 1) * nbytes // (n * sc.link_bytes_per_ns[across])
-    )
 
 
 class ShapeProgram(RankProgram):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsyswrap.synth.links import slowdown
 from nsyswrap.synth.lockstep import Collectives, Links, Resolved, run_lockstep
 from nsyswrap.synth.moe import MoEProgram
 from nsyswrap.synth.pipeline import PipelineProgram
@@ -61,7 +62,12 @@ def simulate(sc: Scenario) -> Simulation:
     sc.validate()
     rng = np.random.default_rng([sc.seed, 0])
     errors = sc.clock_errors(lambda lo, hi: int(rng.integers(lo, hi + 1)))
-    links = Links(lambda r: r // sc.ranks_per_node, sc.link_bytes_per_ns, sc.link_latency_ns)
+    links = Links(
+        lambda r: r // sc.ranks_per_node,
+        sc.link_bytes_per_ns,
+        sc.link_latency_ns,
+        (lambda nodes: slowdown(sc, nodes)) if sc.slow_link else None,
+    )
     colls = Collectives(sc.ranks, sc.seed, sc.group_members, sc.end_jitter_ns, links)
     traces, timelines, programs = [], [], []
     for rank in range(sc.ranks):

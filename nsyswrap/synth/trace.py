@@ -99,6 +99,12 @@ class RankTrace:
     extras: list[tuple] = field(
         default_factory=list
     )  # planted extra collectives (step, pg, seq, op, bytes)
+    # joins the trace records no call for: (kind, step, start, end, completion), true ns:
+    # "unrecorded_wait" (the host idle from start to end, waiting for its GPUs to drain at
+    # completion), "autograd_join" (the autograd thread's last call ended at start, the main
+    # thread resumed at end)
+    hidden: list[tuple] = field(default_factory=list)
+    pauses: list[tuple] = field(default_factory=list)  # planted pauses (step, phase, start, end)
     end: int = 0  # true time the capture stopped
     drift_ppb: int = 0  # the session clock gains this many ns per s of its own reading (recorded)
     jump_at: int | None = None  # true time from which the clock reads jump_ns more (a clock jump)

@@ -25,7 +25,7 @@ from nsyswrap.synth.trace import RankTrace
 
 PTOP = 10
 STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
-OPTIONAL = ("exchanges", "clock_jumps", "planted_gain")
+OPTIONAL = ("exchanges", "clock_jumps", "planted_gain", "hidden", "pauses", "pair")
 TRUE_CAUSE = {"stream_wait": "host_bound"}  # a planted mechanism -> the gap's cause
 
 
@@ -51,6 +51,9 @@ class Truth:
     # only in runs that have them (left out of the JSON otherwise, so older truths stay):
     exchanges: list[dict] | None = None  # all_to_all and send/recv: members end apart
     clock_jumps: list[dict] | None = None  # node, host, ranks, at_aligned_ns, at_session_ns, size
+    hidden: list[dict] | None = None  # joins no call records: rank, kind, step, start/end, ...
+    pauses: list[dict] | None = None  # planted host pauses: rank, step, phase, start_ns, end_ns
+    pair: dict | None = None  # a fault pair's truth (nsyswrap.synth.pairs.pair_truth)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -184,78 +187,8 @@ def compute_truth(
     offsets = [traces[0].clock_error - t.clock_error for t in traces]
     devices, idle, nccl = [], [], []
     for tr in traces:
-        view = RankView(tr)
-        sync_measure = Measure(view.syncs)
-        off = tr.session_start
-        planted = {(d, s - off, e - off): cause for d, s, e, cause in tr.planted_gaps}
-        for device in tr.devices:
-            act = view.devices[device]
-            if not act.start:
-                continue
-            m = view.measures(device)
-            lo, hi = act.start[0], max(act.end)
-            steps = [
-                {"step": i, "start_ns": s - off, "end_ns": e - off, **ledger(m, s - off, e - off)}
-                for i, s, e in tr.steps
-            ]
-            devices.append(
-                {
-                    "rank": tr.rank,
-                    "device": device,
-                    "start_ns": lo,
-                    "end_ns": hi,
-                    **ledger(m, lo, hi),
-                    "steps": steps,
-                }
-            )
-            for gs, ge in gaps(act.intervals(), lo, hi):
-                key = (device, gs, ge)
-                if ge - gs < sc.min_gap_ns and key not in planted:
-                    continue
-                cause = classify_gap(gs, ge, sync_measure, act.launches_at(ge))
-                idle.append(
-                    {
-                        "rank": tr.rank,
-                        "device": device,
-                        "start_ns": gs,
-                        "end_ns": ge,
-                        "dur_ns": ge - gs,
-                        "cause": cause,
-                        "planted": key in planted,
-                    }
-                )
-                want = planted.pop(key, cause)
-                if TRUE_CAUSE.get(want, want) != cause:
-                    raise NsysWrapError(
-                        f"scenario {sc.name!r}",
-                        f"the gap planted on rank {tr.rank} at {gs} ns came out as {cause!r}",
-                        "plant it later in the phase (the host must run ahead of the GPU)",
-                    )
-            for index, pg, seq, op, nbytes in tr.nccl:
-                st = tr.streams[tr.k_stream[index]]
-                if st.device != device:
-                    continue
-                s, e = tr.k_start[index] - off, tr.k_end[index] - off
-                nccl.append(
-                    {
-                        "rank": tr.rank,
-                        "device": device,
-                        "correlation_id": tr.k_corr[index],
-                        "start_ns": s,
-                        "end_ns": e,
-                        "pg": pg,
-                        "seq": seq,
-                        "op": op,
-                        "bytes": nbytes,
-                        "overlap_ns": m["compute"](s, e),
-                    }
-                )
-        if planted:
-            raise NsysWrapError(
-                f"scenario {sc.name!r}",
-                f"planted gaps {sorted(planted)} on rank {tr.rank} are not idle gaps",
-                "plant gaps where no other stream is busy",
-            )
+        for rows, found in zip((devices, idle, nccl), _rank_truth(tr, sc)):
+            rows.extend(found)
     collectives, unmatched = _collectives(sim, offsets)
     exchanges = [c for c in collectives if not c["barrier"]]
     collectives = [
@@ -282,7 +215,138 @@ def compute_truth(
         exchanges=exchanges or None,
         clock_jumps=_clock_jumps(sim, offsets),
         planted_gain=None if unplanted is None else planted_gain(sim, unplanted, balanced),
+        hidden=_hidden(traces),
+        pauses=_pauses(traces),
     )
+
+
+def _rank_truth(tr: RankTrace, sc) -> tuple[list[dict], list[dict], list[dict]]:
+    """One rank's device ledgers, idle gaps and NCCL kernels, device by device."""
+    view = RankView(tr)
+    sync_measure = Measure(view.syncs)
+    off = tr.session_start
+    planted = {(d, s - off, e - off): cause for d, s, e, cause in tr.planted_gaps}
+    devices, idle, nccl = [], [], []
+    for device in tr.devices:
+        act = view.devices[device]
+        if not act.start:
+            continue
+        m = view.measures(device)
+        lo, hi = act.start[0], max(act.end)
+        steps = [
+            {"step": i, "start_ns": s - off, "end_ns": e - off, **ledger(m, s - off, e - off)}
+            for i, s, e in tr.steps
+        ]
+        devices.append(
+            {
+                "rank": tr.rank,
+                "device": device,
+                "start_ns": lo,
+                "end_ns": hi,
+                **ledger(m, lo, hi),
+                "steps": steps,
+            }
+        )
+        idle += _idle_gaps(tr, sc, device, act, sync_measure, planted)
+        nccl += _nccl_kernels(tr, device, m["compute"])
+    if planted:
+        raise NsysWrapError(
+            f"scenario {sc.name!r}",
+            f"planted gaps {sorted(planted)} on rank {tr.rank} are not idle gaps",
+            "plant gaps where no other stream is busy",
+        )
+    return devices, idle, nccl
+
+
+def _idle_gaps(
+    tr: RankTrace, sc, device: int, act: DeviceActivity, syncs: Measure, planted: dict
+) -> list[dict]:
+    """The device's idle gaps of at least min_gap_ns and the planted ones (which it takes
+    out of ``planted``), with their causes; a planted gap of another cause is an error."""
+    out = []
+    for gs, ge in gaps(act.intervals(), act.start[0], max(act.end)):
+        key = (device, gs, ge)
+        if ge - gs < sc.min_gap_ns and key not in planted:
+            continue
+        cause = classify_gap(gs, ge, syncs, act.launches_at(ge))
+        out.append(
+            {
+                "rank": tr.rank,
+                "device": device,
+                "start_ns": gs,
+                "end_ns": ge,
+                "dur_ns": ge - gs,
+                "cause": cause,
+                "planted": key in planted,
+            }
+        )
+        want = planted.pop(key, cause)
+        if TRUE_CAUSE.get(want, want) != cause:
+            raise NsysWrapError(
+                f"scenario {sc.name!r}",
+                f"the gap planted on rank {tr.rank} at {gs} ns came out as {cause!r}",
+                "plant it later in the phase (the host must run ahead of the GPU)",
+            )
+    return out
+
+
+def _nccl_kernels(tr: RankTrace, device: int, compute: Measure) -> list[dict]:
+    """The device's NCCL kernels with their overlap with compute."""
+    off = tr.session_start
+    out = []
+    for index, pg, seq, op, nbytes in tr.nccl:
+        st = tr.streams[tr.k_stream[index]]
+        if st.device != device:
+            continue
+        s, e = tr.k_start[index] - off, tr.k_end[index] - off
+        out.append(
+            {
+                "rank": tr.rank,
+                "device": device,
+                "correlation_id": tr.k_corr[index],
+                "start_ns": s,
+                "end_ns": e,
+                "pg": pg,
+                "seq": seq,
+                "op": op,
+                "bytes": nbytes,
+                "overlap_ns": compute(s, e),
+            }
+        )
+    return out
+
+
+def _hidden(traces: list[RankTrace]) -> list[dict] | None:
+    """The joins the reports record no call for (RankTrace.hidden), in session ns."""
+    rows = [
+        {
+            "rank": tr.rank,
+            "kind": kind,
+            "step": step,
+            "start_ns": start - tr.session_start,
+            "end_ns": end - tr.session_start,
+            "completion_ns": None if done is None else done - tr.session_start,
+        }
+        for tr in traces
+        for kind, step, start, end, done in tr.hidden
+    ]
+    return rows or None
+
+
+def _pauses(traces: list[RankTrace]) -> list[dict] | None:
+    """The planted host pauses as they happened, in session ns."""
+    rows = [
+        {
+            "rank": tr.rank,
+            "step": step,
+            "phase": phase,
+            "start_ns": start - tr.session_start,
+            "end_ns": end - tr.session_start,
+        }
+        for tr in traces
+        for step, phase, start, end in tr.pauses
+    ]
+    return rows or None
 
 
 def run_step_times(sim: Simulation) -> dict[int, int]:

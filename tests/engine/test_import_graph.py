@@ -99,3 +99,13 @@ def test_the_domain_imports_no_section_and_no_workflow():
                 m for m in _imports(path) if m.split(".")[1:2] in [[a] for a in ABOVE_THE_DOMAIN]
             }
             assert not above, f"{name} imports {sorted(above)}"
+
+
+def test_the_generator_imports_nothing_it_checks():
+    """nsyswrap.synth's truth comes from its own simulation: it imports only itself and the
+    error type, never the analysis (crossrank, report, the engine) whose figures it checks."""
+    for name, path in (
+        _modules("synth") | {"nsyswrap.synth": ROOT / "synth" / "__init__.py"}
+    ).items():
+        other = {m for m in _imports(path) if m.split(".")[1:2] not in (["synth"], ["errors"])}
+        assert not other, f"{name} imports {sorted(other)}"

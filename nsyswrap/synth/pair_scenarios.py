@@ -1,0 +1,68 @@
+"""Fault pairs: a job with a fault and the same job (same seed, same random draws) without
+it, shapes of real jobs off the happy path (issue #36). nsyswrap.synth.pairs writes them
+and their truth; each fault half is also a preset of the same name.
+
+A pair's ``fix`` is the change that removes (or shrinks) the fault; without one the fixed
+half is ``fault.unplanted()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nsyswrap.synth.scenario import Scenario, Straggler
+
+NODE1 = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
+
+
+@dataclass(frozen=True)
+class FaultPair:
+    about: str
+    fault: Scenario
+    fix: dict = field(default_factory=dict)  # Scenario changes; empty: fault.unplanted()
+
+    def fixed_of(self, fault: Scenario) -> Scenario:
+        """The fixed half of ``fault`` (this pair's fault, perhaps resized)."""
+        return fault.replace(**self.fix) if self.fix else fault.unplanted()
+
+
+# 1. Host-paced TP x DP: the host's data loading, launches (30-50 us of Python per op) and
+# optimizer loop set the step; the GPU has slack, so rank 5's slow forward costs nothing.
+HOST_PACED_TPDP = Scenario(
+    name="host_paced_tpdp",
+    seed=101,
+    ranks=8,
+    ranks_per_node=4,
+    tp=4,
+    steps=10,
+    kernels_per_step=60,
+    modules=6,
+    compute_ns=(8_000, 30_000),
+    launch_api_ns=(4_000, 9_000),
+    host_gap_ns=(25_000, 45_000),
+    data_loading_ns=1_200_000,
+    optimizer_host_ns=800_000,
+    bucket_bytes=8 * 2**20,
+    comm_overlap=("partial",),
+    link_transfers=True,
+    autograd_thread=True,
+    clock_error_ns=tuple(2_700_000 * k for k in NODE1),
+    clock_drift_ppm=tuple(15 * k for k in NODE1),
+    straggler=Straggler(rank=5, phase="forward", extra_ns=2_000_000, steps=(3, 4, 5, 6)),
+)
+
+PAIRS: dict[str, FaultPair] = {
+    "host_paced_tpdp": FaultPair(
+        "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
+        "an autograd thread, a stream sync ending each step; data loading, launches and the "
+        "optimizer's loop set the step time with GPU slack to spare; rank 5's forward kernels "
+        "2 ms slower in steps 3-6 (the slack absorbs it: the true saving is 0)",
+        HOST_PACED_TPDP,
+    ),
+    "host_paced_tpdp_kernels": FaultPair(
+        "host_paced_tpdp without coll: ranges and with steps named train_step",
+        HOST_PACED_TPDP.replace(
+            name="host_paced_tpdp_kernels", coll_ranges=False, step_name="train_step"
+        ),
+    ),
+}

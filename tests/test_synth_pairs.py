@@ -1,0 +1,127 @@
+"""The generator's fault pairs (nsyswrap.synth.pairs, .pair_scenarios): each fault half and
+its fixed half, same seed, simulated by the generator itself; their truth is consistent
+and each fault is where its truth says. No analysis: the replay's tests use these."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from nsyswrap.synth import Scenario, Truth, preset
+from nsyswrap.synth.catalog import API_INDEX
+from nsyswrap.synth.pair_scenarios import PAIRS
+from nsyswrap.synth.pairs import HALVES, pair_scenarios, simulate_pair
+
+STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    """name -> simulate_pair(name): both halves simulated once, nothing written."""
+    return {name: simulate_pair(name) for name in PAIRS}
+
+
+def _compute(tr) -> np.ndarray:
+    """Indices of the trace's compute (non-NCCL) kernels."""
+    return np.flatnonzero([not tr.kernel_types[t].is_nccl for t in tr.k_type])
+
+
+def _durations(tr) -> np.ndarray:
+    return np.subtract(tr.k_end, tr.k_start)
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_both_halves_round_trip_and_the_fault_is_a_preset(name):
+    fault, fixed = pair_scenarios(name)
+    assert fault == preset(name) and fault.has_plant() and fixed != fault
+    for sc in (fault, fixed):
+        assert Scenario.from_dict(json.loads(json.dumps(sc.to_dict()))) == sc
+    assert fixed.seed == fault.seed
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_the_halves_make_the_same_calls_with_the_same_draws(name, pairs):
+    """The fixed half differs from the fault half by the fault alone: the same calls and
+    kernels, every drawn API call duration the same (a blocking call lasts until what it
+    waits for), the compute kernels the same but where the fault slows them."""
+    fault, fixed = (pairs[name][half][0] for half in HALVES)
+    slowed = {(p["rank"]) for p in pairs[name]["pair"]["fault"]["plants"] if "rank" in p}
+    for a, b in zip(fault.traces, fixed.traces):
+        assert list(a.r_api) == list(b.r_api) and list(a.k_type) == list(b.k_type)
+        drawn = np.asarray(a.r_api) != STREAM_SYNC
+        assert np.array_equal(
+            np.subtract(a.r_end, a.r_start)[drawn], np.subtract(b.r_end, b.r_start)[drawn]
+        )
+        compute = _compute(a)
+        same = np.array_equal(_durations(a)[compute], _durations(b)[compute])
+        assert same is (a.rank not in slowed)
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_the_pair_truth_adds_up(name, pairs):
+    """Per step, fault - fixed is the difference; the whole run is the sum of the steps;
+    both halves hold the same pair truth; a fix that removes the plant is the planted gain."""
+    pair = pairs[name]
+    times = pair["pair"]["step_times"]
+    fault_truth: Truth = pair["fault"][1]
+    assert len(times["steps"]) == fault_truth.scenario["steps"]
+    for row in times["steps"]:
+        assert row["difference_ns"] == row["fault_ns"] - row["fixed_ns"]
+    for key in ("fault", "fixed", "difference"):
+        assert times[f"{key}_run_ns"] == sum(r[f"{key}_ns"] for r in times["steps"])
+    assert times["difference_per_step_ns"] == times["difference_run_ns"] / len(times["steps"])
+    for half in HALVES:
+        assert pair[half][1].pair == {**pair["pair"], "half": half}
+    fault, fixed = pair_scenarios(name)
+    if fixed == fault.unplanted():
+        gain = fault_truth.planted_gain["steps"]
+        assert [g["gain_ns"] for g in gain] == [r["difference_ns"] for r in times["steps"]]
+    json.dumps(fault_truth.to_dict())  # plain values only
+
+
+@pytest.mark.parametrize("name", ["host_paced_tpdp", "host_paced_tpdp_kernels"])
+def test_host_paced_slack_absorbs_the_slow_forward(name, pairs):
+    """Rank 5's forward kernels are 2 ms longer in steps 3-6 (spread over its kernels), yet
+    no step is longer: the host sets the pace, every call of every host (stream syncs
+    too) starts and ends as without the fault."""
+    pair = pairs[name]
+    fault, fixed = (pair[half][0] for half in HALVES)
+    assert pair["pair"]["fault"]["rank_steps"] == [[5, s] for s in (3, 4, 5, 6)]
+    assert all(r["difference_ns"] == 0 for r in pair["pair"]["step_times"]["steps"])
+    a, b = fault.traces[5], fixed.traces[5]
+    compute = _compute(a)
+    extra = (_durations(a) - _durations(b))[compute]
+    for step, start, end in a.steps:
+        inside = (np.asarray(a.k_start)[compute] >= start) & (np.asarray(a.k_start)[compute] < end)
+        assert extra[inside].sum() == (2_000_000 if step in (3, 4, 5, 6) else 0)
+    for a, b in zip(fault.traces, fixed.traces):
+        assert np.count_nonzero(np.asarray(a.r_api) == STREAM_SYNC) == len(a.steps)
+        assert a.r_start == b.r_start and a.r_end == b.r_end
+    kinds = {h["kind"] for h in pair["pair"]["hidden"]}
+    assert kinds == {"autograd_join"}
+
+
+def test_hidden_autograd_joins_are_where_the_main_thread_waits(pairs):
+    """Between the autograd thread's last call of a step and the main thread's resumption
+    no call is made; the main thread makes no call while backward runs."""
+    sim, truth = pairs["host_paced_tpdp"]["fault"]
+    for tr in sim.traces:
+        joins = [h for h in truth.hidden if h["rank"] == tr.rank]
+        assert [h["step"] for h in joins] == list(range(len(tr.steps)))
+        starts = np.asarray(tr.r_start) - tr.session_start
+        for h in joins:
+            assert not ((starts > h["start_ns"]) & (starts < h["end_ns"])).any()
+            assert h["end_ns"] - h["start_ns"] < 100_000
+
+
+def test_the_cli_writes_both_halves(tmp_path, cli):
+    code, out, _ = cli("generate", "--pair", "host_paced_tpdp", tmp_path, "--steps", "3")
+    assert code == 0 and "0.000 ms per step faster" in out
+    for half in HALVES:
+        truth = Truth.load(tmp_path / half / "truth.json")
+        assert truth.pair["half"] == half and len(truth.pair["step_times"]["steps"]) == 3
+        assert len(list((tmp_path / half).glob("rank*.sqlite"))) == 8
+    code, _, err = cli("generate", "--pair", "run2", tmp_path / "x")
+    assert code == 1 and "no fault pair named 'run2'" in err
