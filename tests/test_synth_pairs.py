@@ -125,3 +125,22 @@ def test_the_cli_writes_both_halves(tmp_path, cli):
         assert len(list((tmp_path / half).glob("rank*.sqlite"))) == 8
     code, _, err = cli("generate", "--pair", "run2", tmp_path / "x")
     assert code == 1 and "no fault pair named 'run2'" in err
+
+
+def test_nccl_on_compute_queues_every_bucket_on_the_compute_stream(pairs):
+    """Each bucket's all-reduce is an NCCL kernel on the null (compute) stream between
+    backward's kernels; rank 2's backward kernels take 250 us more per step, which costs
+    every step something and never more than those 250 us; the hidden joins are stream
+    order and the autograd thread's."""
+    pair = pairs["nccl_on_compute"]
+    fault, fixed = (pair[half][0] for half in HALVES)
+    for tr in fault.traces:
+        nccl = [i for i, t in enumerate(tr.k_type) if tr.kernel_types[t].is_nccl]
+        assert len(nccl) == 3 * len(tr.steps)
+        assert {tr.streams[tr.k_stream[i]].flag for i in nccl} == {3}  # the null stream
+    compute = _compute(fault.traces[2])
+    extra = (_durations(fault.traces[2]) - _durations(fixed.traces[2]))[compute]
+    assert extra.sum() == 250_000 * len(fault.traces[2].steps)
+    steps = pair["pair"]["step_times"]["steps"]
+    assert all(0 < r["difference_ns"] <= 250_000 for r in steps)
+    assert [h["kind"] for h in pair["pair"]["hidden"]] == ["autograd_join", "stream_order"]

@@ -51,6 +51,26 @@ HOST_PACED_TPDP = Scenario(
     straggler=Straggler(rank=5, phase="forward", extra_ns=2_000_000, steps=(3, 4, 5, 6)),
 )
 
+# 2. NCCL on the compute stream: buckets all-reduced during backward on the compute stream
+# (no overlap possible), so every kernel after a bucket waits for the slowest rank's.
+NCCL_ON_COMPUTE = Scenario(
+    name="nccl_on_compute",
+    seed=102,
+    ranks=4,
+    ranks_per_node=4,
+    steps=10,
+    kernels_per_step=90,
+    modules=6,
+    compute_ns=(20_000, 60_000),
+    collectives_per_step=3,
+    comm_overlap=("inline",),
+    link_transfers=True,
+    autograd_thread=True,
+    data_loading_ns=400_000,
+    clock_skew_ns=800_000,
+    straggler=Straggler(rank=2, phase="backward", extra_ns=250_000),
+)
+
 PAIRS: dict[str, FaultPair] = {
     "host_paced_tpdp": FaultPair(
         "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
@@ -64,5 +84,11 @@ PAIRS: dict[str, FaultPair] = {
         HOST_PACED_TPDP.replace(
             name="host_paced_tpdp_kernels", coll_ranges=False, step_name="train_step"
         ),
+    ),
+    "nccl_on_compute": FaultPair(
+        "4 ranks on one host, the gradient buckets' all-reduces on the compute stream during "
+        "backward (no overlap possible), backward launched from the autograd thread; rank 2's "
+        "backward kernels 250 us slower in every step",
+        NCCL_ON_COMPUTE,
     ),
 }

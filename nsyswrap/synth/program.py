@@ -212,6 +212,8 @@ class RankProgram:
                 yield from self.collective(
                     "all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer
                 )
+                if overlap == "inline":  # the next kernel queues behind it on its stream
+                    yield from tl.settle()
             if sc.fsdp:  # the module's gradients reduce_scattered
                 yield from self.collective(
                     "reduce_scatter",
