@@ -71,6 +71,36 @@ NCCL_ON_COMPUTE = Scenario(
     straggler=Straggler(rank=2, phase="backward", extra_ns=250_000),
 )
 
+# 3. Just-in-time launches with no recorded synchronisation: the host launches each kernel
+# just before it runs; what holds it back at the end of a step is a wait no call records.
+JIT_NO_SYNC = Scenario(
+    name="jit_no_sync",
+    seed=103,
+    ranks=4,
+    ranks_per_node=2,
+    steps=10,
+    kernels_per_step=60,
+    modules=4,
+    compute_ns=(5_000, 20_000),
+    launch_api_ns=(4_000, 9_000),
+    host_gap_ns=(30_000, 50_000),
+    data_loading_ns=1_500_000,
+    collectives_per_step=1,
+    comm_overlap=("exposed",),
+    bucket_bytes=16 * 2**20,
+    link_transfers=True,
+    step_sync=False,
+    unrecorded_waits=True,
+    clock_error_ns=(0, 0, 1_900_000, 1_900_000),
+    straggler=Straggler(rank=2, phase="data_loading", extra_ns=3_000_000),
+)
+JIT_ABOUT = (
+    "4 ranks on 2 hosts, one all_reduce per step, each kernel launched just before it runs "
+    "(30-50 us of host time per launch), no synchronising call recorded: at the end of each "
+    "step the host waits for its GPU without a call; rank 2's data loading 3 ms slower in "
+    "every step"
+)
+
 PAIRS: dict[str, FaultPair] = {
     "host_paced_tpdp": FaultPair(
         "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
@@ -90,5 +120,14 @@ PAIRS: dict[str, FaultPair] = {
         "backward (no overlap possible), backward launched from the autograd thread; rank 2's "
         "backward kernels 250 us slower in every step",
         NCCL_ON_COMPUTE,
+    ),
+    "jit_no_sync": FaultPair(
+        f"{JIT_ABOUT}; fixed: the loader 2 ms faster",
+        JIT_NO_SYNC,
+        {"straggler": Straggler(rank=2, phase="data_loading", extra_ns=1_000_000)},
+    ),
+    "jit_no_sync_removed": FaultPair(
+        f"{JIT_ABOUT}; fixed: without the slowdown",
+        JIT_NO_SYNC.replace(name="jit_no_sync_removed"),
     ),
 }
