@@ -183,3 +183,36 @@ def test_jit_launches_with_a_wait_no_call_records(name, pairs):
     else:
         assert all(2_700_000 < d <= 3_000_000 for d in diff)
     assert [h["kind"] for h in pair["pair"]["hidden"]] == ["unrecorded_wait"]
+
+
+@pytest.mark.parametrize("name", ["moving_pauses", "moving_pauses_late"])
+def test_moving_pauses_happen_exactly_where_truth_says(name, pairs):
+    """Each planted pause is one stretch of its rank's host with no call, inside forward of
+    its step, as long as planted; only the paused steps are longer than without them; the
+    pair's rank_steps are the paused (rank, step) pairs (the last two steps in _late)."""
+    pair = pairs[name]
+    sim, truth = pair["fault"]
+    planted = sorted((p.rank, p.step, p.dur_ns) for p in sim.scenario.pauses)
+    assert sorted((p["rank"], p["step"], p["end_ns"] - p["start_ns"]) for p in truth.pauses) == (
+        planted
+    )
+    assert 3 <= len(planted) <= 10 and len({r for r, _, _ in planted}) > 2  # it moves
+    assert pair["pair"]["fault"]["rank_steps"] == sorted([r, s] for r, s, _ in planted)
+    for p in truth.pauses:
+        tr = sim.traces[p["rank"]]
+        starts = np.asarray(tr.r_start) - tr.session_start
+        assert not ((starts >= p["start_ns"]) & (starts < p["end_ns"])).any()
+        forward = [
+            (s - tr.session_start, e - tr.session_start)
+            for s, e, text, _ in tr.nvtx
+            if text == "forward"
+        ][p["step"]]
+        assert forward[0] < p["start_ns"] < p["end_ns"] < forward[1]
+    paused = {s for _, s, _ in planted}
+    for row in pair["pair"]["step_times"]["steps"]:
+        if row["step"] in paused:
+            assert 20_000_000 < row["difference_ns"] <= 35_000_000
+        else:
+            assert row["difference_ns"] == 0
+    if name == "moving_pauses_late":
+        assert {18, 19} <= paused

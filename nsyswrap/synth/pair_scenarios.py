@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nsyswrap.synth.scenario import Scenario, Straggler
+import numpy as np
+
+from nsyswrap.synth.scenario import HostPause, Scenario, Straggler
 
 NODE1 = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
 
@@ -101,6 +103,47 @@ JIT_ABOUT = (
     "every step"
 )
 
+
+def moving_pauses(seed: int, ranks: int, steps: int, late: tuple[int, ...] = ()) -> tuple:
+    """Host pauses of 25-35 ms in forward (before a module drawn from 1-6), each step with
+    probability 1/5 (and every step of ``late``), on a rank drawn uniformly: seeded, so the
+    (rank, step) pairs are fixed and in truth."""
+    rng = np.random.default_rng([seed, 7])
+    paused = rng.random(steps) < 0.2
+    paused[list(late)] = True
+    ranks_of = rng.integers(0, ranks, steps)
+    durations = rng.integers(25_000_000, 35_000_001, steps)
+    modules = rng.integers(1, 7, steps)
+    return tuple(
+        HostPause(int(ranks_of[s]), int(s), int(durations[s]), "forward", int(modules[s]))
+        for s in np.flatnonzero(paused)
+    )
+
+
+# 7. Moving host pauses (garbage collection) on a random rank about one step in five.
+MOVING_PAUSES = Scenario(
+    name="moving_pauses",
+    seed=107,
+    ranks=8,
+    ranks_per_node=4,
+    steps=20,
+    kernels_per_step=150,
+    modules=8,
+    compute_ns=(20_000, 80_000),
+    collectives_per_step=3,
+    comm_overlap=("partial",),
+    link_transfers=True,
+    data_loading_ns=2_000_000,
+    autograd_thread=True,
+    clock_error_ns=tuple(4_200_000 * k for k in NODE1),
+    pauses=moving_pauses(107, 8, 20),
+)
+PAUSES_ABOUT = (
+    "8 data-parallel ranks on 2 hosts (~10 ms steps, the GPU sets the pace), backward on an "
+    "autograd thread; a 25-35 ms host pause (garbage collection) inside forward on a random "
+    "rank about one step in five"
+)
+
 PAIRS: dict[str, FaultPair] = {
     "host_paced_tpdp": FaultPair(
         "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
@@ -129,5 +172,12 @@ PAIRS: dict[str, FaultPair] = {
     "jit_no_sync_removed": FaultPair(
         f"{JIT_ABOUT}; fixed: without the slowdown",
         JIT_NO_SYNC.replace(name="jit_no_sync_removed"),
+    ),
+    "moving_pauses": FaultPair(PAUSES_ABOUT, MOVING_PAUSES),
+    "moving_pauses_late": FaultPair(
+        f"{PAUSES_ABOUT}, and in both of the last two steps",
+        MOVING_PAUSES.replace(
+            name="moving_pauses_late", seed=108, pauses=moving_pauses(108, 8, 20, late=(18, 19))
+        ),
     ),
 }
