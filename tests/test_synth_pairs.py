@@ -216,3 +216,30 @@ def test_moving_pauses_happen_exactly_where_truth_says(name, pairs):
             assert row["difference_ns"] == 0
     if name == "moving_pauses_late":
         assert {18, 19} <= paused
+
+
+def test_the_slow_nic_slows_only_transfers_across_the_hosts(pairs):
+    """Each all-reduce whose group spans both hosts (the DP pairs) transfers 3x as long
+    as without the slow NIC (ring_transfer_ns x 3, rounded up), each inside a host (the TP
+    groups) exactly as long; no kernel computes slower (the same-draws test); every step
+    is longer."""
+    pair = pairs["slow_nic"]
+    (fault, ft), (fixed, xt) = (pair[half] for half in HALVES)
+    sc = fault.scenario
+    across = inside = 0
+    for a, b in zip(fault.collectives, fixed.collectives):
+        assert (a.pg, a.seq) == (b.pg, b.seq)
+        hosts = {r // sc.ranks_per_node for r in sc.group_members(a.pg)}
+        if len(hosts) > 1:
+            assert a.transfer == -(-b.transfer * 3 // 1) and b.transfer > 0
+            across += 1
+        else:
+            assert a.transfer == b.transfer
+            inside += 1
+    assert across == 3 * sc.steps * 4  # 3 buckets of each of the 4 DP pairs a step
+    assert inside == 6 * sc.steps * 2  # after each of 6 modules in each TP group
+    (link,) = pair["pair"]["fault"]["plants"]
+    assert link["links"] == [["node0", "node1"]] and link["ranks_behind_it"] == [4, 5, 6, 7]
+    assert link["bytes_per_ns"]["slow_link"] == link["bytes_per_ns"]["across"] / 3
+    assert pair["pair"]["fault"]["ranks"] == [] and pair["pair"]["fault"]["rank_steps"] == []
+    assert all(r["difference_ns"] > 1_000_000 for r in pair["pair"]["step_times"]["steps"])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsyswrap.synth.scenario import HostPause, Scenario, Straggler
+from nsyswrap.synth.scenario import HostPause, Scenario, SlowLink, Straggler
 
 NODE1 = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
 
@@ -144,6 +144,28 @@ PAUSES_ABOUT = (
     "rank about one step in five"
 )
 
+# 8. A slow NIC: every transfer to or from node1 across the hosts 3x longer.
+SLOW_NIC = Scenario(
+    name="slow_nic",
+    seed=108,
+    ranks=8,
+    ranks_per_node=4,
+    tp=4,
+    steps=10,
+    kernels_per_step=120,
+    modules=6,
+    compute_ns=(20_000, 60_000),
+    collectives_per_step=3,
+    comm_overlap=("partial",),
+    bucket_bytes=32 * 2**20,
+    link_transfers=True,
+    data_loading_ns=1_000_000,
+    autograd_thread=True,
+    clock_error_ns=tuple(-3_300_000 * k for k in NODE1),
+    clock_drift_ppm=tuple(-12 * k for k in NODE1),
+    slow_link=SlowLink(node=1, factor=3.0),
+)
+
 PAIRS: dict[str, FaultPair] = {
     "host_paced_tpdp": FaultPair(
         "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
@@ -179,5 +201,11 @@ PAIRS: dict[str, FaultPair] = {
         MOVING_PAUSES.replace(
             name="moving_pauses_late", seed=108, pauses=moving_pauses(108, 8, 20, late=(18, 19))
         ),
+    ),
+    "slow_nic": FaultPair(
+        "8 ranks on 2 hosts, TP groups of 4 inside a host (NVLink), DP pairs across them; the "
+        "second host's NIC slow: every transfer across the hosts 3x longer (bandwidth / 3, "
+        "latency x 3), no rank computes slower",
+        SLOW_NIC,
     ),
 }

@@ -85,16 +85,27 @@ def _plants(sc: Scenario) -> list[dict]:
 
 
 def _slow_link(sc: Scenario) -> dict:
-    node, nodes = sc.slow_link.node, (sc.ranks - 1) // sc.ranks_per_node + 1
+    """The slow NIC: its host, the links (pairs of hosts) through it, and the links'
+    bandwidth (bytes per ns, = GB/s) and latency as the simulation uses them: a ring
+    all-reduce's bus bandwidth is the bandwidth of its slowest link (links.ring_transfer_ns)."""
+    node, factor = sc.slow_link.node, sc.slow_link.factor
+    nodes = (sc.ranks - 1) // sc.ranks_per_node + 1
+    inside, across = sc.link_bytes_per_ns
     return {
         "kind": "slow_link",
         "node": node,
         "host": f"node{node}",
-        "factor": sc.slow_link.factor,
+        "factor": factor,
         "links": [
             sorted([f"node{node}", f"node{other}"]) for other in range(nodes) if other != node
         ],
         "ranks_behind_it": [r for r in range(sc.ranks) if r // sc.ranks_per_node == node],
+        "bytes_per_ns": {"inside_a_host": inside, "across": across, "slow_link": across / factor},
+        "latency_ns": {
+            "inside_a_host": sc.link_latency_ns[0],
+            "across": sc.link_latency_ns[1],
+            "slow_link": sc.link_latency_ns[1] * factor,
+        },
         "steps": _steps(sc, None),
     }
 
