@@ -243,3 +243,34 @@ def test_the_slow_nic_slows_only_transfers_across_the_hosts(pairs):
     assert link["bytes_per_ns"]["slow_link"] == link["bytes_per_ns"]["across"] / 3
     assert pair["pair"]["fault"]["ranks"] == [] and pair["pair"]["fault"]["rank_steps"] == []
     assert all(r["difference_ns"] > 1_000_000 for r in pair["pair"]["step_times"]["steps"])
+
+
+@pytest.mark.parametrize(
+    "name, across", [("pipeline_across_hosts", "p2p"), ("pipeline_replicas_across_hosts", "dp")]
+)
+def test_pipeline_layouts_put_only_their_groups_across_the_hosts(name, across, pairs):
+    """Megatron's layout (stage-major): each stage's DP all-reduce inside a host, only the
+    stage 1 -> 2 send/recv across; the other layout: DP all-reduces across, send/recv
+    inside. Stage 2's forward kernels take 300 us more per microbatch, its backward's
+    none; every step is longer."""
+    pair = pairs[name]
+    (fault, ft), (fixed, _) = (pair[half] for half in HALVES)
+    sc = fault.scenario
+    host = {r: r // sc.ranks_per_node for r in range(sc.ranks)}
+    crossing = {"p2p": set(), "dp": set()}
+    for c in ft.collectives + ft.exchanges:
+        ranks = [r["rank"] for r in c["per_rank"]]
+        if len({host[r] for r in ranks}) > 1:
+            crossing["dp" if c in ft.collectives else "p2p"].add(tuple(sorted(ranks)))
+    if across == "p2p":
+        assert crossing == {"p2p": {(2, 4), (3, 5)}, "dp": set()}  # stage 1 -> 2
+    else:
+        assert crossing == {"p2p": set(), "dp": {(0, 4), (1, 5), (2, 6), (3, 7)}}
+    assert pair["pair"]["fault"]["ranks"] == [r for r in range(8) if sc.stage_of(r) == 2]
+    for rank in range(8):
+        a, b = fault.traces[rank], fixed.traces[rank]
+        extra = (_durations(a) - _durations(b))[_compute(a)]
+        # forward only: with backward's (twice as much) it would be three times this
+        slow = 300_000 * sc.pipeline.microbatches * sc.steps if sc.stage_of(rank) == 2 else 0
+        assert extra.sum() == slow and extra.min() >= 0
+    assert all(r["difference_ns"] > 1_500_000 for r in pair["pair"]["step_times"]["steps"])

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsyswrap.synth.scenario import HostPause, Scenario, SlowLink, Straggler
+from nsyswrap.synth.scenario import (
+    HostPause,
+    Pipeline,
+    Scenario,
+    SlowLink,
+    SlowStage,
+    Straggler,
+)
 
 NODE1 = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
 
@@ -166,6 +173,26 @@ SLOW_NIC = Scenario(
     slow_link=SlowLink(node=1, factor=3.0),
 )
 
+# 4. Pipeline stages across hosts, data parallelism inside a host (Megatron's default
+# layout): only send/recv cross the hosts. Stage 2's forward slow.
+PIPELINE_ACROSS_HOSTS = Scenario(
+    name="pipeline_across_hosts",
+    seed=104,
+    ranks=8,
+    ranks_per_node=4,
+    steps=8,
+    pipeline=Pipeline(stage_major=True, forward_ns=(60_000, 90_000)),
+    slow_stage=SlowStage(stage=2, extra_ns=300_000, backward=False),
+    data_loading_ns=2_000_000,
+    clock_error_ns=tuple(13_000_000 * k for k in NODE1),
+    clock_drift_ppm=tuple(20 * k for k in NODE1),
+)
+PIPELINE_ABOUT = (
+    "Megatron 1F1B over 8 microbatches, 4 stages x 2 data-parallel replicas on 2 hosts "
+    "(node1's clock 13 ms off, drifting 20 ppm); stage 2's forward 300 us slower per "
+    "microbatch"
+)
+
 PAIRS: dict[str, FaultPair] = {
     "host_paced_tpdp": FaultPair(
         "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
@@ -207,5 +234,18 @@ PAIRS: dict[str, FaultPair] = {
         "second host's NIC slow: every transfer across the hosts 3x longer (bandwidth / 3, "
         "latency x 3), no rank computes slower",
         SLOW_NIC,
+    ),
+    "pipeline_across_hosts": FaultPair(
+        f"{PIPELINE_ABOUT}; stages 0-1 on node0, 2-3 on node1, each stage's replicas (its "
+        "data-parallel all-reduce) inside a host: only send/recv cross the hosts",
+        PIPELINE_ACROSS_HOSTS,
+    ),
+    "pipeline_replicas_across_hosts": FaultPair(
+        f"{PIPELINE_ABOUT}; a replica's 4 stages in a host, the data-parallel all-reduces "
+        "across the hosts",
+        PIPELINE_ACROSS_HOSTS.replace(
+            name="pipeline_replicas_across_hosts",
+            pipeline=Pipeline(forward_ns=(60_000, 90_000)),
+        ),
     ),
 }
