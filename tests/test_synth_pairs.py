@@ -274,3 +274,42 @@ def test_pipeline_layouts_put_only_their_groups_across_the_hosts(name, across, p
         slow = 300_000 * sc.pipeline.microbatches * sc.steps if sc.stage_of(rank) == 2 else 0
         assert extra.sum() == slow and extra.min() >= 0
     assert all(r["difference_ns"] > 1_500_000 for r in pair["pair"]["step_times"]["steps"])
+
+
+@pytest.mark.parametrize("name", ["ring_attention", "ring_attention_forward"])
+def test_the_ring_passes_blocks_beside_the_attention_kernels(name, pairs):
+    """Per step, layer and phase, 3 hops: each rank sends to the next and receives from the
+    previous one (a two-member exchange per direction); each hop's kernels start after
+    the compute launched before them ends (the buffer is reused); the slow rank's
+    attention kernels take 1.3x as long (forward only in _forward); every step is
+    longer, the forward-only fault less."""
+    pair = pairs[name]
+    (fault, ft), (fixed, _) = (pair[half] for half in HALVES)
+    sc = fault.scenario
+    hops = {}
+    for c in ft.exchanges:
+        assert c["ops"] == ["recv", "send"]
+        sender = next(r["rank"] for r in c["per_rank"] if r["op"] == "send")
+        receiver = next(r["rank"] for r in c["per_rank"] if r["op"] == "recv")
+        assert receiver == (sender + 1) % sc.ranks
+        hops[sender] = hops.get(sender, 0) + 1
+    assert hops == {r: sc.steps * sc.ring.layers * 3 * 2 for r in range(sc.ranks)}
+    assert all(len(c["per_rank"]) == 4 for c in ft.collectives)  # the gradients' all_reduce
+    for rank in range(sc.ranks):
+        a, b = fault.traces[rank], fixed.traces[rank]
+        compute = _compute(a)
+        corr, start = np.asarray(a.k_corr), np.asarray(a.k_start)
+        done_before = np.maximum.accumulate(np.asarray(a.k_end)[compute])  # by launch order
+        for i in np.setdiff1d(np.arange(len(corr)), compute):
+            if a.kernel_types[a.k_type[i]].short == "ncclDevKernel_SendRecv":
+                before = np.searchsorted(corr[compute], corr[i]) - 1
+                assert start[i] >= done_before[before]
+        ratio = _durations(a)[compute] / _durations(b)[compute]
+        slowed = np.isclose(ratio, 1.3, atol=1e-4)
+        if rank == 2:
+            n_fwd = sc.steps * sc.ring.layers * 4 * sc.ring.attention_kernels
+            assert slowed.sum() == (n_fwd if name.endswith("forward") else 3 * n_fwd)
+        assert (slowed | (ratio == 1)).all() and (rank == 2 or not slowed.any())
+    diff = [r["difference_ns"] for r in pair["pair"]["step_times"]["steps"]]
+    assert all(d > 200_000 for d in diff)
+    assert (max(diff) < 1_000_000) is name.endswith("forward")

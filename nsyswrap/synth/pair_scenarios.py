@@ -15,7 +15,9 @@ import numpy as np
 from nsyswrap.synth.scenario import (
     HostPause,
     Pipeline,
+    Ring,
     Scenario,
+    SlowAttention,
     SlowLink,
     SlowStage,
     Straggler,
@@ -193,6 +195,24 @@ PIPELINE_ABOUT = (
     "microbatch"
 )
 
+# 6. Context parallelism's ring attention: a send/recv ring per layer beside the attention
+# kernels; one rank's attention slower.
+RING_ATTENTION = Scenario(
+    name="ring_attention",
+    seed=106,
+    ranks=4,
+    ranks_per_node=4,
+    steps=8,
+    ring=Ring(),
+    data_loading_ns=1_000_000,
+    clock_skew_ns=600_000,
+    slow_attention=SlowAttention(rank=2, factor=1.3),
+)
+RING_ABOUT = (
+    "context parallelism's ring attention: 4 ranks in a host, per layer (4) a send/recv ring "
+    "of key/value blocks beside the attention kernels (3 hops, one NCCL group each)"
+)
+
 PAIRS: dict[str, FaultPair] = {
     "host_paced_tpdp": FaultPair(
         "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
@@ -246,6 +266,17 @@ PAIRS: dict[str, FaultPair] = {
         PIPELINE_ACROSS_HOSTS.replace(
             name="pipeline_replicas_across_hosts",
             pipeline=Pipeline(forward_ns=(60_000, 90_000)),
+        ),
+    ),
+    "ring_attention": FaultPair(
+        f"{RING_ABOUT}; rank 2's attention kernels 30 % slower, forward and backward",
+        RING_ATTENTION,
+    ),
+    "ring_attention_forward": FaultPair(
+        f"{RING_ABOUT}; rank 2's forward attention kernels 30 % slower",
+        RING_ATTENTION.replace(
+            name="ring_attention_forward",
+            slow_attention=SlowAttention(rank=2, factor=1.3, backward=False),
         ),
     ),
 }

@@ -364,12 +364,16 @@ class RankProgram:
         transfer: int,
         pg: int | None = None,
         send: dict[int, int] | None = None,
+        grouped: bool = False,
     ) -> Iterator[None]:
         """Issue one collective: ``coll:`` range around the NCCL kernel launch on each device
         (on the group's own NCCL stream: the TP group's or the data-parallel one). With
-        ``send`` (bytes to each rank) it is an exchange: all_to_all or send/recv."""
+        ``send`` (bytes to each rank) it is an exchange: all_to_all or send/recv.
+        ``grouped``: issued with the operations before it in one NCCL group (on streams
+        of their own), without waiting for them to be resolved first."""
         tl, sc = self.tl, self.sc
-        yield from tl.settle()
+        if not grouped:
+            yield from tl.settle()
         pg = self.dp if pg is None else pg
         seq = self.seqs.get(pg, 0)
         self.seqs[pg] = seq + 1

@@ -11,6 +11,7 @@ from nsyswrap.synth.lockstep import Collectives, Links, Resolved, run_lockstep
 from nsyswrap.synth.moe import MoEProgram
 from nsyswrap.synth.pipeline import PipelineProgram
 from nsyswrap.synth.program import Device, RankProgram
+from nsyswrap.synth.ring import RingProgram
 from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.timeline import Timeline
 from nsyswrap.synth.trace import RankTrace, Stream, recorded
@@ -29,6 +30,8 @@ class Simulation:
 
 def program_of(sc: Scenario) -> type[RankProgram]:
     """The training loop of the scenario's shape."""
+    if sc.ring:
+        return RingProgram
     return MoEProgram if sc.moe else PipelineProgram if sc.pipeline else RankProgram
 
 
