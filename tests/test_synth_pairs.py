@@ -313,3 +313,38 @@ def test_the_ring_passes_blocks_beside_the_attention_kernels(name, pairs):
     diff = [r["difference_ns"] for r in pair["pair"]["step_times"]["steps"]]
     assert all(d > 200_000 for d in diff)
     assert (max(diff) < 1_000_000) is name.endswith("forward")
+
+
+def test_the_interleaved_pipeline_runs_each_chunk_and_wraps_round_the_stages(pairs):
+    """Megatron's interleaved schedule: each rank computes each microbatch's forward and
+    backward once per chunk; every send meets its receive (no unmatched operation); per
+    step and replica the last stage sends chunk 0's 8 outputs round to stage 0, which
+    sends their 8 gradients back; stage 1's kernels take 80 us more per forward and
+    160 us per backward of each chunk; every step is longer."""
+    pair = pairs["interleaved_pipeline"]
+    (fault, ft), (fixed, _) = (pair[half] for half in HALVES)
+    sc, p = fault.scenario, fault.scenario.pipeline
+    assert not ft.unmatched_collectives
+    for tr in fault.traces:
+        texts = [text for _, _, text, _ in tr.nvtx]
+        assert (
+            texts.count("forward")
+            == texts.count("backward")
+            == (sc.steps * p.microbatches * p.chunks)
+        )
+    wraps = {}
+    for c in ft.exchanges:
+        assert len(c["per_rank"]) == 2
+        src = next(r["rank"] for r in c["per_rank"] if r["op"] == "send")
+        dst = next(r["rank"] for r in c["per_rank"] if r["op"] == "recv")
+        key = (sc.stage_of(src), sc.stage_of(dst))
+        assert sc.replica_of(src) == sc.replica_of(dst) and (key[1] - key[0]) % 4 in (1, 3)
+        wraps[key] = wraps.get(key, 0) + 1
+    assert wraps[(3, 0)] == wraps[(0, 3)] == sc.steps * p.microbatches * sc.replicas
+    assert wraps[(0, 1)] == sc.steps * p.microbatches * p.chunks * sc.replicas
+    for rank in range(sc.ranks):
+        a, b = fault.traces[rank], fixed.traces[rank]
+        extra = (_durations(a) - _durations(b))[_compute(a)].sum()
+        per_step = p.microbatches * p.chunks * (80_000 + 160_000)
+        assert extra == (sc.steps * per_step if sc.stage_of(rank) == 1 else 0)
+    assert all(r["difference_ns"] > 2_000_000 for r in pair["pair"]["step_times"]["steps"])

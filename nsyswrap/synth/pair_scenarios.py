@@ -213,6 +213,20 @@ RING_ABOUT = (
     "of key/value blocks beside the attention kernels (3 hops, one NCCL group each)"
 )
 
+# 5. An interleaved 1F1B pipeline (two model chunks per rank), one stage slow.
+INTERLEAVED = Scenario(
+    name="interleaved_pipeline",
+    seed=105,
+    ranks=8,
+    ranks_per_node=4,
+    steps=8,
+    pipeline=Pipeline(chunks=2, forward_ns=(40_000, 70_000)),
+    slow_stage=SlowStage(stage=1, extra_ns=80_000),
+    data_loading_ns=2_000_000,
+    clock_error_ns=tuple(-7_500_000 * k for k in NODE1),
+    clock_drift_ppm=tuple(-25 * k for k in NODE1),
+)
+
 PAIRS: dict[str, FaultPair] = {
     "host_paced_tpdp": FaultPair(
         "host-paced TP x DP: TP groups of 4 in 2 hosts, DP pairs across them, backward on "
@@ -278,5 +292,13 @@ PAIRS: dict[str, FaultPair] = {
             name="ring_attention_forward",
             slow_attention=SlowAttention(rank=2, factor=1.3, backward=False),
         ),
+    ),
+    "interleaved_pipeline": FaultPair(
+        "Megatron's interleaved 1F1B: 4 stages x 2 replicas (a replica's stages in a host, "
+        "the DP all-reduces across), 2 model chunks per rank, 8 microbatches; activations "
+        "and gradients on a channel per direction (the last stage sends chunk 0's output "
+        "round to stage 0); stage 1 slow: +80 us per forward of each chunk, +160 us per "
+        "backward",
+        INTERLEAVED,
     ),
 }

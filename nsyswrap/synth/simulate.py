@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsyswrap.synth.interleaved import InterleavedProgram
 from nsyswrap.synth.links import slowdown
 from nsyswrap.synth.lockstep import Collectives, Links, Resolved, run_lockstep
 from nsyswrap.synth.moe import MoEProgram
@@ -32,6 +33,8 @@ def program_of(sc: Scenario) -> type[RankProgram]:
     """The training loop of the scenario's shape."""
     if sc.ring:
         return RingProgram
+    if sc.pipeline and sc.pipeline.chunks > 1:
+        return InterleavedProgram
     return MoEProgram if sc.moe else PipelineProgram if sc.pipeline else RankProgram
 
 
