@@ -116,7 +116,17 @@ def write_report(traces: list[RankTrace], sc: Scenario, path: Path) -> None:
 def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings) -> None:
     """KERNEL and RUNTIME via TEMP tables; MEMCPY, MEMSET, SYNCHRONIZATION row by row."""
     gpid = ids.global_pid(trace.pid)
-    params = {"gpid": gpid}
+    _write_runtime(con, trace, strings, {"gpid": gpid})
+    if len(trace.k_start):
+        _write_kernels(con, trace, strings, {"gpid": gpid})
+    _write_copies(con, trace, gpid)
+    _write_syncs(con, trace, gpid)
+
+
+def _write_runtime(
+    con: sqlite3.Connection, trace: RankTrace, strings: Strings, params: dict
+) -> None:
+    """The TEMP tables of streams and API names, and RUNTIME (every CUDA call)."""
     ts = trace.session_ns
     for temp in ("st", "api", "r", "kt", "k"):  # another process of the same report came first
         con.execute(f"DROP TABLE IF EXISTS temp.{temp}")
@@ -159,62 +169,71 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings)
         params,
     )
 
-    if len(trace.k_start):
-        attrs = ", ".join(ATTR_COLUMNS)
-        con.execute(
-            f"CREATE TEMP TABLE kt (idx INTEGER PRIMARY KEY, short, demangled, mangled, {attrs})"
-        )
-        con.executemany(
-            f"INSERT INTO temp.kt VALUES ({', '.join('?' * (4 + len(ATTR_COLUMNS)))})",
-            [
-                (i, strings(k.short), strings(k.demangled), strings(k.mangled), *k.attrs)
-                for i, k in enumerate(trace.kernel_types)
-            ],
-        )
-        con.execute("CREATE TEMP TABLE k (start, end, stream, corr, type)")
-        con.executemany(
-            "INSERT INTO temp.k VALUES (?, ?, ?, ?, ?)",
-            zip(
-                ts(trace.k_start).tolist(),
-                ts(trace.k_end).tolist(),
-                trace.k_stream,
-                trace.k_corr,
-                trace.k_type,
-            ),
-        )
-        spec = {
-            "start": "k.start",
-            "end": "k.end",
-            "deviceId": "s.device",
-            "contextId": "s.context",
-            "greenContextId": "0",
-            "streamId": "s.sid",
-            "correlationId": "k.corr",
-            "globalPid": ":gpid",
-            "demangledName": "t.demangled",
-            "shortName": "t.short",
-            "mangledName": "t.mangled",
-            "launchType": "1",
-            "cacheConfig": "1",
-            "gridId": f"{GRID_ID_BASE} + k.rowid",
-            "graphNodeId": "NULL",
-            "qmdBulkReleaseDone": "NULL",
-            "qmdPreexitDone": "NULL",
-            "qmdLastCtaDone": "NULL",
-            "graphId": "NULL",
-            "sharedMemoryRequestedPercentage": "NULL",
-            "tensorSizeMinusOneElements": "'[]'",
-        }
-        spec.update({c: f"t.{c}" for c in ATTR_COLUMNS})
-        _insert_select(
-            con,
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            spec,
-            "temp.k AS k JOIN temp.st AS s ON s.idx = k.stream "
-            "JOIN temp.kt AS t ON t.idx = k.type ORDER BY k.rowid",
-            params,
-        )
 
+def _write_kernels(
+    con: sqlite3.Connection, trace: RankTrace, strings: Strings, params: dict
+) -> None:
+    """KERNEL via TEMP tables of kernel types and kernels, joined to the streams'."""
+    ts = trace.session_ns
+    attrs = ", ".join(ATTR_COLUMNS)
+    con.execute(
+        f"CREATE TEMP TABLE kt (idx INTEGER PRIMARY KEY, short, demangled, mangled, {attrs})"
+    )
+    con.executemany(
+        f"INSERT INTO temp.kt VALUES ({', '.join('?' * (4 + len(ATTR_COLUMNS)))})",
+        [
+            (i, strings(k.short), strings(k.demangled), strings(k.mangled), *k.attrs)
+            for i, k in enumerate(trace.kernel_types)
+        ],
+    )
+    con.execute("CREATE TEMP TABLE k (start, end, stream, corr, type)")
+    con.executemany(
+        "INSERT INTO temp.k VALUES (?, ?, ?, ?, ?)",
+        zip(
+            ts(trace.k_start).tolist(),
+            ts(trace.k_end).tolist(),
+            trace.k_stream,
+            trace.k_corr,
+            trace.k_type,
+        ),
+    )
+    spec = {
+        "start": "k.start",
+        "end": "k.end",
+        "deviceId": "s.device",
+        "contextId": "s.context",
+        "greenContextId": "0",
+        "streamId": "s.sid",
+        "correlationId": "k.corr",
+        "globalPid": ":gpid",
+        "demangledName": "t.demangled",
+        "shortName": "t.short",
+        "mangledName": "t.mangled",
+        "launchType": "1",
+        "cacheConfig": "1",
+        "gridId": f"{GRID_ID_BASE} + k.rowid",
+        "graphNodeId": "NULL",
+        "qmdBulkReleaseDone": "NULL",
+        "qmdPreexitDone": "NULL",
+        "qmdLastCtaDone": "NULL",
+        "graphId": "NULL",
+        "sharedMemoryRequestedPercentage": "NULL",
+        "tensorSizeMinusOneElements": "'[]'",
+    }
+    spec.update({c: f"t.{c}" for c in ATTR_COLUMNS})
+    _insert_select(
+        con,
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        spec,
+        "temp.k AS k JOIN temp.st AS s ON s.idx = k.stream "
+        "JOIN temp.kt AS t ON t.idx = k.type ORDER BY k.rowid",
+        params,
+    )
+
+
+def _write_copies(con: sqlite3.Connection, trace: RankTrace, gpid: int) -> None:
+    """MEMCPY and MEMSET, row by row."""
+    ts = trace.session_ns
     streams = trace.streams
     _insert(
         con,
@@ -284,6 +303,11 @@ def _write_activity(con: sqlite3.Connection, trace: RankTrace, strings: Strings)
             for s, e, i, corr, nbytes in trace.memsets
         ],
     )
+
+
+def _write_syncs(con: sqlite3.Connection, trace: RankTrace, gpid: int) -> None:
+    """SYNCHRONIZATION, row by row."""
+    ts, streams = trace.session_ns, trace.streams
     # deviceId is 0 on every SYNCHRONIZATION row of real 2026.2 exports (schema note 4.3)
     _insert(
         con,
