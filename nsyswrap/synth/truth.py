@@ -215,8 +215,8 @@ def compute_truth(
         exchanges=exchanges or None,
         clock_jumps=_clock_jumps(sim, offsets),
         planted_gain=None if unplanted is None else planted_gain(sim, unplanted, balanced),
-        hidden=_hidden(traces),
-        pauses=_pauses(traces),
+        hidden=_session_rows(traces, "hidden", HIDDEN_FIELDS),
+        pauses=_session_rows(traces, "pauses", PAUSE_FIELDS),
     )
 
 
@@ -316,35 +316,23 @@ def _nccl_kernels(tr: RankTrace, device: int, compute: Measure) -> list[dict]:
     return out
 
 
-def _hidden(traces: list[RankTrace]) -> list[dict] | None:
-    """The joins the reports record no call for (RankTrace.hidden), in session ns."""
+HIDDEN_FIELDS = ("kind", "step", "start_ns", "end_ns", "completion_ns")
+PAUSE_FIELDS = ("step", "phase", "start_ns", "end_ns")
+
+
+def _session_rows(traces: list[RankTrace], attr: str, fields: tuple[str, ...]) -> list | None:
+    """Every rank's RankTrace.<attr> tuples as rows named by ``fields`` (after ``rank``),
+    the ``_ns`` ones in session ns (None stays None); None when there are none."""
     rows = [
         {
             "rank": tr.rank,
-            "kind": kind,
-            "step": step,
-            "start_ns": start - tr.session_start,
-            "end_ns": end - tr.session_start,
-            "completion_ns": None if done is None else done - tr.session_start,
+            **{
+                f: v - tr.session_start if f.endswith("_ns") and v is not None else v
+                for f, v in zip(fields, values)
+            },
         }
         for tr in traces
-        for kind, step, start, end, done in tr.hidden
-    ]
-    return rows or None
-
-
-def _pauses(traces: list[RankTrace]) -> list[dict] | None:
-    """The planted host pauses as they happened, in session ns."""
-    rows = [
-        {
-            "rank": tr.rank,
-            "step": step,
-            "phase": phase,
-            "start_ns": start - tr.session_start,
-            "end_ns": end - tr.session_start,
-        }
-        for tr in traces
-        for step, phase, start, end in tr.pauses
+        for values in getattr(tr, attr)
     ]
     return rows or None
 
