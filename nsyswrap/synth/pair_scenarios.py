@@ -23,7 +23,7 @@ from nsyswrap.synth.scenario import (
     Straggler,
 )
 
-NODE1 = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
+NODE1_LATE = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,8 @@ HOST_PACED_TPDP = Scenario(
     comm_overlap=("partial",),
     link_transfers=True,
     autograd_thread=True,
-    clock_error_ns=tuple(2_700_000 * k for k in NODE1),
-    clock_drift_ppm=tuple(15 * k for k in NODE1),
+    clock_error_ns=tuple(2_700_000 * k for k in NODE1_LATE),
+    clock_drift_ppm=tuple(15 * k for k in NODE1_LATE),
     straggler=Straggler(rank=5, phase="forward", extra_ns=2_000_000, steps=(3, 4, 5, 6)),
 )
 
@@ -144,7 +144,7 @@ MOVING_PAUSES = Scenario(
     link_transfers=True,
     data_loading_ns=2_000_000,
     autograd_thread=True,
-    clock_error_ns=tuple(4_200_000 * k for k in NODE1),
+    clock_error_ns=tuple(4_200_000 * k for k in NODE1_LATE),
     pauses=moving_pauses(107, 8, 20),
 )
 PAUSES_ABOUT = (
@@ -170,8 +170,8 @@ SLOW_NIC = Scenario(
     link_transfers=True,
     data_loading_ns=1_000_000,
     autograd_thread=True,
-    clock_error_ns=tuple(-3_300_000 * k for k in NODE1),
-    clock_drift_ppm=tuple(-12 * k for k in NODE1),
+    clock_error_ns=tuple(-3_300_000 * k for k in NODE1_LATE),
+    clock_drift_ppm=tuple(-12 * k for k in NODE1_LATE),
     slow_link=SlowLink(node=1, factor=3.0),
 )
 
@@ -186,8 +186,8 @@ PIPELINE_ACROSS_HOSTS = Scenario(
     pipeline=Pipeline(stage_major=True, forward_ns=(60_000, 90_000)),
     slow_stage=SlowStage(stage=2, extra_ns=300_000, backward=False),
     data_loading_ns=2_000_000,
-    clock_error_ns=tuple(13_000_000 * k for k in NODE1),
-    clock_drift_ppm=tuple(20 * k for k in NODE1),
+    clock_error_ns=tuple(13_000_000 * k for k in NODE1_LATE),
+    clock_drift_ppm=tuple(20 * k for k in NODE1_LATE),
 )
 PIPELINE_ABOUT = (
     "Megatron 1F1B over 8 microbatches, 4 stages x 2 data-parallel replicas on 2 hosts "
@@ -223,8 +223,8 @@ INTERLEAVED = Scenario(
     pipeline=Pipeline(chunks=2, forward_ns=(40_000, 70_000)),
     slow_stage=SlowStage(stage=1, extra_ns=80_000),
     data_loading_ns=2_000_000,
-    clock_error_ns=tuple(-7_500_000 * k for k in NODE1),
-    clock_drift_ppm=tuple(-25 * k for k in NODE1),
+    clock_error_ns=tuple(-7_500_000 * k for k in NODE1_LATE),
+    clock_drift_ppm=tuple(-25 * k for k in NODE1_LATE),
 )
 
 PAIRS: dict[str, FaultPair] = {

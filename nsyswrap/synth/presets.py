@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.synth.pair_scenarios import PAIRS
+from nsyswrap.synth.pair_scenarios import NODE1_LATE, PAIRS
 from nsyswrap.synth.scenario import (
     ClockJump,
     ExtraCollective,
@@ -20,7 +20,6 @@ from nsyswrap.synth.scenario import (
     Straggler,
 )
 
-NODE1_LATE = (0, 0, 0, 0, 1, 1, 1, 1)  # x a clock error or drift: one clock per host, node1's off
 MOE8 = Scenario(
     name="moe8",
     seed=23,

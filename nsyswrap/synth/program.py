@@ -3,8 +3,9 @@
 Per step: ``step:<i>`` (the scenario's step_name) containing ``data_loading`` (host work +
 H2D copy), ``forward`` (``fwd:<root>`` > ``fwd:<path>`` module ranges with compute kernels),
 ``backward`` (``bwd:`` ranges; gradient all-reduces issued between modules or after
-backward, depending on the step's overlap mode) and ``optimizer`` (wait for the
-all-reduces, zero-grad memset, kernels, planted extra collectives, stream sync).
+backward, depending on the step's overlap mode) and ``optimizer`` (host work, wait for the
+all-reduces, zero-grad memset, kernels, planted extra collectives, stream sync, a wait no
+call records). Planted host pauses stop the host between two modules' launches.
 """
 
 from __future__ import annotations
