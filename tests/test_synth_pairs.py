@@ -13,6 +13,7 @@ from nsyswrap.synth import Scenario, Truth, preset
 from nsyswrap.synth.catalog import API_INDEX
 from nsyswrap.synth.pair_scenarios import PAIRS
 from nsyswrap.synth.pairs import HALVES, pair_scenarios, simulate_pair
+from nsyswrap.synth.program import AUTOGRAD_TID_OFFSET
 
 STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
 
@@ -103,21 +104,31 @@ def test_host_paced_slack_absorbs_the_slow_forward(name, pairs):
     for a, b in zip(fault.traces, fixed.traces):
         assert np.count_nonzero(np.asarray(a.r_api) == STREAM_SYNC) == len(a.steps)
         assert a.r_start == b.r_start and a.r_end == b.r_end
-    kinds = {h["kind"] for h in pair["pair"]["hidden"]}
-    assert kinds == {"autograd_join"}
+    assert [h["kind"] for h in pair["pair"]["hidden"]] == ["autograd_join"]
 
 
-def test_hidden_autograd_joins_are_where_the_main_thread_waits(pairs):
-    """Between the autograd thread's last call of a step and the main thread's resumption
-    no call is made; the main thread makes no call while backward runs."""
-    sim, truth = pairs["host_paced_tpdp"]["fault"]
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_hidden_autograd_joins_are_where_the_main_thread_waits(name, pairs):
+    """Backward runs on the autograd thread in every pair (as in PyTorch): one join per
+    backward call (a step's, or a pipeline microbatch's), where the main thread resumes
+    after the autograd thread's last call with no call between; the main thread makes
+    no call while backward runs."""
+    sim, truth = pairs[name]["fault"]
+    sc = sim.scenario
+    assert sc.autograd_thread
+    calls = sc.pipeline.microbatches * sc.pipeline.chunks if sc.pipeline else 1
     for tr in sim.traces:
-        joins = [h for h in truth.hidden if h["rank"] == tr.rank]
-        assert [h["step"] for h in joins] == list(range(len(tr.steps)))
+        joins = [h for h in truth.hidden if h["rank"] == tr.rank and h["kind"] == "autograd_join"]
+        assert [h["step"] for h in joins] == [s for s in range(sc.steps) for _ in range(calls)]
         starts = np.asarray(tr.r_start) - tr.session_start
+        main = np.asarray(tr.r_tid) != tr.pid + AUTOGRAD_TID_OFFSET
         for h in joins:
             assert not ((starts > h["start_ns"]) & (starts < h["end_ns"])).any()
             assert h["end_ns"] - h["start_ns"] < 100_000
+        backward = [(s, e) for (s, e, text, _) in tr.nvtx if text == "backward"]
+        for s, e in backward:
+            on_main = main & (starts > s - tr.session_start) & (starts < e - tr.session_start)
+            assert not on_main.any()
 
 
 def test_the_cli_writes_both_halves(tmp_path, cli):
@@ -164,7 +175,7 @@ def test_jit_launches_with_a_wait_no_call_records(name, pairs):
         compute = _compute(tr)
         launch = np.asarray(tr.r_start)[np.asarray(tr.k_corr)[compute] - 1]
         assert np.mean(np.asarray(tr.k_start)[compute] - launch == sc.launch_latency_ns) > 0.85
-        waits = [h for h in truth.hidden if h["rank"] == tr.rank]
+        waits = [h for h in truth.hidden if h["rank"] == tr.rank and h["kind"] != "autograd_join"]
         assert [(h["kind"], h["step"]) for h in waits] == [
             ("unrecorded_wait", s) for s in range(sc.steps)
         ]
@@ -182,7 +193,7 @@ def test_jit_launches_with_a_wait_no_call_records(name, pairs):
         assert diff == [2_000_000] * sc.steps
     else:
         assert all(2_700_000 < d <= 3_000_000 for d in diff)
-    assert [h["kind"] for h in pair["pair"]["hidden"]] == ["unrecorded_wait"]
+    assert [h["kind"] for h in pair["pair"]["hidden"]] == ["autograd_join", "unrecorded_wait"]
 
 
 @pytest.mark.parametrize("name", ["moving_pauses", "moving_pauses_late"])

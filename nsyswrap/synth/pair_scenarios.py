@@ -104,6 +104,7 @@ JIT_NO_SYNC = Scenario(
     unrecorded_waits=True,
     clock_error_ns=(0, 0, 1_900_000, 1_900_000),
     straggler=Straggler(rank=2, phase="data_loading", extra_ns=3_000_000),
+    autograd_thread=True,
 )
 JIT_ABOUT = (
     "4 ranks on 2 hosts, one all_reduce per step, each kernel launched just before it runs "
@@ -188,6 +189,7 @@ PIPELINE_ACROSS_HOSTS = Scenario(
     data_loading_ns=2_000_000,
     clock_error_ns=tuple(13_000_000 * k for k in NODE1_LATE),
     clock_drift_ppm=tuple(20 * k for k in NODE1_LATE),
+    autograd_thread=True,
 )
 PIPELINE_ABOUT = (
     "Megatron 1F1B over 8 microbatches, 4 stages x 2 data-parallel replicas on 2 hosts "
@@ -207,6 +209,7 @@ RING_ATTENTION = Scenario(
     data_loading_ns=1_000_000,
     clock_skew_ns=600_000,
     slow_attention=SlowAttention(rank=2, factor=1.3),
+    autograd_thread=True,
 )
 RING_ABOUT = (
     "context parallelism's ring attention: 4 ranks in a host, per layer (4) a send/recv ring "
@@ -225,6 +228,7 @@ INTERLEAVED = Scenario(
     data_loading_ns=2_000_000,
     clock_error_ns=tuple(-7_500_000 * k for k in NODE1_LATE),
     clock_drift_ppm=tuple(-25 * k for k in NODE1_LATE),
+    autograd_thread=True,
 )
 
 PAIRS: dict[str, FaultPair] = {

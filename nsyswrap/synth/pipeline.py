@@ -88,7 +88,10 @@ class PipelineProgram(ShapeProgram):
             extra = times * slow.extra_ns
             durs = [d + extra // len(durs) + (k < extra % len(durs)) for k, d in enumerate(durs)]
         tl.push(phase)
+        if phase == "backward":  # one autograd backward call per microbatch
+            self.to_autograd_thread()
         self.kernels(phase, durs)
+        self.join_autograd_thread(step)
         tl.pop()
 
     def p2p(self, pg: int | None, send: bool, recv: bool) -> Iterator[None]:

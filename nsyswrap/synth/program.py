@@ -196,8 +196,7 @@ class RankProgram:
         interleaved = overlap in ("hidden", "partial", "inline")
         transfer = self.link_transfer(sc.bucket_bytes, self.dp) or sc.transfer_of(overlap)
         tl.push("backward")
-        if sc.autograd_thread:
-            tl.tid = self.trace.pid + AUTOGRAD_TID_OFFSET
+        self.to_autograd_thread()
         tl.push(f"bwd:{ROOT_MODULE}")
         durs = self.durations("backward", i)
         k = 0
@@ -226,10 +225,20 @@ class RankProgram:
         tl.pop()
         for _ in range(0 if interleaved or sc.fsdp else sc.collectives_per_step):
             yield from self.collective("all_reduce", sc.bucket_bytes, sc.dtype, overlap, transfer)
-        if tl.tid != self.trace.pid:  # the main thread resumes when autograd's work is done
-            self.trace.hidden.append(("autograd_join", i, self.trace.r_end[-1], tl.t, None))
-        tl.tid = self.trace.pid
+        self.join_autograd_thread(i)
         tl.pop()
+
+    def to_autograd_thread(self) -> None:
+        """With ``autograd_thread``, backward's calls and ranges are the autograd thread's."""
+        if self.sc.autograd_thread:
+            self.tl.tid = self.trace.pid + AUTOGRAD_TID_OFFSET
+
+    def join_autograd_thread(self, i: int) -> None:
+        """The main thread resumes when the autograd thread's work is done: a join no call
+        records (truth's hidden)."""
+        if self.tl.tid != self.trace.pid:
+            self.trace.hidden.append(("autograd_join", i, self.trace.r_end[-1], self.tl.t, None))
+        self.tl.tid = self.trace.pid
 
     def optimizer(self, i: int) -> Iterator[None]:
         tl, sc = self.tl, self.sc

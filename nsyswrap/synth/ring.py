@@ -52,6 +52,7 @@ class RingProgram(ShapeProgram):
     def backward(self, i: int) -> Iterator[None]:
         tl, sc, ring = self.tl, self.sc, self.sc.ring
         tl.push("backward")
+        self.to_autograd_thread()
         for layer in reversed(range(ring.layers)):
             self.module(f"bwd:layers.{layer}.mlp", "backward", i, layer, MLP + 3)
             tl.push(f"bwd:layers.{layer}.attn")
@@ -60,6 +61,7 @@ class RingProgram(ShapeProgram):
             self.module(f"bwd:layers.{layer}.qkv", "backward", i, layer, QKV + 3)
         transfer = ring_transfer_ns(sc, sc.group_members(self.dp), ring.grad_bytes)
         yield from self.collective("all_reduce", ring.grad_bytes, DTYPE, "exposed", transfer)
+        self.join_autograd_thread(i)
         tl.pop()
 
     def module(self, text: str, phase: str, step: int, layer: int, key: int) -> None:
