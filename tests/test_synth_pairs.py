@@ -5,14 +5,16 @@ and each fault is where its truth says. No analysis: the replay's tests use thes
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import numpy as np
 import pytest
 
+from nsyswrap.errors import NsysWrapError
 from nsyswrap.synth import Scenario, Truth, preset
 from nsyswrap.synth.catalog import API_INDEX
 from nsyswrap.synth.pair_scenarios import PAIRS
-from nsyswrap.synth.pairs import HALVES, pair_scenarios, simulate_pair
+from nsyswrap.synth.pairs import HALVES, pair_scenarios, simulate_pair, write_fault_pair
 from nsyswrap.synth.program import AUTOGRAD_TID_OFFSET
 
 STREAM_SYNC = API_INDEX["cudaStreamSynchronize_v3020"]
@@ -359,3 +361,24 @@ def test_the_interleaved_pipeline_runs_each_chunk_and_wraps_round_the_stages(pai
         per_step = p.microbatches * p.chunks * (80_000 + 160_000)
         assert extra == (sc.steps * per_step if sc.stage_of(rank) == 1 else 0)
     assert all(r["difference_ns"] > 2_000_000 for r in pair["pair"]["step_times"]["steps"])
+
+
+def test_a_resized_pair_keeps_its_fault_or_is_refused(tmp_path):
+    """Resized, a pair keeps the faults inside the run (and its files say where they
+    are: no CUDA call in a pause); with none left it is refused in one line."""
+    info = write_fault_pair("moving_pauses", tmp_path, steps=5)
+    assert info["fault"]["rank_steps"] == [[4, 3], [7, 4]]
+    truth = Truth.load(tmp_path / "fault" / "truth.json")
+    for p in truth.pauses:
+        con = sqlite3.connect(tmp_path / "fault" / f"rank{p['rank']}.sqlite")
+        ((inside,),) = con.execute(
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start >= ? AND start < ?",
+            (p["start_ns"], p["end_ns"]),
+        )
+        ((before,),) = con.execute(
+            "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start < ?", (p["start_ns"],)
+        )
+        assert inside == 0 and before > 0
+    with pytest.raises(NsysWrapError, match="has no fault left"):
+        write_fault_pair("slow_nic", tmp_path / "one_host", ranks=4)
+    assert not (tmp_path / "one_host").exists()

@@ -115,6 +115,13 @@ def pair_scenarios(name: str, **sizes) -> tuple[Scenario, Scenario]:
             None, f"no fault pair named {name!r}", f"use one of {', '.join(FAULT_PAIRS)}"
         )
     fault = preset(name, **sizes)
+    if not fault.has_plant():
+        raise NsysWrapError(
+            None,
+            f"fault pair {name!r} resized to {fault.ranks} ranks and {fault.steps} steps has no "
+            "fault left",
+            "keep the ranks and steps that hold its fault (see nsyswrap generate --help)",
+        )
     return fault, FAULT_PAIRS[name].fixed_of(fault)
 
 
