@@ -42,6 +42,8 @@ HYBRID_FIELDS = (
     "ring",
     "slow_attention",
 )
+# fields of nested plants and shapes added later, left out of to_dict at their defaults
+LATER_NESTED_FIELDS = {"pipeline": ("stage_major", "chunks"), "slow_stage": ("backward",)}
 # process group ids of the MoE and pipeline shapes (see Scenario.group_members); a directed
 # channel (point-to-point from one rank to another: rings, interleaved pipelines) is
 # DIRECTED_PG + src * ranks + dst
@@ -365,6 +367,12 @@ class Scenario:
         for name in HYBRID_FIELDS:
             if data[name] == defaults[name]:
                 del data[name]
+        for name, later in LATER_NESTED_FIELDS.items():
+            nested = data.get(name)
+            for field in later if nested is not None else ():
+                default = {f.name: f.default for f in dataclasses.fields(getattr(self, name))}
+                if nested[field] == default[field]:
+                    del nested[field]
         return data
 
     @classmethod
