@@ -125,10 +125,11 @@ def pair_scenarios(name: str, **sizes) -> tuple[Scenario, Scenario]:
     return fault, FAULT_PAIRS[name].fixed_of(fault)
 
 
-def simulate_pair(name: str, runs: Simulations | None = None, **sizes) -> dict:
+def simulate_pair(name: str, **sizes) -> dict:
     """Both halves of pair ``name`` simulated (nothing written): {"fault": (Simulation,
-    Truth), "fixed": (...), "pair": pair_truth}; each Truth holds the pair too."""
-    runs = runs or Simulations()
+    Truth), "fixed": (...), "pair": pair_truth}; each Truth holds the pair too. The halves
+    share their baselines' runs (the fixed half is often the fault's unplanted run)."""
+    runs = Simulations()
     fault, fixed = pair_scenarios(name, **sizes)
     halves = {half: simulate_with_truth(sc, runs) for half, sc in zip(HALVES, (fault, fixed))}
     info = pair_truth(name, halves["fault"][0], halves["fixed"][0])
@@ -152,7 +153,7 @@ def write_fault_pair(name: str, out: str | Path, *, force: bool = False, **sizes
 
 
 def pair_truth(name: str, fault: Simulation, fixed: Simulation) -> dict:
-    """What a pair's analysis is checked against: the fault (pairs_truth.fault_identity),
+    """What a pair's analysis is checked against: the fault (pair_truth.fault_identity),
     the step times of both runs and their difference, the joins the trace does not record."""
     return {
         "name": name,
