@@ -13,7 +13,7 @@
 -- matched collectives have no row, and with step_from / step_to the run row
 -- covers only those steps.
 -- @scope run
--- @reads xr_alignment, xr_collectives, xr_phase_lag
+-- @reads xr_alignment, xr_collectives, xr_collective_unions, xr_phase_lag
 -- @column step BIGINT              Step index, NULL for the whole run.
 -- @column rank INTEGER             The rank that imposed the most wait (ties:
 --                                  most often last, then lowest rank).
@@ -22,7 +22,9 @@
 -- @column lag_ns BIGINT            Its arrival minus the median arrival, summed
 --                                  over the collectives it arrived last at
 --                                  (ns).
--- @column imposed_wait_ns BIGINT   Others' wait in those collectives (ns).
+-- @column imposed_wait_ns BIGINT   Others' wait in those collectives (ns; each
+--                                  other rank's instant of waiting counted once:
+--                                  xr_collective_unions' wait_for).
 -- @column total_wait_ns BIGINT     All ranks' wait in the scope's collectives.
 -- @column significant BOOLEAN      Its mean lag when last exceeds the alignment
 --                                  threshold and 3 x the run's jitter; the run
@@ -61,8 +63,7 @@ arrivals AS (
         c.rank,
         c.rank = c.last_rank AS is_last,
         c.lag_ns,
-        c.threshold_ns,
-        sum(c.wait_ns) OVER (PARTITION BY c.pg, c.seq) AS collective_wait_ns
+        c.threshold_ns
     FROM xr_collectives AS c
     ANTI JOIN firsts AS f
         ON f.pg = c.pg
@@ -76,20 +77,41 @@ jitter AS (
         FROM arrivals
     )
 ),
-scopes AS (
-    SELECT
-        step,
-        rank,
-        count(*) FILTER (WHERE is_last) AS last_count,
-        count(*) AS collectives,
-        coalesce(sum(lag_ns) FILTER (WHERE is_last), 0)::BIGINT AS lag_ns,
-        coalesce(sum(collective_wait_ns) FILTER (WHERE is_last), 0)::BIGINT
-            AS imposed_wait_ns,
-        coalesce(max(threshold_ns) FILTER (WHERE is_last), 0) AS threshold_ns
-    FROM arrivals
-    GROUP BY GROUPING SETS ((step, rank), (rank))
+imposed AS (
+    -- The wait each rank imposed on the others, per step and over the run.
+    SELECT step, last_rank AS rank, sum(ns)::BIGINT AS imposed_wait_ns
+    FROM xr_collective_unions
+    WHERE part = 'wait_for'
+    GROUP BY GROUPING SETS ((step, last_rank), (last_rank))
     HAVING GROUPING(step) = 1
         OR step IS NOT NULL
+),
+scopes AS (
+    SELECT
+        a.step,
+        a.rank,
+        a.last_count,
+        a.collectives,
+        a.lag_ns,
+        coalesce(i.imposed_wait_ns, 0)::BIGINT AS imposed_wait_ns,
+        a.threshold_ns
+    FROM (
+        SELECT
+            step,
+            rank,
+            GROUPING(step) = 1 AS whole_run,
+            count(*) FILTER (WHERE is_last) AS last_count,
+            count(*) AS collectives,
+            coalesce(sum(lag_ns) FILTER (WHERE is_last), 0)::BIGINT AS lag_ns,
+            coalesce(max(threshold_ns) FILTER (WHERE is_last), 0) AS threshold_ns
+        FROM arrivals
+        GROUP BY GROUPING SETS ((step, rank), (rank))
+        HAVING GROUPING(step) = 1
+            OR step IS NOT NULL
+    ) AS a
+    LEFT JOIN imposed AS i
+        ON i.rank = a.rank
+        AND (i.step = a.step OR (a.whole_run AND i.step IS NULL))
 ),
 picked AS (
     SELECT
