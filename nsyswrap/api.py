@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -43,10 +44,40 @@ def sql(
 ) -> pd.DataFrame:
     """Run ad-hoc SQL over the views of the reports; `$name` values come from params.
     Only one read-only statement is run (see `sql_guard`)."""
+    with _read_only(text, reports, opener) as run:
+        return run.df(text, params)
+
+
+def sql_page(
+    text: str,
+    reports: list[str | Path],
+    offset: int,
+    limit: int,
+    *,
+    opener: Opener = DEFAULT_OPENER,
+    **params,
+) -> tuple[int, pd.DataFrame]:
+    """(rows in all, at most `limit` of them from `offset`) of ad-hoc SQL as `sql` runs
+    it, read in chunks: memory holds the page, not every row."""
+    with _read_only(text, reports, opener) as run:
+        cursor = run.execute(text, params)
+        total, kept = 0, []
+        while not (chunk := cursor.fetch_df_chunk()).empty:
+            start, end = max(offset - total, 0), max(offset + limit - total, 0)
+            kept.append(chunk.iloc[start:end])
+            total += len(chunk)
+        page = pd.concat(kept, ignore_index=True) if kept else cursor.df()
+        return total, page
+
+
+@contextmanager
+def _read_only(text: str, reports: list[str | Path], opener: Opener):
+    """The run of `reports`, its settings locked, once `text` is found to be one
+    read-only statement (see `sql_guard`)."""
     check_read_only(text)
     with opener.open(reports) as run:
         lock(run.connection)
-        return run.df(text, params)
+        yield run
 
 
 def catalog_table() -> pd.DataFrame:

@@ -557,25 +557,11 @@ def report(
     The diagnosis and key figures per rank come first, then the time ledger, collective
     exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
     memory and the host's CUDA and OS calls."""
-    from nsyswrap.report import report as build_report
-    from nsyswrap.report import write_report
-    from nsyswrap.sample.inputs import split_inputs
+    from nsyswrap.report import report_of, write_report
 
     check_writable(output, force)
     opener = replace(opener, allow_unrelated=allow_unrelated)
-    exports, samples = split_inputs(reports)
-    if samples:  # sample files of the always-on sampler, alone or beside exports
-        from nsyswrap.report.samples import report_with_samples
-
-        result = report_with_samples(
-            exports, samples, options, opener=opener, html=html, force=force
-        )
-    elif html is None:
-        result = build_report(reports, options, opener=opener)
-    else:
-        from nsyswrap.html_report import report_with_html
-
-        result = report_with_html(reports, options, html, opener=opener, force=force)
+    result = report_of(reports, options, opener=opener, html=html, force=force)
     write_report(result, fmt, output, force, console, detail=detail, section=section)
     if html is not None:
         print(f"wrote {html}", file=sys.stderr)

@@ -38,6 +38,7 @@ __all__ = [
     "explain",
     "planned",
     "report",
+    "report_of",
     "sections",
     "write_report",
 ]
@@ -106,6 +107,32 @@ def report(
         result = build_report(run, options)
         answers.save(entry, result)  # before the run closes and the store is held to its cap
     return result
+
+
+def report_of(
+    inputs: list[str | Path],
+    options: ReportOptions | None = None,
+    *,
+    opener: Opener = DEFAULT_OPENER,
+    html: Path | None = None,
+    force: bool = False,
+) -> dict:
+    """What `nsyswrap report` answers for `inputs`: the report of exports (`report`), of
+    the sampler's sample files, or of both (nsyswrap.report.samples); `html`: also write
+    the page (`force`: over an existing file)."""
+    from nsyswrap.sample.inputs import split_inputs
+
+    options = options or ReportOptions()
+    exports, samples = split_inputs(inputs)
+    if samples:
+        from nsyswrap.report.samples import report_with_samples
+
+        return report_with_samples(exports, samples, options, opener=opener, html=html, force=force)
+    if html is None:
+        return report(inputs, options, opener=opener)
+    from nsyswrap.html_report import report_with_html
+
+    return report_with_html(inputs, options, html, opener=opener, force=force)
 
 
 def explain(

@@ -61,6 +61,23 @@ def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
     return next((t["rows"] for t in tables if t["id"] == table_id), [])
 
 
+def part(report: dict, name: str) -> tuple[dict, dict | None] | None:
+    """A section (`(section, None)`) or a table (`(section, table)`) of a report dict by
+    id, as `nsyswrap report --section NAME` finds it; None when it has neither."""
+    for sec in report["sections"]:
+        if sec["id"] == name:
+            return sec, None
+        for t in sec.get("tables", []):
+            if t["id"] == name:
+                return sec, t
+    return None
+
+
+def table_ids(report: dict) -> list[str]:
+    """The ids of every table of a report dict, section by section."""
+    return [t["id"] for s in report["sections"] for t in s.get("tables", [])]
+
+
 def basis_words(basis: str) -> str:
     """A cost basis as the text says it: the JSON's `cost_basis` "over the span" (no steps)
     reads "over the window"; "per step" and "over the run" as they are."""

@@ -17,7 +17,17 @@ from pathlib import Path
 from nsyswrap.errors import NsysWrapError, printable
 from nsyswrap.output import ReportFormat, check_writable
 from nsyswrap.report.diagnosis import quantile
-from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, cell_text, is_figure, time_unit
+from nsyswrap.report.figures import (
+    BYTES,
+    COUNT,
+    FRACTION,
+    NS,
+    cell_text,
+    is_figure,
+    part,
+    table_ids,
+    time_unit,
+)
 from nsyswrap.report.verdict import ms
 from nsyswrap.text_table import fit, shorten_column, wrap
 
@@ -335,18 +345,15 @@ def _only(report: dict, name: str, width: int) -> list[str]:
     """One section, one table (by id) or the diagnosis, every row."""
     if name == "diagnosis":
         return first_screen(report, width) + [""] + _table(_devices_table(report), width, True)
-    for sec in report["sections"]:
-        if sec["id"] == name:
-            return _section(sec, width, True)
-        for table in sec.get("tables", []):
-            if table["id"] == name:
-                return _table(table, width, True)
-    tables = [t["id"] for s in report["sections"] for t in s.get("tables", [])]
-    raise NsysWrapError(
-        f"--section {name}",
-        "is no section or table of this report",
-        f"choose one of {', '.join(_names(report) + tables)}",
-    )
+    found = part(report, name)
+    if found is None:
+        raise NsysWrapError(
+            f"--section {name}",
+            "is no section or table of this report",
+            f"choose one of {', '.join(_names(report) + table_ids(report))}",
+        )
+    section, table = found
+    return _section(section, width, True) if table is None else _table(table, width, True)
 
 
 def _devices_table(report: dict) -> dict:
