@@ -27,6 +27,8 @@ ORDER = (
     "report",
     "diff",
     "timeline",
+    "check-claims",
+    "mcp",
     "query",
     "sql",
     "list",
@@ -647,6 +649,74 @@ def diff(
         code, line = gate(result, fail_on_regression, metric)
         print(line, file=sys.stderr)
         raise typer.Exit(code)
+
+
+@app.command("check-claims")
+@opens_reports
+@takes_report_options
+def check_claims(
+    run: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN",
+            help="The run the text is about: a run directory, a quoted glob or a report .sqlite.",
+        ),
+    ],
+    text: Annotated[
+        str, typer.Argument(metavar="TEXT", help="File holding the text, or - to read stdin.")
+    ],
+    fmt: Fmt = Format.table,
+    output: Output = None,
+    force: Force = False,
+    allow_unrelated: AllowUnrelated = False,
+    options=None,
+    opener=None,
+) -> None:
+    """Check each number a text states against the report of RUN.
+
+    Every number with a unit, rank, step and phase in TEXT (an agent's answer) is looked
+    up in the report's tables: held (which table and row) or not. Exit 3 when a claim
+    is not held (1: bad input, 2: usage error). What it checks: docs/mcp.md."""
+    from nsyswrap.agent.claims import check, claims_table, text_of
+    from nsyswrap.report import report_of
+
+    check_writable(output, force)
+    said = text_of(text)
+    opener = replace(opener, allow_unrelated=allow_unrelated)
+    found = check(report_of([run], options, opener=opener), said)
+    if fmt is Format.json:
+        import json
+
+        out = json.dumps(found, indent=1) + "\n"
+        if output is None:
+            console.file.write(out)
+        else:
+            output.write_text(out)
+    elif fmt is not Format.table or output is not None:
+        write(claims_table(found), fmt, output, force, console)
+    else:
+        from nsyswrap.text_table import wrap
+
+        for c in found["claims"]:
+            head = f"{c['line']:>4}  {'held' if c['held'] else 'NOT HELD':<8}  "
+            line = f"{c['claim']}: {c.get('held_by') or c.get('table') or c.get('why')}"
+            print("\n".join(wrap(line, console.width, indent=" " * 16, first=head)))
+        print(f"{len(found['claims'])} claims: {found['held']} held, {found['not_held']} not held")
+    if found["not_held"]:
+        raise typer.Exit(3)
+
+
+@app.command("mcp")
+@opens_reports
+def mcp_server(opener=None) -> None:
+    """Serve runs to an agent: a Model Context Protocol server on stdio.
+
+    Its tools answer with the report's own tables: the diagnosis, any section or table,
+    the what-if rows, the critical path, prebuilt queries, read-only SQL, diff and
+    check-claims (docs/mcp.md). Needs the mcp extra: pip install 'nsyswrap[mcp]'."""
+    from nsyswrap.agent.server import serve
+
+    serve(replace(opener, progress=None))
 
 
 @app.command()

@@ -63,12 +63,14 @@ def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
 
 def part(report: dict, name: str) -> tuple[dict, dict | None] | None:
     """A section (`(section, None)`) or a table (`(section, table)`) of a report dict by
-    id, as `nsyswrap report --section NAME` finds it; None when it has neither."""
+    id, as `nsyswrap report --section NAME` finds it, or by `SECTION/TABLE` (a table of
+    the same id as a section); None when it has neither."""
+    section_id, _, table_id = name.rpartition("/")
     for sec in report["sections"]:
         if sec["id"] == name:
             return sec, None
         for t in sec.get("tables", []):
-            if t["id"] == name:
+            if t["id"] == table_id and sec["id"] == (section_id or sec["id"]):
                 return sec, t
     return None
 

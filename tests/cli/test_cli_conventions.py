@@ -46,6 +46,7 @@ def test_help_imports_no_heavy_module_and_lists_the_workflow_order():
         "report",
         "diff",
         "timeline",
+        "mcp",
         "query",
         "sql",
         "list",

@@ -85,14 +85,14 @@ def test_crossrank_reaches_the_engine_through_its_interface():
 
 
 DOMAIN = ("crossrank", "sample", "annotate", "synth", "sweep")
-ABOVE_THE_DOMAIN = ("report", "html_report", "comparison", "launch", "cli")
+ABOVE_THE_DOMAIN = ("report", "html_report", "comparison", "launch", "agent", "cli")
 
 
 def test_the_domain_imports_no_section_and_no_workflow():
-    """Sections (report, html_report, comparison) and workflows (launch, the CLI) read the
-    domain packages, never the other way; the report over sample files is a section
-    (nsyswrap.report.samples), a process's rank and host are the annotation's
-    (nsyswrap.annotate.ranks)."""
+    """Sections (report, html_report, comparison) and workflows (launch, the MCP server of
+    nsyswrap.agent, the CLI) read the domain packages, never the other way; the report
+    over sample files is a section (nsyswrap.report.samples), a process's rank and host
+    are the annotation's (nsyswrap.annotate.ranks)."""
     for package in DOMAIN:
         for name, path in _modules(package).items():
             above = {

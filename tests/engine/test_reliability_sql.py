@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.bad_input import REPORT, assert_one_line_error
+from helpers.sql_cases import READING_SQL, SEVERAL_SQL, WRITING_SQL, case_id
 
 
 @pytest.fixture(scope="module")
@@ -23,26 +24,7 @@ def _cache_files(root: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize(
-    "text, kind",
-    [
-        ("COPY (SELECT 'gone' AS x) TO '{report}' (FORMAT csv)", "COPY"),
-        ("COPY (SELECT 1 AS x) TO '{cache}/poison.parquet' (FORMAT parquet)", "COPY"),
-        ("COPY kernels FROM '{tmp}/k.csv'", "COPY"),
-        ("EXPLAIN ANALYZE COPY (SELECT 1) TO '{tmp}/x.csv'", "COPY"),
-        ("ATTACH '{tmp}/new.db' AS x", "ATTACH"),
-        ("INSTALL sqlite", "LOAD"),
-        ("LOAD sqlite", "LOAD"),
-        ("CREATE TABLE t AS SELECT 1", "CREATE"),
-        ("CREATE OR REPLACE VIEW kernels AS SELECT 1", "CREATE"),
-        ("SET temp_directory = '{tmp}'", "SET"),
-        ("PRAGMA enable_profiling", "PRAGMA"),
-        ("CALL pragma_version()", "CALL"),
-        ("EXPORT DATABASE '{tmp}/db'", "EXPORT"),
-        ("DROP VIEW kernels", "DROP"),
-    ],
-    ids=lambda v: v.split()[0] if " " in v else v,
-)
+@pytest.mark.parametrize("text, kind", WRITING_SQL, ids=case_id)
 def test_statements_that_write_or_fetch_are_refused(cli, run, tmp_path, text, kind):
     from nsyswrap.storage.cache_keys import cache_root
 
@@ -53,22 +35,12 @@ def test_statements_that_write_or_fetch_are_refused(cli, run, tmp_path, text, ki
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("text", ["SELECT 1; SELECT 2", "SELECT 1; COPY (SELECT 1) TO 'x.csv'"])
+@pytest.mark.parametrize("text", SEVERAL_SQL)
 def test_more_than_one_statement_is_refused(cli, run, text):
     assert_one_line_error(cli("sql", text, run), "holds 2 statements, not one")
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "SELECT count(*) AS n FROM kernels",
-        "WITH k AS (SELECT * FROM kernels) SELECT count(*) AS n FROM k",
-        "FROM kernels SELECT count(*) AS n",
-        "EXPLAIN SELECT count(*) FROM kernels",
-        "DESCRIBE kernels",
-        "SUMMARIZE kernels",
-    ],
-)
+@pytest.mark.parametrize("text", READING_SQL)
 def test_read_only_statements_run(cli, run, text):
     code, out, err = cli("sql", text, run, "-f", "csv")
     assert code == 0 and out.strip() and "Error" not in err
