@@ -44,6 +44,7 @@ from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.figures import is_figure
 from nsyswrap.storage.validate import check_readable
 
+ROWS = "rows"  # the column of a fact that counts the rows of a list (a table, `ranks`)
 LABEL = 4  # the values of a row that `held_by` names
 IDS = {"rank", "step", "device", "pid", "report_rank", "stage", "tid", "seq"}
 """Plain numbers that are ids, not counts."""
@@ -123,11 +124,17 @@ def _checked(m: Mention, facts: list[Fact], report: dict, names: dict) -> dict:
 
 def _holding(m: Mention, facts: list[Fact]) -> Fact | None:
     """The fact that holds number `m` and agrees most with its context, then with its
-    words (the first of those, tables before the diagnosis); None when none does."""
+    words (the first of those, tables before the diagnosis); None when none does. N of
+    M is held by a count N in a row that counts M too (`last` 19 of `collectives` 19)."""
     best, score = None, -1
     for f in facts:
         agreed = _agreement(m, f)
         if agreed < 0 or not _equal(m, f):
+            continue
+        if m.of is not None and not any(
+            g.where == f.where and g.row == f.row and g.unit in ("count", "") and g.value == m.of
+            for g in facts
+        ):
             continue
         s = 100 * agreed + _shared(m.words, f)
         if s > score:
@@ -144,16 +151,19 @@ def _shared(words: set[str], f: Fact) -> int:
 
 def _agreement(m: Mention, f: Fact) -> int:
     """How many of rank, step, phase and basis the claim and the fact both name alike;
-    -1 when the fact cannot hold the claim: it names another, or it is a row of the run
-    (not the run as a whole) that does not name each one the claim's sentence names, or
-    a row of one step the claim does not name, or its basis is not the claim's."""
+    -1 when the fact cannot hold the claim: it names another; it is a row (not the run as
+    a whole) that does not name each rank and phase the claim's sentence names (a row
+    whose phase column is empty, a figure of no one phase, may hold a phase's claim); it
+    is a row of one step the claim does not name; its basis is not the claim's; it counts
+    the rows of a list (`rows`) and the claim counts something else."""
     score = 0
     for kind in ("ranks", "steps", "phases"):
         said, has = getattr(m.context, kind), getattr(f.context, kind)
         if said and has and not said & has:
             return -1
-        if getattr(m.named, kind) and not has and f.row is not None:
-            return -1
+        if kind != "steps" and getattr(m.named, kind) and not has and f.row is not None:
+            if kind == "ranks" or "phase" not in f.label:
+                return -1
         score += bool(said and has)
     if f.context.steps and not m.context.steps:
         return -1
@@ -164,14 +174,17 @@ def _agreement(m: Mention, f: Fact) -> int:
         return -1
     if m.noun and m.noun not in ("time", "count") and not _counts(m.noun, f):
         return -1
+    if f.column == ROWS and not m.noun:
+        return -1
     return score + (m.basis is not None and m.basis == f.basis)
 
 
 def _counts(noun: str, f: Fact) -> bool:
-    """The fact counts `noun` (a step, a collective, a GPU ...): its column or table
-    names it."""
+    """The fact counts `noun` (a step, a collective, a GPU ...): its column names it, or
+    it counts the rows of a list that does."""
     noun = "device" if noun == "gpu" else noun
-    named = words_of(f"{f.column} {f.where}".replace("_", " ").replace("/", " "))
+    name = f.where.replace("/", ".").split(".")[-1] if f.column == ROWS else f.column
+    named = words_of(name.replace("_", " "))
     return any(singular(w).startswith(noun) or noun.startswith(singular(w)) for w in named)
 
 
@@ -180,6 +193,8 @@ def _equal(m: Mention, f: Fact) -> bool:
     if m.unit == "count":
         if f.unit not in ("count", "") or not float(f.value).is_integer():
             return False
+    elif m.unit == "x" and f.unit == "":  # a ratio may be a plain number (`times_median`)
+        pass
     elif m.unit == "%":
         if f.unit not in ("fraction", "%"):
             return False
@@ -199,6 +214,8 @@ def _why_not(m: Mention) -> str:
     said = [f"{k[:-1]} {', '.join(map(str, sorted(v)))}" for k, v in vars(m.context).items() if v]
     among = f" in a row of {', '.join(said)} (or of the whole run)" if said else ""
     basis = f" {m.basis}" if m.basis else ""
+    if m.of is not None:
+        return f"no row counts {m.value:g} of {m.of:g}{among}"
     if m.unit == "count":
         return f"no table counts {m.value:g} {m.noun}s{basis}{among}"
     return f"no figure within ±{half:g} {m.written} of {m.text}{basis}{among}"
@@ -210,11 +227,12 @@ def _source(f: Fact) -> dict:
         f"{value:,.1f}" if isinstance(value, float) and not value.is_integer() else f"{value:,.0f}"
     )
     row = "" if f.row is None else f" row {f.row}"
-    label = ", ".join(f"{k}={v}" for k, v in list(f.label.items())[:LABEL])
+    named = {k: v for k, v in f.label.items() if v is not None}
+    label = ", ".join(f"{k}={v}" for k, v in list(named.items())[:LABEL])
     return {
         "table": f.where,
         "row": f.row,
-        "row_label": f.label,
+        "row_label": named,
         "column": f.column,
         "figure": {"value": f.value, "unit": f.unit},
         "held_by": f"{f.where}{row}"
@@ -241,13 +259,12 @@ def _facts(report: dict) -> list[Fact]:
         for t in sec.get("tables", []):
             where = f"{sec['id']}/{t['id']}"
             facts += _in_text(t.get("title", ""), where, None, {}, "title")
-            for i, row in enumerate(t["rows"]):
-                facts += _walk(row, where, i, Context())
+            facts += _walk(t["rows"], where, None, Context())
     for key, value in report.items():
         if key not in ("sections", "reports", "ranks", "tool", "version", "options"):
             facts += _walk(value, key, None, Context())
     for key in ("ranks", "reports"):
-        facts.append(Fact(key, None, {}, "rows", len(report.get(key, [])), "count"))
+        facts.append(Fact(key, None, {}, ROWS, len(report.get(key, [])), "count"))
     steps = (report.get("window") or {}).get("steps") or []
     facts.append(Fact("window", None, {}, "steps", len(steps), "count"))
     return facts
@@ -257,18 +274,21 @@ def _walk(obj, where: str, row: int | None, above: Context) -> list[Fact]:
     """The numbers of a row (a dict) and of the dicts inside it, each in the context of
     its row and of the rows it is inside."""
     if isinstance(obj, list):
-        return [
+        rows = [
             f
             for i, item in enumerate(obj)
             for f in _walk(item, where, i if row is None else row, above)
         ]
+        listed = obj and all(isinstance(item, dict) for item in obj)
+        return rows + ([Fact(where, None, {}, ROWS, len(obj), "count", above)] if listed else [])
     if not isinstance(obj, dict):
         return []
     context = _row_context(obj, above)
     label = {
         k: v
         for k, v in obj.items()
-        if isinstance(v, (str, int)) and not isinstance(v, bool) and len(str(v)) <= 40
+        if v is None
+        or (isinstance(v, (str, int)) and not isinstance(v, bool) and len(str(v)) <= 40)
     }
     facts = []
     for key, cell in obj.items():
@@ -321,7 +341,8 @@ def _row_context(row: dict, above: Context) -> Context:
 def _with_phases(facts: list[Fact], phases: set[str]) -> None:
     """A row that names a phase in another column (`host_work: data_loading`) names it."""
     for f in facts:
-        f.context.phases |= {v for v in f.label.values() if isinstance(v, str) and v in phases}
+        named = {v for k, v in f.label.items() if "phase" not in k and v in phases}
+        f.context.phases |= named
 
 
 def _basis(row: dict, column: str) -> str | None:
@@ -351,12 +372,18 @@ def _ids(report: dict, kind: str, names: dict) -> dict:
 
 
 def _names(report: dict) -> dict[str, str]:
-    """{name: where}: every short text of the tables' rows (phases, ranges, kernels, ops)."""
+    """{name: where}: every short text of the tables' rows (phases first, then ranges,
+    kernels, ops and the rest)."""
     found: dict[str, str] = {}
-    for sec in report["sections"]:
-        for t in sec.get("tables", []):
-            for i, row in enumerate(t["rows"]):
-                for key, cell in row.items():
-                    if isinstance(cell, str) and cell not in found:
-                        found[cell] = f"{sec['id']}/{t['id']} row {i} ({key})"
+    for phases in (True, False):
+        for sec in report["sections"]:
+            for t in sec.get("tables", []):
+                for i, row in enumerate(t["rows"]):
+                    for key, cell in row.items():
+                        if (
+                            isinstance(cell, str)
+                            and cell not in found
+                            and (key == "phase") == phases
+                        ):
+                            found[cell] = f"{sec['id']}/{t['id']} row {i} ({key})"
     return found

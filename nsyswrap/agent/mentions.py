@@ -16,6 +16,8 @@ number with a unit, and each rank, step and phase it names, with where it stands
 A claim's context is what its clause names (the clauses of a sentence are split at commas,
 colons, semicolons and brackets), else its sentence, else the nearest sentence before it
 in its paragraph that names one: "It arrives last ..." after "Rank 2 is ..." is rank 2's.
+One step (`step 8`) is context; several (`steps 3,7,10`) are not: a figure over them is
+of no one step.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ _UNIT = re.compile(
     + r"|\s(?P<word>(?i:"
     + "|".join([*TIME_WORDS, "percent", "bytes", "byte"])
     + r"))\b"
-    + r"|(?:\s+of\s+\d+)?\s+(?P<count>(?i:"
+    + r"|(?:\s+of\s+(?P<of>\d+))?\s+(?P<count>(?i:"
     + "|".join(COUNTS)
     + r"))\b(?!\s*\d)"
 )
@@ -93,6 +95,7 @@ class Mention:
     named: Context = field(default_factory=Context)  # number: named by its own sentence
     words: set[str] = field(default_factory=set)  # number: of its sentence or column header
     noun: str | None = None  # a count: what it counts, singular (`step`)
+    of: float | None = None  # a count N of M: M (`13 of 15 steps`)
     written: str = ""  # number: its unit as written (`ms`, `%`, `steps`)
 
 
@@ -125,7 +128,9 @@ def number(match: re.Match, line: int, following: str) -> Mention | None:
     found = Mention(
         line, written.strip(), "number", value, name, scale, len(decimals or ""), bool(sign), basis
     )
-    if unit["count"]:
+    if unit["of"]:  # N of M steps: M counts the steps, N some of them
+        found.of = float(unit["of"])
+    elif unit["count"]:
         found.noun = singular(unit["count"])
     found.written = (unit["unit"] or unit["word"] or unit["count"]).strip()
     return found
@@ -226,8 +231,10 @@ def _context(ids, phases, words, low: int, high: int) -> Context:
     c = Context()
     for start, _, m in ids:
         if low <= start < high:
-            kind = m["what"].lower().rstrip("s")
-            (c.ranks if kind == "rank" else c.steps).update(_ids(m["ids"]))
+            if m["what"].lower().startswith("rank"):
+                c.ranks.update(_ids(m["ids"]))
+            elif m["what"].lower() == "step":  # `steps 3,7,10`: a figure over them, not of one
+                c.steps.update(_ids(m["ids"]))
     c.phases = {name for at, name in [*phases, *words] if low <= at < high}
     return c
 
