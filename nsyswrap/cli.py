@@ -547,7 +547,8 @@ def report(
         typer.Option(
             "--section",
             metavar="NAME",
-            help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis).",
+            help="Show only this section or table, every row (e.g. steps, stragglers, diagnosis; "
+            "SECTION/TABLE for a table named as its section).",
         ),
     ] = None,
     allow_unrelated: AllowUnrelated = False,

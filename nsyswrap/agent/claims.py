@@ -1,26 +1,18 @@
-"""`nsyswrap check-claims`: is each number a text states held by the report's tables?
+"""`nsyswrap check-claims`: is each claim a text states held by the report's tables?
+(nsyswrap.agent.mentions reads the claims; docs/mcp.md says for users what is verified
+and what is not.)
 
-What is checked (nsyswrap.agent.mentions reads the text; docs/mcp.md says it for users):
+The report's numbers are facts (`Fact`): every figure (and plain number) of every table,
+of the diagnosis, the window and any other part of the report's JSON, each in the
+context of its row and the rows it is inside (their ranks, steps and phases) and with
+its basis where the report says it (per step or in total); the number of rows of each
+list; the numbers with units in the tables' titles and short text cells.
 
-* A number with a unit is held when a figure of the report, in that unit, rounds to it at
-  the digits printed: `0.37 ms` is a time in [0.365, 0.375] ms, `17 %` a fraction in
-  [0.165, 0.175] or a percentage in [16.5, 17.5], `10 steps` a count of 10 (a count, or a
-  plain number of a table other than an id). Written without a sign it is compared with
-  the figure's size (`0.02 ms before` for a lag of -20 us); with `+`/`-`, with its sign.
-* The figure must be in a row that agrees with what the claim's clause, sentence or
-  paragraph names: the rows of another rank, step or phase do not hold it (a row that
-  names none of them, a run-wide figure, may). A claim said `per step` is not held by a
-  figure the report says is not per step, nor one said `in total` by a per-step figure.
-* Figures are the report's tables (every section), the diagnosis (findings, evidence,
-  key figures per device, longest steps), the window, the number of ranks and reports,
-  and the numbers with units in the tables' titles and text cells (`gaps of 100 us`).
-* A rank is held when the run has it (the `ranks` of the report), a step when a table
-  has it (a row of that step, or the window's steps), a phase (in backticks) when a row
-  names it (a phase, a range, a kernel or any other name a table holds).
-
-What is not: the arithmetic of the text (a sum, difference or ratio of figures is held
-only when a table holds it too), which figure a sentence means (any agreeing row holds a
-number), and words (`straggler`, `host-bound`).
+A number is held by a fact in its unit that rounds to it at the digits printed and whose
+row agrees with the claim (`_agreement`); of those, the one that agrees most, then
+shares most words with the claim's sentence, then comes first (tables before the
+diagnosis) is named. A rank is held when the run has it, a step when the window or a
+table has it, a name in backticks when a table's row holds it.
 """
 
 from __future__ import annotations

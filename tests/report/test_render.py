@@ -70,6 +70,13 @@ def test_long_tables_become_statistics_with_the_rows_a_flag_away(run4):
     assert "statistics of duration" not in detail
 
 
+def test_a_table_named_as_its_section_is_section_slash_table(run4):
+    section = render_text(run4, 80, section="data_quality")
+    table = render_text(run4, 80, section="data_quality/data_quality")
+    assert section[0].startswith("── Data quality") and table[0].startswith("Data quality:")
+    assert set(table) <= set(section)
+
+
 def test_unknown_section_names_the_choices(cli):
     code, _, err = cli("report", RUN4, "--section", "nope")
     assert code == 1 and "choose one of" in err and "stragglers" in err
