@@ -115,7 +115,9 @@ def test_no_function_of_typer_or_click_is_replaced():
     assert not patched
 
 
-@pytest.mark.parametrize("command", ["report", "diff", "timeline", "query", "sql", "plan"])
+@pytest.mark.parametrize(
+    "command", ["report", "diff", "timeline", "check-claims", "mcp", "query", "sql", "plan"]
+)
 def test_every_command_that_opens_reports_takes_the_engine_options(command):
     """Defined once (nsyswrap.cli.ENGINE_OPTIONS), the same on every such command."""
     import typer

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import FIXTURES, ROOT
+from helpers.paths import FIXTURES, ROOT
 
 from nsyswrap.agent.claims import check
 from nsyswrap.report import report
