@@ -717,7 +717,7 @@ def mcp_server(opener=None) -> None:
     check-claims (docs/mcp.md). Needs the mcp extra: pip install 'nsyswrap[mcp]'."""
     from nsyswrap.agent.server import serve
 
-    serve(replace(opener, progress=None))
+    serve(opener)
 
 
 @app.command()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.errors import NsysWrapError
@@ -37,7 +37,8 @@ ARGUMENTS = {
     "step_pattern": "LIKE pattern of the step ranges (default 'step:%')",
     "limit": f"rows to return, at most {MAX_ROWS} (default {ROWS})",
     "offset": "rows to skip first (to page through a long result)",
-    "name": "the name (see the tool's description)",
+    "name": "report_section: a section or table id, or SECTION/TABLE; describe_query and "
+    "run_query: a prebuilt query's name (list_queries)",
     "params": "parameter values by name",
     "sql": "one read-only statement (SELECT, WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN)",
     "force": "compare runs the comparability check refuses",
@@ -58,11 +59,14 @@ REPORT_JSON = (
 
 @dataclass
 class Tools:
-    """The tools over runs opened by `opener` (its progress bar is never drawn)."""
+    """The tools over runs opened by `opener`, without its progress bar."""
 
     opener: Opener = DEFAULT_OPENER
     _diffs: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.opener = replace(self.opener, progress=None)
 
     NAMES = (
         "report_diagnosis",
@@ -283,7 +287,8 @@ class Tools:
         if found is None:
             found = as_json(diff(base, new, options, force=force, opener=self.opener))
             with self._lock:
-                self._diffs[key] = found
+                if key[-1] is not None:
+                    self._diffs[key] = found
                 while len(self._diffs) > DIFFS_KEPT:
                     self._diffs.pop(next(iter(self._diffs)))
         totals, out = {}, dict(found)
@@ -380,7 +385,10 @@ def description(tools: Tools, name: str) -> str:
     if name.startswith("report") or name in ("whatif", "critical_path"):
         text.append(REPORT_JSON)
     if name in ("whatif", "critical_path"):
-        text.append(f"Its rows, as the query crossrank.{name} describes them:")
+        text.append(
+            f"Its rows, as the query crossrank.{name} describes them (the report names a "
+            "column for what it holds, e.g. `time` for `ns`, and gives it as a figure):"
+        )
         text.append(header_text(sql_objects.get(f"crossrank.{name}")))
     params = inspect.signature(method).parameters
     text.append("Arguments: " + "; ".join(f"{p}: {ARGUMENTS.get(p, p)}" for p in params) + ".")
@@ -418,6 +426,7 @@ def inputs(run: RunPath) -> list[str]:
 
 
 def check_page(limit: int, offset: int) -> None:
+    """Refuse a page of no rows, of more than MAX_ROWS, or from before the first row."""
     if not 1 <= limit <= MAX_ROWS or offset < 0:
         raise NsysWrapError(
             f"limit={limit}, offset={offset}",
