@@ -113,29 +113,10 @@ events AS NOT MATERIALIZED (
     -- Without a window only the longest max_events of each rank can make the list;
     -- with one, the join bounds are pushed into the scans of xr_events.
     SELECT
-        e.rank,
-        e.pid,
-        e.source,
-        e.tid,
-        e.thread_name,
-        e.device,
-        e.stream,
-        e.name,
-        e.category,
+        e.* EXCLUDE (start_ns, end_ns, dur_ns, dur_rank),
         run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS start_ns,
         run_ns(e.end_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns)
-        - run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS dur_ns,
-        e.correlation_id,
-        e.domain,
-        e.grid,
-        e.block,
-        e.bytes,
-        e.op,
-        e.dtype,
-        e.pg,
-        e.seq,
-        CAST(NULL AS BIGINT) AS wait_ns,
-        CAST(NULL AS INTEGER) AS last_rank
+        - run_ns(e.start_ns, o.shift_ns, o.drift_ppb, o.jump_at_ns, o.jump_ns) AS dur_ns
     FROM xr_events AS e
     JOIN offsets AS o
         USING (rank)
@@ -143,59 +124,30 @@ events AS NOT MATERIALIZED (
         AND $step_from IS NULL
         AND $step_to IS NULL
         AND e.dur_rank <= $max_events
-    UNION ALL
+    UNION ALL BY NAME
     SELECT
-        e.rank,
-        e.pid,
-        e.source,
-        e.tid,
-        e.thread_name,
-        e.device,
-        e.stream,
-        e.name,
-        e.category,
-        run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns),
+        e.* EXCLUDE (start_ns, end_ns, dur_ns, dur_rank),
+        run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns) AS start_ns,
         run_ns(e.end_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns)
-        - run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns),
-        e.correlation_id,
-        e.domain,
-        e.grid,
-        e.block,
-        e.bytes,
-        e.op,
-        e.dtype,
-        e.pg,
-        e.seq,
-        NULL,
-        NULL
+        - run_ns(e.start_ns, w.shift_ns, w.drift_ppb, w.jump_at_ns, w.jump_ns) AS dur_ns
     FROM xr_events AS e
     JOIN windows AS w
         ON w.rank = e.rank
         AND e.end_ns > w.start_ns
         AND e.start_ns < w.end_ns
-    UNION ALL
+    UNION ALL BY NAME
     -- Each rank's part in each matched collective: from its arrival to its end, and the
     -- wait inside it.
     SELECT
         a.rank,
-        NULL,
         part.source,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
         CASE part.source WHEN 'wait' THEN 'wait ' ELSE '' END
-        || a.op || ' pg=' || a.pg || ' seq=' || a.seq,
-        part.source,
+        || a.op || ' pg=' || a.pg || ' seq=' || a.seq AS name,
+        part.source AS category,
         a.start_ns,
-        CASE part.source WHEN 'wait' THEN a.wait_ns ELSE a.end_ns - a.start_ns END,
-        NULL,
-        NULL,
-        NULL,
-        NULL,
+        CASE part.source WHEN 'wait' THEN a.wait_ns ELSE a.end_ns - a.start_ns END AS dur_ns,
         a.bytes,
         a.op,
-        NULL,
         a.pg,
         a.seq,
         a.wait_ns,
