@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass, field, replace
 
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
+from nsyswrap.engine.sql_guard import READ_ONLY_STATEMENTS
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.figures import is_figure, part, table_ids
 
@@ -40,7 +41,7 @@ ARGUMENTS = {
     "name": "report_section: a section or table id, or SECTION/TABLE; describe_query and "
     "run_query: a prebuilt query's name (list_queries)",
     "params": "parameter values by name",
-    "sql": "one read-only statement (SELECT, WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN)",
+    "sql": f"one read-only statement: {READ_ONLY_STATEMENTS}",
     "force": "compare runs the comparability check refuses",
     "text": "the text to check, as written",
     "step": "the step",

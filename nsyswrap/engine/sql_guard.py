@@ -14,8 +14,11 @@ from nsyswrap.errors import NsysWrapError
 SAFE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 """Every connection nsyswrap opens: no extension is downloaded or loaded behind the user's back."""
 
+READ_ONLY_STATEMENTS = "SELECT (or WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN)"
+"""The statements ad-hoc SQL may be, in words."""
+
 READ_ONLY_FIX = (
-    "ask with one SELECT (or WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN) over the views; "
+    f"ask with one {READ_ONLY_STATEMENTS} over the views; "
     "nsyswrap sql never writes, attaches, installs or loads"
 )
 
