@@ -8,7 +8,9 @@
 -- exceeds both the alignment threshold (twice the largest clock uncertainty of
 -- the members) and 3 x the run's jitter (1.4826 x median absolute lag of all
 -- arrivals), or, over the run, when at least half the wait it imposed falls in
--- steps where it is significant; otherwise there is no significant straggler.
+-- steps where it is significant, or it imposed at least 3 x as much wait per step
+-- in those steps as in the other steps it is the straggler of (a stall that stands
+-- out of its usual lateness); otherwise there is no significant straggler.
 -- Times are in aligned run time (see crossrank.collectives); steps without
 -- matched collectives have no row, and with step_from / step_to the run row
 -- covers only those steps.
@@ -30,8 +32,10 @@
 --                                  threshold and 3 x the run's jitter; the run
 --                                  row also when at least half the wait it
 --                                  imposed falls in steps where it is the
---                                  significant straggler (late in some steps
---                                  only: its mean lag is diluted by the others).
+--                                  significant straggler, or it imposed at
+--                                  least 3 x as much wait per step there as in
+--                                  its other steps (late in some steps only:
+--                                  its mean lag is diluted by the others).
 -- @column jitter_ns BIGINT         1.4826 x median absolute deviation of the
 --                                  lags from each rank's median lag (ns).
 -- @column affected_steps VARCHAR   Steps where it is the significant straggler,
@@ -129,14 +133,19 @@ picked AS (
     ) = 1
 ),
 affected AS (
+    -- Per rank: the steps where it is the significant straggler, the wait it imposed there
+    -- and, per step, there and in the other steps it is the straggler of.
     SELECT
         rank,
-        string_agg(step::VARCHAR, ',' ORDER BY step) AS affected_steps,
-        sum(imposed_wait_ns) AS affected_wait_ns
+        string_agg(step::VARCHAR, ',' ORDER BY step) FILTER (WHERE significant)
+            AS affected_steps,
+        sum(imposed_wait_ns) FILTER (WHERE significant) AS affected_wait_ns,
+        avg(imposed_wait_ns) FILTER (WHERE significant) AS affected_step_wait_ns,
+        coalesce(avg(imposed_wait_ns) FILTER (WHERE NOT significant), 0) AS usual_step_wait_ns
     FROM picked
     WHERE step IS NOT NULL
-        AND significant
     GROUP BY rank
+    HAVING bool_or(significant)
 ),
 phase_excess AS (
     SELECT
@@ -188,7 +197,10 @@ intermittent AS (
         ON a.rank = p.rank
     WHERE p.step IS NULL
         AND NOT p.significant
-        AND 2 * a.affected_wait_ns >= p.imposed_wait_ns
+        AND (
+            2 * a.affected_wait_ns >= p.imposed_wait_ns
+            OR a.affected_step_wait_ns >= 3 * a.usual_step_wait_ns
+        )
 ),
 late_phase AS (
     -- Such a rank's phase: its largest excess summed over the steps where it is late.
