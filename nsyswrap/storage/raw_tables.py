@@ -138,7 +138,17 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "strings": (("StringIds",), {"id": INT, "value": TEXT}),
     "processes": (("PROCESSES",), {"globalPid": INT, "pid": INT, "name": TEXT}),
     "thread_names": (("ThreadNames",), {"globalTid": INT, "nameId": INT, "priority": INT}),
-    "gpus": (("TARGET_INFO_GPU",), {"id": INT, "name": TEXT, "smCount": INT, "totalMemory": INT}),
+    "gpus": (
+        ("TARGET_INFO_GPU",),
+        {
+            "id": INT,
+            "name": TEXT,
+            "smCount": INT,
+            "totalMemory": INT,
+            "busLocation": TEXT,
+            "uuid": TEXT,
+        },
+    ),
     "session_start": (("TARGET_INFO_SESSION_START_TIME",), {"utcEpochNs": INT, "utcTime": TEXT}),
     "meta": (("META_DATA_EXPORT", "EXPORT_META_DATA"), {"name": TEXT, "value": TEXT}),
     "analysis": (("ANALYSIS_DETAILS",), {"duration": INT, "stopTime": INT}),
