@@ -207,6 +207,7 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
         *((f"trace.{t}", {}) for t in TABLES),
         ("trace.data_quality", {}),
         ("trace.left_out", {}),
+        ("trace.gpus", {}),
         *crossrank_modules(likely).values(),
     ]
     typed = [(name, bind(get(name), params)) for name, params in wanted]

@@ -28,6 +28,7 @@ from nsyswrap.report.figures import (
     table_ids,
     time_unit,
 )
+from nsyswrap.report.figures import rows as table_rows
 from nsyswrap.report.verdict import ms
 from nsyswrap.text_table import fit, shorten_column, wrap
 
@@ -196,10 +197,14 @@ def _shell(command: str, width: int) -> list[str]:
 
 
 def heading(report: dict) -> str:
-    """How many ranks, and in how many reports when that differs: "8 ranks in 2 reports"."""
+    """How many ranks, in how many reports and on how many physical GPUs when those
+    differ: "8 ranks in 2 reports", "2 ranks on 1 GPU" (the trace section's gpus table)."""
     ranks, reports = len(report.get("ranks") or report["reports"]), len(report["reports"])
     said = f"{ranks} rank{'s' * (ranks != 1)}"
-    return said if ranks == reports else f"{said} in {reports} report{'s' * (reports != 1)}"
+    if ranks != reports:
+        said += f" in {reports} report{'s' * (reports != 1)}"
+    gpus = len({r["gpu"] for r in table_rows(report, "trace", "gpus")})
+    return said if gpus in (0, ranks) else f"{said} on {gpus} GPU{'s' * (gpus != 1)}"
 
 
 def first_screen(report: dict, width: int) -> list[str]:

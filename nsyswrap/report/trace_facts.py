@@ -1,8 +1,8 @@
 """The trace section of `nsyswrap report`: what the capture shows about the program, so
 that advice fits it: the frameworks seen (PyTorch, NCCL, DDP, FSDP), the kinds of host
 memory copies use (pageable or pinned), pinned-memory allocation calls, CUDA graph
-launches and how much GPU activity each device has, per rank (a report holding several
-ranks has rows for each). Layout: see nsyswrap.report."""
+launches, how much GPU activity each device has and which physical GPU it is, per rank (a
+report holding several ranks has rows for each). Layout: see nsyswrap.report."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ TABLES = ("frameworks", "copies", "host_alloc", "graphs", "activity")
 
 
 def trace_section(run: Run, options: ReportOptions) -> dict:
-    """Build the section dict: tables frameworks, copies, host_alloc and activity (each
-    report's rows computed alone and cached by the planner)."""
-    frames = run_modules(run, {table: (f"trace.{table}", {}) for table in TABLES})
+    """Build the section dict: tables frameworks, copies, host_alloc, activity (each
+    report's rows computed alone and cached by the planner) and gpus (over the run)."""
+    frames = run_modules(run, {table: (f"trace.{table}", {}) for table in (*TABLES, "gpus")})
     seen = frames["frameworks"].groupby(["framework", "seen_in"], sort=False)["matches"].sum()
     # rows of a process carry its rank: a rank's processes are summed
     copies = (
@@ -100,12 +100,34 @@ def trace_section(run: Run, options: ReportOptions) -> dict:
                 for r in frames["activity"].itertuples(index=False)
             ],
         },
+        _gpus_table(frames["gpus"]),
     ]
     return {
         "id": "trace",
-        "title": "What the trace shows: frameworks, copies, activity",
+        "title": "What the trace shows: frameworks, copies, activity, GPUs",
         "verdict": None,
         "recommendations": [],
         "tables": tables,
         "cannot_answer": [],
+    }
+
+
+def _gpus_table(gpus) -> dict:
+    """Per (rank, device): the physical GPU it is (trace.gpus)."""
+    return {
+        "id": "gpus",
+        "title": "The physical GPU of each rank's device (ranks sharing one GPU count it once)",
+        "rows": [
+            {
+                "rank": int(r.rank),
+                "device": int(r.device),
+                "gpu": int(r.gpu),
+                "name": r.gpu_name if isinstance(r.gpu_name, str) else None,
+                "identified_by": r.identified_by,
+                "key": r.gpu_key,
+                "ranks_on_gpu": figure(r.ranks_on_gpu, COUNT),
+            }
+            for r in gpus.itertuples(index=False)
+        ],
+        "droppable": ["key", "identified_by", "name"],
     }

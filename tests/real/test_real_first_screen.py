@@ -16,28 +16,14 @@ import statistics
 from pathlib import Path
 
 import pytest
-from helpers.paths import FIXTURES, SHARED
+from helpers.paths import FIXTURES
+from helpers.real_captures import CAPTURES
 
 import nsyswrap
 from nsyswrap.report import ReportOptions, report
 from nsyswrap.report.render import first_screen, render_text
 from nsyswrap.report.verdict import LONG_GAP_NS
 
-EXPORTS = SHARED / "nsys-sqlite"
-CAPTURES = {
-    **{
-        f"real/{p.name}": [p]
-        for p in sorted((FIXTURES / "real").glob("*/"))
-        if any(p.glob("*.sqlite"))
-    },
-    **{p.stem: [p] for p in sorted((EXPORTS / "public").glob("*.sqlite"))},
-    **{f"mpi/{p.stem}": [p] for p in sorted((EXPORTS / "real-mpi").glob("*.sqlite"))},
-    "mpi/all": [EXPORTS / "real-mpi"],
-    "fsdp/fsdp2_nccl1": [EXPORTS / "real-fsdp" / "fsdp2_nccl1.sqlite"],
-    "fsdp/launched": [EXPORTS / "real-fsdp" / "launched"],
-    "fsdp/memory": [EXPORTS / "real-fsdp" / "memory" / "fsdp2_nccl1_memory.sqlite"],
-}
-CAPTURES = {k: v for k, v in CAPTURES.items() if all(p.exists() for p in v)}
 _reports: dict[str, dict] = {}
 
 
