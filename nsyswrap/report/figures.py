@@ -61,6 +61,12 @@ def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
     return next((t["rows"] for t in tables if t["id"] == table_id), [])
 
 
+def physical_gpus(report: dict) -> int:
+    """How many physical GPUs the ranks ran on (the trace section's gpus table, see
+    trace.gpus; 0 when the report has none: no GPU work, or a sampled run)."""
+    return len({r["gpu"] for r in rows(report, "trace", "gpus")})
+
+
 def part(report: dict, name: str) -> tuple[dict, dict | None] | None:
     """A section (`(section, None)`) or a table (`(section, table)`) of a report dict by
     id, as `nsyswrap report --section NAME` finds it, or by `SECTION/TABLE` (a table of

@@ -25,10 +25,10 @@ from nsyswrap.report.figures import (
     cell_text,
     is_figure,
     part,
+    physical_gpus,
     table_ids,
     time_unit,
 )
-from nsyswrap.report.figures import rows as table_rows
 from nsyswrap.report.verdict import ms
 from nsyswrap.text_table import fit, shorten_column, wrap
 
@@ -203,7 +203,7 @@ def heading(report: dict) -> str:
     said = f"{ranks} rank{'s' * (ranks != 1)}"
     if ranks != reports:
         said += f" in {reports} report{'s' * (reports != 1)}"
-    gpus = len({r["gpu"] for r in table_rows(report, "trace", "gpus")})
+    gpus = physical_gpus(report)
     return said if gpus in (0, ranks) else f"{said} on {gpus} GPU{'s' * (gpus != 1)}"
 
 
