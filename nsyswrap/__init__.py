@@ -14,6 +14,8 @@ _LAZY = {
     "query": "nsyswrap.api",
     "query_to_file": "nsyswrap.api",
     "sql": "nsyswrap.api",
+    "report_tables": "nsyswrap.api",
+    "relation": "nsyswrap.api",
     "Opener": "nsyswrap.engine.opener",
     "Run": "nsyswrap.engine.run",
     "open_run": "nsyswrap.engine.opening",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -12,6 +13,13 @@ from nsyswrap.engine.connection import VIEWS
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.engine.sql_guard import check_read_only, lock
+from nsyswrap.errors import NsysWrapError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from nsyswrap.engine.run import Run
+    from nsyswrap.report.options import ReportOptions
 
 
 def query(
@@ -78,6 +86,45 @@ def _read_only(text: str, reports: list[str | Path], opener: Opener):
     with opener.open(reports) as run:
         lock(run.connection)
         yield run
+
+
+def report_tables(
+    inputs: list[str | Path],
+    options: ReportOptions | None = None,
+    *,
+    opener: Opener = DEFAULT_OPENER,
+) -> dict[str, pd.DataFrame]:
+    """The tables of what `nsyswrap report` answers for `inputs` (exports, sample files
+    or both; the stored answer when asked before), as DataFrames by table id: figures as
+    their values, units in `frame.attrs["units"]` (see nsyswrap.report.frames)."""
+    from nsyswrap.report import report_of
+    from nsyswrap.report.frames import table_frames
+
+    return table_frames(report_of(inputs, options, opener=opener))
+
+
+def relation(run: Run, text: str, **params) -> duckdb.DuckDBPyRelation:
+    """A DuckDB relation over an open run (`nsyswrap.open_run`), valid while the run is
+    open: `text` is a view (`kernels`, see `nsyswrap views`), a prebuilt query (its
+    rows, computed now with `params`) or one read-only SQL statement over the views
+    (`$name` values from `params`)."""
+    import duckdb
+
+    from nsyswrap.engine.queries import catalog
+
+    if text in VIEWS:
+        return run.con.table(text)
+    if text in catalog():
+        return run.con.from_df(run_module(run, text, **params))
+    check_read_only(text)
+    try:
+        return run.con.sql(text, params=params or None)
+    except duckdb.Error as exc:
+        raise NsysWrapError(
+            "query",
+            str(exc).splitlines()[0],
+            "check the SQL against the views listed by `nsyswrap views`",
+        ) from exc
 
 
 def catalog_table() -> pd.DataFrame:
