@@ -6,13 +6,18 @@
 -- to this one's). Waiting is never on the path: the path goes to what was waited for.
 -- Work is split by phase as the rank's GPU spent it (the phase that launched the work
 -- running, and while idle the phase of the work that ended the idleness); phase NULL is
--- time outside every phase. A run without step ranges has one step (NULL).
+-- time outside every phase. A transfer row has no rank (rank NULL, shown empty): the
+-- transfer of a collective after its last member arrived is the collective's, every
+-- member moving data at once, so it is charged to its (pg, op), never to one rank; what
+-- made its members late is on the path before it, as work of the rank that arrived
+-- last. A run without step ranges has one step (NULL).
 -- @scope run
 -- @reads xr_critical_path
 -- @column step BIGINT              Step.
 -- @column kind VARCHAR             work (of a rank in a phase) or transfer (of a
 --                                  collective after its last member arrived).
--- @column rank INTEGER             The rank whose work it is (NULL for transfer).
+-- @column rank INTEGER             The rank whose work it is (NULL for transfer: no
+--                                  one rank's, see above).
 -- @column phase VARCHAR            Its phase (NULL: outside every phase, or transfer).
 -- @column pg VARCHAR               The collective's group (NULL for work).
 -- @column op VARCHAR               The collective (NULL for work).

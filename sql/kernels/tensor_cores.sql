@@ -1,8 +1,11 @@
 -- One row per (rank, device) with compute kernels in the analysed window: their summed
 -- time by class and the tensor-core share, the share of compute kernel time spent in
 -- matrix multiplies and attention (the kernels that run on tensor cores; the classifier
--- is kernel_class, documented in README "Compute"). Sums, not unions: kernels running at
--- once on several streams count each. Kernels overlapping the window count whole.
+-- is kernel_class, documented in docs/compute.md). The share is of kernel time, by
+-- kernel name: not a hardware counter (no tensor-pipe utilization is measured; a
+-- matmul kernel that runs its tensor cores a tenth of its time counts whole, an FP32
+-- `sgemm` on CUDA cores counts as matmul). Sums, not unions: kernels running at once
+-- on several streams count each. Kernels overlapping the window count whole.
 -- @scope report
 -- @reads kernel_stats
 -- @column rank INTEGER                 Rank of the report.
