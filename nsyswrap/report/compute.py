@@ -192,8 +192,8 @@ def _tensor_core_table(tc: pd.DataFrame) -> dict:
     return table(
         "tensor_cores",
         "Tensor-core share: matrix-multiply and attention kernels' "
-        "share of summed compute kernel time (classes by kernel name, README "
-        '"Compute")',
+        "share of summed compute kernel time (classes by kernel name, not a "
+        "hardware counter: docs/compute.md)",
         rows,
         ("kernels", "other", "attention", "matmul"),
     )

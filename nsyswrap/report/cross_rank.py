@@ -386,7 +386,8 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
         _table(
             "critical_path",
             "Critical path per step: the step time charged to the work of a "
-            "(rank, phase) or the transfer of a (pg, op) it rests on",
+            "(rank, phase) or the transfer of a (pg, op) it rests on (a transfer has "
+            "no rank: every member's at once; an empty phase: outside every phase)",
             _critical_path_rows(path),
             ("share",),
         ),
