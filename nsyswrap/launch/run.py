@@ -128,9 +128,10 @@ def launch(cfg: LaunchConfig, console: Console | None = None) -> int:
         except NsysWrapError as exc:
             console.print(f"nsyswrap: export: {exc}", markup=False, highlight=False)
         write_manifest(cfg.out, manifest)
+    # the main job is the report; reports not exported yet are exported first
     after = (
-        f"nsyswrap list, then nsyswrap query NAME {cfg.out}"
-        if cfg.profiles
+        f"nsyswrap export {cfg.out}, then nsyswrap report {cfg.out}"
+        if cfg.profiles and not cfg.export
         else f"nsyswrap report {cfg.out}"
     )
     console.print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers.nsys_standin import HOST, manifest
 from helpers.paths import ROOT
+from rich.console import Console
 
 from nsyswrap.annotate.ranks import env_rank, parse_ranks
 from nsyswrap.errors import NsysWrapError
@@ -260,6 +262,20 @@ def test_launch_runs_the_rank_under_nsys_and_keeps_its_exit_code(standin, tmp_pa
     assert (
         run["sqlite"] == [f"{out}/{HOST}.rank0.sqlite"] and (out / f"{HOST}.rank0.sqlite").exists()
     )
+
+
+@pytest.mark.parametrize(
+    "export, after",
+    [(True, "nsyswrap report {out}"), (False, "nsyswrap export {out}, then nsyswrap report {out}")],
+)
+def test_launch_ends_with_the_report_as_what_comes_next(standin, tmp_path, export, after):
+    """The main job after a launch is the report (#38 item 8): its last line says so."""
+    train = script(tmp_path, "print('trained')\n")
+    out = tmp_path / "run"
+    console = Console(file=io.StringIO(), width=200)
+    cfg = LaunchConfig.build([sys.executable, str(train)], out=out, export=export)
+    assert launch(cfg, console) == 0
+    assert console.file.getvalue().splitlines()[-1] == "next: " + after.format(out=out)
 
 
 @pytest.mark.torch
