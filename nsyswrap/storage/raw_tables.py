@@ -152,6 +152,7 @@ RAW_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "session_start": (("TARGET_INFO_SESSION_START_TIME",), {"utcEpochNs": INT, "utcTime": TEXT}),
     "meta": (("META_DATA_EXPORT", "EXPORT_META_DATA"), {"name": TEXT, "value": TEXT}),
     "analysis": (("ANALYSIS_DETAILS",), {"duration": INT, "stopTime": INT}),
+    "capture_meta": (("META_DATA_CAPTURE",), {"name": TEXT, "value": TEXT}),
     "system_env": (("TARGET_INFO_SYSTEM_ENV",), {"name": TEXT, "value": TEXT}),
 }
 
@@ -166,5 +167,6 @@ TIME_AND_PLACE = frozenset(
 # environment's HOSTNAME names the host then).
 RAW_FILTERS = {
     "system_env": "\"name\" IN ('Hostname', 'DeviceEnvironment')",
+    "capture_meta": "\"name\" = 'CAPTURE_EVENT_TYPE'",
     "nvtx_payload": '"binaryData" IS NOT NULL',
 }

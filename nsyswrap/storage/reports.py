@@ -79,11 +79,43 @@ def _manifest_rank(path: Path) -> int | None:
     with a `manifest.json` that is no launch manifest: not an object with a `ranks` list)
     or when the manifest does not name the report. A manifest entry naming the report whose
     rank is not a whole number from 0 to MAX_RANK (a hand edit) is an error."""
+    found = _manifest_entry(path)
+    if found is None:
+        return None
+    manifest, _, entry = found
+    rank = entry.get("rank")
+    if isinstance(rank, str) and re.fullmatch(r"[0-9]+", rank):
+        rank = int(rank)
+    if isinstance(rank, bool) or not isinstance(rank, int):
+        said = "no rank" if rank is None else f"the rank {rank!r:.40}, not a whole number"
+        raise NsysWrapError(
+            manifest,
+            f"gives {path.name} {said}",
+            "fix or remove the manifest (nsyswrap launch writes it)",
+        )
+    return _checked(rank, path, f"from {manifest}")
+
+
+def launch_trace(path: Path) -> str | None:
+    """The `--trace` value `nsyswrap launch` gave nsys for the report at `path` (e.g.
+    "cuda,nvtx,osrt"), from its manifest beside the report when that names the report;
+    None otherwise."""
+    found = _manifest_entry(path)
+    options = found[1].get("options") if found else None
+    trace = options.get("trace") if isinstance(options, dict) else None
+    return trace if isinstance(trace, str) else None
+
+
+def _manifest_entry(path: Path) -> tuple[Path, dict, dict] | None:
+    """(manifest, its contents, its ranks entry naming the report at `path`) of the launch
+    manifest beside it; None without one, or when it does not name the report. An entry
+    that is not an object is an error."""
     manifest = path.parent / MANIFEST_NAME
     if not manifest.is_file():
         return None
     try:
-        entries = json.loads(manifest.read_text())["ranks"]
+        data = json.loads(manifest.read_text())
+        entries = data["ranks"]
     except (OSError, ValueError, TypeError, KeyError):
         return None
     if not isinstance(entries, list):
@@ -100,17 +132,7 @@ def _manifest_rank(path: Path) -> int | None:
             isinstance(n, str) and path.name in (Path(n).name, Path(n).stem + path.suffix)
             for n in named
         ):
-            rank = entry.get("rank")
-            if isinstance(rank, str) and re.fullmatch(r"[0-9]+", rank):
-                rank = int(rank)
-            if isinstance(rank, bool) or not isinstance(rank, int):
-                said = "no rank" if rank is None else f"the rank {rank!r:.40}, not a whole number"
-                raise NsysWrapError(
-                    manifest,
-                    f"gives {path.name} {said}",
-                    "fix or remove the manifest (nsyswrap launch writes it)",
-                )
-            return _checked(rank, path, f"from {manifest}")
+            return manifest, data, entry
     return None
 
 
