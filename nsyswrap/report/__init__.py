@@ -208,6 +208,7 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
         ("trace.data_quality", {}),
         ("trace.left_out", {}),
         ("trace.gpus", {}),
+        ("trace.capture", {}),
         *crossrank_modules(likely).values(),
     ]
     typed = [(name, bind(get(name), params)) for name, params in wanted]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
+from nsyswrap.report.captured import NO_GPU_WORK, traced, traced_note
 from nsyswrap.report.figures import COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
 
@@ -32,6 +33,7 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
     )
     names = {r.rank: r.path.name for r in run.reports}
     held = ranks_by_report(run)
+    captured = traced(run)
     several = any(len(ranks) > 1 for ranks in held.values())
     rows, notes, cannot = [], [], []
     for q in quality.itertuples(index=False):
@@ -65,8 +67,7 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
                 {
                     "what": f"the CUDA kernels of {who}"
                     + (f" ({names.get(q.rank)})" if len(ranks) < 2 else ""),
-                    "reason": "no CUDA kernels captured (the report has no kernel rows); "
-                    "capture with nsys profile --trace=cuda on a GPU",
+                    "reason": _no_kernels([t for t in captured if t["rank"] == q.rank]),
                 }
             )
         if left_out:
@@ -153,3 +154,14 @@ def _why(status: str) -> str:
     if "not aligned" in status:
         return "on ranks whose clock is not aligned"
     return "on streams or groups seen on one rank only"
+
+
+def _no_kernels(captured: list[dict]) -> str:
+    """Why a report has no kernel rows, and what to do (captured: its trace.capture row)."""
+    note = traced_note(captured, "cuda")
+    if note is None:
+        return (
+            "no CUDA kernels captured (the report has no kernel rows); capture with nsys "
+            "profile --trace=cuda on a GPU"
+        )
+    return f"no CUDA kernels captured (the report has no kernel rows), though {note}: {NO_GPU_WORK}"

@@ -10,10 +10,18 @@ import pandas as pd
 
 from nsyswrap.engine.queries import run_modules
 from nsyswrap.engine.run import Run
+from nsyswrap.report.captured import traced, traced_note
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
 
 TOP_CALLS = 8  # functions per rank in each table
+UNTRACED = {
+    "cuda": "no CUDA API call was traced in the window (capture with nsys profile --trace=cuda)",
+    "osrt": "the OS runtime was not traced "
+    "(nsys profile --trace=osrt; nsyswrap launch traces it by default)",
+}
+"""Why the window has no CUDA API (cuda) or OS runtime (osrt) call, when not known traced."""
+CALLS = {"cuda": "CUDA API", "osrt": "OS runtime"}
 
 
 def host_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
@@ -26,24 +34,13 @@ def host_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: tables cuda_api and osrt."""
     frames = run_modules(run, host_modules(options))
     tables, cannot = [], []
+    captured = traced(run)
     if frames["api"].empty:
-        cannot.append(
-            {
-                "what": "the CUDA API summary",
-                "reason": "no CUDA API call was traced in "
-                "the window (capture with nsys profile --trace=cuda)",
-            }
-        )
+        cannot.append({"what": "the CUDA API summary", "reason": _no_calls(captured, "cuda")})
     else:
         tables.append(_api_table(_top(frames["api"])))
     if frames["osrt"].empty:
-        cannot.append(
-            {
-                "what": "the OS runtime summary",
-                "reason": "the OS runtime was not traced "
-                "(nsys profile --trace=osrt; nsyswrap launch traces it by default)",
-            }
-        )
+        cannot.append({"what": "the OS runtime summary", "reason": _no_calls(captured, "osrt")})
     else:
         tables.append(_osrt_table(_top(frames["osrt"])))
     return {
@@ -117,3 +114,12 @@ def _osrt_table(osrt: pd.DataFrame) -> dict:
         rows,
         ("max", "threads", "median"),
     )
+
+
+def _no_calls(captured: list[dict], what: str) -> str:
+    """Why the window has no call of `what` (cuda, osrt): not traced (the hint to capture
+    it), or traced and none made (captured: nsyswrap.report.captured.traced)."""
+    note = traced_note(captured, what)
+    if note is None:
+        return UNTRACED[what]
+    return f"no {CALLS[what]} call in the window, though {note}: the program made none there"

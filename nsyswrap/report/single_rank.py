@@ -10,6 +10,7 @@ import pandas as pd
 from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.engine.queries import run_module, run_modules
 from nsyswrap.engine.run import Run
+from nsyswrap.report.captured import NO_GPU_WORK, traced, traced_note
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
@@ -21,6 +22,7 @@ TINY_KERNEL_NS = 10_000
 CAUSES = ("host_bound", "sync", "other", "unknown")
 NO_COMM = "no NCCL kernel or peer-to-peer copy in the window on this device"
 NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with --trace=cuda)"
+NO_GPU_ACTIVITY = "the report has no GPU activity (no CUDA kernel, memcpy or memset rows)"
 
 
 def single_rank_section(run: Run, options: ReportOptions) -> dict:
@@ -38,6 +40,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     note = naive_note(overall) if totals else None
+    captured = traced(run)
     tables = [
         _window_table(ledger, frames.get("active"), steps),
         _ledger_table(ledger),
@@ -47,18 +50,21 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
         _gaps_table(gaps, ledger),
         _host_work_table(frames["host_work"]),
         _histogram_table(frames["histogram"]),
-        _launch_table(launch),
+        _launch_table(launch, _no_launches(captured)),
         _steps_table(steps, options),
         _ranges_table(by_text, frames["step_texts"]),
     ]
     if frames.get("active", ledger).empty:  # no GPU work: the host's steps and phases
         tables += _host_tables(run, options)
     cannot = _cannot_answer(
-        run, options, ledger, frames.get("active", ledger), exposure, gaps, steps
+        run, options, (ledger, frames.get("active", ledger), exposure, gaps, steps), captured
     )
     if tables[-1] is None:
         cannot.append(
-            {"what": "the GPU time of NVTX ranges", "reason": _why_no_ranges(by_text, run)}
+            {
+                "what": "the GPU time of NVTX ranges",
+                "reason": _why_no_ranges(by_text, run, captured),
+            }
         )
     if ledger.empty:  # tables of nothing: the cannot-answer lines say why
         tables = [t for t in tables if t is not None and t["rows"]]
@@ -401,7 +407,18 @@ def _duration(ns: float) -> str:
     return f"{ns} ns"
 
 
-def _launch_table(launch: pd.DataFrame) -> dict | None:
+def _no_launches(captured: list[dict]) -> str:
+    """Why kernels have no launch call (captured: nsyswrap.report.captured.traced)."""
+    note = traced_note(captured, "cuda")
+    if note is None:
+        return NO_LAUNCHES
+    return (
+        f"no CUDA launch calls were recorded for these kernels, though {note}: the export "
+        "holds none for them (a sliced or filtered report)"
+    )
+
+
+def _launch_table(launch: pd.DataFrame, no_launches: str) -> dict | None:
     if launch.empty:
         return None
     rows = [
@@ -409,9 +426,9 @@ def _launch_table(launch: pd.DataFrame) -> dict | None:
             **_key(r),
             "kernels": figure(r.kernels, COUNT),
             "launched": figure(r.launched, COUNT),
-            "latency_p50": figure(r.latency_p50_ns, NS, NO_LAUNCHES),
-            "latency_p90": figure(r.latency_p90_ns, NS, NO_LAUNCHES),
-            "latency_max": figure(r.latency_max_ns, NS, NO_LAUNCHES),
+            "latency_p50": figure(r.latency_p50_ns, NS, no_launches),
+            "latency_p90": figure(r.latency_p90_ns, NS, no_launches),
+            "latency_max": figure(r.latency_max_ns, NS, no_launches),
             "kernel_p50": figure(r.kernel_p50_ns, NS),
             "tiny_kernels": figure(r.tiny_kernels, COUNT),
             "tiny_share": share(r.tiny_kernels, r.kernels, "no kernels"),
@@ -483,28 +500,29 @@ def _ranges_table(by_text: pd.DataFrame, step_texts: pd.DataFrame) -> dict | Non
     )
 
 
-def _why_no_ranges(by_text: pd.DataFrame, run: Run) -> str:
+def _why_no_ranges(by_text: pd.DataFrame, run: Run, captured: list[dict]) -> str:
     quality = run_module(run, "trace.data_quality")
     ranges, untexted = int(quality.nvtx_ranges.sum()), int(quality.nvtx_ranges_without_text.sum())
     if ranges and ranges == untexted:
         return f"the reports' {ranges} NVTX ranges all have no text, so none can be named"
     if by_text.empty and not ranges:
+        note = traced_note(captured, "nvtx")
         return (
             "the reports have no NVTX ranges; annotate the model (nsyswrap launch "
             "--annotate all) and capture with --trace=nvtx"
+            if note is None
+            else f"the reports have no NVTX ranges, though {note}: annotate the model "
+            "(nsyswrap launch --annotate all)"
         )
     return "no GPU work was launched inside an NVTX range other than the steps"
 
 
 def _cannot_answer(
-    run: Run,
-    options: ReportOptions,
-    ledger: pd.DataFrame,
-    active: pd.DataFrame,
-    exposure: pd.DataFrame,
-    gaps: pd.DataFrame,
-    steps: pd.DataFrame,
+    run: Run, options: ReportOptions, frames: tuple[pd.DataFrame, ...], captured: list[dict]
 ) -> list[dict]:
+    """What the section cannot answer, and why; frames: ledger, active, exposure, gaps and
+    steps; captured: what each report traced (nsyswrap.report.captured)."""
+    ledger, active, exposure, gaps, steps = frames
     out = []
     with_gpu = set(active["rank"])
     in_window = set(ledger["rank"])
@@ -515,8 +533,7 @@ def _cannot_answer(
                 {
                     "what": "the time ledger, collective exposure, idle gaps and launch latency "
                     f"of rank {report.rank} ({report.path.name})",
-                    "reason": "the report has no GPU activity (no CUDA kernel, memcpy or memset "
-                    "rows); capture with nsys profile --trace=cuda",
+                    "reason": _no_gpu_activity([c for c in captured if c["rank"] == report.rank]),
                 }
             )
         elif not in_window & set(held[report.rank]):
@@ -537,7 +554,7 @@ def _cannot_answer(
             }
         )
     if not gaps.empty and (gaps.cause == "unknown").all():
-        out.append({"what": "the causes of idle gaps", "reason": NO_LAUNCHES})
+        out.append({"what": "the causes of idle gaps", "reason": _no_launches(captured)})
     if steps.empty:
         out.append(
             {
@@ -549,3 +566,11 @@ def _cannot_answer(
             }
         )
     return out
+
+
+def _no_gpu_activity(captured: list[dict]) -> str:
+    """Why a report has no GPU activity, and what to do (captured: its trace.capture row)."""
+    note = traced_note(captured, "cuda")
+    if note is None:
+        return f"{NO_GPU_ACTIVITY}; capture with nsys profile --trace=cuda"
+    return f"{NO_GPU_ACTIVITY}, though {note}: {NO_GPU_WORK}"

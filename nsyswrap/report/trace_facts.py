@@ -2,12 +2,14 @@
 that advice fits it: the frameworks seen (PyTorch, NCCL, DDP, FSDP), the kinds of host
 memory copies use (pageable or pinned), pinned-memory allocation calls, CUDA graph
 launches, how much GPU activity each device has and which physical GPU it is, per rank (a
-report holding several ranks has rows for each). Layout: see nsyswrap.report."""
+report holding several ranks has rows for each), and what each report's capture traced.
+Layout: see nsyswrap.report."""
 
 from __future__ import annotations
 
 from nsyswrap.engine.queries import run_modules
 from nsyswrap.engine.run import Run
+from nsyswrap.report.captured import traced
 from nsyswrap.report.figures import BYTES, COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
 
@@ -17,7 +19,8 @@ TABLES = ("frameworks", "copies", "host_alloc", "graphs", "activity")
 
 def trace_section(run: Run, options: ReportOptions) -> dict:
     """Build the section dict: tables frameworks, copies, host_alloc, activity (each
-    report's rows computed alone and cached by the planner) and gpus (over the run)."""
+    report's rows computed alone and cached by the planner), gpus (over the run) and
+    capture (per report: nsyswrap.report.captured)."""
     frames = run_modules(run, {table: (f"trace.{table}", {}) for table in (*TABLES, "gpus")})
     seen = frames["frameworks"].groupby(["framework", "seen_in"], sort=False)["matches"].sum()
     # rows of a process carry its rank: a rank's processes are summed
@@ -101,10 +104,16 @@ def trace_section(run: Run, options: ReportOptions) -> dict:
             ],
         },
         _gpus_table(frames["gpus"]),
+        {
+            "id": "capture",
+            "title": "What each report's capture traced (nsys's own record, else the "
+            "launch manifest's --trace): hints to capture something name only what it lacks",
+            "rows": traced(run),
+        },
     ]
     return {
         "id": "trace",
-        "title": "What the trace shows: frameworks, copies, activity, GPUs",
+        "title": "What the trace shows: frameworks, copies, activity, GPUs, what was traced",
         "verdict": None,
         "recommendations": [],
         "tables": tables,
