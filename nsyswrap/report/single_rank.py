@@ -52,6 +52,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
         _histogram_table(frames["histogram"]),
         _launch_table(launch, _no_launches(captured)),
         _steps_table(steps, options),
+        _periodic_table(frames["periodic"]),
         _ranges_table(by_text, frames["step_texts"]),
     ]
     if frames.get("active", ledger).empty:  # no GPU work: the host's steps and phases
@@ -102,6 +103,10 @@ def single_rank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
         "exposure": ("collectives.exposure", {**window, "context_regex": None}),
         "launch": ("gaps.launch_summary", {**window, "tiny_kernel_ns": TINY_KERNEL_NS}),
         "host_work": ("gaps.host_work", {**window, "long_gap_ns": LONG_GAP_NS}),
+        "periodic": (
+            "steps.periodic",
+            {k: window[k] for k in ("step_pattern", "step_from", "step_to")},
+        ),
     }
     if options.limits_window:
         wanted["active"] = ("ledger.devices", {"step_pattern": options.step_pattern})
@@ -466,6 +471,36 @@ def _steps_table(steps: pd.DataFrame, options: ReportOptions) -> dict | None:
         f"Steps (NVTX ranges like {options.step_pattern!r}); compute and comm are busy unions",
         rows,
         ("copy_only",),
+    )
+
+
+def _periodic_table(periodic: pd.DataFrame) -> dict | None:
+    """Long steps that recur with a period (steps.periodic), when some do."""
+    if periodic.empty:
+        return None
+    several = periodic.groupby("rank")["pid"].nunique().max() > 1
+    rows = [
+        {
+            "rank": int(r.rank),
+            **({"pid": int(r.pid)} if several else {}),
+            "period": figure(r.period, COUNT),
+            "steps": r.steps,
+            "stalls": figure(r.stalls, COUNT),
+            "median_step": figure(r.median_step_ns, NS),
+            "noise": figure(r.noise_ns, NS),
+            "extra": figure(r.extra_ns, NS),
+            "phase": r.phase if isinstance(r.phase, str) else None,
+            "phase_extra": figure(r.phase_extra_ns, NS, "no phase range holds half the extra time"),
+        }
+        for r in periodic.itertuples(index=False)
+    ]
+    return _table(
+        "periodic_steps",
+        "Long steps that recur every `period` steps (longer than the median step by more "
+        "than 3 x the step-to-step noise); extra = their time above the median step; phase "
+        "= the phase range holding most of it",
+        rows,
+        ("noise", "median_step", "stalls", "phase_extra"),
     )
 
 
