@@ -5,10 +5,12 @@
 -- its time inside matched collectives (arrival to end; last_rank NULL); `wait`, its
 -- wait in them for their last member (arrival to the last arrival; last_rank NULL);
 -- `wait_for`, the same per last rank (the wait that rank imposed on it), without each
--- group's first collective (it holds the ranks' start-up skew: charged to nobody). The
+-- group's first collective (it holds the ranks' start-up skew: charged to nobody): the
+-- first call of the group any rank recorded (xr_keys), so a capture that starts late on
+-- one rank, or a window of later steps, leaves none of its collectives out. The
 -- union is a sweep over the intervals in order of start: one that starts past every
 -- earlier end opens an island, and the islands' spans add up.
--- @reads xr_collectives
+-- @reads xr_collectives, xr_keys
 -- @column step               BIGINT   Step the collectives were issued in.
 -- @column rank               INTEGER  The rank that spent the time.
 -- @column part               VARCHAR  comm, wait or wait_for.
@@ -16,7 +18,7 @@
 -- @column ns                 BIGINT   Length of the union (ns).
 WITH firsts AS (
     SELECT pg, min(seq) AS seq
-    FROM xr_collectives
+    FROM xr_keys
     GROUP BY pg
 ),
 intervals AS (

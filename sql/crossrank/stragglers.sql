@@ -4,7 +4,9 @@
 -- rank, the steps it affected (it may be late only in some), and the phase that
 -- explains its lag (the phase with the largest positive excess over the median
 -- rank, see crossrank.phase_lag). The first collective of each group is left
--- out (it holds the ranks' start-up skew). It is significant only when its lag
+-- out (it holds the ranks' start-up skew): the group's first call any rank recorded
+-- (xr_keys), so the first collective every rank captured, when one rank's capture
+-- starts late, counts as any other. It is significant only when its lag
 -- exceeds both the alignment threshold (twice the largest clock uncertainty of
 -- the members) and 3 x the run's jitter (1.4826 x median absolute lag of all
 -- arrivals), or, over the run, when at least half the wait it imposed falls in
@@ -15,7 +17,7 @@
 -- matched collectives have no row, and with step_from / step_to the run row
 -- covers only those steps.
 -- @scope run
--- @reads xr_alignment, xr_collectives, xr_collective_unions, xr_phase_lag
+-- @reads xr_keys, xr_collectives, xr_collective_unions, xr_phase_lag
 -- @column step BIGINT              Step index, NULL for the whole run.
 -- @column rank INTEGER             The rank that imposed the most wait (ties:
 --                                  most often last, then lowest rank).
@@ -57,8 +59,7 @@
 WITH firsts AS (
     -- A group's first collective absorbs the ranks' start-up skew: not lag.
     SELECT pg, min(seq) AS seq
-    FROM xr_alignment
-    WHERE pg IS NOT NULL
+    FROM xr_keys
     GROUP BY pg
 ),
 arrivals AS (
