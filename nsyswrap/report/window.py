@@ -12,6 +12,13 @@
   MIN_STEPS_FOR_RULE steps) is set apart: leading ones are warm-up, others outliers.
   They are named in a note and left out of the per-step statistics (mean, p90, max,
   the longest steps).
+* **Uneven captures**: when the ranks' captures hold different steps (one rank's profiler
+  started late or stopped early), the default window is the steps every rank captured,
+  so cutting one rank's first steps changes no per-step figure of the steps that
+  remain; and a rank's own leading steps longer than OUTLIER times its own median step
+  (its first captured steps slowed by the profiler starting, while the others' are not)
+  are its warm-up, set apart as the common warm-up is. `captured` says per rank which
+  steps it holds and which of them are its warm-up.
 * **The window** by default runs from the first analysed step's start to the last
   one's end (a window of steps, `step_from`/`step_to`): warm-up steps before it and
   outliers after the last usual step are outside it, so out of every figure and
@@ -57,6 +64,7 @@ class Window:
     steps: tuple[int, ...] = ()  # every step number of the capture
     median_ns: float | None = None
     outliers: tuple[dict, ...] = field(default_factory=tuple)  # {step, duration_ns, times, why}
+    captured: tuple[dict, ...] = ()  # uneven captures: {rank, first_step, last_step, warm_up}
 
     @property
     def set_apart(self) -> frozenset[int]:
@@ -86,6 +94,7 @@ class Window:
                 }
                 for o in self.outliers
             ],
+            **({"captured": [dict(c) for c in self.captured]} if self.captured else {}),
         }
 
 
@@ -129,7 +138,13 @@ def window_of_steps(steps: pd.DataFrame, options: ReportOptions, pattern_source:
         )
     if not numbers:
         return Window(options, "activity", pattern_source)
-    usual = [s for s in numbers if s not in {o["step"] for o in outliers}]
+    captured = _uneven(steps, numbers)
+    usual = [
+        s
+        for s in numbers
+        if s not in {o["step"] for o in outliers}
+        and all(c["first_step"] + c["warm_up"] <= s <= c["last_step"] for c in captured)
+    ] or [s for s in numbers if s not in {o["step"] for o in outliers}]
     # written as LIKELY_WINDOW where it selects the same steps (what the first pass of the
     # engine computed: nsyswrap.report.planned)
     first = LIKELY_WINDOW[0] if usual[0] == numbers[0] >= LIKELY_WINDOW[0] else usual[0]
@@ -141,6 +156,7 @@ def window_of_steps(steps: pd.DataFrame, options: ReportOptions, pattern_source:
         numbers,
         median,
         tuple(outliers),
+        captured,
     )
 
 
@@ -187,6 +203,32 @@ def _outliers(durations: pd.Series, median: float | None) -> list[dict]:
         else:
             usual_seen = True
     return out
+
+
+def _uneven(steps: pd.DataFrame, numbers: tuple[int, ...]) -> tuple[dict, ...]:
+    """Per rank with steps, the steps its capture holds (first_step, last_step) and how
+    many of its leading ones are its own warm-up (longer than OUTLIER x its median step),
+    when the ranks differ in either; () when every rank holds the run's steps alike."""
+    per_rank = []
+    for rank, mine in steps.groupby("rank", sort=True):
+        durations = mine.groupby("step").duration_ns.max()
+        median = float(durations.median())
+        leading = 0
+        if len(durations) >= MIN_STEPS_FOR_RULE and median > 0:
+            while leading < len(durations) and durations.iloc[leading] > OUTLIER * median:
+                leading += 1
+        per_rank.append(
+            {
+                "rank": int(rank),
+                "first_step": int(durations.index[0]),
+                "last_step": int(durations.index[-1]),
+                "warm_up": leading,
+            }
+        )
+    spans = {(c["first_step"], c["last_step"]) for c in per_rank}
+    started = {c["first_step"] + c["warm_up"] for c in per_rank}
+    even = spans <= {(numbers[0], numbers[-1])} and len(started) <= 1 if numbers else True
+    return () if even else tuple(per_rank)
 
 
 def _refuse_empty(options: ReportOptions, numbers: tuple[int, ...]) -> None:
