@@ -25,6 +25,9 @@ from nsyswrap.sweep.device_timeline import (
     timeline,
 )
 
+OUTSIDE = ("a_before_ns", "a_after_ns")
+"""Union of every activity before the window's start and after its end (ns)."""
+END_OF_TIME = np.iinfo(np.int64).max
 SUMS = ("compute_sum_ns", "comm_sum_ns", "copy_sum_ns", "compute_kernels", "comm_kernels", "copies")
 
 
@@ -38,11 +41,13 @@ def _windows(inputs) -> list[tuple[tuple[int, int], int, int]]:
 
 
 def window_unions(inputs) -> pa.Table:
-    """`window_unions`: per window, the union lengths (covered at its end - at its start)
-    and the clipped sums and counts of the activities overlapping it."""
+    """`window_unions`: per window, the union lengths (covered at its end - at its start),
+    the union of every activity before and after it, and the clipped sums and counts of the
+    activities overlapping it."""
     windows = _windows(inputs)
     devices = timeline(inputs) if windows else {}
-    out: dict[str, list] = {c: [] for c in ("rank", "device", *(f"{x}_ns" for x in SETS), *SUMS)}
+    columns = ("rank", "device", *(f"{x}_ns" for x in SETS), *OUTSIDE, *SUMS)
+    out: dict[str, list] = {c: [] for c in columns}
     for key, w0, w1 in windows:
         line = devices.get(key, EMPTY)
         out["rank"].append(key[0])
@@ -50,6 +55,9 @@ def window_unions(inputs) -> pa.Table:
         for x in SETS:
             at_start, at_end = line.covered(x, [w0, w1])
             out[f"{x}_ns"].append(int(at_end - at_start))
+        at_start, at_end, at_last = line.covered("a", [w0, w1, END_OF_TIME])
+        out["a_before_ns"].append(int(at_start))
+        out["a_after_ns"].append(int(at_last - at_end))
         for column, value in zip(SUMS, _window_sums(line, w0, w1), strict=True):
             out[column].append(value)
     return pa.table({c: pa.array(v, pa.int64()) for c, v in out.items()})

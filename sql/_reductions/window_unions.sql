@@ -1,6 +1,7 @@
 -- Per (rank, device) with a window: the union lengths over it, compute (c), comm (m), copy
 -- (p), compute or comm (cm), any activity (a), each covered_X(window end) -
--- covered_X(window start) looked up in device_timeline at the two edges; and the summed
+-- covered_X(window start) looked up in device_timeline at the two edges; every activity's
+-- union before the window (covered_a at its start) and after it; and the summed
 -- time and count of each set's activities overlapping the window (clipped to it;
 -- zero-length ones in it count).
 -- @reads device_timeline, device_windows
@@ -11,6 +12,9 @@
 -- @column p_ns               BIGINT   Union of copies (ns).
 -- @column cm_ns              BIGINT   Union of compute and communication (ns).
 -- @column a_ns               BIGINT   Union of every activity (ns).
+-- @column a_before_ns        BIGINT   Union of every activity before the window's start: the
+--                                     time the GPU was busy before it (ns).
+-- @column a_after_ns         BIGINT   Union of every activity after the window's end (ns).
 -- @column compute_sum_ns     BIGINT   Summed compute time in the window, each activity clipped to it (ns).
 -- @column comm_sum_ns        BIGINT   Summed communication time in the window (ns).
 -- @column copy_sum_ns        BIGINT   Summed copy and memset time in the window (ns).

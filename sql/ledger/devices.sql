@@ -29,6 +29,11 @@
 -- @column compute_kernels BIGINT       Compute kernels overlapping the window.
 -- @column comm_kernels BIGINT          Communication kernels and P2P copies overlapping it.
 -- @column copies BIGINT                Other copies and memsets overlapping it.
+-- @column busy_before_ns BIGINT        Union of every activity before the window's start:
+--                                      how long the GPU was busy before it (ns; the
+--                                      wall time before it is window_start_ns less the
+--                                      device's first activity).
+-- @column busy_after_ns BIGINT         The same after the window's end (ns).
 -- @scope report
 -- @order rank, device
 WITH win AS (
@@ -55,7 +60,9 @@ ledger AS (
         copy_sum_ns,
         compute_kernels,
         comm_kernels,
-        copies
+        copies,
+        a_before_ns,
+        a_after_ns
     FROM unions
 ),
 joined AS (
@@ -79,7 +86,9 @@ joined AS (
         coalesce(l.copy_sum_ns, 0)::BIGINT AS copy_sum_ns,
         coalesce(l.compute_kernels, 0) AS compute_kernels,
         coalesce(l.comm_kernels, 0) AS comm_kernels,
-        coalesce(l.copies, 0) AS copies
+        coalesce(l.copies, 0) AS copies,
+        coalesce(l.a_before_ns, 0)::BIGINT AS busy_before_ns,
+        coalesce(l.a_after_ns, 0)::BIGINT AS busy_after_ns
     FROM win AS w
     LEFT JOIN ledger AS l
         ON l.rank = w.rank
@@ -108,6 +117,8 @@ SELECT
     (compute_sum_ns + comm_sum_ns - span_ns) / nullif(comm_sum_ns, 0) AS naive_overlap_ratio,
     compute_kernels,
     comm_kernels,
-    copies
+    copies,
+    busy_before_ns,
+    busy_after_ns
 FROM joined
 ORDER BY rank, device
