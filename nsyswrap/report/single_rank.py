@@ -158,13 +158,16 @@ def _window_table(
                 "window": figure(r.span_ns, NS),
                 "after": figure(max(a.window_end_ns - r.window_end_ns, 0), NS),
                 "steps": figure(int(counts.get(key, 0)), COUNT),
+                "busy_before": figure(r.busy_before_ns, NS),
+                "busy_after": figure(r.busy_after_ns, NS),
             }
         )
     return _table(
         "window",
         "The window and the GPU time outside it (first to last GPU activity):"
-        " before and after are not analysed",
+        " before and after are not analysed; busy = the GPU's busy time in them",
         rows,
+        ("busy_after", "busy_before"),
     )
 
 
