@@ -1,11 +1,14 @@
 -- One row per (rank, sign of a framework): how many rows of the report show PyTorch,
--- NCCL, DDP or FSDP in kernel names, NVTX ranges or the names of processes with GPU
--- work. Advice names a framework only when some rank shows it (the report's trace
--- section); every sign has a row per rank, in the order listed here.
+-- NCCL, DDP, FSDP or torch.compile's Inductor in kernel names, NVTX ranges or the names
+-- of processes with GPU work. Inductor's sign is its generated Triton kernels' names,
+-- triton_poi_ / triton_red_ / triton_per_ / triton_tem_ / triton_for_ (a program already
+-- compiled: advice to compile it would not fit). Advice names a framework only when some
+-- rank shows it (the report's trace section); every sign has a row per rank, in the
+-- order listed here.
 -- @scope report
 -- @reads session, kernels, nvtx, processes
 -- @column rank INTEGER        Rank of the report.
--- @column framework VARCHAR   pytorch, nccl, ddp or fsdp.
+-- @column framework VARCHAR   pytorch, nccl, ddp, fsdp or inductor.
 -- @column seen_in VARCHAR     kernel names, NVTX ranges or names of processes with GPU work.
 -- @column matches BIGINT      Rows (kernels, NVTX ranges, processes) that show it; 0: none.
 -- @order rank
@@ -17,7 +20,8 @@ WITH signs(sign, framework, seen_in) AS (
         (4, 'nccl', 'kernel names'),
         (5, 'nccl', 'NVTX ranges'),
         (6, 'ddp', 'NVTX ranges'),
-        (7, 'fsdp', 'NVTX ranges')
+        (7, 'fsdp', 'NVTX ranges'),
+        (8, 'inductor', 'kernel names')
 ),
 by_kernel AS (
     SELECT
@@ -29,7 +33,8 @@ by_kernel AS (
             OR name LIKE '%at_cuda_detail%'
             OR demangled LIKE '%c10::%'
         ) AS pytorch,
-        count(*) FILTER (name LIKE 'nccl%') AS nccl
+        count(*) FILTER (name LIKE 'nccl%') AS nccl,
+        count(*) FILTER (regexp_matches(name, '^triton_(poi|red|per|tem|for)_')) AS inductor
     FROM kernels
     GROUP BY rank
 ),
@@ -63,7 +68,7 @@ hits AS (
         UNION ALL BY NAME
         SELECT * FROM by_process
     )
-    ON pytorch, nccl, ddp, fsdp
+    ON pytorch, nccl, ddp, fsdp, inductor
     INTO NAME framework VALUE n
 )
 SELECT
