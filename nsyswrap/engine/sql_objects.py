@@ -44,6 +44,8 @@ from nsyswrap.storage.sql_files import sql_root
 _DIRECTIVE = re.compile(r"^--\s*@(\w+)\s*(.*)$")
 _PARAM = re.compile(r"^(\w+)\s+(\w+)(?:\s*=\s*(\S+))?\s*(.*)$")
 _COLUMN = re.compile(r"^(\w+)\s+(\w+)\s*(.*)$")
+_DOCUMENTED = re.compile(r"^--\s*@(param|var|column)\s")
+_MORE = re.compile(r"^--\s{2,}(\S.*)$")
 _USE = re.compile(r"(?<![\w$])\$(\w+)")
 CONVERT = {
     "BIGINT": int,
@@ -121,10 +123,25 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(n for n in re.split(r"[\s,]+", text.strip()) if n)
 
 
+def _joined(header: list[str]) -> list[str]:
+    """The header's lines, each indented line that goes on with the doc of a @param, @var
+    or @column line joined to that line (and left as a bare `--`, so lines keep their
+    numbers)."""
+    out, last = list(header), None
+    for i, line in enumerate(header):
+        more = _MORE.match(line)
+        if more and last is not None:
+            out[last], out[i] = f"{out[last]} {more[1]}", "--"
+        else:
+            last = i if _DOCUMENTED.match(line) else None
+    return out
+
+
 def parse(path: Path, name: str, kind: str) -> SqlObject:
     """Read one SQL file and check its header against its body."""
     lines = path.read_text().splitlines()
     header = lines[: next((i for i, ln in enumerate(lines) if not ln.startswith("--")), len(lines))]
+    header = _joined(header)
     if not header or header[0].startswith("-- @"):
         raise HeaderError(f"{path}: has no summary line; start it with '-- what one row is'")
     params, columns, includes, reads, order, builder = [], [], [], [], [], None

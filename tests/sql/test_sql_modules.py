@@ -180,7 +180,30 @@ def _macro_names() -> set[str]:
     }
 
 
+def test_a_doc_goes_on_on_indented_lines(tmp_path):
+    """A @param's or @column's description continued on indented `--` lines is read whole
+    (`nsyswrap list`, `nsyswrap views` and docs/queries.md show it); an indented line after
+    any other directive is no description."""
+    path = tmp_path / "x.sql"
+    path.write_text(
+        "-- One row per n.\n"
+        "-- @scope report\n"
+        "-- @param n BIGINT = 0   How many,\n"
+        "--                       at most.\n"
+        "-- @column n BIGINT     Its n,\n"
+        "--                       in ns.\n"
+        "-- @order n\n"
+        "--                       not a description\n"
+        "SELECT $n AS n\n"
+    )
+    obj = sql_objects.parse(path, "a.x", "module")
+    assert [p.doc for p in obj.params] == ["How many, at most."]
+    assert [c.doc for c in obj.columns] == ["Its n, in ns."]
+    assert obj.summary == "One row per n."
+
+
 def test_nothing_is_shadowed():
+
     """No TEMP object in nsyswrap takes the name of a real one (a view, an SQL object, a
     raw or exported table): every object has one name, its own. (The synthetic report
     writer's SQLite TEMP tables are scratch tables with names of their own.)"""
