@@ -11,12 +11,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "nsyswrap"
 LAYERS = {"engine": ("engine", "storage"), "storage": ("storage",)}
 # What stays at the top of the package: the CLI and its output, the public API, the one
-# error type and the single-rank metric calls.
+# error type, the single-rank metric calls and the generator of the manual's references
+# (`python -m nsyswrap.docs`).
 TOP = {
     "__init__",
     "__main__",
     "api",
     "cli",
+    "docs",
     "errors",
     "metrics",
     "output",
