@@ -3,18 +3,46 @@ share beyond fixtures is in tests/helpers)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers.nsys_standin import Standin
 
 from nsyswrap.cli import main
 
+if TYPE_CHECKING:
+    from nsyswrap.synth import Scenario, Truth
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
     os.environ["NSYSWRAP_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="session")
+def generated_run(tmp_path_factory):
+    """`generated_run(scenario)`: the run nsyswrap.synth writes for `scenario` (a Scenario,
+    or a preset's name), as (truth, its directory), generated once per test session under
+    pytest's base temporary directory, so that its reports are normalised once too (the
+    cache keys a report by path, size and mtime). Shared: a test that changes the run
+    generates its own."""
+    from nsyswrap.synth import generate_run, preset
+
+    made: dict[str, tuple[Truth, Path]] = {}
+
+    def generated(scenario: Scenario | str) -> tuple[Truth, Path]:
+        if isinstance(scenario, str):
+            scenario = preset(scenario)
+        key = hashlib.sha256(repr(scenario).encode()).hexdigest()[:16]
+        if key not in made:
+            out = tmp_path_factory.getbasetemp() / "generated" / f"{scenario.name}-{key}"
+            made[key] = generate_run(scenario, out), out
+        return made[key]
+
+    return generated
 
 
 @pytest.fixture

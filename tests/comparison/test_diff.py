@@ -20,7 +20,6 @@ from nsyswrap.crossrank import comm_split
 from nsyswrap.engine.opener import Opener
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.synth import generate_run
 from nsyswrap.synth.catalog import COVER_KERNEL
 from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_pair
 
@@ -137,9 +136,8 @@ def test_gate_both_ways(pairs, diffs, cli):
         gate(fixed, 5, "nope")
 
 
-def test_different_rank_counts_are_refused(pairs, tmp_path, cli):
-    two = tmp_path / "two"
-    generate_run(BASE.replace(ranks=2, clock_error_ns=None), two)
+def test_different_rank_counts_are_refused(pairs, generated_run, cli):
+    _, two = generated_run(BASE.replace(ranks=2, clock_error_ns=None))
     base, _ = pairs["noise"]
     code, out, err = cli("diff", base, two)
     assert code == 1 and not out

@@ -33,7 +33,7 @@ from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.cross_rank import crossrank_section
 from nsyswrap.storage.sql_files import sql_root
-from nsyswrap.synth import ExtraCollective, Scenario, Straggler, generate_run
+from nsyswrap.synth import ExtraCollective, Scenario, Straggler
 
 MODES = {
     "gpu": {},
@@ -277,9 +277,8 @@ SKEWED = Scenario(
 
 
 @pytest.fixture(scope="module")
-def skewed(tmp_path_factory):
-    out = tmp_path_factory.mktemp("skewed8")
-    truth = generate_run(SKEWED, out)
+def skewed(generated_run):
+    truth, out = generated_run(SKEWED)
     with _open(out) as run:
         yield truth, run
 
@@ -333,21 +332,21 @@ def test_generated_straggler_and_phase_are_named(skewed):
 
 
 @pytest.mark.parametrize("phase", ["forward", "backward", "optimizer"])
-def test_generated_gpu_phase_stragglers_are_named(tmp_path, phase):
+def test_generated_gpu_phase_stragglers_are_named(generated_run, phase):
     sc = SKEWED.replace(
         name=phase, seed=3, ranks=4, straggler=Straggler(rank=2, phase=phase, extra_ns=500_000)
     )
-    generate_run(sc, tmp_path)
-    with _open(tmp_path) as run:
+    _, out = generated_run(sc)
+    with _open(out) as run:
         overall = stragglers(run).query("step.isna()").iloc[0]
     assert (overall["rank"], overall["phase"]) == (2, phase)
 
 
-def test_generated_extra_collective_is_reported_not_joined(tmp_path):
+def test_generated_extra_collective_is_reported_not_joined(generated_run):
     planted = ExtraCollective(rank=3, step=2, bytes=8)
     sc = SKEWED.replace(name="extra", ranks=4, straggler=None, extra_collectives=(planted,))
-    truth = generate_run(sc, tmp_path)
-    with _open(tmp_path) as run:
+    truth, out = generated_run(sc)
+    with _open(out) as run:
         miss = mismatches(run).set_index("seq")
         coll = matched_collectives(run)
     extra = truth.mismatches[0]

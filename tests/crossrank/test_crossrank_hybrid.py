@@ -28,7 +28,7 @@ from nsyswrap.crossrank.alignment import solve_clocks
 from nsyswrap.crossrank.matching import verdicts
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 VARIANTS = {
     "ranges": {},
@@ -41,18 +41,16 @@ TWO_GPU = SHARED / "public" / "nsysai__h100_2gpu_1s.sqlite"
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
-def hybrid(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(request.param)
-    truth = generate_run(preset("hybrid8").replace(**VARIANTS[request.param]), out)
+def hybrid(request, generated_run):
+    truth, out = generated_run(preset("hybrid8").replace(**VARIANTS[request.param]))
     with open_run([out]) as run:
         yield truth, run
 
 
-def test_unrelated_reports_are_refused_in_one_line(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    generate_run(preset("run2"), a)
+def test_unrelated_reports_are_refused_in_one_line(generated_run):
+    _, a = generated_run("run2")
     later = preset("run2").replace(name="later", clock_error_ns=(86_400 * 10**9, 86_400 * 10**9))
-    generate_run(later, b)
+    _, b = generated_run(later)
     with open_run([a / "rank0.sqlite", b / "rank1.sqlite"]) as run:
         with pytest.raises(NsysWrapError, match="not one run"):
             build_report(run, ReportOptions())

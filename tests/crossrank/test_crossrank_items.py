@@ -21,16 +21,15 @@ from nsyswrap.engine.builders import create_table
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.cross_rank import crossrank_section
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 
 @pytest.fixture(scope="module")
-def lag(tmp_path_factory):
+def lag(generated_run):
     """dp6_lag (rank 2 3.00 ms late every step) and the same run without its plant."""
-    out = tmp_path_factory.mktemp("lag")
-    generate_run(preset("dp6_lag"), out / "lag")
-    generate_run(preset("dp6_lag").replace(straggler=None), out / "none")
-    return out / "none", out / "lag"
+    _, none = generated_run(preset("dp6_lag").replace(straggler=None))
+    _, late = generated_run("dp6_lag")
+    return none, late
 
 
 def test_per_step_figures_divide_by_the_steps_they_sum(lag):
@@ -80,10 +79,10 @@ def test_two_copies_of_one_report_are_refused(cli, tmp_path):
     assert "rank1.sqlite: is the same capture as" in err and "give each capture once" in err
 
 
-def test_a_stream_wait_is_no_host_sync(tmp_path):
+def test_a_stream_wait_is_no_host_sync(generated_run):
     """The gap behind a cudaStreamWaitEvent the driver holds is host-bound, as planted."""
-    truth = generate_run(preset("stream_wait"), tmp_path)
-    with open_run([tmp_path]) as run:
+    truth, out = generated_run("stream_wait")
+    with open_run([out]) as run:
         gaps = run_module(run, "gaps.idle")
     for planted in (g for g in truth.idle_gaps if g["planted"]):
         found = gaps[(gaps["rank"] == planted["rank"]) & (gaps["start_ns"] == planted["start_ns"])]
@@ -92,9 +91,9 @@ def test_a_stream_wait_is_no_host_sync(tmp_path):
         ]
 
 
-def test_waits_of_seconds_are_reported(tmp_path):
-    truth = generate_run(preset("long_wait"), tmp_path)
-    with open_run([tmp_path]) as run:
+def test_waits_of_seconds_are_reported(generated_run):
+    truth, out = generated_run("long_wait")
+    with open_run([out]) as run:
         coll = run_module(run, "crossrank.collectives")
         section = crossrank_section(run, ReportOptions())  # its section alone: the quick way
     longest = max(p["wait_ns"] for c in truth.collectives for p in c["per_rank"])

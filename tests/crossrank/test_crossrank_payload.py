@@ -41,7 +41,7 @@ from nsyswrap.crossrank.ranks import member_ranks
 from nsyswrap.engine import planner
 from nsyswrap.launch.export import export_run, include_blobs
 from nsyswrap.storage.reports import Report
-from nsyswrap.synth import generate_run, nccl_nvtx, preset
+from nsyswrap.synth import nccl_nvtx, preset
 
 PAYLOADS = {"coll_ranges": False, "nccl_payloads": True}
 VARIANTS = {
@@ -59,18 +59,16 @@ MFU = (
 
 
 @pytest.fixture(scope="module")
-def payload_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("payloads")
-    return generate_run(preset("hybrid8").replace(**PAYLOADS), out), out
+def payload_run(generated_run):
+    return generated_run(preset("hybrid8").replace(**PAYLOADS))
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
-def hybrid(request, payload_run, tmp_path_factory):
+def hybrid(request, payload_run, generated_run):
     if request.param == "payloads":
         truth, out = payload_run
     else:
-        out = tmp_path_factory.mktemp(request.param)
-        truth = generate_run(preset("hybrid8").replace(**VARIANTS[request.param]), out)
+        truth, out = generated_run(preset("hybrid8").replace(**VARIANTS[request.param]))
     with open_run([out]) as run:
         yield truth, run
 

@@ -19,7 +19,7 @@ from nsyswrap.crossrank.streams import infer_barrier_groups
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions
 from nsyswrap.report.data_quality import crossrank_notes
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 # steps: a drift is fitted over 8 collectives or more spanning 200 ms
 SHAPES = {
@@ -46,9 +46,8 @@ def _scenario(name: str):
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))
-def shape(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(request.param)
-    truth = generate_run(_scenario(request.param), out)
+def shape(request, generated_run):
+    truth, out = generated_run(_scenario(request.param))
     with open_run([out]) as run:
         yield request.param, truth, run
 
@@ -264,13 +263,13 @@ def test_lockstep_groups_that_cannot_be_told_apart_are_left_out():
     )
 
 
-def test_hosts_joined_only_by_send_recv_are_never_paired_up(tmp_path):
+def test_hosts_joined_only_by_send_recv_are_never_paired_up(generated_run):
     """pipeline8 on 4 hosts of 2 ranks: stages 1 and 2 of a replica talk across hosts that
     no true barrier joins, so those hosts' clocks cannot be solved: their ranks are
     unaligned and the send/recv halves left on aligned ranks (stage 1 of both replicas,
     in lockstep, overlapping like a pair) are left out, not paired with each other."""
-    generate_run(preset("pipeline8", steps=8).replace(ranks_per_node=2), tmp_path)
-    with open_run([tmp_path]) as run:
+    _, out = generated_run(preset("pipeline8", steps=8).replace(ranks_per_node=2))
+    with open_run([out]) as run:
         groups = run_module(run, "crossrank.groups").set_index("pg")
         offsets = clock_offsets(run).set_index("rank")
     assert offsets["aligned"].tolist() == [True, True, False, False, True, True, False, False]

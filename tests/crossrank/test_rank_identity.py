@@ -19,7 +19,7 @@ from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.render import heading
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "nsys-sqlite"
 REAL_MPI = SHARED / "real-mpi"
@@ -27,10 +27,9 @@ TWO_GPU = SHARED / "public" / "nsysai__h100_2gpu_1s.sqlite"
 
 
 @pytest.fixture(scope="module")
-def node_captures(tmp_path_factory):
+def node_captures(generated_run):
     """hybrid8 captured one report per node: 8 ranks in 2 reports, rank 6 the straggler."""
-    out = tmp_path_factory.mktemp("per_node")
-    truth = generate_run(preset("hybrid8").replace(ranks_per_report=4), out)
+    truth, out = generated_run(preset("hybrid8").replace(ranks_per_report=4))
     with open_run([out]) as run:  # the truth is of the whole capture, not only its steps
         yield truth, run, build_report(run, ReportOptions(whole_capture=True))
 

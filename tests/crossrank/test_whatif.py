@@ -19,11 +19,11 @@ from nsyswrap.crossrank.replay import Graph
 from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 
-def _analysed(out, name: str) -> dict:
-    truth = generate_run(preset(name), out)
+def _analysed(generated_run, name: str) -> dict:
+    truth, out = generated_run(name)
     with open_run([out]) as run:
         report = build_report(run, ReportOptions())
         fixes = run_module(run, "crossrank.whatif")
@@ -46,13 +46,13 @@ def _analysed(out, name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def dp(tmp_path_factory) -> dict:
-    return _analysed(tmp_path_factory.mktemp("dp_straggler"), "dp_straggler")
+def dp(generated_run) -> dict:
+    return _analysed(generated_run, "dp_straggler")
 
 
 @pytest.fixture(scope="module")
-def stalls(tmp_path_factory) -> dict:
-    return _analysed(tmp_path_factory.mktemp("intermittent"), "intermittent")
+def stalls(generated_run) -> dict:
+    return _analysed(generated_run, "intermittent")
 
 
 def _gains(per_step: pd.DataFrame, kind: str, rank=None, phase=None) -> list[int]:
@@ -472,10 +472,10 @@ def test_a_straggler_whose_fix_saves_little_is_no_significant_straggler(gain, st
     ],
 )
 def test_ranks_doing_the_same_work_gain_what_removing_the_plant_saves(
-    tmp_path, name, rank, phase, within
+    generated_run, name, rank, phase, within
 ):
-    truth = generate_run(preset(name).replace(same_work=True), tmp_path)
-    gains = _gains(_per_step(tmp_path), "rank_phase", rank, phase)
+    truth, out = generated_run(preset(name).replace(same_work=True))
+    gains = _gains(_per_step(out), "rank_phase", rank, phase)
     assert max(abs(g - p) for g, p in zip(gains, _planted(truth), strict=True)) <= within
 
 
@@ -491,7 +491,9 @@ def test_the_straggler_fixture_gains_within_19_ns_of_its_plant():
 
 
 @pytest.mark.parametrize("drift, within", [(False, 0), (True, 2)])
-def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(tmp_path, drift, within):
+def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(
+    generated_run, drift, within
+):
     """pipeline8 with every rank drawing the same work: stage 2 as fast as the other stages
     saves, step by step, what the generator's run without the slow stage saves: to the ns
     on clocks that do not drift, within 2 ns with node1's -30 ppm over its 8 steps
@@ -499,10 +501,10 @@ def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(tmp_path,
     compute waits for two transfers at one instant in places: one wait, the work after it
     following the later of them."""
     sc = preset("pipeline8").replace(same_work=True)
-    truth = generate_run(sc if drift else sc.replace(clock_drift_ppm=(0,) * 8), tmp_path)
-    with open_run([tmp_path]) as run:
+    truth, out = generated_run(sc if drift else sc.replace(clock_drift_ppm=(0,) * 8))
+    with open_run([out]) as run:
         report = build_report(run, ReportOptions())
-    per_step = _per_step(tmp_path)
+    per_step = _per_step(out)
     stage = per_step[(per_step["kind"] == "stage") & (per_step["stage"] == 2)]
     gains = stage.sort_values("step")["gain_ns"].tolist()
     assert max(abs(g - p) for g, p in zip(gains, _planted(truth), strict=True)) <= within
@@ -521,14 +523,14 @@ def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(tmp_path,
     ],
 )
 def test_pipeline_and_moe_runs_name_their_planted_cause_first(
-    tmp_path, name, steps, headline, within
+    generated_run, name, steps, headline, within
 ):
     """The first finding's gain per step is the planted gain: to the ns where the replay's
     assumptions hold (every rank drawing the same work, moe8_same_work's experts other than
     the hot one getting the same tokens, clocks that do not drift), within 1 % where ranks
     draw their own (moe8: -0.9 % over its 8 steps, -1.1 % over 4)."""
-    truth = generate_run(preset(name, steps=steps), tmp_path)
-    with open_run([tmp_path]) as run:
+    truth, out = generated_run(preset(name, steps=steps))
+    with open_run([out]) as run:
         d = build_report(run, ReportOptions())["diagnosis"]
     planted = truth.planted_gain["gain_ns_total"] / len(truth.planted_gain["steps"])
     gain = d["findings"][0]["gain"]["value"]
@@ -536,24 +538,24 @@ def test_pipeline_and_moe_runs_name_their_planted_cause_first(
     assert abs(gain - planted) <= within * planted
 
 
-def test_a_hot_experts_planted_gain_is_its_work_and_balanced_routing_saves_more(tmp_path):
+def test_a_hot_experts_planted_gain_is_its_work_and_balanced_routing_saves_more(generated_run):
     """The hot expert's plant is its rank's extra expert work (the run again with it doing
     the median other expert's, routing as planted): the replay finds it step by step to the
     ns; balanced routing also shortens every all_to_all's transfers, which a trace cannot
     size, and saves about twice as much (truth's balanced_routing)."""
-    truth = generate_run(preset("moe8_same_work", steps=4), tmp_path)
-    assert _gains(_per_step(tmp_path), "rank", 6) == _planted(truth)
+    truth, out = generated_run(preset("moe8_same_work", steps=4))
+    assert _gains(_per_step(out), "rank", 6) == _planted(truth)
     balanced = truth.planted_gain["balanced_routing"]["gain_ns_total"]
     assert 2 * truth.planted_gain["gain_ns_total"] < balanced
 
 
 @pytest.mark.parametrize("name, hot", [("moe8", True), ("moe8_kernels", False)])
-def test_a_hot_expert_is_named_by_its_all_to_all_bytes(tmp_path, name, hot):
+def test_a_hot_expert_is_named_by_its_all_to_all_bytes(generated_run, name, hot):
     """moe8's ranges give each member's all_to_all bytes: rank 6 sends about twice the
     median rank's, and the finding says hot expert and asks for balanced routing;
     moe8_kernels' kernels give no bytes, so neither table nor advice claims it."""
-    generate_run(preset(name, steps=4), tmp_path)
-    with open_run([tmp_path]) as run:
+    _, out = generated_run(preset(name, steps=4))
+    with open_run([out]) as run:
         report = build_report(run, ReportOptions())
     first = report["diagnosis"]["findings"][0]
     (crossrank,) = [s for s in report["sections"] if s["id"] == "crossrank"]

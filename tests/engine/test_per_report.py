@@ -18,7 +18,7 @@ from nsyswrap.engine.pool import map_reports
 from nsyswrap.engine.queries import bind, catalog, run_module, run_modules
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report, report
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 RUN = FIXTURES / "run4_straggler"
 
@@ -133,13 +133,12 @@ def test_run_objects_are_stored_and_read_back_without_the_solve(tmp_path, monkey
             pd.testing.assert_frame_equal(run_module(run, name), rows)
 
 
-def test_unrelated_reports_are_refused_on_every_call(tmp_path, monkeypatch):
+def test_unrelated_reports_are_refused_on_every_call(tmp_path, monkeypatch, generated_run):
     """Reports that are not one run are refused on every call: the solve's verdict
     (xr_unrelated) is stored with its other run objects and read back."""
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(tmp_path / "cache"))
-    a, b = tmp_path / "a", tmp_path / "b"
-    generate_run(preset("run2"), a)
-    generate_run(preset("run2").replace(name="later", clock_error_ns=(86_400 * 10**9,) * 2), b)
+    _, a = generated_run("run2")
+    _, b = generated_run(preset("run2").replace(name="later", clock_error_ns=(86_400 * 10**9,) * 2))
     for _ in range(2):
         with open_run([a / "rank0.sqlite", b / "rank1.sqlite"], jobs=1) as run:
             with pytest.raises(NsysWrapError, match="not one run"):

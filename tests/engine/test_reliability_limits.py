@@ -204,15 +204,15 @@ def test_work_directories_of_dead_processes_are_removed_when_a_run_starts(
     assert all(p.exists() for p in kept)
 
 
-def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path):
+def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path, generated_run):
     """A cold report killed (kill -9, its workers with it) while it writes the cache."""
     cache, temp = tmp_path / "cache", tmp_path / "tmp"
     temp.mkdir()
     env = {**ENV, "NSYSWRAP_CACHE_DIR": str(cache), "TMPDIR": str(temp)}
-    run = tmp_path / "run"
-    from nsyswrap.synth import generate_run, preset
+    from nsyswrap.synth import preset
 
-    generate_run(preset("run2").replace(steps=30), run)
+    _, run = generated_run(preset("run2").replace(steps=30))
+
     child = subprocess.Popen(
         [sys.executable, "-m", "nsyswrap", "report", run],
         env=env,

@@ -13,11 +13,16 @@ from helpers.sql_cases import READING_SQL, SEVERAL_SQL, WRITING_SQL, case_id
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """A copy of a report, and a cache of its own that holds it (the tests compare every
+    file of the cache before and after, not those of the whole session's)."""
     import nsyswrap
 
-    report = Path(shutil.copy(REPORT, tmp_path_factory.mktemp("sql") / "rank0.sqlite"))
-    nsyswrap.sql("SELECT count(*) FROM kernels", [report])  # its cache exists
-    return report
+    folder = tmp_path_factory.mktemp("sql")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("NSYSWRAP_CACHE_DIR", str(folder / "cache"))
+        report = Path(shutil.copy(REPORT, folder / "rank0.sqlite"))
+        nsyswrap.sql("SELECT count(*) FROM kernels", [report])  # its cache exists
+        yield report
 
 
 def _cache_files(root: Path) -> dict[Path, bytes]:

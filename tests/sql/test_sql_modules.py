@@ -203,7 +203,6 @@ def test_a_doc_goes_on_on_indented_lines(tmp_path):
 
 
 def test_nothing_is_shadowed():
-
     """No TEMP object in nsyswrap takes the name of a real one (a view, an SQL object, a
     raw or exported table): every object has one name, its own. (The synthetic report
     writer's SQLite TEMP tables are scratch tables with names of their own.)"""

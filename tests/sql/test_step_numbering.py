@@ -15,7 +15,7 @@ import pytest
 from nsyswrap import open_run
 from nsyswrap.html_report import report_with_html
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.synth import Scenario, Straggler, generate_run
+from nsyswrap.synth import Scenario, Straggler
 from nsyswrap.timeline import chrome_trace
 
 BASE = Scenario(
@@ -31,12 +31,11 @@ NAMES = {"plain": "train_step", "profiler": "ProfilerStep#{}"}
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    out = {}
-    for key, name in {"numbered": "step:{}", **NAMES}.items():
-        out[key] = tmp_path_factory.mktemp(key)
-        generate_run(dataclasses.replace(BASE, step_name=name), out[key])
-    return out
+def runs(generated_run):
+    return {
+        key: generated_run(dataclasses.replace(BASE, step_name=name))[1]
+        for key, name in {"numbered": "step:{}", **NAMES}.items()
+    }
 
 
 def _tables(report: dict) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from nsyswrap import open_run
 from nsyswrap.html_report import report_with_html
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.synth import Scenario, Straggler, generate_run
+from nsyswrap.synth import Scenario, Straggler
 from nsyswrap.timeline import chrome_trace
 
 BASE = Scenario(
@@ -29,11 +29,9 @@ ITERATION = "iteration %"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    plain = tmp_path_factory.mktemp("plain")
-    named = tmp_path_factory.mktemp("named")
-    generate_run(BASE, plain)
-    generate_run(dataclasses.replace(BASE, step_name="iteration {}"), named)
+def runs(generated_run):
+    _, plain = generated_run(BASE)
+    _, named = generated_run(dataclasses.replace(BASE, step_name="iteration {}"))
     return plain, named
 
 
@@ -101,12 +99,12 @@ def test_cli_timeline_takes_the_step_window_and_pattern(cli, runs, tmp_path):
     "step_name, pattern",
     [("step_{}", "step_%"), ("Step {}", "Step %"), ("train_step", "train_step")],
 )
-def test_other_step_names_are_found_by_themselves(tmp_path, step_name, pattern):
+def test_other_step_names_are_found_by_themselves(generated_run, step_name, pattern):
     """Without a `step:<k>` range the report finds a program's own steps: a range repeated
     with a number one more each time (`step_3`, `Step 3`), or one name holding "step"
     repeated (`train_step`, numbered in order), and says it found them."""
-    generate_run(dataclasses.replace(BASE, step_name=step_name), tmp_path)
-    with open_run([tmp_path]) as run:
+    _, out = generated_run(dataclasses.replace(BASE, step_name=step_name))
+    with open_run([out]) as run:
         report = build_report(run, ReportOptions.parse())
     window = report["window"]
     assert (window["step_pattern"], window["pattern_source"]) == (pattern, "found")

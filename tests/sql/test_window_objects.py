@@ -15,7 +15,7 @@ from helpers.windows import WINDOWS
 
 from nsyswrap import open_run
 from nsyswrap.engine import planner, sql_objects
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 REFERENCE = (TESTS / "data" / "collectives_exposure_reference.sql").read_text()
 MACROS = {
@@ -35,9 +35,8 @@ def _sorted(df: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def hybrid8(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hybrid8")
-    generate_run(preset("hybrid8").replace(steps=4), out)
+def hybrid8(generated_run):
+    _, out = generated_run(preset("hybrid8").replace(steps=4))
     return out
 
 

@@ -271,12 +271,12 @@ def test_a_session_start_near_the_int64_limits(cli, tmp_path, utc):
 
 
 @pytest.fixture(scope="module")
-def one_report_two_ranks(tmp_path_factory) -> Path:
+def one_report_two_ranks(generated_run) -> Path:
     """Two ranks' processes in one report, their NCCL kernels matched: one clock alone."""
-    from nsyswrap.synth import generate_run, preset
+    from nsyswrap.synth import preset
 
-    out = tmp_path_factory.mktemp("one_report")
-    generate_run(preset("run2").replace(ranks_per_report=2, steps=3), out)
+    _, out = generated_run(preset("run2").replace(ranks_per_report=2, steps=3))
+
     (report,) = out.glob("*.sqlite")
     return report
 

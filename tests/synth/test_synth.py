@@ -59,9 +59,9 @@ def tables(con: sqlite3.Connection) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory) -> tuple[Path, Truth]:
-    out = tmp_path_factory.mktemp("mismatch")
-    return out, generate_run(preset("mismatch"), out)
+def small_run(generated_run) -> tuple[Path, Truth]:
+    truth, out = generated_run("mismatch")
+    return out, truth
 
 
 # -- schema fidelity ------------------------------------------------------------------

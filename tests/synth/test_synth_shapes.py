@@ -10,7 +10,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from nsyswrap.synth import Scenario, generate_run, preset
+from nsyswrap.synth import Scenario, preset
 from nsyswrap.synth.catalog import API_INDEX
 from nsyswrap.synth.lockstep import Links, exchange_ends
 from nsyswrap.synth.moe import routing
@@ -39,11 +39,9 @@ PLANTS = {
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(generated_run):
     return {
-        name: generate_run(
-            preset(name, steps=min(preset(name).steps, 4)), tmp_path_factory.mktemp(name)
-        )
+        name: generated_run(preset(name, steps=min(preset(name).steps, 4)))[0]
         for name in ("moe8", "pipeline8")
     }
 
@@ -150,8 +148,8 @@ def test_exchange_ends_by_hand():
     assert ends == {0: 1_000, 1: 10_000 + 1_000, 2: 10_000 + 1_000 + 5_000}
 
 
-def test_clock_jump_is_planted_on_one_host(tmp_path):
-    truth = generate_run(preset("clock_jump8"), tmp_path)
+def test_clock_jump_is_planted_on_one_host(generated_run):
+    truth, out = generated_run("clock_jump8")
     (jump,) = truth.clock_jumps
     assert (jump["node"], jump["host"], jump["ranks"], jump["size_ns"]) == (
         1,
@@ -162,7 +160,7 @@ def test_clock_jump_is_planted_on_one_host(tmp_path):
     for at in jump[
         "at_session_ns"
     ]:  # NCCL kernels after the jump read 2 ms later than the truth's times
-        con = sqlite3.connect(tmp_path / f"rank{at['rank']}.sqlite")
+        con = sqlite3.connect(out / f"rank{at['rank']}.sqlite")
         ((before,),) = con.execute(
             "SELECT max(start) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start < ?", (at["session_ns"],)
         )
@@ -173,11 +171,11 @@ def test_clock_jump_is_planted_on_one_host(tmp_path):
         assert after - before > 2_000_000
 
 
-def test_stream_wait_gap_is_host_bound_under_a_stream_wait_row(tmp_path):
-    truth = generate_run(preset("stream_wait"), tmp_path)
+def test_stream_wait_gap_is_host_bound_under_a_stream_wait_row(generated_run):
+    truth, out = generated_run("stream_wait")
     gap = next(g for g in truth.idle_gaps if g["planted"] and g["rank"] == 0)
     assert gap["cause"] == "host_bound"
-    con = sqlite3.connect(tmp_path / "rank0.sqlite")
+    con = sqlite3.connect(out / "rank0.sqlite")
     ((covered,),) = con.execute(
         """SELECT sum(min("end", ?) - max(start, ?)) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION
         WHERE syncType = 2 AND "end" > ? AND start < ?""",
@@ -186,12 +184,12 @@ def test_stream_wait_gap_is_host_bound_under_a_stream_wait_row(tmp_path):
     assert 2 * covered >= gap["dur_ns"]
 
 
-def test_lag_and_long_wait_plants(tmp_path):
-    lag = generate_run(preset("dp6_lag"), tmp_path / "lag")
+def test_lag_and_long_wait_plants(generated_run):
+    lag, _ = generated_run("dp6_lag")
     assert [c["last_rank"] for c in lag.collectives] == [2] * 6
     for c in lag.collectives[1:]:  # after the first (start-up skew): the others wait 3.00 ms each
         assert sorted(r["wait_ns"] for r in c["per_rank"]) == [0, 3_000_000, 3_000_000, 3_000_000]
-    long = generate_run(preset("long_wait"), tmp_path / "long")
+    long, _ = generated_run("long_wait")
     assert max(r["wait_ns"] for c in long.collectives for r in c["per_rank"]) > 3 * 10**9
 
 
