@@ -137,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     if not DOCS.is_dir():
         print(f"{DOCS}: no such folder; run {COMMAND} in a checkout of nsyswrap", file=sys.stderr)
         return 1
-
     stale = []
     for name, text in references().items():
         path = DOCS / name

@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 from helpers.nsys_standin import Standin
+from helpers.properties import load_profiles
 
 from nsyswrap.cli import main
 
 if TYPE_CHECKING:
     from nsyswrap.synth import Scenario, Truth
+
+load_profiles()  # hypothesis: $HYPOTHESIS_PROFILE, dev or ci
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -77,3 +80,53 @@ def standin(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{fake.bin}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NSYS_STANDIN_LOG", str(fake.log))
     return fake
+
+
+# --- tiers ------------------------------------------------------------------------------
+# Plain `pytest` runs the fast tier (pyproject.toml's addopts deselect the others);
+# `pytest -m ""` runs every tier, as .ci/run does. A test's tiers follow from what it uses:
+# its folder, what it needs (the `nsys` and `torch` markers), the fixtures it asks for, and,
+# where every test of a module analyses reports afresh, its module (docs/development.md).
+TESTS = Path(__file__).parent
+FOLDERS = {"e2e": "e2e", "dask": "dask", "real": "slow"}  # tests/e2e, tests/engine/dask, tests/real
+NEEDS = {"nsys": "e2e", "torch": "e2e"}
+FIXTURES = {
+    "standin": "e2e",  # the launcher runs programs under a stand-in nsys, in processes
+    "sampled_run": "e2e",  # a 4-rank torchrun job
+    "permission_results": "e2e",  # nsyswrap in a process without the right to bypass permissions
+    "generated_run": "slow",  # a generated multi-rank run, analysed
+    "pairs": "slow",  # the generated pairs of runs `diff` compares
+    "original": "slow",  # crafted copies of a bundled report, each analysed cold
+}
+MODULES = {  # the modules whose every test is slow or end to end for one reason
+    "test_efficiency": ("slow", "planted copies of the fixtures and the real captures"),
+    "test_reliability_crafted": ("slow", "crafted copies of a fixture, each analysed cold"),
+    "test_reliability_data": ("slow", "damaged copies of a fixture"),
+    "test_reliability_limits": ("slow", "hundreds of reports, full disks, killed runs"),
+    "test_row_order": ("slow", "shuffled copies of the fixtures, each reported twice"),
+    "test_stored_answer": ("slow", "a report asked again after each change it depends on"),
+    "test_per_report": ("slow", "per-report results computed and stored, in worker processes"),
+    "test_stream": ("slow", "each module streamed to a file and queried again"),
+    "test_step_ties": ("slow", "tied step lookups on many windows and thread counts"),
+    "test_window_objects": ("slow", "stored pieces against each window computed alone"),
+    "test_device_timeline": ("slow", "the device timeline against the old SQL sweep"),
+    "test_whatif": ("slow", "the replay on generated runs and the real captures"),
+    "test_reliability_processes": ("e2e", "real worker processes and real signals"),
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for tier in sorted(tiers(item)):
+            item.add_marker(tier)
+
+
+def tiers(item) -> set[str]:
+    """The tiers of a test besides the fast one (hypothesis marks its own tests)."""
+    folders = item.path.relative_to(TESTS).parts[:-1] if item.path.is_relative_to(TESTS) else ()
+    found = {FOLDERS[f] for f in folders if f in FOLDERS}
+    found |= {tier for marker, tier in NEEDS.items() if item.get_closest_marker(marker)}
+    found |= {FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURES}
+    if item.path.stem in MODULES:
+        found.add(MODULES[item.path.stem][0])
+    return found

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers.paths import ROOT, SHARED
+from helpers.properties import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -150,7 +151,7 @@ def test_the_diagnosis_names_the_planted_cause_first_with_its_gain(dp, stalls):
     assert gains == sorted(gains, reverse=True)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(data=st.data())
 def test_idealising_more_never_slows_the_replay(dp, data):
     """Any set of (rank, phase) parts idealised, and any collectives hidden, then more: the

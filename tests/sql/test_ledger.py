@@ -17,6 +17,7 @@ from helpers.metric_helpers import (
     two_device_case,
 )
 from helpers.paths import FIXTURES
+from helpers.properties import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -297,7 +298,7 @@ def tables(tmp_path_factory):
     run.close()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows=activities())
 def test_ledger_matches_brute_force(tables, rows):
     set_kernels(tables, rows)

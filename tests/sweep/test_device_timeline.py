@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from helpers.metric_helpers import table_run
 from helpers.paths import FIXTURES
+from helpers.properties import examples
 from helpers.windows import WINDOWS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -242,7 +243,9 @@ def tables(tmp_path_factory):
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     case=activities(),

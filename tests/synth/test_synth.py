@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers.properties import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -470,7 +471,7 @@ scenarios = st.builds(
 )
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios)
 def test_random_scenarios_keep_the_invariants(sc):
     with tempfile.TemporaryDirectory() as tmp:
