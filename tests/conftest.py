@@ -94,6 +94,7 @@ FIXTURES = {
     "standin": "e2e",  # the launcher runs programs under a stand-in nsys, in processes
     "sampled_run": "e2e",  # a 4-rank torchrun job
     "permission_results": "e2e",  # nsyswrap in a process without the right to bypass permissions
+    "server": "e2e",  # `nsyswrap mcp` started over stdio, as an agent starts it
     "generated_run": "slow",  # a generated multi-rank run, analysed
     "pairs": "slow",  # the generated pairs of runs `diff` compares
     "original": "slow",  # crafted copies of a bundled report, each analysed cold
