@@ -98,6 +98,7 @@ FIXTURES = {
     "generated_run": "slow",  # a generated multi-rank run, analysed
     "pairs": "slow",  # the generated pairs of runs `diff` compares
     "original": "slow",  # crafted copies of a bundled report, each analysed cold
+    "capture": "slow",  # a real capture (fixtures/real, ../shared/nsys-sqlite), analysed
 }
 MODULES = {  # the modules whose every test is slow or end to end for one reason
     "test_efficiency": ("slow", "planted copies of the fixtures and the real captures"),
