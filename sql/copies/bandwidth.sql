@@ -3,7 +3,7 @@
 -- bandwidth, and the order of magnitude the link it crosses should reach. GB/s are
 -- 10^9 bytes per second of summed copy time; a small copy is dominated by its fixed cost,
 -- so large_gb_per_s (copies of at least large_bytes) is the figure to hold against the
--- link. Expected, per direction (README "Copies and GPU memory"): host <-> device
+-- link. Expected, per direction (docs/compute.md, "Copies and GPU memory"): host <-> device
 -- 10-64 GB/s (PCIe 3.0 to 5.0 x16; NVLink-C2C on Grace Hopper reaches ~450), device ->
 -- device on one GPU 100-4000 GB/s (device memory, read and written), peer 10-900 GB/s
 -- (PCIe to NVLink 5), host -> host 1-50 GB/s. A copy from or to pageable host memory is
