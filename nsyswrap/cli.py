@@ -18,7 +18,8 @@ import typer
 import typer.core
 
 from nsyswrap.errors import NsysWrapError, limit_error, printable
-from nsyswrap.output import Format, ReportFormat, check_writable, write
+from nsyswrap.output import Format, ReportFormat, write
+from nsyswrap.storage.safe_output import check_writable
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
 ORDER = (
@@ -455,7 +456,7 @@ def query(
     """Run prebuilt query NAME over REPORTS."""
     from nsyswrap import api
 
-    check_writable(output, force)
+    check_writable(output, force, reports)
     if output is not None and fmt in (Format.csv, Format.parquet):  # streamed: millions of rows fit
         api.query_to_file(name, reports, output, fmt.value, opener=opener, **_params(param))
         return
@@ -482,7 +483,7 @@ def sql(
     """Run ad-hoc SQL over the normalized views of REPORTS."""
     from nsyswrap import api
 
-    check_writable(output, force)
+    check_writable(output, force, reports)
     result = api.sql(text, reports, opener=opener, **_params(param))
     write(result, fmt, output, force, console)
 
@@ -562,7 +563,7 @@ def report(
     memory and the host's CUDA and OS calls."""
     from nsyswrap.report import report_of, write_report
 
-    check_writable(output, force)
+    check_writable(output, force, reports)
     opener = replace(opener, allow_unrelated=allow_unrelated)
     result = report_of(reports, options, opener=opener, html=html, force=force)
     write_report(result, fmt, output, force, console, detail=detail, section=section)
@@ -642,7 +643,7 @@ def diff(
     from nsyswrap.comparison.render import check_outputs, write_diff
     from nsyswrap.report import ReportOptions
 
-    check_outputs(output, html, force)
+    check_outputs(output, html, force, (base, new))
     options = ReportOptions.parse(steps, window_nvtx, step_pattern)
     result = diff_runs(base, new, options, force=force, opener=opener)
     write_diff(result, fmt, output, force, console, html)
@@ -795,7 +796,7 @@ def plan(
     the results the report's sections ask for, each with what is stored of it."""
     from nsyswrap.report import explain
 
-    check_writable(output, force)
+    check_writable(output, force, reports)
     found = explain(reports, options, opener=replace(opener, allow_unrelated=allow_unrelated))
     if fmt is not Format.table or output is not None:
         return write(found["steps"], fmt, output, force, console)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.storage.validate import special_file
+from nsyswrap.storage.safe_output import check_writable, save, writing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,45 +29,6 @@ class ReportFormat(str, Enum):
 
     table = "table"
     json = "json"
-
-
-def check_writable(output: Path | None, force: bool) -> None:
-    """Before any work: refuse an output that exists (unless forced), is a directory, or
-    cannot be written (missing or read-only directory, read-only file)."""
-    if output is None:
-        return
-    output = Path(output)
-    if output.is_dir():
-        raise NsysWrapError(
-            output, "is a directory", "give a file name, e.g. --output DIR/result.csv"
-        )
-    if output.exists() and not force:
-        raise NsysWrapError(
-            output, "already exists", "pass --force to overwrite it or choose another --output"
-        )
-    if output.exists() and special_file(output.stat().st_mode):  # opening a FIFO would wait
-        raise NsysWrapError(
-            output,
-            f"is {special_file(output.stat().st_mode)}, not a regular file",
-            "choose a file name for --output (or leave it out to print)",
-        )
-    folder = output.absolute().parent
-    if not folder.is_dir():
-        raise NsysWrapError(
-            output,
-            f"cannot be written: directory {folder} does not exist",
-            "create it first or choose another --output",
-        )
-    try:
-        tempfile.TemporaryFile(dir=folder).close()
-        if output.exists():
-            open(output, "ab").close()  # opening to append changes nothing
-    except OSError as exc:
-        raise NsysWrapError(
-            output,
-            f"cannot be written ({exc.strerror})",
-            "choose an --output in a directory you can write to",
-        ) from None
 
 
 def to_json_records(df: pd.DataFrame) -> list[dict]:
@@ -91,18 +51,19 @@ def write(df: pd.DataFrame, fmt: Format, output: Path | None, force: bool, conso
     if fmt is Format.parquet:
         if output is None:
             raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
-        df.to_parquet(output, index=False)
+        with writing(output):
+            df.to_parquet(output, index=False)
     elif fmt is Format.table:
         lines = table_lines(df, console.width if output is None else None)
         text = "\n".join(lines) + "\n"
         if output is None:
             console.file.write(text)
         else:
-            output.write_text(text)
+            save(output, text)
     elif output is None:
         console.file.write(render_text(df, fmt))
     else:
-        output.write_text(render_text(df, fmt))
+        save(output, render_text(df, fmt))
 
 
 def table_lines(df: pd.DataFrame, width: int | None) -> list[str]:

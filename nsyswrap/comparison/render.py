@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from nsyswrap.comparison import DiffResult
-from nsyswrap.output import Format, check_writable, to_json_records, write
+from nsyswrap.output import Format, to_json_records, write
+from nsyswrap.storage.safe_output import check_writable, save
 from nsyswrap.text_table import wrap
 
 TOP = 12
@@ -49,23 +50,25 @@ def write_diff(
         if output is None:
             console.file.write(text)
         else:
-            output.write_text(text)
+            save(output, text)
     else:
         text = json.dumps(as_json(result), indent=1) + "\n"
         if output is None:
             console.file.write(text)
         else:
-            output.write_text(text)
+            save(output, text)
     if html_path is not None:
         from nsyswrap.comparison.page import as_html
 
-        html_path.write_text(as_html(result, section_tables(result)), encoding="utf-8")
+        save(html_path, as_html(result, section_tables(result)))
 
 
-def check_outputs(output: Path | None, html_path: Path | None, force: bool) -> None:
-    """Refuse, before any work, output files that exist (unless `force`)."""
-    for path in (output, html_path):
-        check_writable(path, force)
+def check_outputs(
+    output: Path | None, html_path: Path | None, force: bool, inputs: tuple = ()
+) -> None:
+    """Refuse, before any work, output files that exist (unless `force`) or are inputs."""
+    for path, option in ((output, "--output"), (html_path, "--html")):
+        check_writable(path, force, inputs, option=option)
 
 
 def as_json(result: DiffResult) -> dict:

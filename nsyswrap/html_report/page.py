@@ -21,10 +21,10 @@ from nsyswrap.html_report.charts import (
     skew_heatmap,
     step_timeline,
 )
-from nsyswrap.output import check_writable
 from nsyswrap.report import ReportOptions, build_report, planned
 from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.report.render import heading
+from nsyswrap.storage.safe_output import check_writable, save
 
 MAX_STEPS = 12
 MAX_ROWS = 200
@@ -318,8 +318,8 @@ def report_with_html(
     force: bool = False,
 ) -> dict:
     """Build the report of the reports, write its HTML page to `html`, return the report dict."""
-    check_writable(html, force)
+    check_writable(html, force, inputs, option="--html")
     with planned(opener, options).open(inputs) as run:
         report = build_report(run, options)
-        html.write_text(html_page(run, report, options), encoding="utf-8")
+        save(html, html_page(run, report, options))
     return report

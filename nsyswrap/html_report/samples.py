@@ -22,12 +22,13 @@ from nsyswrap.html_report.charts import (
 from nsyswrap.html_report.page import CSS, _diagnosis_html, _figure, _section_html
 from nsyswrap.report.diagnosis import rows
 from nsyswrap.report.render import heading
+from nsyswrap.storage.safe_output import save
 
 SLOW_FILL = "#f7c6c6"
 
 
 def write_page(report: dict, path: Path) -> None:
-    path.write_text(samples_page(report), encoding="utf-8")
+    save(path, samples_page(report))
 
 
 def samples_page(report: dict) -> str:

@@ -30,6 +30,7 @@ from nsyswrap.launch.nsys import (
     tree_cpu_ticks,
     wait_or_stop,
 )
+from nsyswrap.storage.safe_output import check_writable
 
 TMP_DIR = ".export-tmp"
 HELP_TIMEOUT_S = 60  # nsys 2022.4 can hang on a loaded machine
@@ -61,6 +62,10 @@ def export_run(
     todo = [r for r in reports if force or not r.with_suffix(".sqlite").exists()]
     if todo:
         _check_writable(run_dir)
+    for report in todo:  # (an export it replaces is what export wrote before)
+        check_writable(
+            report.with_suffix(".sqlite"), True, reports, option="RUN", wrote_before=True
+        )
     failures = []
     if todo:
         nsys_path, _ = find_nsys(nsys)
@@ -71,9 +76,10 @@ def export_run(
             TimeElapsedColumn(),
             TextColumn("{task.description}"),
         )
-        with (
+        console = console or Console(stderr=True)
+        with (  # (a bar only on a terminal: a log file gets no finished bar)
             Progress(
-                *columns, console=console or Console(stderr=True), transient=False
+                *columns, console=console, transient=False, disable=not console.is_terminal
             ) as progress,
             ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool,
         ):

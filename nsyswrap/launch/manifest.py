@@ -65,8 +65,9 @@ def files_of_run(out: Path) -> set[Path]:
                 *(p.name for p in (out / RANKS_DIR).glob(f".{stem}.started*")),
             }
             for report in record.get("reports") or []:
-                base = Path(report).name.removesuffix(".nsys-rep")
-                names |= {f"{base}.nsys-rep", f"{base}.sqlite", f"{base}.qdstrm"}
+                base = Path(str(report)).name.removesuffix(".nsys-rep")
+                if _plain_name(base):
+                    names |= {f"{base}.nsys-rep", f"{base}.sqlite", f"{base}.qdstrm"}
         names |= {Path(p).name for p in manifest.get("sqlite") or []}
         names |= {Path(p).name for key in ("samples", "captures") for p in manifest.get(key) or []}
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -75,7 +76,12 @@ def files_of_run(out: Path) -> set[Path]:
             f"is not a run nsyswrap launch wrote ({out / MANIFEST}: {exc})",
             "--force replaces only such runs: choose another --out",
         ) from None
-    # Names only, always directly in `out`: a hand-edited manifest cannot point elsewhere.
-    return {out / n for n in names if "/" not in n} | {
-        out / RANKS_DIR / n for n in ranks_names if "/" not in n
-    }
+    # Names only, always directly in `out`: a hand-edited manifest cannot point elsewhere
+    # (nor name `out` itself: "", "." or "..").
+    names, ranks_names = ({n for n in found if _plain_name(n)} for found in (names, ranks_names))
+    return {out / n for n in names} | {out / RANKS_DIR / n for n in ranks_names}
+
+
+def _plain_name(name: str) -> bool:
+    """A file name in a directory: no path separator, not `.` or `..`, not empty."""
+    return name not in ("", ".", "..") and "/" not in name

@@ -40,6 +40,7 @@ from nsyswrap.launch.nsys import find_nsys
 from nsyswrap.launch.rank import rank_command
 from nsyswrap.launch.rewrite import rewrite
 from nsyswrap.storage.processes import alive
+from nsyswrap.storage.safe_output import check_writable
 
 WRAPPER_MODULE = "nsyswrap.launch.rank"
 RUN_FILES = (MANIFEST, RANKS_DIR, "*.nsys-rep", "*.qdstrm", "*.sqlite", SAMPLE_FILES, CAPTURE_FILES)
@@ -162,8 +163,13 @@ def _prepare_out(cfg: LaunchConfig) -> None:
                 "--force replaces only the files of a run nsyswrap wrote",
                 "move those files away, or choose another --out",
             )
+        named = [f for a in cfg.command for f in (a, a.partition("=")[2]) if Path(f).is_file()]
+        for path in sorted(p for p in ours if p.is_file() or p.is_symlink()):
+            # (never a file the training command names: its script, its configuration)
+            check_writable(path, True, named, option="--out", wrote_before=True)
         for path in ours:
-            path.unlink(missing_ok=True)
+            if path.is_file() or path.is_symlink():
+                path.unlink(missing_ok=True)
         shutil.rmtree(cfg.out / TMP_DIR, ignore_errors=True)
         if (cfg.out / RANKS_DIR).is_dir() and not any((cfg.out / RANKS_DIR).iterdir()):
             (cfg.out / RANKS_DIR).rmdir()

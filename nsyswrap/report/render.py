@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError, printable
-from nsyswrap.output import ReportFormat, check_writable
+from nsyswrap.output import ReportFormat
 from nsyswrap.report.diagnosis import quantile
 from nsyswrap.report.figures import (
     BYTES,
@@ -30,6 +30,7 @@ from nsyswrap.report.figures import (
     time_unit,
 )
 from nsyswrap.report.verdict import ms
+from nsyswrap.storage.safe_output import check_writable, save
 from nsyswrap.text_table import fit, shorten_column, wrap
 
 MAX_ROWS = 12
@@ -132,7 +133,7 @@ def write_report(
         console.file.write(text)
         console.file.flush()
     else:
-        output.write_text(text)
+        save(output, text)
 
 
 def render_text(

@@ -21,7 +21,6 @@ from pathlib import Path
 import pandas as pd
 
 from nsyswrap.errors import note
-from nsyswrap.output import check_writable
 from nsyswrap.report.cross_rank import crossrank_answer
 from nsyswrap.report.diagnosis import _ranks, diagnose, rows
 from nsyswrap.report.figures import NS, figure
@@ -31,6 +30,7 @@ from nsyswrap.report.window import Window, window_of_steps
 from nsyswrap.sample.objects import SOURCE, crossrank_modules
 from nsyswrap.sample.read import Samples, read_samples
 from nsyswrap.storage.cache_keys import nsyswrap_version
+from nsyswrap.storage.safe_output import check_writable
 
 TIMERS = {"host": "host timers", "cuda": "CUDA events"}
 CAPTURE_STEPS = 5  # steps the suggested capture window holds
@@ -103,7 +103,7 @@ def report_with_samples(
     from nsyswrap.html_report.samples import write_page
 
     if html is not None:
-        check_writable(html, force)
+        check_writable(html, force, [*exports, *samples], option="--html")
     if not exports:
         result = sample_report(samples, options)
     else:

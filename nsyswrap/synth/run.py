@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.storage.safe_output import check_writable
 from nsyswrap.synth.presets import load_scenario
 from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.simulate import Simulation, simulate
@@ -29,8 +31,10 @@ def _existing_outputs(out_dir: Path) -> list[Path]:
     )
 
 
-def outputs_to_replace(out_dir: str | Path, force: bool) -> list[Path]:
-    """The generated files already in ``out_dir`` (to be replaced: only with ``force``)."""
+def outputs_to_replace(out_dir: str | Path, force: bool, inputs: tuple = ()) -> list[Path]:
+    """The generated files already in ``out_dir`` (to be replaced: only with ``force``, and
+    only the truth file and the reports it lists, what generate wrote before; never one of
+    ``inputs``, the scenario file)."""
     out = Path(out_dir)
     old = _existing_outputs(out) if out.is_dir() else []
     if old and not force:
@@ -41,7 +45,20 @@ def outputs_to_replace(out_dir: str | Path, force: bool) -> list[Path]:
         )
     if out.exists() and not out.is_dir():
         raise NsysWrapError(out, "is not a directory", "give a directory for the generated reports")
+    ours = _written_before(out)
+    for path in old:
+        check_writable(path, force, inputs, option="OUT", wrote_before=path in ours)
     return old
+
+
+def _written_before(out: Path) -> set[Path]:
+    """The files a generate into `out` wrote, by its truth file: itself and its reports."""
+    try:
+        truth = json.loads((out / TRUTH_FILE).read_text(encoding="utf-8"))
+        names = {Path(str(r["report"])).name for r in truth["ranks"]}
+    except (OSError, ValueError, TypeError, KeyError):
+        return set()
+    return {out / TRUTH_FILE, *(out / n for n in names if n not in ("", ".", ".."))}
 
 
 class Simulations:
@@ -82,13 +99,15 @@ def write_run(sim: Simulation, truth: Truth, out_dir: str | Path, old: list[Path
     (out / TRUTH_FILE).write_text(truth.to_json(), encoding="utf-8")
 
 
-def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -> Truth:
+def generate_run(
+    scenario: Scenario, out_dir: str | Path, force: bool = False, inputs: tuple = ()
+) -> Truth:
     """Write one report per rank and ``truth.json`` to ``out_dir``; return the truth.
 
     Refuses to touch a directory that already holds reports or a truth file unless
-    ``force`` (then those files, and only those, are replaced).
+    ``force`` (see `outputs_to_replace`: what is replaced, never one of ``inputs``).
     """
-    old = outputs_to_replace(out_dir, force)
+    old = outputs_to_replace(out_dir, force, inputs)
     sim, truth = simulate_with_truth(scenario)
     write_run(sim, truth, out_dir, old)
     return truth
@@ -98,4 +117,5 @@ def generate_named(
     name_or_file: str, out_dir: str | Path, *, force: bool = False, **sizes
 ) -> Truth:
     """`generate_run` of a preset or scenario file, resized by ranks/steps/kernels_per_step/seed."""
-    return generate_run(load_scenario(name_or_file, **sizes), out_dir, force=force)
+    scenario = load_scenario(name_or_file, **sizes)
+    return generate_run(scenario, out_dir, force=force, inputs=(name_or_file,))

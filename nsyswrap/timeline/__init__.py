@@ -19,8 +19,8 @@ from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.output import check_writable
 from nsyswrap.report.options import ReportOptions
+from nsyswrap.storage.safe_output import check_writable, save
 from nsyswrap.timeline.archive import per_rank_archive
 from nsyswrap.timeline.chrome import trace_events
 
@@ -81,7 +81,7 @@ def write_timeline(
 ) -> int:
     """Write the aligned trace of the reports to `output` (with `per_rank`: a TAR archive
     of one trace per rank and a Perfetto manifest); returns the number of events."""
-    check_writable(output, force)
+    check_writable(output, force, reports)
     with opener.open(reports) as run:
         if per_rank:
             events = window_events(run, options or ReportOptions(), max_events)
@@ -89,5 +89,5 @@ def write_timeline(
             output.write_bytes(archive)
             return len(events)
         trace = chrome_trace(run, options, max_events=max_events)
-    output.write_text(json.dumps(trace, separators=(",", ":")))
+    save(output, json.dumps(trace, separators=(",", ":")))
     return trace["otherData"]["events"]
