@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 import typer.core
 
-from nsyswrap.errors import NsysWrapError, limit_error, printable
+from nsyswrap.errors import EntryGone, NsysWrapError, limit_error, note, printable
 from nsyswrap.output import Format, ReportFormat, write
 from nsyswrap.storage.safe_output import check_writable
 
@@ -1126,9 +1126,19 @@ def export(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: bad input becomes one `Error: ...` line and exit code 1."""
+    """Entry point: bad input becomes one `Error: ...` line and exit code 1; a command
+    whose cache entry was removed while it ran (`EntryGone`) runs once more."""
     try:
-        app(args=argv, prog_name="nsyswrap")
+        try:
+            app(args=argv, prog_name="nsyswrap")
+        except Exception as exc:
+            from nsyswrap.storage.store import gone
+
+            removed = exc if isinstance(exc, EntryGone) else gone(exc)
+            if removed is None:
+                raise
+            note(f"{removed.where} was removed from the cache while in use; running again")
+            app(args=argv, prog_name="nsyswrap")
     except NsysWrapError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

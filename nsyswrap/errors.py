@@ -32,6 +32,12 @@ class NsysWrapError(Exception):
         return type(self), (self.where, self.problem, self.fix)
 
 
+class EntryGone(NsysWrapError):
+    """A cache entry was removed while a run read it (not by nsyswrap's own `cache clear`
+    or eviction, which keep what a live process holds): the command is run once more,
+    building it again (`nsyswrap.cli.main`)."""
+
+
 def note(text: str) -> None:
     """One line on stderr about something nsyswrap repaired or worked around (not an error)."""
     print(f"nsyswrap: note: {printable(text)}", file=sys.stderr)

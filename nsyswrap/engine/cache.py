@@ -1,5 +1,5 @@
-"""Normalized Parquet copies of each report, keyed to the report's path, size, mtime and
-content (SQLite's file change counter and a hash of the first and last pages).
+"""Normalized Parquet copies of each report, keyed to the report's version
+(`cache_keys.report_key`: its path, inode, ctime, size, mtime and a digest of its content).
 
 A cache directory that cannot be written falls back to a private temporary one; a damaged
 entry (a truncated or missing Parquet file) is found when the report is opened, removed

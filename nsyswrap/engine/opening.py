@@ -18,6 +18,7 @@ from nsyswrap.engine.plan import Plan, Scope
 from nsyswrap.engine.plan import compile as compile_plan
 from nsyswrap.engine.pool import map_reports
 from nsyswrap.engine.run import MEMORY_LIMIT_MB, Run, open_cached
+from nsyswrap.storage import store
 from nsyswrap.storage.cache_keys import cache_root
 from nsyswrap.storage.leftovers import remove_dead
 from nsyswrap.storage.reports import DEFAULT_RANK_PATTERN, assign_ranks, expand, refuse_duplicates
@@ -53,7 +54,9 @@ def open_run(
     refuse_duplicates(paths)
     cached = [CachedReport(r.rank, r.path, cache_dir_for(r.path)) for r in reports]
     scope = Scope(tuple(cached), tuple(reports), allow_unrelated)
-    planned = planner.planned(scope, list(plan))
+    lease = store.Lease()  # held before they are looked for: no `cache clear` removes them
+    lease.hold(*(c.views_dir for c in cached))
+    planned = planner.planned(scope, list(plan), lease)
     todo = [
         (c, tables[c.path], targets)
         for c, targets in zip(cached, planned)
@@ -63,10 +66,19 @@ def open_run(
     work = functools.partial(
         _normalize, f"{MEMORY_LIMIT_MB // workers}MB", max(1, (os.cpu_count() or 1) // workers)
     )
-    map_reports(work, todo, jobs, progress, engine)
-    run = open_cached(
-        cached, memory_limit=f"{MEMORY_LIMIT_MB}MB", jobs=jobs, progress=progress, engine=engine
-    )
+    try:
+        map_reports(work, todo, jobs, progress, engine)
+        run = open_cached(
+            cached,
+            memory_limit=f"{MEMORY_LIMIT_MB}MB",
+            jobs=jobs,
+            progress=progress,
+            engine=engine,
+            lease=lease,
+        )
+    except BaseException:
+        lease.release()
+        raise
     run.reports = reports
     run.cache_max = cache_max
     run.allow_unrelated = allow_unrelated

@@ -106,10 +106,14 @@ def stored_rows(run, items: list[tuple[str, dict]]) -> list[list[Path]]:
 
 
 def planned(
-    scope: plan.Scope, wanted: list[tuple[str, dict]]
+    scope: plan.Scope, wanted: list[tuple[str, dict]], lease: store.Lease | None = None
 ) -> list[list[tuple[str, dict, Path]]]:
     """Per report of `scope` (in the order of `scope.cached`), the per-report steps of the
-    plan of `wanted` not stored yet, in dependency order: what `compute` takes."""
+    plan of `wanted` not stored yet, in dependency order: what `compute` takes. `lease`
+    holds every per-report entry the plan may read before the store is looked at."""
+    if lease is not None:
+        every = plan.compile(scope, wanted, inputs=True).steps
+        lease.hold(*(e for s in every if s.kind == "report" for e in s.entries))
     work = dict((c.views_dir, todo) for c, todo in plan.compile(scope, wanted).per_report_work())
     return [work.get(c.views_dir, []) for c in scope.cached]
 
@@ -216,6 +220,7 @@ def _keep(run, name: str, params: dict) -> None:
 
 def _read_stored(run, table: str, stored: Path) -> bool:
     """Table `table` from the stored rows of a run object, if they are there and sound."""
+    run.lease.hold(stored)  # (before it is looked for: see nsyswrap.storage.store)
     if not stored.exists():
         return False
     try:
@@ -226,7 +231,6 @@ def _read_stored(run, table: str, stored: Path) -> bool:
     except duckdb.Error:  # damaged: computed again (and stored again)
         store.discard(stored, f"cache entry {stored} was damaged; building it again")
         return False
-    run.lease.hold(stored)
     store.use(stored)
     return True
 

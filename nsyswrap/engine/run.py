@@ -80,10 +80,14 @@ class Run:
         try:
             return con.execute(sql, params or {})
         except duckdb.Error as exc:
-            raise limit_error(exc, self.spill_dir) or NsysWrapError(
-                "query",
-                str(exc).splitlines()[0],
-                "check the SQL against the views listed by `nsyswrap views`",
+            raise (
+                store.gone(exc)
+                or limit_error(exc, self.spill_dir)
+                or NsysWrapError(
+                    "query",
+                    str(exc).splitlines()[0],
+                    "check the SQL against the views listed by `nsyswrap views`",
+                )
             ) from exc
 
     def close(self) -> None:
@@ -112,7 +116,7 @@ def ours(obj: sql_objects.SqlObject):
             "free memory or pass fewer jobs (-j 1)",
         ) from exc
     except duckdb.Error as exc:
-        limit = limit_error(exc)  # the disk or the open files limit, not the SQL
+        limit = store.gone(exc) or limit_error(exc)  # a removed entry, the disk, open files
         if limit is not None:
             raise limit from exc
         raise RuntimeError(
@@ -129,8 +133,9 @@ def open_cached(
     jobs: int = 2,
     progress: Callable[[int, int], None] | None = None,
     engine: DaskEngine | None = None,
+    lease: store.Lease | None = None,
 ) -> Run:
-    """A run over reports already normalized."""
+    """A run over reports already normalized (`lease`: what holds them already)."""
     spill = temp_dir("spill")
     con = connect(cached, memory_limit=memory_limit, spill_dir=spill, threads=threads)
     reports = [Report(c.rank, c.path, "cache") for c in cached]
@@ -143,6 +148,7 @@ def open_cached(
         progress,
         int(memory_limit.removesuffix("MB")),
         engine=engine,
+        lease=lease or store.Lease(),
     )
     run.lease.hold(*(c.views_dir for c in cached))
     return run

@@ -6,7 +6,7 @@ JSON document, exactly what `--format json` prints, written whole and then renam
 key covers everything the answer depends on:
 
 * each report's version, as its cache entry is keyed (`cache_keys.report_key`: resolved
-  path, size, mtime, content, view format), and the `manifest.json` beside it;
+  path, inode, ctime, size, mtime, content, view format), and the `manifest.json` beside it;
 * the inputs as expanded, in order (the paths the answer names), the rank pattern and
   whether unrelated reports are allowed;
 * the report options, nsyswrap's code (Python and SQL) and version.

@@ -15,10 +15,14 @@ its directory's modification time, set whenever it is read (`use`).
 The store is bounded: `evict(cap)` removes the least recently used entries until the
 store holds at most `cap` bytes, never an entry in use. A process holds what it uses in a
 lease (`<cache>/leases/<host>-<pid>-<n>`: the entries, one a line) from opening a run to
-closing it; a lease of a process of this host that is gone, or one not touched for a day,
-no longer counts. The cap (`--cache-max`, `$NSYSWRAP_CACHE_MAX`) is a size (`500M`,
-`20G`) or a share of the cache's file system (`10%`: of its free space plus what the
-store holds); by default a quarter (`DEFAULT_CAP`).
+closing it, each entry from before it looks for it (a run holds its reports' entries
+before it builds them); a lease of a process of this host that is gone, or one not touched
+for a day, no longer counts. Removing (`evict`, `clear`) reads the leases and moves the
+entries out of place under an exclusive lock (`<cache>/leases/.lock`) that a process
+takes shared to add to its lease: an entry held before it was looked for is never
+removed under the process that holds it. The cap (`--cache-max`, `$NSYSWRAP_CACHE_MAX`)
+is a size (`500M`, `20G`) or a share of the cache's file system (`10%`: of its free space
+plus what the store holds); by default a quarter (`DEFAULT_CAP`).
 
 Light on purpose (the standard library only): a warm `nsyswrap report` finds, uses and
 keeps its stored answer with it.
@@ -26,6 +30,7 @@ keeps its stored answer with it.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import itertools
 import json
@@ -35,9 +40,10 @@ import shutil
 import socket
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from nsyswrap.errors import NsysWrapError, limit_error, note
+from nsyswrap.errors import EntryGone, NsysWrapError, limit_error, note
 from nsyswrap.storage import processes
 from nsyswrap.storage.cache_keys import cache_root
 from nsyswrap.storage.leftovers import tag
@@ -146,7 +152,7 @@ class Lease:
                 folder = cache_root() / LEASES
                 folder.mkdir(parents=True, exist_ok=True)
                 self.path = folder / f"{socket.gethostname()}-{os.getpid()}-{next(_SEQUENCE)}"
-            with self.path.open("a") as fh:
+            with _leases_locked(fcntl.LOCK_SH), self.path.open("a") as fh:
                 fh.write("".join(f"{p}\n" for p in new))
             self.held.update(new)
         except OSError:  # a store that cannot take a lease is not evicted by this process
@@ -206,12 +212,31 @@ def _total(found: list[dict]) -> int:
     return sum(e["bytes"] for e in found)
 
 
+@contextmanager
+def _leases_locked(how: int):
+    """The leases locked (`fcntl.LOCK_SH` to add to one, `LOCK_EX` to remove entries); a
+    file system without locks leaves them unlocked."""
+    try:
+        folder = cache_root() / LEASES
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / ".lock", "a")
+    except OSError:  # a read-only store: nothing is added or removed there
+        yield
+        return
+    with fh:  # (closing the file releases the lock)
+        try:
+            fcntl.flock(fh, how)
+        except OSError:
+            pass
+        yield
+
+
 def in_use() -> set[str]:
     """The entries some live process holds (stale leases are removed)."""
     folder = cache_root() / LEASES
     held: set[str] = set()
     host = socket.gethostname()
-    for lease in folder.glob("*") if folder.is_dir() else []:
+    for lease in folder.glob("[!.]*") if folder.is_dir() else []:
         owner, _, rest = lease.name.rpartition("-")[0].rpartition("-")
         try:
             age = time.time() - lease.stat().st_mtime
@@ -232,34 +257,56 @@ def evict(cap: int) -> list[dict]:
     total = _total(found)
     if total <= cap:
         return []
-    held, removed = in_use(), []
-    for e in found:
-        if total <= cap:
-            break
-        if str(e["path"]) in held:
-            continue
-        trash = e["path"].with_name(f".evicted-{tag()}{e['path'].name}")
-        try:
-            os.replace(e["path"], trash)
-        except OSError:  # another process removed it first
-            continue
-        shutil.rmtree(trash, ignore_errors=True)
-        total -= e["bytes"]
-        removed.append(e)
-    return removed
+    over = total - cap
+    return _remove(found, lambda e, freed: freed < over)
 
 
 def clear() -> tuple[int, int, int]:
     """Remove every entry not in use: (entries removed, bytes freed, entries kept)."""
-    held = in_use()
-    removed = freed = kept = 0
-    for e in entries():
-        if str(e["path"]) in held:
-            kept += 1
-            continue
-        shutil.rmtree(e["path"], ignore_errors=True)
-        removed, freed = removed + 1, freed + e["bytes"]
-    return removed, freed, kept
+    found = entries()
+    removed = _remove(found, lambda e, freed: True)
+    return len(removed), _total(removed), len(found) - len(removed)
+
+
+def _remove(found: list[dict], wanted) -> list[dict]:
+    """Remove the entries of `found`, in order, that no live process holds, while
+    `wanted(entry, bytes freed so far)`; the entries removed. Each is moved out of place
+    under the leases' exclusive lock, then deleted."""
+    removed, trash = [], []
+    with _leases_locked(fcntl.LOCK_EX):
+        held = in_use()
+        for e in found:
+            if not wanted(e, _total(removed)):
+                break
+            if str(e["path"]) in held:
+                continue
+            moved = e["path"].with_name(f".evicted-{tag()}{e['path'].name}")
+            try:
+                os.replace(e["path"], moved)
+            except OSError:  # another process removed it first
+                continue
+            trash.append(moved)
+            removed.append(e)
+    for moved in trash:
+        shutil.rmtree(moved, ignore_errors=True)
+    return removed
+
+
+def gone(exc: BaseException) -> EntryGone | None:
+    """The error of an entry removed under a run that read it (`exc`: DuckDB's or the
+    file system's "no such file", naming a file of the store that is gone); None for any
+    other error."""
+    named = getattr(exc, "filename", None) or next(
+        iter(re.findall(r'"(/[^"\n]+)"', str(exc))), None
+    )
+    root = str(cache_root())
+    if named is None or not str(named).startswith(root) or os.path.exists(named):
+        return None
+    return EntryGone(
+        named,
+        "was removed from the cache while this run read it",
+        "nothing to do: the command runs once more and builds it again",
+    )
 
 
 def human(size: float) -> str:

@@ -4,13 +4,19 @@ cannot be used falls back to a private temporary one (with a note)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from helpers.bad_input import REPORT
+from helpers.paths import FIXTURES, ROOT
+
+RUN2 = FIXTURES / "run2"
 
 COUNT = "SELECT count(*) AS n FROM kernels"
 
@@ -130,3 +136,177 @@ def test_an_entry_another_process_is_writing_is_not_damaged(cli, cache, built):
     partial.parent.mkdir(parents=True)
     partial.write_bytes(b"PAR1 half written")
     assert _count(cli, report)[1] == "" and partial.exists()
+
+
+# --- the cache knows its files: swapped, replaced and rewritten reports ---------------------
+
+SUMS = "SELECT rank, count(*) AS n, sum(dur_ns) AS busy FROM kernels GROUP BY rank ORDER BY rank"
+
+
+def _sums(cli, *inputs) -> list[str]:
+    code, out, err = cli("sql", SUMS, *inputs, "-f", "csv")
+    assert code == 0, err
+    return out.splitlines()[1:]
+
+
+def _answer(cli, *inputs) -> list[dict]:
+    code, out, err = cli("report", *inputs, "-f", "json")
+    assert code == 0, err
+    (dq,) = [s for s in json.loads(out)["sections"] if s["id"] == "data_quality"]
+    return [
+        {"rank": r["rank"], "kernels": r["kernels"]["value"], "capture": r["capture"]["value"]}
+        for r in dq["tables"][0]["rows"]
+    ]
+
+
+@pytest.fixture
+def twins(tmp_path) -> Path:
+    """run2's two reports copied with `cp -a`, then given the same modification time to the
+    ns (the same size already): only their content and identity tell them apart."""
+    run = tmp_path / "twins"
+    run.mkdir()
+    for name in ("rank0.sqlite", "rank1.sqlite"):
+        shutil.copy2(RUN2 / name, run / name)
+    stamp = (run / "rank0.sqlite").stat()
+    for name in ("rank0.sqlite", "rank1.sqlite"):
+        os.utime(run / name, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert (run / "rank0.sqlite").stat().st_size == (run / "rank1.sqlite").stat().st_size
+    return run
+
+
+def _swap(a: Path, b: Path) -> None:
+    a.rename(a.with_name("swap.tmp"))
+    b.rename(a)
+    a.with_name("swap.tmp").rename(b)
+
+
+@pytest.mark.parametrize("given", ["directory", "files", "glob"])
+def test_reports_swapped_by_name_are_never_served_stale(cli, cache, twins, given):
+    inputs = {
+        "directory": [twins],
+        "files": [twins / "rank0.sqlite", twins / "rank1.sqlite"],
+        "glob": [f"{twins}/rank*.sqlite"],
+    }[given]
+    sums, answer = _sums(cli, *inputs), _answer(cli, *inputs)
+    _swap(twins / "rank0.sqlite", twins / "rank1.sqlite")
+    swapped = _sums(cli, *inputs)
+    assert [s.split(",", 1)[1] for s in swapped] == [s.split(",", 1)[1] for s in sums[::-1]]
+    again = _answer(cli, *inputs)
+    assert [(a["kernels"], a["capture"]) for a in again] == [
+        (a["kernels"], a["capture"]) for a in answer[::-1]
+    ]
+
+
+@pytest.mark.parametrize("how", ["cp -a over it", "moved over it", "linked in its place"])
+def test_a_report_replaced_by_its_twin_is_read_again(cli, cache, twins, how):
+    """rank0 replaced by a copy of rank1 of the same size and mtime, three ways: written
+    into the same inode (`cp -a`), another file renamed onto its name, a hard link."""
+    first = _sums(cli, twins / "rank0.sqlite")
+    other = _sums(cli, twins / "rank1.sqlite")[0].split(",", 1)[1]
+    target, source = twins / "rank0.sqlite", twins / "rank1.sqlite"
+    if how == "cp -a over it":
+        subprocess.run(["cp", "-a", str(source), str(target)], check=True)
+    elif how == "moved over it":
+        shutil.copy2(source, twins / "new.sqlite")
+        (twins / "new.sqlite").rename(target)
+    else:
+        target.unlink()
+        os.link(source, target)
+    assert target.stat().st_mtime_ns == source.stat().st_mtime_ns
+    again = _sums(cli, target)
+    assert again != first and again[0].split(",", 1)[1] == other
+
+
+def test_content_key_changes_with_a_sampled_page_of_a_large_report(tmp_path, monkeypatch):
+    """Past WHOLE_FILE_BYTES the digest reads SAMPLED_PAGES pages spread over the file, the
+    first and the last among them; below, the whole file (any byte)."""
+    from nsyswrap.storage import cache_keys
+
+    page, pages = 4096, 300
+    monkeypatch.setattr(cache_keys, "WHOLE_FILE_BYTES", page * 10)
+    data = bytearray(RUN2.joinpath("rank0.sqlite").read_bytes()[:100].ljust(page * pages, b"."))
+    report = tmp_path / "big.sqlite"
+    report.write_bytes(data)
+    keys = {cache_keys.content_key(report)}
+    for sampled in (0, pages - 1, (pages - 1) * 21 // 63):  # the first, last and a middle one
+        changed = bytearray(data)
+        changed[sampled * page + 200] ^= 0xFF
+        report.write_bytes(changed)
+        keys.add(cache_keys.content_key(report))
+    assert len(keys) == 4
+    small = tmp_path / "small.sqlite"
+    small.write_bytes(data[: page * 5])
+    before = cache_keys.content_key(small)
+    small.write_bytes(data[: page * 2] + b"!" + data[page * 2 + 1 : page * 5])
+    assert cache_keys.content_key(small) != before
+
+
+# --- a busy cache: cleared while a run reads it ----------------------------------------------
+
+
+def test_cache_clear_keeps_what_a_cold_run_holds(cli, cache, report, monkeypatch):
+    """`cache clear` between the views being built and the run opening them (the moment the
+    previous round's report died at) removes nothing the run holds."""
+    from nsyswrap.engine import opening
+    from nsyswrap.storage import store
+
+    real, said = opening.open_cached, []
+
+    def clear_first(*args, **kwargs):
+        said.append(store.clear())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(opening, "open_cached", clear_first)
+    count, err = _count(cli, report)
+    assert count > 0 and err == ""
+    assert said and said[0][0] == 0 and said[0][2] > 0  # none removed, the run's kept
+
+
+def test_an_entry_removed_under_a_run_is_built_again(cli, cache, report, monkeypatch):
+    """An entry removed by hand (not by nsyswrap, which keeps entries in use) while a run
+    reads it: the command runs once more and builds it, with a note."""
+    from nsyswrap.engine import opening
+
+    real, removed = opening.open_cached, []
+
+    def remove_first(cached, **kwargs):
+        if not removed:
+            removed.append(cached[0].views_dir)
+            shutil.rmtree(cached[0].views_dir)
+        return real(cached, **kwargs)
+
+    monkeypatch.setattr(opening, "open_cached", remove_first)
+    code, out, err = cli("sql", COUNT, report, "-f", "csv")
+    assert code == 0 and int(out.split()[1]) > 0, err
+    assert str(removed[0]) in err and "while in use; running again" in err
+    assert "Traceback" not in err
+
+
+def test_cache_clear_in_a_loop_never_breaks_a_cold_report(tmp_path, cache):
+    """Another process runs `nsyswrap cache clear` over and over while cold reports run:
+    each report succeeds (three in a row, each on an emptied cache)."""
+    env = {**os.environ, "NSYSWRAP_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
+    clear = [sys.executable, "-c", CLEAR_LOOP]
+    clearing = subprocess.Popen(clear, env=env, stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(3):
+            done = subprocess.run(
+                [sys.executable, "-m", "nsyswrap", "report", RUN2, "-f", "json", "-j", "2"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    finally:
+        clearing.kill()
+        clearing.wait()
+
+
+CLEAR_LOOP = """
+import time
+from nsyswrap.storage import store
+while True:
+    store.clear()
+    time.sleep(0.001)
+"""
