@@ -18,7 +18,7 @@ lease (`<cache>/leases/<host>-<pid>-<n>`: the entries, one a line) from opening 
 closing it, each entry from before it looks for it (a run holds its reports' entries
 before it builds them); a lease of a process of this host that is gone, or one not touched
 for a day, no longer counts. Removing (`evict`, `clear`) reads the leases and moves the
-entries out of place under an exclusive lock (`<cache>/leases/.lock`) that a process
+entries out of place under an exclusive lock (`<cache>/.lock`) that a process
 takes shared to add to its lease: an entry held before it was looked for is never
 removed under the process that holds it. The cap (`--cache-max`, `$NSYSWRAP_CACHE_MAX`)
 is a size (`500M`, `20G`) or a share of the cache's file system (`10%`: of its free space
@@ -51,6 +51,7 @@ from nsyswrap.storage.leftovers import tag
 KINDS = ("views", "objects", "runs", "answers")
 INDEX = "entry.json"
 LEASES = "leases"
+LOCK = ".lock"  # taken shared to add to a lease, exclusive to remove entries
 DEFAULT_CAP = "25%"
 CAP_VARIABLE = "NSYSWRAP_CACHE_MAX"
 STALE_LEASE_S = 86_400
@@ -217,9 +218,7 @@ def _leases_locked(how: int):
     """The leases locked (`fcntl.LOCK_SH` to add to one, `LOCK_EX` to remove entries); a
     file system without locks leaves them unlocked."""
     try:
-        folder = cache_root() / LEASES
-        folder.mkdir(parents=True, exist_ok=True)
-        fh = open(folder / ".lock", "a")
+        fh = open(cache_root() / LOCK, "a")
     except OSError:  # a read-only store: nothing is added or removed there
         yield
         return
@@ -236,7 +235,7 @@ def in_use() -> set[str]:
     folder = cache_root() / LEASES
     held: set[str] = set()
     host = socket.gethostname()
-    for lease in folder.glob("[!.]*") if folder.is_dir() else []:
+    for lease in folder.glob("*") if folder.is_dir() else []:
         owner, _, rest = lease.name.rpartition("-")[0].rpartition("-")
         try:
             age = time.time() - lease.stat().st_mtime
