@@ -18,7 +18,7 @@ import typer
 import typer.core
 
 from nsyswrap.errors import EntryGone, NsysWrapError, limit_error, note, printable
-from nsyswrap.output import Format, ReportFormat, write
+from nsyswrap.output import Format, ReportFormat, fall_back_where_unencodable, write
 from nsyswrap.storage.safe_output import check_writable
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
@@ -1128,14 +1128,15 @@ def export(
 def main(argv: list[str] | None = None) -> None:
     """Entry point: bad input becomes one `Error: ...` line and exit code 1; a command
     whose cache entry was removed while it ran (`EntryGone`) runs once more."""
+    fall_back_where_unencodable()
     try:
         try:
             app(args=argv, prog_name="nsyswrap")
         except Exception as exc:
             from nsyswrap.storage.store import gone
 
-            removed = exc if isinstance(exc, EntryGone) else gone(exc)
-            if removed is None:
+            removed = gone(exc) if not isinstance(exc, NsysWrapError) else exc
+            if not isinstance(removed, EntryGone):
                 raise
             note(f"{removed.where} was removed from the cache while in use; running again")
             app(args=argv, prog_name="nsyswrap")

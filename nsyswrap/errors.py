@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
 import sys
 from pathlib import Path
@@ -15,9 +16,17 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def printable(text: str) -> str:
     """`text` safe to print on a terminal: every control character (ESC, BEL, newline, ...)
     shown escaped (`\\x1b`, `\\n`), so a crafted name can neither drive the terminal nor
-    split a line; bytes that are not UTF-8 (surrogates) shown as `\\udcff`."""
-    text = _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    split a line; bytes that are not UTF-8 (surrogates) shown as `\\xff` (`shown`)."""
+    return shown(_CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text))
+
+
+def shown(path: str | Path) -> str:
+    """A path as text every encoder takes: the bytes of a name that are not UTF-8 (read
+    by Python as surrogates) shown as `\\xNN`; any other path unchanged."""
+    try:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file name holds (e.g. from JSON)
+        return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class NsysWrapError(Exception):

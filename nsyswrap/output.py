@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +33,39 @@ class ReportFormat(str, Enum):
     json = "json"
 
 
+# What a terminal that cannot encode a character is shown instead (else `\\uXXXX`).
+ASCII_FALLBACK = {
+    "─": "-",
+    "…": "...",
+    "–": "-",
+    "—": "-",
+    "−": "-",
+    "±": "+/-",
+    "×": "x",
+    "µ": "u",
+    "≥": ">=",
+    "≤": "<=",
+    "·": ".",
+    "§": "S",
+}
+
+
+def _fallback(error: UnicodeEncodeError) -> tuple[str, int]:
+    text = error.object[error.start : error.end]
+    return "".join(
+        ASCII_FALLBACK.get(c, c.encode("ascii", "backslashreplace").decode()) for c in text
+    ), error.end
+
+
+def fall_back_where_unencodable() -> None:
+    """Make stdout and stderr write what their encoding cannot (PYTHONIOENCODING=ascii, a
+    Latin-1 terminal) as ASCII_FALLBACK says, else escaped, instead of failing."""
+    codecs.register_error("nsyswrap", _fallback)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and stream.errors == "strict":
+            stream.reconfigure(errors="nsyswrap")
+
+
 def to_json_records(df: pd.DataFrame) -> list[dict]:
     """Rows as plain JSON values: NaN/NA become null, numpy scalars become numbers."""
     return json.loads(df.to_json(orient="records", double_precision=15))
@@ -51,8 +86,20 @@ def write(df: pd.DataFrame, fmt: Format, output: Path | None, force: bool, conso
     if fmt is Format.parquet:
         if output is None:
             raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
+        import pyarrow as pa
+
+        try:
+            table = pa.Table.from_pandas(df, preserve_index=False)
+        except pa.ArrowException as exc:  # e.g. a MAP column (Python dicts of int keys)
+            raise NsysWrapError(
+                output,
+                f"cannot be written as Parquet ({exc})",
+                "cast that column in the SQL, e.g. col::VARCHAR, or use --format json",
+            ) from None
         with writing(output):
-            df.to_parquet(output, index=False)
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, output)
     elif fmt is Format.table:
         lines = table_lines(df, console.width if output is None else None)
         text = "\n".join(lines) + "\n"
@@ -104,10 +151,19 @@ def table_lines(df: pd.DataFrame, width: int | None) -> list[str]:
 def _isna(value) -> bool:
     import pandas as pd
 
+    if _nested(value):
+        return False
+    if type(value).__name__ == "MaskedConstant":  # a NULL inside a LIST (numpy's masked)
+        return True
     try:
         return bool(pd.isna(value))
-    except (TypeError, ValueError):  # lists and arrays
+    except (TypeError, ValueError):
         return False
+
+
+def _nested(value) -> bool:
+    """A LIST, STRUCT or MAP value (a list, a dict, an array)."""
+    return isinstance(value, (list, tuple, dict)) or getattr(value, "ndim", 0) > 0
 
 
 def _fmt(value) -> str:
@@ -115,8 +171,17 @@ def _fmt(value) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:,.3f}" if abs(value) < 1e6 else f"{value:,.0f}"
-    if hasattr(value, "item") and not isinstance(value, str):
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_fmt(k)}: {_item(v)}" for k, v in value.items()) + "}"
+    if _nested(value):
+        return "[" + ", ".join(_item(v) for v in value) + "]"
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         return _fmt(value.item())
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def _item(value) -> str:
+    """A value inside a LIST, STRUCT or MAP."""
+    return "NULL" if _isna(value) else _fmt(value)

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 
 from nsyswrap.engine.sql_guard import SAFE_CONFIG
+from nsyswrap.errors import shown
 
 VIEWS = (
     "memcpy",
@@ -79,7 +80,7 @@ def create_view(
     a time. Each row's rank and report are looked up by its file's position (`file_index`)."""
     files = ", ".join(quote(str(file)) for _, _, file in parts)
     ranks = ", ".join(str(int(rank)) for rank, _, _ in parts)
-    reports = ", ".join(quote(str(report)) for _, report, _ in parts)
+    reports = ", ".join(quote(shown(report)) for _, report, _ in parts)
     con.execute(
         f'CREATE OR REPLACE VIEW "{name}" AS '
         f"SELECT [{ranks}][file_index::BIGINT + 1]::INTEGER AS rank, "

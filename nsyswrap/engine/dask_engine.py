@@ -51,7 +51,15 @@ class DaskEngine:
 
     @classmethod
     def find(cls, scheduler_file: Path | None = None, address: str | None = None) -> DaskEngine:
-        """The scheduler named by the options, else by $DASK_SCHEDULER_ADDRESS."""
+        """The scheduler named by the options, else by $DASK_SCHEDULER_ADDRESS; refused
+        before any work where dask.distributed is not installed."""
+        try:
+            import dask.utils  # noqa: F401  (what map and _address import)
+            import distributed  # noqa: F401
+        except ImportError:
+            raise NsysWrapError(
+                "--engine dask", "needs dask.distributed, which is not installed", INSTALL
+            ) from None
         if scheduler_file and address:
             raise NsysWrapError(
                 "--scheduler-file and --scheduler-address",
@@ -118,12 +126,8 @@ class DaskEngine:
         return client
 
     def _connect(self):
-        try:
-            from distributed import Client
-        except ImportError:
-            raise NsysWrapError(
-                "--engine dask", "needs dask.distributed, which is not installed", INSTALL
-            ) from None
+        from distributed import Client
+
         address = (
             _address(self.address) if self.address else _scheduler_address(self.scheduler_file)
         )

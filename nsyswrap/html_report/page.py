@@ -14,6 +14,7 @@ from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.engine.run import Run
+from nsyswrap.errors import shown
 from nsyswrap.html_report.charts import (
     COLORS,
     critical_path_bars,
@@ -292,7 +293,8 @@ def html_page(run: Run, report: dict, options: ReportOptions) -> str:
     """The page of an open run and its report dict (nsyswrap.report.build_report)."""
     held = ranks_by_report(run)
     ranks = "; ".join(
-        f"{r.path.name}: rank{'s' * (len(held[r.rank]) > 1)} {', '.join(map(str, held[r.rank]))}"
+        f"{shown(r.path.name)}: rank{'s' * (len(held[r.rank]) > 1)} "
+        f"{', '.join(map(str, held[r.rank]))}"
         for r in run.reports
     )
     analysed = ReportOptions.from_params(report["options"])  # the window the report chose

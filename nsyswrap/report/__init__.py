@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
+from nsyswrap.errors import shown
 from nsyswrap.report import answers
 from nsyswrap.report.diagnosis import diagnose
 from nsyswrap.report.options import ReportOptions
@@ -77,7 +78,8 @@ def build_report(run: Run, options: ReportOptions) -> dict:
         "tool": "nsyswrap",
         "version": nsyswrap_version(),
         "reports": [
-            {"rank": r.rank, "path": str(r.path), "rank_source": r.rank_source} for r in run.reports
+            {"rank": r.rank, "path": shown(r.path), "rank_source": r.rank_source}
+            for r in run.reports
         ],
         "ranks": rank_rows(run, options.step_pattern),
         "options": options.window_params(),

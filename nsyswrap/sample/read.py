@@ -85,10 +85,15 @@ def read_samples(paths: list[Path]) -> Samples:
             f"{int(twice['rank'].iloc[0])} step {int(twice['step'].iloc[0])} first); "
             "the later samples are kept"
         )
+    keep = _forward(keep, "step", notes)
     kept = keep[["rank", "segment", "step"]]
     key = ["rank", "segment", "step"]
     phases = pd.DataFrame(rows["phase"], columns=PHASE_COLUMNS).merge(kept, on=key)
     collectives = pd.DataFrame(rows["collective"], columns=COLLECTIVE_COLUMNS).merge(kept, on=key)
+    phases, collectives = (
+        _forward(phases, "phase", notes),
+        _forward(collectives, "collective", notes),
+    )
     return Samples(
         [Path(p) for p in paths],
         pd.DataFrame(rows["run"], columns=RUN_COLUMNS),
@@ -99,6 +104,20 @@ def read_samples(paths: list[Path]) -> Samples:
         ends,
         notes,
     )
+
+
+def _forward(frame: pd.DataFrame, what: str, notes: list) -> pd.DataFrame:
+    """`frame` without the rows that end before they start (left out of every figure,
+    with a note counting them): a time the sampler cannot have measured."""
+    backward = frame["end_ns"].notna() & frame["start_ns"].notna()
+    backward &= frame["end_ns"] < frame["start_ns"]
+    if backward.any():
+        first = frame[backward].iloc[0]
+        notes.append(
+            f"{int(backward.sum())} sampled {what}(s) end before they start (rank "
+            f"{int(first['rank'])} step {int(first['step'])} first): left out of every figure"
+        )
+    return frame[~backward].reset_index(drop=True)
 
 
 def _read_file(path: Path, rows: dict, ends: list, notes: list) -> int:
@@ -157,10 +176,11 @@ def _read_file(path: Path, rows: dict, ends: list, notes: list) -> int:
 def _decode(path: Path, number: int, line: bytes) -> dict:
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError) as exc:
         raise NsysWrapError(
             f"{path}:{number}",
-            "is not a JSON record",
+            "is not a JSON record"
+            + (" (nested too deep)" if isinstance(exc, RecursionError) else ""),
             "give the sample file as the sampler wrote it",
         ) from None
     problem = schema.problem(record)

@@ -82,6 +82,8 @@ COLLECTIVE = {
     "async": BOOL,
 }
 TIMERS = ("cuda", "host")
+INT64 = (-(2**63), 2**63 - 1)  # every integer field (times, sizes, counts)
+RANK = (0, 2**31 - 1)  # a rank (32-bit, as the views' rank)
 
 
 def problem(record) -> str | None:
@@ -122,4 +124,8 @@ def _fields(record: dict, fields: dict, what: str) -> str | None:
             return f"{what} field {name!r} is {type(value).__name__}, expected " + " or ".join(
                 "null" if t is type(None) else t.__name__ for t in types
             )
+        low, high = RANK if name == "rank" else INT64
+        if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
+            shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:20]}..."
+            return f"{what} field {name!r} is {shown}, not an integer from {low} to {high}"
     return None

@@ -178,9 +178,10 @@ def report_kind(path: Path) -> str | None:
 
 
 def save(output: Path, data: str | bytes) -> None:
-    """Write `data` (text as UTF-8) to `output` (see `writing`)."""
+    """Write `data` (text as UTF-8, a character it cannot hold escaped) to `output` (see
+    `writing`)."""
     with writing(output), open(output, "wb") as fh:
-        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        fh.write(data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data)
 
 
 @contextmanager

@@ -298,8 +298,7 @@ def gone(exc: BaseException) -> EntryGone | None:
     named = getattr(exc, "filename", None) or next(
         iter(re.findall(r'"(/[^"\n]+)"', str(exc))), None
     )
-    root = str(cache_root())
-    if named is None or not str(named).startswith(root) or os.path.exists(named):
+    if named is None or os.path.exists(named) or not str(named).startswith(str(cache_root())):
         return None
     return EntryGone(
         named,

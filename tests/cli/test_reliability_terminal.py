@@ -100,3 +100,69 @@ def test_file_names_are_escaped_in_the_report(cli, tmp_path):
     report = Path(shutil.copy(REPORT, tmp_path / "rank0\x1b]0;t\x07.sqlite"))
     code, out, err = cli("report", report)
     assert code == 0 and raw_control(out) == [] and "rank0\\x1b]0;t\\x07.sqlite" in out, err
+
+
+# --- a terminal that cannot encode a character; file names that are not UTF-8 --------------
+
+
+@pytest.mark.parametrize(
+    "encoding, args",
+    [
+        ("ascii", ["report", FIXTURES / "run2"]),
+        ("latin-1", ["report", FIXTURES / "run4_straggler", "--detail"]),
+        ("ascii:strict", ["diff", FIXTURES / "run2", FIXTURES / "run2"]),
+        ("ascii", ["query", "kernels.summary", FIXTURES / "run2"]),
+        ("ascii", ["sql", "SELECT '× µs — ±' AS said, '漢字' AS other", REPORT]),
+        ("latin-1", ["sql", "SELECT '× µs — ±' AS said, '漢字' AS other", REPORT]),
+    ],
+    ids=["report", "detail", "diff", "query", "sql-ascii", "sql-latin-1"],
+)
+def test_a_terminal_that_cannot_encode_a_character_gets_a_fallback(tmp_path, encoding, args):
+    """PYTHONIOENCODING=ascii (or Latin-1): the text is written, what the encoding cannot
+    hold shown in ASCII (`-`, `...`, `x`, `u`, `+/-`) or escaped; no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nsyswrap", *map(str, args)],
+        env={**os.environ, "PYTHONIOENCODING": encoding, "NSYSWRAP_CACHE_DIR": str(tmp_path)},
+        capture_output=True,
+        timeout=600,
+    )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-3000:]
+    text = done.stdout.decode(encoding.partition(":")[0])
+    assert text.strip() and "\\u2026" not in text and "\\u2500" not in text
+    if args[0] == "sql":
+        assert "x us - +/-" in text or "× µs - ±" in text
+        assert "\\u6f22\\u5b57" in text
+
+
+NOT_UTF8 = [b"rank0\xff.sqlite", b"\xe9t\xe9/rank0.sqlite", b"rank0-\xc3(.sqlite"]
+
+
+@pytest.mark.parametrize("name", NOT_UTF8, ids=["byte", "directory", "bad-sequence"])
+@pytest.mark.parametrize("command", ["report", "report-json", "sql", "timeline", "html"])
+def test_a_report_name_that_is_not_utf8(cli, cache, tmp_path, name, command):
+    """A report (or its directory) named by bytes that are not UTF-8 is read; its name is
+    shown with those bytes escaped (`\\xff`) in tables, JSON and messages."""
+    import os
+
+    path = os.path.join(os.fsencode(tmp_path), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    shutil.copy(REPORT, path)
+    report = os.fsdecode(path)
+    args = {
+        "report": ["report", report],
+        "report-json": ["report", report, "-f", "json"],
+        "sql": ["sql", "SELECT report, count(*) AS n FROM kernels GROUP BY 1", report, "-f", "csv"],
+        "timeline": ["timeline", report, "-o", tmp_path / "trace.json"],
+        "html": ["report", report, "--html", tmp_path / "page.html"],
+    }[command]
+    code, out, err = cli(*args)
+    assert code == 0 and "Traceback" not in err, err
+    escaped = os.fsencode(report).decode("utf-8", "backslashreplace")
+    if command == "sql":
+        assert escaped in out
+    if command == "report-json":
+        assert json.loads(out)["reports"][0]["path"] == escaped

@@ -64,3 +64,34 @@ def test_extensions_are_never_autoloaded(run):
         "autoinstall_known_extensions": "false",
         "autoload_known_extensions": "false",
     }
+
+
+@pytest.mark.parametrize(
+    "select, shown",
+    [
+        ("[1, 2, 3] AS l", "[1, 2, 3]"),
+        ("list(name ORDER BY name)[1:2] AS l", "["),
+        ("[[1], [], NULL] AS l", "[[1], [], NULL]"),
+        ("[NULL]::INTEGER[] AS l", "[NULL]"),
+        ("{'a': [1.5, 2.5]} AS l", "{a: [1.5, 2.5]}"),
+        ("map(['k'], [7]) AS l", "{k: 7}"),
+        ("['x', NULL] AS l", "[x, NULL]"),
+    ],
+    ids=["list", "aggregated", "nested", "null-in-list", "struct", "map", "strings"],
+)
+def test_a_list_struct_or_map_column_is_drawn_as_a_table(cli, run, select, shown):
+    code, out, err = cli("sql", f"SELECT rank, {select} FROM kernels GROUP BY rank", run)
+    assert code == 0 and "Traceback" not in err, err
+    assert shown in out.splitlines()[2]
+
+
+def test_a_map_column_that_parquet_cannot_take_is_one_line(cli, run, tmp_path):
+    out = tmp_path / "m.parquet"
+    result = cli(
+        "sql", "SELECT map([1], [2]) AS m FROM kernels LIMIT 1", run, "-f", "parquet", "-o", out
+    )
+    assert_one_line_error(result, "cannot be written as Parquet")
+    code, _, err = cli(
+        "sql", "SELECT [1, 2] AS l FROM kernels LIMIT 1", run, "-f", "parquet", "-o", out
+    )
+    assert code == 0 and out.read_bytes()[:4] == b"PAR1", err

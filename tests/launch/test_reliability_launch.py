@@ -148,3 +148,63 @@ def test_nsys_removed_during_export_is_one_line(tmp_path, monkeypatch):
     message = str(caught.value)
     assert "nsys export failed (2 of 2 reports)" in message and "cannot be started" in message
     assert "\n" not in message and not list(run.glob("*.sqlite"))
+
+
+@pytest.mark.parametrize("listed", [".", "", "..", "ranks", "./", "/"])
+@pytest.mark.parametrize("field", ["sqlite", "samples", "reports"])
+def test_force_with_a_manifest_naming_the_run_itself(standin, tmp_path, cli, listed, field):
+    """A hand-edited manifest listing `.`, `""`, `..` or a folder among the run's files:
+    launch --force replaces the run's own files and nothing else (no traceback, the
+    directory and what is beside it kept)."""
+    import json
+
+    out = tmp_path / "run"
+    command = ["--", sys.executable, "-c", "pass"]
+    assert cli("launch", "--out", out, "--no-export", *command)[0] == 0
+    data = json.loads((out / "manifest.json").read_text())
+    if field == "reports":
+        data["ranks"][0]["reports"].append(listed)
+    else:
+        data[field] = [*(data.get(field) or []), listed]
+    (out / "manifest.json").write_text(json.dumps(data))
+    (tmp_path / "beside.txt").write_text("keep")
+    code, _, err = cli("launch", "--out", out, "--force", "--no-export", *command)
+    assert code == 0 and "Traceback" not in err, err
+    assert out.is_dir() and (out / "manifest.json").is_file()
+    assert (tmp_path / "beside.txt").read_text() == "keep"
+
+
+def test_force_never_deletes_a_file_the_training_command_names(standin, tmp_path, cli):
+    """A manifest edited to list the training script (in the run directory): launch
+    --force refuses to delete it."""
+    import json
+
+    out = tmp_path / "run"
+    out.mkdir()
+    script = out / "train.py"
+    script.write_text("pass\n")
+    assert cli("launch", "--out", out, "--no-export", "--", sys.executable, script)[0] == 0
+    data = json.loads((out / "manifest.json").read_text())
+    data["sqlite"] = [*(data.get("sqlite") or []), "train.py"]
+    (out / "manifest.json").write_text(json.dumps(data))
+    for config in ([script], [f"--config={script}"]):
+        result = cli(
+            "launch", "--out", out, "--force", "--no-export", "--", sys.executable, *config
+        )
+        assert_one_line_error(result, "is one of the inputs")
+        assert script.read_text() == "pass\n"
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_export_draws_a_bar_only_on_a_terminal(standin, tmp_path, terminal):
+    import io
+
+    from rich.console import Console
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank in range(2):
+        (run / f"h.rank{rank}.nsys-rep").write_text("report")
+    shown = io.StringIO()
+    export_run(run, console=Console(file=shown, force_terminal=terminal, width=80))
+    assert ("exporting" in shown.getvalue()) is terminal

@@ -198,6 +198,95 @@ def test_a_bad_record_is_one_line_naming_the_file_and_line(tmp_path, cli):
         read_samples([path])
 
 
+def _edit_record(path: Path, number: int, edit) -> None:
+    """Record `number` (1-based) of sample file `path` replaced by `edit(record)`."""
+    lines = path.read_text().splitlines(keepends=True)
+    lines[number - 1] = json.dumps(edit(json.loads(lines[number - 1]))) + "\n"
+    path.write_text("".join(lines))
+
+
+def _set(record: dict, where: str, value) -> dict:
+    """`record` with field `where` (`end_ns`, or `collectives.0.end_ns`) set to `value`."""
+    *path, last = where.split(".")
+    target = record
+    for key in path:
+        target = target[int(key)] if key.isdigit() else target[key]
+    target[last] = value
+    return record
+
+
+@pytest.mark.parametrize("depth", [2_000, 200_000])
+@pytest.mark.parametrize("where", ["a step's phases", "a whole line"])
+def test_a_record_nested_too_deep_is_one_line(tmp_path, cli, depth, where):
+    planted_samples(tmp_path, ranks=2, steps=6)
+    path = tmp_path / "samples.rank1.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    nested = "[" * depth + "]" * depth
+    lines[2] = (
+        lines[2].replace('"phases": [', f'"phases": [{nested}, ', 1)
+        if where == "a step's phases"
+        else nested + "\n"
+    )
+    path.write_text("".join(lines))
+    code, out, err = cli("report", tmp_path)
+    assert code == 1 and out == "" and "Traceback" not in err, err[-2000:]
+    assert err.startswith(f"Error: {path}:3: ") and err.count("\n") == 1, err[-2000:]
+
+
+@pytest.mark.parametrize(
+    "record, where, value",
+    [
+        (3, "end_ns", 2**64),
+        (3, "start_ns", -(2**63) - 1),
+        (3, "collectives.0.end_ns", 10**30),
+        (3, "phases.1.host_ns", 2**63),
+        (1, "rank", 2**64 + 1),
+        (1, "rank", 2**31),
+        (1, "utc_epoch_ns", 2**70),
+    ],
+    ids=["step-end", "step-start", "collective-end", "phase-host", "rank", "rank-int32", "epoch"],
+)
+def test_an_integer_beyond_its_range_is_one_line(tmp_path, cli, record, where, value):
+    planted_samples(tmp_path, ranks=2, steps=6)
+    path = tmp_path / "samples.rank0.jsonl"
+    _edit_record(path, record, lambda r: _set(r, where, value))
+    code, out, err = cli("report", tmp_path)
+    assert code == 1 and out == "" and "Traceback" not in err, err
+    assert err.startswith(f"Error: {path}:{record}: ") and "not an integer from" in err, err
+    assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("backwards", [1, 50_000_000])
+@pytest.mark.parametrize("what", ["step", "phase", "collective"])
+def test_a_time_that_ends_before_it_starts_is_left_out_and_counted(tmp_path, cli, what, backwards):
+    """A sampled step (phase, collective) whose end comes before its start is left out of
+    every figure and counted in a note, never a negative time."""
+    planted_samples(tmp_path, ranks=2, steps=10)
+    path = tmp_path / "samples.rank1.jsonl"
+    field = {"step": "", "phase": "phases.0.", "collective": "collectives.0."}[what]
+
+    def reverse(record: dict) -> dict:
+        target = record if not field else record[field.split(".")[0]][0]
+        start = target["start_ns"]
+        return _set(record, f"{field}end_ns", start - backwards)
+
+    _edit_record(path, 3, reverse)
+    samples = read_samples(files(tmp_path))
+    frame = {"step": samples.steps, "phase": samples.phases, "collective": samples.collectives}
+    assert (frame[what]["end_ns"] >= frame[what]["start_ns"]).all()
+    (said,) = [n for n in samples.notes if "end before they start" in n]
+    assert said.startswith(f"1 sampled {what}(s) end before") and "rank 1 step" in said
+    code, out, err = cli("report", tmp_path, "-f", "json")
+    assert code == 0 and "end before they start" in err and "Traceback" not in err
+    times = table(json.loads(out), "samples", "step_times")
+    assert all(
+        figure["value"] is None or figure["value"] >= 0
+        for row in times
+        for figure in row.values()
+        if isinstance(figure, dict) and figure.get("unit") in ("ns", "ms")
+    )
+
+
 def test_a_restarted_job_appends_a_segment_and_the_later_samples_win(tmp_path):
     planted_samples(tmp_path / "a", ranks=2, steps=10, slow=None)
     planted_samples(tmp_path / "b", ranks=2, steps=6, slow=None)

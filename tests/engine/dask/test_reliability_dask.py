@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -110,3 +111,30 @@ def test_a_lost_worker_is_retried_and_a_cluster_without_workers_is_an_error(monk
         engine_module.close_clients()
         client.close()
         cluster.close()
+
+
+@pytest.mark.parametrize("command", ["report", "sql", "query", "timeline", "plan"])
+@pytest.mark.parametrize(
+    "where",
+    [["--scheduler-address", "tcp://127.0.0.1:8786"], ["--scheduler-file", "scheduler.json"], []],
+    ids=["address", "file", "environment"],
+)
+def test_engine_dask_without_dask_is_one_line_before_any_work(
+    cli, cache, monkeypatch, tmp_path, command, where
+):
+    """dask (or dask.distributed) not installed: one line saying so and how to install it,
+    whatever the command and however the scheduler is named (nothing read, no cache)."""
+    for name in ("dask", "dask.utils", "distributed"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import` fails as if not installed
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:8786")
+    monkeypatch.chdir(tmp_path)
+    args = {
+        "report": ["report", RUN],
+        "sql": ["sql", "SELECT 1 AS one", RUN],
+        "query": ["query", "kernels.summary", RUN],
+        "timeline": ["timeline", RUN, "-o", tmp_path / "trace.json"],
+        "plan": ["plan", RUN],
+    }[command]
+    result = cli(*args, "--engine", "dask", *where)
+    assert_one_line_error(result, "needs dask.distributed, which is not installed")
+    assert not cache.exists()
