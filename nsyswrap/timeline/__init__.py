@@ -86,7 +86,7 @@ def write_timeline(
         if per_rank:
             events = window_events(run, options or ReportOptions(), max_events)
             archive = per_rank_archive(events, run_module(run, "crossrank.clock_offsets"))
-            output.write_bytes(archive)
+            save(output, archive)
             return len(events)
         trace = chrome_trace(run, options, max_events=max_events)
     save(output, json.dumps(trace, separators=(",", ":")))
