@@ -562,8 +562,10 @@ def report(
     exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
     memory and the host's CUDA and OS calls."""
     from nsyswrap.report import report_of, write_report
+    from nsyswrap.report.render import check_section
 
     check_writable(output, force, reports)
+    check_section(section)
     opener = replace(opener, allow_unrelated=allow_unrelated)
     result = report_of(reports, options, opener=opener, html=html, force=force)
     write_report(result, fmt, output, force, console, detail=detail, section=section)
@@ -933,8 +935,10 @@ def generate(
             "(truth.json: pair)"
         )
         return
-    from nsyswrap.synth.run import generate_named
+    from nsyswrap.storage.safe_output import refuse_input
+    from nsyswrap.synth.run import TRUTH_FILE, generate_named
 
+    refuse_input(out / TRUTH_FILE, [scenario], option="OUT")  # (a truth file as the scenario)
     truth = generate_named(scenario, out, force=force, **sizes)
     print(
         f"{out}: {len(truth.ranks)} reports, {sum(r['kernels'] for r in truth.ranks):,} kernels, "

@@ -255,11 +255,11 @@ def slow_kernels(top: pd.DataFrame) -> list[dict]:
             continue
         for r in runs.itertuples(index=False):
             others = runs[(runs["rank"] != r.rank) | (runs.device != r.device)]
-            if all(
+            typical = others.median_ns.median()
+            if typical > 0 and all(  # (kernels of 0 ns are no slower anywhere)
                 getattr(r, q) >= (1 + SLOW_MARGIN) * others[q].max()
                 for q in ("p10_ns", "median_ns", "p90_ns")
             ):
-                typical = others.median_ns.median()
                 rows.append(
                     {
                         "rank": int(r.rank),

@@ -47,7 +47,33 @@ SECONDARY = (
     "latency_max",
     "step_p50",
 )  # dropped first when too wide
-__all__ = ["ReportFormat", "first_screen", "render_text", "to_json", "write_report"]
+__all__ = [
+    "ReportFormat",
+    "check_section",
+    "first_screen",
+    "render_text",
+    "to_json",
+    "write_report",
+]
+SECTIONS = (
+    "single_rank",
+    "compute",
+    "crossrank",
+    "memory",
+    "host",
+    "trace",
+    "data_quality",
+    "samples",
+    "diagnosis",
+)
+TABLES = (  # every table id a report may have (tests/report check each report's against it)
+    "activity alpha_beta bandwidth captures clock_offsets clock_uncertainty collectives "
+    "comm_split copies copy_bandwidth critical_path cuda_api data_quality exchange_bytes "
+    "frameworks gap_histogram gpu_memory graphs groups host_alloc host_phases host_steps "
+    "host_work idle_gaps launches ledger mfu mfu_steps mismatches nvtx_gpu_time osrt "
+    "rank_waits replay_residual shares slow_kernels slow_windows step_times steps "
+    "stragglers tensor_cores top_exposed top_kernels whatif window"
+).split()
 KEYS = ("step", "rank", "device", "op", "pg", "seq", "cause", "length", "framework", "kind")
 SHORT = {
     "device": "dev",
@@ -345,6 +371,21 @@ def _clip(text: str, width: int) -> str:
 
 def _names(report: dict) -> list[str]:
     return [s["id"] for s in report["sections"]] + ["diagnosis"]
+
+
+def check_section(name: str | None) -> None:
+    """Refuse, before any work, a `--section` that is no section or table of any report
+    (`NAME` or `SECTION/TABLE`, as `figures.part` finds them)."""
+    if name is None:
+        return
+    section, slash, table = name.rpartition("/")
+    known = (section in SECTIONS and table in TABLES) if slash else name in (*SECTIONS, *TABLES)
+    if not known:
+        raise NsysWrapError(
+            f"--section {name}",
+            "is no section or table of a report",
+            f"choose one of {', '.join(SECTIONS)}, or a table: {', '.join(TABLES)}",
+        )
 
 
 def _only(report: dict, name: str, width: int) -> list[str]:

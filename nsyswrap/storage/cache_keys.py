@@ -25,7 +25,8 @@ MIN_FREE_BYTES = 64 << 20  # a cache directory with less room than this counts a
 
 def cache_root() -> Path:
     """Where normalized reports live: $NSYSWRAP_CACHE_DIR or ~/.cache/nsyswrap, else (when
-    that cannot be created or written, or is full) a private temporary directory."""
+    that cannot be created or written, or is full) a private temporary directory, said
+    once and given to the run's worker processes (as $NSYSWRAP_CACHE_DIR)."""
     return _usable(
         Path(os.environ.get("NSYSWRAP_CACHE_DIR") or Path.home() / ".cache" / "nsyswrap")
     )
@@ -44,6 +45,7 @@ def _usable(wanted: Path) -> Path:
     except OSError as exc:
         fallback = temp_dir("cache")
         atexit.register(shutil.rmtree, fallback, ignore_errors=True)
+        os.environ["NSYSWRAP_CACHE_DIR"] = str(fallback)  # this run's workers: the same one
         note(
             f"cache {wanted} cannot be used ({exc.strerror or exc}); caching in {fallback} for "
             "this run (set NSYSWRAP_CACHE_DIR to a writable directory to keep the cache)"

@@ -43,6 +43,7 @@ def alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     try:  # a killed parent not yet reaped by its own parent is a zombie: dead
-        return open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
     except OSError:
         return True

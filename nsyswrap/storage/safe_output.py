@@ -44,14 +44,7 @@ def check_writable(
     if output is None:
         return
     output = Path(output)
-    same = input_named(output, inputs)
-    if same is not None:
-        raise NsysWrapError(
-            output,
-            ("is one of the inputs" if os.path.lexists(output) else "would be read as an input")
-            + ("" if same == str(output) else f" ({same})"),
-            f"choose another {option}: an input is never overwritten, --force or not",
-        )
+    refuse_input(output, inputs, option)
     try:
         mode = os.stat(output).st_mode
     except OSError:
@@ -109,6 +102,18 @@ def _probe(output: Path, option: str, folder: Path | None) -> None:
             f"cannot be written ({exc.strerror})",
             f"choose an {option} in a directory you can write to",
         ) from None
+
+
+def refuse_input(output: Path, inputs: Iterable[str | Path], option: str = "--output") -> None:
+    """Refuse `output` when it is one of `inputs` (`input_named`), --force or not."""
+    same = input_named(output, inputs)
+    if same is not None:
+        raise NsysWrapError(
+            output,
+            ("is one of the inputs" if os.path.lexists(output) else "would be read as an input")
+            + ("" if same == str(output) else f" ({same})"),
+            f"choose another {option}: an input is never overwritten, --force or not",
+        )
 
 
 def input_named(output: Path, inputs: Iterable[str | Path]) -> str | None:

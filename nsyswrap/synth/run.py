@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.storage.safe_output import check_writable
 from nsyswrap.synth.presets import load_scenario
 from nsyswrap.synth.scenario import Scenario
 from nsyswrap.synth.simulate import Simulation, simulate
@@ -31,10 +30,9 @@ def _existing_outputs(out_dir: Path) -> list[Path]:
     )
 
 
-def outputs_to_replace(out_dir: str | Path, force: bool, inputs: tuple = ()) -> list[Path]:
+def outputs_to_replace(out_dir: str | Path, force: bool) -> list[Path]:
     """The generated files already in ``out_dir`` (to be replaced: only with ``force``, and
-    only the truth file and the reports it lists, what generate wrote before; never one of
-    ``inputs``, the scenario file)."""
+    only what generate wrote before, the truth file and the reports it lists)."""
     out = Path(out_dir)
     old = _existing_outputs(out) if out.is_dir() else []
     if old and not force:
@@ -46,8 +44,14 @@ def outputs_to_replace(out_dir: str | Path, force: bool, inputs: tuple = ()) -> 
     if out.exists() and not out.is_dir():
         raise NsysWrapError(out, "is not a directory", "give a directory for the generated reports")
     ours = _written_before(out)
-    for path in old:
-        check_writable(path, force, inputs, option="OUT", wrote_before=path in ours)
+    strangers = [p for p in old if p not in ours and p.name != TRUTH_FILE]
+    if strangers:
+        raise NsysWrapError(
+            strangers[0],
+            f"is not listed by {out / TRUTH_FILE}, so generate did not write it; --force "
+            "replaces only what generate wrote",
+            "move it away, or pick another directory",
+        )
     return old
 
 
@@ -99,15 +103,13 @@ def write_run(sim: Simulation, truth: Truth, out_dir: str | Path, old: list[Path
     (out / TRUTH_FILE).write_text(truth.to_json(), encoding="utf-8")
 
 
-def generate_run(
-    scenario: Scenario, out_dir: str | Path, force: bool = False, inputs: tuple = ()
-) -> Truth:
+def generate_run(scenario: Scenario, out_dir: str | Path, force: bool = False) -> Truth:
     """Write one report per rank and ``truth.json`` to ``out_dir``; return the truth.
 
     Refuses to touch a directory that already holds reports or a truth file unless
-    ``force`` (see `outputs_to_replace`: what is replaced, never one of ``inputs``).
+    ``force`` (see `outputs_to_replace`: what is replaced).
     """
-    old = outputs_to_replace(out_dir, force, inputs)
+    old = outputs_to_replace(out_dir, force)
     sim, truth = simulate_with_truth(scenario)
     write_run(sim, truth, out_dir, old)
     return truth
@@ -117,5 +119,4 @@ def generate_named(
     name_or_file: str, out_dir: str | Path, *, force: bool = False, **sizes
 ) -> Truth:
     """`generate_run` of a preset or scenario file, resized by ranks/steps/kernels_per_step/seed."""
-    scenario = load_scenario(name_or_file, **sizes)
-    return generate_run(scenario, out_dir, force=force, inputs=(name_or_file,))
+    return generate_run(load_scenario(name_or_file, **sizes), out_dir, force=force)

@@ -618,3 +618,54 @@ def test_the_copy_bandwidth_table_keeps_its_gb_per_s_at_80_columns():
     block = "\n".join(lines[start : start + 20])
     assert re.search(r"large +bandwidth", block) and "pageable," in block, block
     assert re.search(r"HtoD +Pageable +Device +n/a +10-64 +\d+\.\d{3}$", block, re.M), block
+
+
+@pytest.mark.parametrize(
+    "where, form",
+    [
+        ("every kernel", []),
+        ("one rank's kernels", ["-f", "json"]),
+        ("one kernel name", ["--html", "page.html"]),
+        ("every kernel but one", ["--detail"]),
+    ],
+)
+def test_kernels_of_0_ns_raise_no_warning(tmp_path, where, form):
+    """Kernels that last 0 ns (a capture that lost its end times): the report runs with
+    warnings turned into errors, and nothing reaches stderr (no RuntimeWarning)."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers.bad_input import damaged_copy
+
+    zero = {
+        "every kernel": "",
+        "one rank's kernels": "",
+        "one kernel name": " WHERE shortName = (SELECT min(shortName) FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL)",
+        "every kernel but one": " WHERE rowid > 1",
+    }[where]
+    for rank in (0, 1):
+        statement = f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start{zero}'
+        if where == "one rank's kernels" and rank == 1:
+            statement = "SELECT 1"
+        damaged_copy(
+            tmp_path / "run",
+            statement,
+            source=RUN2 / f"rank{rank}.sqlite",
+            name=f"rank{rank}.sqlite",
+        )
+    done = subprocess.run(
+        [sys.executable, "-m", "nsyswrap", "report", str(tmp_path / "run"), *form],
+        env={
+            **os.environ,
+            "PYTHONWARNINGS": "error::RuntimeWarning",
+            "NSYSWRAP_CACHE_DIR": str(tmp_path / "c"),
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0 and "Warning" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr in ("", "wrote page.html\n")

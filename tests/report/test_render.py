@@ -82,6 +82,38 @@ def test_unknown_section_names_the_choices(cli):
     assert code == 1 and "choose one of" in err and "stragglers" in err
 
 
+@pytest.mark.parametrize("name", ["nope", "Steps", "step", "", "diagnosis;rm"])
+@pytest.mark.parametrize("inputs", [[RUN4], [RUN4 / "rank0.sqlite", "-f", "json"]])
+def test_an_unknown_section_is_refused_before_any_work(cli, cache, monkeypatch, name, inputs):
+    """Refused before a report is opened (nothing read, nothing cached)."""
+    import nsyswrap.engine.opener
+
+    def never(*_):
+        raise AssertionError("a report was opened")
+
+    monkeypatch.setattr(nsyswrap.engine.opener.Opener, "open", never)
+    code, out, err = cli("report", *inputs, "--section", name)
+    assert code == 1 and out == "" and f"--section {name}: is no section or table" in err
+    assert "choose one of" in err and "stragglers" in err and not cache.exists()
+
+
+def test_every_section_and_table_a_report_has_is_known(run4, tmp_path):
+    """check_section's lists (SECTIONS, TABLES) hold every id of run4's report, of
+    edge_cases' and of a report of sample files."""
+    from helpers.sample_runs import planted_samples
+
+    from nsyswrap.report import report
+    from nsyswrap.report.render import SECTIONS, TABLES
+    from nsyswrap.report.samples import sample_report
+
+    planted_samples(tmp_path, ranks=2, steps=10)
+    reports = [run4, report([FIXTURES / "edge_cases"]), sample_report([*tmp_path.glob("*.jsonl")])]
+    for built in reports:
+        for sec in built["sections"]:
+            assert sec["id"] in SECTIONS
+            assert {t["id"] for t in sec["tables"]} <= set(TABLES), sec["id"]
+
+
 def test_fit_drops_columns_and_never_cuts_numbers():
     headers = ["rank", "name", "compute_only_ns", "idle_ns", "comm_only_ns"]
     rows = [["0", "a" * 50, "21,594,123", "2,001,000", "3,994,000"]]

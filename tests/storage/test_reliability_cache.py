@@ -117,6 +117,27 @@ def test_an_unusable_cache_falls_back_to_a_private_directory(
     assert count > 0 and f"cache {make(tmp_path)} cannot be used" in err and "caching in" in err
 
 
+@pytest.mark.parametrize("jobs", ["1", "2", "4"])
+@pytest.mark.parametrize("command", ["report", "query"])
+def test_the_fallback_note_is_said_once_and_the_workers_share_it(tmp_path, jobs, command):
+    """A cache that cannot be used: one note, however many worker processes read the
+    reports, and the workers cache where the run does (no other fallback directory)."""
+    unusable = tmp_path / "file"
+    unusable.write_text("x")
+    args = {"report": ["report", FIXTURES / "run4_straggler"], "query": ["query", "ledger.devices"]}
+    args["query"].append(FIXTURES / "run4_straggler")
+    done = subprocess.run(
+        [sys.executable, "-m", "nsyswrap", *map(str, args[command]), "-j", jobs],
+        env={**os.environ, "NSYSWRAP_CACHE_DIR": str(unusable / "cache"), "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("nsyswrap: note:") == 1 and "caching in" in done.stderr
+    assert not list(tmp_path.glob("nsyswrap-cache-*"))  # (removed when the run ended)
+
+
 def test_a_full_cache_falls_back_to_a_private_directory(cli, report, tmp_path, monkeypatch):
     import nsyswrap.storage.cache_keys
 

@@ -131,7 +131,7 @@ def test_generate_force_replaces_only_what_it_wrote(cli, tmp_path):
     assert_one_line_error(cli("generate", scenario, out, "--force"), "is one of the inputs")
     stranger = out / "rank9.sqlite"  # not listed by truth.json: not written by generate
     shutil.copy(RUN2 / "rank0.sqlite", stranger)
-    assert_one_line_error(cli("generate", "run2", out, "--force"), "never overwritten")
+    assert_one_line_error(cli("generate", "run2", out, "--force"), "generate did not write it")
     stranger.unlink()
     assert cli("generate", "run2", out, "--force", "--steps", "3")[0] == 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -636,7 +637,11 @@ def test_cli_generate_and_errors(tmp_path, cli):
     assert truth.scenario["kernels_per_step"] == 9 and len(truth.ranks) == 2
     code, _, err = cli("generate", "run2", tmp_path, "--steps", "1")
     assert code == 1 and err.startswith("Error: ")
-    assert cli("generate", tmp_path / "truth.json", tmp_path, "--force")[0] == 0
+    # the truth file as the scenario of the same directory is an input: never replaced
+    code, _, err = cli("generate", tmp_path / "truth.json", tmp_path, "--force")
+    assert code == 1 and "is one of the inputs" in err
+    scenario = shutil.copy(tmp_path / "truth.json", tmp_path / "scenario.json")
+    assert cli("generate", scenario, tmp_path, "--force")[0] == 0
 
 
 # -- interval helpers (truth arithmetic) -----------------------------------------------------------
