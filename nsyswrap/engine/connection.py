@@ -11,14 +11,14 @@ import duckdb
 from nsyswrap.engine.sql_guard import SAFE_CONFIG
 from nsyswrap.errors import shown
 
-VIEWS = (
+VIEWS = (  # in the order they are built: each reads only raw tables and views above it
     "memcpy",
     "memset",
+    "api_calls",
+    "nvtx",
     "kernels",
     "syncs",
-    "api_calls",
     "launches",
-    "nvtx",
     "collectives",
     "devices",
     "processes",

@@ -211,6 +211,7 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
         ("trace.left_out", {}),
         ("trace.gpus", {}),
         ("trace.capture", {}),
+        ("steps.repairs", pattern),
         *crossrank_modules(likely).values(),
     ]
     typed = [(name, bind(get(name), params)) for name, params in wanted]

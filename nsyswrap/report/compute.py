@@ -217,7 +217,7 @@ def _top_kernels_table(top: pd.DataFrame) -> dict:
         {
             "rank": int(r.rank),
             "device": int(r.device),
-            "kernel": r.name,
+            "kernel": r.name if isinstance(r.name, str) else None,  # (no name string)
             "class": r.kind,
             "count": figure(r.kernels, COUNT),
             "total": figure(r.total_ns, NS),

@@ -1,5 +1,6 @@
 """The report's data-quality section: per report, what nsyswrap left out of every figure or
-repaired while reading it (modules `trace.data_quality` and `trace.left_out`; a row's `rank`
+repaired while reading it (modules `trace.data_quality` and `trace.left_out`, and the step
+ranges the step definition repaired, `steps.repairs`, in the notes only; a row's `rank`
 is the report's, and where a report holds several ranks, `ranks` lists them all: its
 figures are the whole report's, not its first rank's), reports without kernels, and
 across ranks the collective calls left out of every cross-rank figure (with why) and each
@@ -97,6 +98,9 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
                 f"{who}: {q.string_ids_repeated} StringIds rows repeat an id "
                 "(each id keeps its smallest value)"
             )
+        if q.kernels_unnamed:
+            notes.append(_unnamed_note(who, q))
+    notes += step_notes(run, options)
     notes += crossrank_notes(run, options)
     title = "Data quality: " + ("; ".join(notes) if notes else "nothing left out or repaired")
     return {
@@ -108,6 +112,42 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         "tables": [{"id": "data_quality", "title": title, "rows": rows}],
         "cannot_answer": cannot,
     }
+
+
+def _unnamed_note(who: str, q) -> str:
+    """The line of a report's kernels without a name string: what they were taken as."""
+    left = q.kernels_unnamed - q.kernels_unnamed_nccl - q.kernels_unnamed_compute
+    return (
+        f"{who}: {q.kernels_unnamed} of {q.kernels_captured} kernels have no name (ids "
+        f"missing from StringIds): {q.kernels_unnamed_nccl} taken as NCCL and "
+        f"{q.kernels_unnamed_compute} as compute (by the NCCL range around their launch, "
+        f"their stream or their shape), {left} left out of every figure"
+    )
+
+
+def step_notes(run: Run, options: ReportOptions) -> list[str]:
+    """A line for the step ranges the step definition repaired (`steps.repairs`: a step
+    number used again, numbered on; ranges reaching into the next step, cut), the ranks
+    with the same counts together."""
+    repairs = run_module(run, "steps.repairs", step_pattern=options.step_pattern)
+    said = {
+        "renumbered": "use a step number again (an epoch restarting?): numbered on after the "
+        "highest, so no two steps merge (steps.ranges lists them)",
+        "cut": "reach into the next step: cut where it begins, so no time counts in two steps",
+    }
+    notes = []
+    for column, what in said.items():
+        hit = repairs[repairs[column] > 0]
+        for (count, ranges), ranks in hit.groupby([column, "ranges"], sort=False)["rank"]:
+            who = f"rank {ranks.iloc[0]}" if len(ranks) == 1 else f"ranks {_listed(ranks)}"
+            each = " each" if len(ranks) > 1 else ""
+            notes.append(f"{who}: {count} of {ranges} step ranges{each} {what}")
+    return notes
+
+
+def _listed(ranks) -> str:
+    names = [str(int(r)) for r in ranks]
+    return ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 def crossrank_notes(run: Run, options: ReportOptions) -> list[str]:

@@ -304,7 +304,7 @@ def _top_exposed_table(exposure: pd.DataFrame) -> dict | None:
     rows = [
         {
             **_key(r),
-            "kernel": r["name"],
+            "kernel": r["name"] if isinstance(r["name"], str) else None,  # (no name string)
             "step": figure(
                 r.step,
                 COUNT,

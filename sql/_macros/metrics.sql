@@ -7,7 +7,8 @@
 -- @reads kernels, nvtx, syncs, api_calls, launches
 
 -- Every GPU activity as compute, comm (NCCL kernel or peer-to-peer copy) or copy
--- (any other memcpy or memset); unnamed kernels count as compute.
+-- (any other memcpy or memset); a kernel without a name has the kind the kernels view
+-- found for it.
 CREATE OR REPLACE MACRO gpu_work() AS TABLE
 SELECT
     rank,
@@ -35,7 +36,21 @@ FROM kernels;
 -- a process without `step:` ranges takes PyTorch profiler's `ProfilerStep#<i>`. A range
 -- holding the mark `<its text> unfinished` on its thread (nsyswrap's automatic steps: a
 -- step opened after the last optimizer step) is no step. The one definition of a step,
--- for the single-rank metrics and the cross-rank objects alike.
+-- for the single-rank metrics and the cross-rank objects alike. Two repairs, each
+-- flagged (and counted by steps.repairs for the data-quality note):
+-- * a number used again: a range whose number's earlier ranges on its thread have all
+--   ended (an epoch restarting at step:0, or every iteration naming its range step:0)
+--   is a later occurrence of that number; each later occurrence in its process is
+--   numbered on after the process's highest number, in the order they start (epochs
+--   0..9 then 0..9: steps 0..19), so two steps never merge into one (`renumbered`);
+--   ranges of one number on several threads, or one inside another, stay one step;
+-- * overlapping steps: a step (its ranges merged) that the next step of its process
+--   (by start) starts inside and outlasts ends where that step begins; a range reaching
+--   past that is cut there (`cut`), never counted in two steps (a range that starts
+--   after it keeps no time). A step inside another, or starting with it, is not cut: the
+--   time of nested steps goes by the regions of step_lookup (of steps starting together
+--   the lowest number holds it).
+-- Columns: rank, pid, tid, text, start_ns, end_ns, step, renumbered, cut.
 CREATE OR REPLACE MACRO step_ranges(step_pattern) AS TABLE
 WITH unfinished AS (
     SELECT rank, pid, tid, start_ns, text
@@ -67,14 +82,117 @@ chosen AS (
     SELECT *
     FROM matched
     QUALIFY fallback = min(fallback) OVER (PARTITION BY rank, pid)
+),
+numbered AS (
+    SELECT
+        * EXCLUDE (fallback),
+        coalesce(
+            TRY_CAST(nullif(regexp_extract(text, '(\d+)\D*$', 1), '') AS BIGINT),
+            row_number() OVER (PARTITION BY rank, pid ORDER BY start_ns, end_ns, tid, text) - 1
+        ) AS number
+    FROM chosen
+),
+occurrences AS (
+    -- a range of a number whose earlier ranges on its thread have all ended is a new
+    -- occurrence of that number: k counts them (0: the first)
+    SELECT
+        * EXCLUDE (new),
+        sum(new) OVER (
+            PARTITION BY rank, pid, tid, number ORDER BY start_ns, end_ns, text
+            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+        ) - 1 AS k
+    FROM (
+        SELECT
+            *,
+            coalesce(start_ns >= max(end_ns) OVER (
+                PARTITION BY rank, pid, tid, number ORDER BY start_ns, end_ns, text
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ), TRUE)::INTEGER AS new
+        FROM numbered
+    )
+),
+reused AS (
+    -- each later occurrence (number, k) of a process, numbered on after its highest
+    -- number in the order they start (the same occurrence on several threads: one step)
+    SELECT
+        o.rank,
+        o.pid,
+        o.number,
+        o.k,
+        m.highest + row_number() OVER (
+            PARTITION BY o.rank, o.pid ORDER BY min(o.start_ns), o.number, o.k
+        ) AS step
+    FROM occurrences AS o
+    JOIN (SELECT rank, pid, max(number) AS highest FROM numbered GROUP BY rank, pid) AS m
+        ON m.rank = o.rank
+        AND m.pid = o.pid
+    WHERE o.k > 0
+    GROUP BY o.rank, o.pid, o.number, o.k, m.highest
+),
+stepped AS (
+    SELECT
+        o.rank,
+        o.pid,
+        o.tid,
+        o.text,
+        o.start_ns,
+        o.end_ns,
+        coalesce(r.step, o.number) AS step,
+        o.k > 0 AS renumbered
+    FROM occurrences AS o
+    LEFT JOIN reused AS r
+        ON r.rank = o.rank
+        AND r.pid = o.pid
+        AND r.number = o.number
+        AND r.k = o.k
+),
+spans AS (
+    SELECT rank, pid, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM stepped
+    GROUP BY rank, pid, step
+),
+following AS (
+    -- the steps that start next in the process (several may start together: the longest)
+    SELECT
+        rank,
+        pid,
+        start_ns,
+        lead(start_ns) OVER later AS next_start_ns,
+        lead(end_ns) OVER later AS next_end_ns
+    FROM (SELECT rank, pid, start_ns, max(end_ns) AS end_ns FROM spans GROUP BY ALL)
+    WINDOW later AS (PARTITION BY rank, pid ORDER BY start_ns)
+),
+cuts AS (
+    -- where a step crossing into the next one ends: the next starts inside it and ends
+    -- after it (a step inside another, or starting with it, is not cut)
+    SELECT
+        s.rank,
+        s.pid,
+        s.step,
+        CASE
+            WHEN f.next_start_ns < s.end_ns AND f.next_end_ns > s.end_ns THEN f.next_start_ns
+        END AS cut_ns
+    FROM spans AS s
+    JOIN following AS f
+        ON f.rank = s.rank
+        AND f.pid = s.pid
+        AND f.start_ns = s.start_ns
 )
 SELECT
-    * EXCLUDE (fallback),
-    coalesce(
-        TRY_CAST(nullif(regexp_extract(text, '(\d+)\D*$', 1), '') AS BIGINT),
-        row_number() OVER (PARTITION BY rank, pid ORDER BY start_ns, end_ns, tid, text) - 1
-    ) AS step
-FROM chosen;
+    s.rank,
+    s.pid,
+    s.tid,
+    s.text,
+    s.start_ns,
+    CASE WHEN s.end_ns > c.cut_ns THEN greatest(s.start_ns, c.cut_ns) ELSE s.end_ns END AS end_ns,
+    s.step,
+    s.renumbered,
+    coalesce(s.end_ns > c.cut_ns, FALSE) AS cut
+FROM stepped AS s
+JOIN cuts AS c
+    ON c.rank = s.rank
+    AND c.pid = s.pid
+    AND c.step = s.step;
 
 -- A rank's session time t (ns) on the run clock, by its clock (xr_clock: shift_ns,
 -- drift_ppb per session ns, and a jump: readings from jump_at_ns on are jump_ns late),
@@ -310,8 +428,8 @@ threads AS (
     FROM (SELECT DISTINCT rank, pid, tid FROM ranges)
 ),
 stream AS (
-    -- code 0: the thread's first row; 1: a range edge; 2: a launch (kind: 0 compute or
-    -- other, 1 nccl, 2 memcpy or memset, 3 else)
+    -- code 0: the thread's first row; 1: a range edge; 2: a launch (kind: 0 compute,
+    -- 1 nccl, 2 memcpy or memset, 3 else)
     SELECT tno, -9223372036854775808 AS t, 0::UTINYINT AS code, 0 AS gpu, 3::UTINYINT AS kind
     FROM threads
     UNION ALL
@@ -328,7 +446,7 @@ stream AS (
         2,
         coalesce(l.kernel_end_ns - l.kernel_start_ns, 0),
         CASE
-            WHEN l.kind IN ('compute', 'other') THEN 0
+            WHEN l.kind = 'compute' THEN 0
             WHEN l.kind = 'nccl' THEN 1
             WHEN l.kind IN ('memcpy', 'memset') THEN 2
             ELSE 3

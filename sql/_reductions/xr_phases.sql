@@ -24,15 +24,29 @@ WITH step_edges AS (
     FROM step_ranges($step_pattern)
     GROUP BY pid, tid, start_ns
 ),
+cut AS (
+    -- step ranges step_ranges cut where the next step begins: they nest as cut
+    SELECT pid, tid, start_ns, end_ns, text FROM step_ranges($step_pattern) WHERE cut
+),
 all_ranges AS (
     -- NVTX ranges on threads that hold step ranges (zero-length ones left out)
-    SELECT n.pid, n.tid, n.start_ns, n.end_ns, n.text
-    FROM nvtx AS n
-    SEMI JOIN (SELECT DISTINCT pid, tid FROM step_edges) AS s
-        ON s.pid = n.pid
-        AND s.tid = n.tid
-    WHERE n.event_type <> 'mark'
-        AND n.end_ns > n.start_ns
+    SELECT pid, tid, start_ns, end_ns, text
+    FROM (
+        SELECT n.pid, n.tid, n.start_ns, n.end_ns, n.text
+        FROM nvtx AS n
+        SEMI JOIN (SELECT DISTINCT pid, tid FROM step_edges) AS s
+            ON s.pid = n.pid
+            AND s.tid = n.tid
+        ANTI JOIN cut AS c
+            ON c.pid = n.pid
+            AND c.tid = n.tid
+            AND c.start_ns = n.start_ns
+            AND c.text = n.text
+        WHERE n.event_type <> 'mark'
+        UNION ALL
+        SELECT * FROM cut
+    )
+    WHERE end_ns > start_ns
 ),
 crossing AS (
     -- ranges across a step's edge: starting in a step and ending after it (a range
@@ -162,7 +176,7 @@ compute_launches AS (
     FROM (
         SELECT pid, start_ns, kernel_end_ns - kernel_start_ns AS gpu_ns
         FROM launches
-        WHERE kind IN ('compute', 'other')
+        WHERE kind = 'compute'
     ) AS l
     JOIN (SELECT DISTINCT pid, width FROM owned) AS w
         ON w.pid = l.pid

@@ -1,12 +1,13 @@
 -- One row per report: what nsyswrap left out of every figure or repaired while reading it.
 -- @include _macros
 -- @reads raw_analysis, raw_kernel, raw_memcpy, raw_memset, raw_sync, raw_runtime, raw_osrt,
--- @reads raw_gpu_memory, raw_nvtx, raw_strings
+-- @reads raw_gpu_memory, raw_nvtx, raw_strings, kernels
 -- Events whose times cannot be right (event_defect in _macros.sql: no time, end before
 -- start, longer than the capture, before the session start or after the capture's end,
 -- a time or place that is not a whole number) and GPU activities without a device are left
 -- out of their views and counted here; NVTX ranges without text are kept (text NULL) and
--- counted.
+-- counted; kernels without a name string are counted with the kind the kernels view found
+-- for them (those it found none for are left out of it).
 -- @column capture_ns BIGINT                       Capture duration recorded by nsys (ANALYSIS_DETAILS), ns; NULL if absent.
 -- @column kernels_captured BIGINT                 CUDA kernel rows in the report (0: no CUDA kernels captured).
 -- @column kernels_null_time BIGINT                Kernels left out: start or end is NULL.
@@ -20,19 +21,31 @@
 -- @column nvtx_ranges_without_text BIGINT         Of those, ranges with neither text nor a registered string.
 -- @column strings_repaired BIGINT                 Names and NVTX texts that were not valid UTF-8, read with U+FFFD replacement characters.
 -- @column string_ids_repeated BIGINT              StringIds rows whose id an earlier row has (a crafted or damaged export); each id keeps its smallest value.
+-- @column kernels_unnamed BIGINT                  Kernels (times and device sound) without a name string: their ids are missing from StringIds.
+-- @column kernels_unnamed_nccl BIGINT             Of those, taken as NCCL kernels (the NCCL range around their launch, their stream or their shape).
+-- @column kernels_unnamed_compute BIGINT          Of those, taken as compute kernels (their stream or their shape); the rest are left out.
 -- Each streamed raw table is scanned once (one aggregate per table).
 WITH capture AS (
     SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
     FROM raw_analysis
     WHERE _proto = 0
 ),
+named AS (
+    -- the ids with a name (as the kernels view reads StringIds)
+    SELECT id FROM raw_strings WHERE _proto = 0 GROUP BY id HAVING max(value) IS NOT NULL
+),
 kernel_defects AS (
     SELECT
         CASE WHEN event_defect(k.start, k."end", k._not_integer, c.ns, c.end_ns) IS NULL
              AND k.deviceId IS NULL THEN 'no_device'
-             ELSE event_defect(k.start, k."end", k._not_integer, c.ns, c.end_ns) END AS defect
+             ELSE event_defect(k.start, k."end", k._not_integer, c.ns, c.end_ns) END AS defect,
+        s.id IS NULL AND d.id IS NULL AS unnamed
     FROM raw_kernel AS k
     CROSS JOIN capture AS c
+    LEFT JOIN named AS s
+        ON s.id = k.shortName
+    LEFT JOIN named AS d
+        ON d.id = k.demangledName
     WHERE k._proto = 0
 ),
 kernel_counts AS (
@@ -43,8 +56,17 @@ kernel_counts AS (
         count(*) FILTER (WHERE defect = 'longer_than_capture') AS longer_than_capture,
         count(*) FILTER (WHERE defect = 'outside_capture') AS outside_capture,
         count(*) FILTER (WHERE defect = 'not_integer') AS not_integer,
-        count(*) FILTER (WHERE defect = 'no_device') AS no_device
+        count(*) FILTER (WHERE defect = 'no_device') AS no_device,
+        count(*) FILTER (WHERE defect IS NULL AND unnamed) AS unnamed
     FROM kernel_defects
+),
+unnamed_kinds AS (
+    SELECT
+        count(*) FILTER (WHERE kind = 'nccl') AS nccl,
+        count(*) FILTER (WHERE kind = 'compute') AS compute
+    FROM kernels
+    WHERE name IS NULL
+        AND kind IN ('nccl', 'compute')
 ),
 device_events AS (  -- copies and memsets (the kernels view's other rows) need a device too
     SELECT start, "end", _not_integer, deviceId IS NULL AS no_device FROM raw_memcpy WHERE _proto = 0
@@ -99,5 +121,9 @@ SELECT
     n.ranges AS nvtx_ranges,
     n.without_text AS nvtx_ranges_without_text,
     n.repaired + s.repaired AS strings_repaired,
-    s.repeated AS string_ids_repeated
-FROM capture AS c, kernel_counts AS k, other_counts AS o, nvtx_counts AS n, string_counts AS s
+    s.repeated AS string_ids_repeated,
+    k.unnamed AS kernels_unnamed,
+    u.nccl AS kernels_unnamed_nccl,
+    u.compute AS kernels_unnamed_compute
+FROM capture AS c, kernel_counts AS k, other_counts AS o, nvtx_counts AS n, string_counts AS s,
+    unnamed_kinds AS u

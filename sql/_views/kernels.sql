@@ -1,7 +1,13 @@
 -- One row per GPU activity on a stream of one report: a kernel, memcpy or memset.
 -- @include _macros
--- @reads raw_kernel, raw_strings, raw_analysis, memcpy, memset
--- Built from the raw KERNEL table and the already normalized memcpy and memset.
+-- @reads raw_kernel, raw_strings, raw_analysis, memcpy, memset, api_calls, nvtx
+-- Built from the raw KERNEL table and the already normalized memcpy, memset, api_calls
+-- and nvtx. A kernel without a name string (its ids missing from StringIds: a damaged
+-- or crafted export) keeps name NULL and takes its kind from what else identifies it:
+-- NCCL when the latest NCCL range (domain NCCL, or text nccl...) begun on the thread that
+-- launched it has not ended at the launch; else the kind of every named kernel of its
+-- stream (all NCCL, or all compute); else of every named kernel of its process with its
+-- grid and block shape. Without such evidence it is left out (counted by data_quality).
 -- @column pid BIGINT              Process id, decoded from globalPid.
 -- @column device BIGINT           CUDA device id of the activity.
 -- @column context BIGINT          CUDA context id.
@@ -12,7 +18,7 @@
 -- @column correlation_id BIGINT   CUPTI correlation id, unique within pid.
 -- @column name VARCHAR            Kernel short name, or "memcpy <kind>" / "memset".
 -- @column demangled VARCHAR       Demangled kernel name (NULL for copies and sets).
--- @column kind VARCHAR            compute, nccl, memcpy, memset, or other (unnamed kernel).
+-- @column kind VARCHAR            compute, nccl, memcpy or memset.
 -- @column is_comm BOOLEAN         NCCL kernel or peer-to-peer copy: communication.
 -- @column coll_op VARCHAR         Collective parsed from an NCCL kernel name, else NULL.
 -- @column bytes BIGINT            Bytes moved or set (NULL for kernels).
@@ -57,7 +63,7 @@ kernel_rows AS (
         coalesce(s.name, d.name) AS name,
         d.name AS demangled,
         CASE
-            WHEN coalesce(s.name, d.name) IS NULL THEN 'other'
+            WHEN coalesce(s.name, d.name) IS NULL THEN NULL
             WHEN coalesce(s.is_nccl, d.is_nccl) THEN 'nccl'
             ELSE 'compute'
         END AS kind,
@@ -84,8 +90,74 @@ kernel_rows AS (
         -- data_quality instead
         AND event_defect(k.start, k."end", k._not_integer, c.ns, c.end_ns) IS NULL
         AND k.deviceId IS NOT NULL
+),
+unnamed AS (
+    SELECT * FROM kernel_rows WHERE kind IS NULL
+),
+in_nccl_range AS (
+    -- unnamed kernels launched inside an NCCL range of the launching thread
+    SELECT DISTINCT a.pid, a.correlation_id
+    FROM (
+        SELECT a.pid, a.tid, a.start_ns, a.correlation_id
+        FROM api_calls AS a
+        SEMI JOIN unnamed AS u
+            ON u.pid = a.pid
+            AND u.correlation_id = a.correlation_id
+    ) AS a
+    ASOF JOIN (
+        SELECT pid, tid, start_ns, end_ns
+        FROM nvtx
+        WHERE event_type <> 'mark'
+            AND (domain = 'NCCL' OR lower(text) LIKE 'nccl%')
+    ) AS r
+        ON r.pid = a.pid
+        AND r.tid = a.tid
+        AND a.start_ns >= r.start_ns
+    WHERE a.start_ns < r.end_ns
+),
+by_stream AS (
+    -- the kind of every named kernel of a stream, where they all have one
+    SELECT pid, device, stream, min(kind) AS kind
+    FROM kernel_rows
+    WHERE kind IS NOT NULL
+    GROUP BY pid, device, stream
+    HAVING min(kind) = max(kind)
+),
+by_shape AS (
+    -- the kind of every named kernel of a process with one grid and block shape
+    SELECT pid, grid_x, grid_y, grid_z, block_x, block_y, block_z, min(kind) AS kind
+    FROM kernel_rows
+    WHERE kind IS NOT NULL
+    GROUP BY pid, grid_x, grid_y, grid_z, block_x, block_y, block_z
+    HAVING min(kind) = max(kind)
+),
+classified AS (
+    SELECT
+        u.* REPLACE (
+            CASE WHEN n.pid IS NOT NULL THEN 'nccl' ELSE coalesce(st.kind, sh.kind) END AS kind,
+            n.pid IS NOT NULL OR coalesce(st.kind, sh.kind) = 'nccl' AS is_comm
+        )
+    FROM unnamed AS u
+    LEFT JOIN in_nccl_range AS n
+        ON n.pid = u.pid
+        AND n.correlation_id = u.correlation_id
+    LEFT JOIN by_stream AS st
+        ON st.pid = u.pid
+        AND st.device = u.device
+        AND st.stream = u.stream
+    LEFT JOIN by_shape AS sh
+        ON sh.pid = u.pid
+        AND sh.grid_x IS NOT DISTINCT FROM u.grid_x
+        AND sh.grid_y IS NOT DISTINCT FROM u.grid_y
+        AND sh.grid_z IS NOT DISTINCT FROM u.grid_z
+        AND sh.block_x IS NOT DISTINCT FROM u.block_x
+        AND sh.block_y IS NOT DISTINCT FROM u.block_y
+        AND sh.block_z IS NOT DISTINCT FROM u.block_z
+    WHERE n.pid IS NOT NULL OR st.kind IS NOT NULL OR sh.kind IS NOT NULL
 )
-SELECT * FROM kernel_rows
+SELECT * FROM kernel_rows WHERE kind IS NOT NULL
+UNION ALL
+SELECT * FROM classified
 UNION ALL
 SELECT
     pid, device, context, stream, start_ns, end_ns, dur_ns, correlation_id,

@@ -43,12 +43,11 @@ work AS (
     SELECT n.rank, n.pid, n.start_ns, n.end_ns, n.text AS name,
         CASE WHEN n.domain = 'MPI' THEN 'mpi' ELSE 'nvtx' END AS source, 0 AS fallback
     FROM nvtx AS n
-    ANTI JOIN steps AS s
+    ANTI JOIN steps AS s  -- (by start: step_ranges may have cut a step's end)
         ON s.rank = n.rank
         AND s.pid = n.pid
         AND s.tid = n.tid
         AND s.start_ns = n.start_ns
-        AND s.end_ns = n.end_ns
         AND s.text = n.text
     WHERE n.event_type <> 'mark'
         AND 2 * n.dur_ns >= $long_gap_ns

@@ -380,3 +380,104 @@ def test_a_report_damaged_part_way_is_one_line_without_the_sql(cli, tmp_path, mo
     report.write_bytes(data)
     line = assert_one_line_error(cli("report", report), "rank0.sqlite: cannot be read to the end")
     assert "SELECT" not in line
+
+
+# --- kernels without a name string: classified by what else identifies them, or left out ---
+
+RUN4 = FIXTURES / "run4_straggler"
+NAME_IDS = f"(SELECT shortName FROM {KERNELS} UNION SELECT demangledName FROM {KERNELS})"
+NCCL_RANGES = "UPDATE NVTX_EVENTS SET text = 'x' || text WHERE lower(text) LIKE 'nccl%'"
+LOST = {  # what loses its name: the StringIds rows deleted (and other damage), per case
+    "nccl-names": [f"DELETE FROM StringIds WHERE value LIKE 'nccl%' AND id IN {NAME_IDS}"],
+    "half-nccl-names": [  # every other NCCL kernel points at ids StringIds lacks
+        f"UPDATE {KERNELS} SET shortName = 1000000 + rowid, demangledName = 2000000 + rowid "
+        f"WHERE rowid IN (SELECT rowid FROM {KERNELS} WHERE shortName IN "
+        "(SELECT id FROM StringIds WHERE value LIKE 'nccl%') ORDER BY start LIMIT 10)"
+    ],
+    "nccl-names-and-ranges": [
+        f"DELETE FROM StringIds WHERE value LIKE 'nccl%' AND id IN {NAME_IDS}",
+        NCCL_RANGES,
+    ],
+    "a-page-of-ids": [  # six ids in a row, as an overwritten page of StringIds loses them
+        f"DELETE FROM StringIds WHERE id IN (SELECT id FROM (SELECT shortName AS id FROM "
+        f"{KERNELS} UNION SELECT demangledName FROM {KERNELS}) ORDER BY id LIMIT 6 OFFSET 2)"
+    ],
+    "every-name": [f"DELETE FROM StringIds WHERE id IN {NAME_IDS}"],
+}
+
+
+def _run_losing(tmp_path: Path, case: str, ranks=range(4)) -> Path:
+    for rank in range(4):
+        statements = LOST[case] if rank in ranks else []
+        crafted(
+            tmp_path / case,
+            *statements,
+            source=RUN4 / f"rank{rank}.sqlite",
+            name=f"rank{rank}.sqlite",
+        )
+    return tmp_path / case
+
+
+@pytest.fixture(scope="module")
+def run4_report() -> dict:
+    return json.loads(json.dumps(nsyswrap.report.report([RUN4])))
+
+
+def _figures(built: dict) -> dict:
+    """Every table but the data quality's, kernel names left out (they are what was lost)."""
+    return {
+        (s["id"], t["id"]): [{k: v for k, v in row.items() if k != "kernel"} for row in t["rows"]]
+        for s in built["sections"]
+        if s["id"] != "data_quality"
+        for t in s["tables"]
+        if t["id"] not in ("top_kernels", "tensor_cores", "frameworks")  # (read from names)
+    }
+
+
+@pytest.mark.parametrize(
+    "case, ranks",
+    [
+        ("nccl-names", range(4)),
+        ("nccl-names", [2]),
+        ("half-nccl-names", range(4)),
+        ("nccl-names-and-ranges", range(4)),
+        ("a-page-of-ids", [0, 3]),
+    ],
+    ids=["nccl-names", "nccl-names-rank-2", "half", "no-nccl-ranges", "page-ranks-0-3"],
+)
+def test_kernels_without_a_name_are_classified_and_counted(tmp_path, run4_report, case, ranks):
+    """NCCL kernels that lost their names stay NCCL (by the NCCL range around their
+    launch, else their stream or shape), compute kernels compute: every figure is the
+    untouched run's, and the data-quality note counts them per rank."""
+    run = _run_losing(tmp_path, case, ranks)
+    built = json.loads(json.dumps(nsyswrap.report.report([run])))
+    assert built["diagnosis"]["headline"] == run4_report["diagnosis"]["headline"]
+    assert _figures(built) == _figures(run4_report)
+    left_out = nsyswrap.query("trace.left_out", [run]).set_index("rank")
+    for rank in range(4):
+        row = left_out.loc[rank]
+        assert bool(row.kernels_unnamed > 0) == (rank in ranks)
+        assert row.kernels_unnamed == row.kernels_unnamed_nccl + row.kernels_unnamed_compute
+    (dq,) = [s for s in built["sections"] if s["id"] == "data_quality"]
+    said = [n for n in dq["notes"] if "kernels have no name" in n]
+    assert len(said) == len(list(ranks)) and all("0 left out of every figure" in n for n in said)
+
+
+def test_kernels_nothing_identifies_are_left_out_and_counted(tmp_path):
+    """Every name lost: the NCCL kernels are still found by the NCCL ranges around their
+    launch; the compute kernels, whose streams and shapes no named kernel shares, are left
+    out of every figure and counted, never taken as compute (or NCCL) silently."""
+    run = _run_losing(tmp_path, "every-name")
+    kernels = nsyswrap.sql(
+        "SELECT rank, kind, count(*) AS n FROM kernels WHERE name IS NULL GROUP BY ALL", [run]
+    )
+    assert set(kernels.kind) == {"nccl"}
+    left_out = nsyswrap.query("trace.left_out", [run])
+    quality = nsyswrap.query("trace.data_quality", [run])
+    assert (left_out.kernels_unnamed == quality.kernels_captured).all()
+    assert (left_out.kernels_unnamed_compute == 0).all()
+    built = json.loads(json.dumps(nsyswrap.report.report([run])))
+    (dq,) = [s for s in built["sections"] if s["id"] == "data_quality"]
+    nccl = int(left_out.kernels_unnamed_nccl.iloc[0])
+    assert any(f"{320 - nccl} left out of every figure" in n for n in dq["notes"])
+    assert "NaN" not in json.dumps(built)
