@@ -112,14 +112,23 @@ def test_force_overwrites_what_is_no_report(cli, run, tmp_path):
 
 
 @pytest.mark.parametrize("device", ["/dev/null", "/dev/full"])
-def test_a_character_device_is_written_not_refused(cli, run, device):
+@pytest.mark.parametrize(
+    "command",
+    [
+        lambda run, out: ["sql", "SELECT 1 AS one", run / "rank0.sqlite", "-o", out],
+        lambda run, out: ["report", run / "rank0.sqlite", "--html", out],
+        lambda run, out: ["timeline", run, "-o", out, "--force"],
+    ],
+    ids=["sql -o", "report --html", "timeline -o --force"],
+)
+def test_a_character_device_is_written_not_refused(cli, run, device, command):
     """/dev/null takes the output; /dev/full says there is no space (never "already
     exists")."""
-    result = cli("sql", "SELECT 1 AS one", run / "rank0.sqlite", "-o", device)
+    code, out, err = cli(*command(run, Path(device)))
     if device == "/dev/null":
-        assert result[0] == 0 and result[2] == ""
+        assert code == 0 and "Error" not in err, err
     else:
-        line = assert_one_line_error(result, "no space is left")
+        line = assert_one_line_error((code, out, err), "no space is left")
         assert line.startswith(f"Error: {device}: ")
 
 
