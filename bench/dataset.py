@@ -1,10 +1,11 @@
 """The generated runs the benchmark measures, cached under bench/out/runs/.
 
-The main run is the generator's `bench` preset (8 ranks x 1000 steps of ~1000 kernels:
-~1 M kernels, ~1 M launch calls and ~100 k NVTX ranges per rank); `steps` shrinks it
-for a quick try. Runs with fewer ranks are directories of symbolic links to its first
-reports; runs with fewer kernels per rank are generated (1 rank, fewer steps). A run is
-regenerated only when its scenario changes.
+The main runs are 8 ranks x 1000 steps of ~1000 kernels (~1 M kernels, ~1 M launch calls
+and ~100 k NVTX ranges per rank) in three shapes (SHAPES): the generator's `bench` preset,
+whose kernels are queued far ahead of the GPU, and two where the host sets the pace, as
+in eager training; `steps` shrinks them for a quick try. Runs with fewer ranks are
+directories of symbolic links to a run's first reports; runs with fewer kernels per rank
+are generated (1 rank, fewer steps). A run is regenerated only when its scenario changes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,38 @@ OUT = Path(__file__).resolve().parent / "out"
 RUNS = OUT / "runs"
 MAIN_PRESET = "bench"
 FULL_STEPS = 1000  # the preset's steps: ~1 M kernels per rank
+QUEUED, LAUNCH_BOUND, HOST_PACED = "queued", "launch-bound", "host-paced"
+SHAPES = {
+    QUEUED: (
+        "the `bench` preset: kernels of 10-60 us queued ~15 ms ahead of the GPU by a host "
+        "that launches one every 4-11 us, a synchronising call ending each step",
+        {},
+    ),
+    LAUNCH_BOUND: (
+        "the `bench` preset launch-bound: every kernel (2-8 us) launched just before it runs "
+        "(4-7 us of launch call and a 5-9 us host gap before each: a host gap before every "
+        "kernel), no synchronising call",
+        {
+            "compute_ns": (2_000, 8_000),
+            "launch_api_ns": (4_000, 7_000),
+            "host_gap_ns": (5_000, 9_000),
+            "step_sync": False,
+        },
+    ),
+    HOST_PACED: (
+        "the `bench` preset host-paced: 2 ms of data loading on the host each step (the GPU "
+        "idle), kernels (3-12 us) about as long as their launches (3-8 us call, 2-10 us gap: "
+        "some queue, most start at their launch), a synchronising call ending each step",
+        {
+            "compute_ns": (3_000, 12_000),
+            "launch_api_ns": (3_000, 8_000),
+            "host_gap_ns": (2_000, 10_000),
+            "data_loading_ns": 2_000_000,
+        },
+    ),
+}
+"""Shape name: (what it is, the `bench` preset's fields it changes). Both paced shapes keep
+the preset's planted straggler (rank 5, 300 us more forward work per step)."""
 
 
 def _generated(scenario: Scenario, out_dir: Path) -> Path:
@@ -31,13 +64,21 @@ def _generated(scenario: Scenario, out_dir: Path) -> Path:
     return out_dir
 
 
-def _name(steps: int) -> str:
-    return MAIN_PRESET if steps == FULL_STEPS else f"{MAIN_PRESET}_{steps}steps"
+def scenario(shape: str = QUEUED, **size) -> Scenario:
+    """The `bench` preset in `shape`, resized by `size` (ranks, steps: see `preset`)."""
+    changes = SHAPES[shape][1]
+    sc = preset(MAIN_PRESET, **size)
+    return sc.replace(name=f"{MAIN_PRESET}_{shape}", **changes) if changes else sc
 
 
-def main_run(steps: int = FULL_STEPS) -> Path:
-    """The 8-rank run: the `bench` preset, with `steps` steps."""
-    return _generated(preset(MAIN_PRESET, steps=steps), RUNS / _name(steps))
+def _name(steps: int, shape: str = QUEUED) -> str:
+    name = MAIN_PRESET if shape == QUEUED else f"{MAIN_PRESET}_{shape}"
+    return name if steps == FULL_STEPS else f"{name}_{steps}steps"
+
+
+def main_run(steps: int = FULL_STEPS, shape: str = QUEUED) -> Path:
+    """The 8-rank run of `shape`, with `steps` steps."""
+    return _generated(scenario(shape, steps=steps), RUNS / _name(steps, shape))
 
 
 def first_ranks(ranks: int, steps: int = FULL_STEPS) -> Path:
@@ -85,13 +126,13 @@ def size_of(run: Path) -> dict[str, int]:
     return totals
 
 
-SWEEP_RANKS = (8, 16, 32, 64)
+SWEEP_RANKS = (8, 32, 64)
 
 
-def sweep_run(ranks: int, steps: int) -> Path:
-    """The first `ranks` reports of a 64-rank run of the `bench` preset with `steps` steps
-    per rank (~1000 kernels each; generated once, the smaller runs are links to it)."""
+def sweep_run(ranks: int, steps: int, shape: str = QUEUED) -> Path:
+    """The first `ranks` reports of a 64-rank run of `shape` with `steps` steps per rank
+    (~1000 kernels each; generated once, the smaller runs are links to it)."""
     most = max(SWEEP_RANKS)
-    name = f"{MAIN_PRESET}_{most}ranks_{steps}steps"
-    source = _generated(preset(MAIN_PRESET, ranks=most, steps=steps), RUNS / name)
+    name = f"{_name(FULL_STEPS, shape)}_{most}ranks_{steps}steps"
+    source = _generated(scenario(shape, ranks=most, steps=steps), RUNS / name)
     return _first(source, ranks, RUNS / f"{name}_first{ranks}")

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from nsyswrap.engine import sql_objects
+from nsyswrap.engine import sql_objects, stage_log
 from nsyswrap.engine.connection import VIEWS, quote, session
 from nsyswrap.storage import store
 from nsyswrap.storage.cache_keys import report_key
@@ -60,7 +60,7 @@ def normalize(path: Path, tables: dict[str, set[str]], target: Path) -> None:
     if (target / "session.parquet").exists():
         return
     try:
-        with wal_applied(path):
+        with wal_applied(path), stage_log.step("views", "views", str(path)):
             store.write(target, lambda work: _build(path, tables, work), about=str(path))
     except duckdb.Error:
         failure = READ_FAILURES.pop(path, None)

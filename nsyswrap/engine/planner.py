@@ -36,7 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsyswrap.engine import builders, plan, sql_objects
+from nsyswrap.engine import builders, plan, sql_objects, stage_log
 from nsyswrap.engine.connection import CachedReport, create_view, quote
 from nsyswrap.engine.pool import map_reports
 from nsyswrap.engine.run import open_cached, ours
@@ -155,10 +155,8 @@ def _bind_needs(run, compiled: plan.Plan, name: str, params: dict) -> None:
 def _bind(run, step: plan.Step) -> None:
     """Make view `step.name` hold the step's rows: a view over its per-report entries, or a
     table computed (or read from the store) once per run and parameter values."""
-    name, params = step.name, step.params
-    obj = sql_objects.get(name)
-    values = step.values
-    key = _key(name, values)
+    name = step.name
+    key = _key(name, step.values)
     if run.bound.get(name) == key and run.cached:
         return  # a run of hand-made tables may change: only cached reports are bound once
     if step.kind == "report":
@@ -170,30 +168,38 @@ def _bind(run, step: plan.Step) -> None:
     else:
         table = _table_name(name, key)
         if table not in run.tables or not run.cached:
-            stored = step.entries[0] if step.entries else None
-            if stored is None or not _read_stored(run, table, stored):
-                if stored is not None:  # it was stored when planned: what it reads was not
-                    inputs = plan.compile(scope(run), [(name, params)], inputs=True)
-                    _fill(run, inputs, but=step.id)
-                    _bind_needs(run, inputs, name, params)
-                if obj.builder:
-                    for built, rows in builders.build(run, obj, params).items():
-                        made = sql_objects.get(built)
-                        made_key = _key(built, made.values(params))
-                        with ours(made):
-                            builders.create_table(
-                                run.connection, _table_name(built, made_key), built, rows
-                            )
-                        _keep(run, built, params)
-                else:
-                    with ours(obj):
-                        run.connection.execute(
-                            f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}', obj.bound(params)
-                        )
-                    _keep(run, name, params)
+            with stage_log.step("run", name):
+                _compute_run_object(run, step, table)
             run.tables.add(table)
         run.connection.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT * FROM "{table}"')
     run.bound[name] = key
+
+
+def _compute_run_object(run, step: plan.Step, table: str) -> None:
+    """Table `table` holding run object `step.name` with `step.params`: read from the
+    store, else computed (what it reads bound first) and stored."""
+    name, params = step.name, step.params
+    obj = sql_objects.get(name)
+    stored = step.entries[0] if step.entries else None
+    if stored is not None and _read_stored(run, table, stored):
+        return
+    if stored is not None:  # it was stored when planned: what it reads was not
+        inputs = plan.compile(scope(run), [(name, params)], inputs=True)
+        _fill(run, inputs, but=step.id)
+        _bind_needs(run, inputs, name, params)
+    if not obj.builder:
+        with ours(obj):
+            run.connection.execute(
+                f'CREATE OR REPLACE TABLE "{table}" AS {obj.sql}', obj.bound(params)
+            )
+        _keep(run, name, params)
+        return
+    for built, rows in builders.build(run, obj, params).items():
+        made = sql_objects.get(built)
+        made_key = _key(built, made.values(params))
+        with ours(made):
+            builders.create_table(run.connection, _table_name(built, made_key), built, rows)
+        _keep(run, built, params)
 
 
 def _table_name(name: str, key: str) -> str:
@@ -282,7 +288,8 @@ def _store(run, name: str, params: dict, target: Path) -> None:
                     about=str(run.cached[0].path),
                 )
 
-    store.write(target, build, about=str(run.cached[0].path))
+    with stage_log.step("object", name, str(run.cached[0].path)):
+        store.write(target, build, about=str(run.cached[0].path))
 
 
 def _write(run, obj: sql_objects.SqlObject, rows, target: Path) -> None:

@@ -136,46 +136,7 @@ other in one task (one worker), so those read off the timeline find it here."""
 def build(inputs) -> dict[str, pa.Table]:
     """`device_timeline` and `nccl_overlap`: the activities read once, one sort per
     device, its sweep; each NCCL kernel's overlap looked up in it."""
-    rows = inputs.arrow(
-        "kernels",
-        [
-            "rank",
-            "device",
-            "start_ns",
-            "end_ns",
-            "kind",
-            "is_comm",
-            "pid",
-            "correlation_id",
-            "name",
-            "stream",
-            "dur_ns",
-        ],
-    )
-    rows = rows.filter(pc.is_valid(rows["start_ns"]))
-    nccl = _nccl_kernels(rows)
-    copy = pc.fill_null(pc.is_in(rows["kind"], pa.array(["memcpy", "memset"])), False)
-    copy = copy.to_numpy(zero_copy_only=False)
-    comm = pc.fill_null(rows["is_comm"], False).to_numpy(zero_copy_only=False)
-    activity = np.where(comm, COMM, np.where(copy, COPY, COMPUTE)).astype(np.uint8)
-    launch = _first_calls(
-        _ints(rows["pid"], -1),
-        _ints(rows["correlation_id"], -1),
-        inputs.arrow("launches", ["pid", "correlation_id", "start_ns"]),
-    )
-    col = {
-        "rank": _ints(rows["rank"]),
-        "device": _ints(rows["device"]),
-        "start": _ints(rows["start_ns"]),
-        "end": _ints(rows["end_ns"], NONE),
-        "activity": activity,
-        "kernel": ~copy,
-        "launch": launch,
-    }
-    order = np.lexsort((col["start"], col["device"], col["rank"]))
-    col = {c: v if _constant(v) else v[order] for c, v in col.items()}
-    names, name_id = _name_ids(rows["name"], order)
-    del rows, comm, copy, activity, launch
+    col, names, name_id, nccl = _activities(inputs)
     rank, device, start, end, launch = (
         col[c] for c in ("rank", "device", "start", "end", "launch")
     )
@@ -223,6 +184,51 @@ def build(inputs) -> dict[str, pa.Table]:
         ),
         "nccl_overlap": _nccl_overlap(nccl, devices),
     }
+
+
+def _activities(inputs) -> tuple[dict[str, np.ndarray], list[str], np.ndarray, pa.Table]:
+    """The report's GPU activities with a start, read once and sorted by (rank, device,
+    start): their columns (rank, device, start, end, activity, kernel, launch: the first
+    launch call of each), the distinct names and each row's index among them, and the NCCL
+    kernels (see _nccl_kernels)."""
+    rows = inputs.arrow(
+        "kernels",
+        [
+            "rank",
+            "device",
+            "start_ns",
+            "end_ns",
+            "kind",
+            "is_comm",
+            "pid",
+            "correlation_id",
+            "name",
+            "stream",
+            "dur_ns",
+        ],
+    )
+    rows = rows.filter(pc.is_valid(rows["start_ns"]))
+    nccl = _nccl_kernels(rows)
+    copy = pc.fill_null(pc.is_in(rows["kind"], pa.array(["memcpy", "memset"])), False)
+    copy = copy.to_numpy(zero_copy_only=False)
+    comm = pc.fill_null(rows["is_comm"], False).to_numpy(zero_copy_only=False)
+    col = {
+        "rank": _ints(rows["rank"]),
+        "device": _ints(rows["device"]),
+        "start": _ints(rows["start_ns"]),
+        "end": _ints(rows["end_ns"], NONE),
+        "activity": np.where(comm, COMM, np.where(copy, COPY, COMPUTE)).astype(np.uint8),
+        "kernel": ~copy,
+        "launch": _first_calls(
+            _ints(rows["pid"], -1),
+            _ints(rows["correlation_id"], -1),
+            inputs.arrow("launches", ["pid", "correlation_id", "start_ns"]),
+        ),
+    }
+    order = np.lexsort((col["start"], col["device"], col["rank"]))
+    col = {c: v if _constant(v) else v[order] for c, v in col.items()}
+    names, name_id = _name_ids(rows["name"], order)
+    return col, names, name_id, nccl
 
 
 def _sweep(line: Device) -> np.ndarray:
