@@ -21,7 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from nsyswrap.engine import sql_objects, stage_log
-from nsyswrap.engine.connection import VIEWS, quote, session
+from nsyswrap.engine.connection import LAZY_VIEWS, VIEWS, quote, session
 from nsyswrap.storage import store
 from nsyswrap.storage.cache_keys import report_key
 from nsyswrap.storage.leftovers import temp_dir
@@ -29,6 +29,8 @@ from nsyswrap.storage.raw_tables import RAW_FILTERS, RAW_TABLES
 from nsyswrap.storage.sqlite_source import READ_FAILURES, read_batches, typed_select, wal_applied
 
 STREAMED = {"kernel", "memcpy", "memset", "sync", "runtime", "nvtx", "osrt", "gpu_memory"}
+WRITTEN = tuple(v for v in VIEWS if v not in LAZY_VIEWS)
+"""The views a report's normalization writes (the lazy ones are built on first use)."""
 VIEW_PARQUET = "FORMAT parquet, PARQUET_VERSION v2"
 """How a view is written: Parquet 2 (delta-encoded integers, dictionary-encoded strings)
 writes a 1 M-kernel report's views ~15 % cheaper than Parquet 1, reads them back faster and
@@ -49,7 +51,7 @@ def _damaged_file(entry: Path) -> Path | None:
     None when the entry is sound (or absent)."""
     if not (entry / "session.parquet").exists():
         return None
-    missing = [entry / f"{v}.parquet" for v in VIEWS if not (entry / f"{v}.parquet").exists()]
+    missing = [entry / f"{v}.parquet" for v in WRITTEN if not (entry / f"{v}.parquet").exists()]
     return missing[0] if missing else store.damaged(entry)
 
 
@@ -86,7 +88,7 @@ def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
     one that several views read is held in a DuckDB table (which spills to disk past the
     memory cap), and every raw table is dropped once its last reader is written."""
     readers = Counter(
-        r for view in VIEWS for r in sql_objects.get(view).reads if r.startswith("raw_")
+        r for view in WRITTEN for r in sql_objects.get(view).reads if r.startswith("raw_")
     )
     # One thread per report: the build is paced by the single stream out of SQLite and
     # open_run already builds `jobs` reports at once; more threads only cost CPU and memory.
@@ -96,7 +98,7 @@ def _build(path: Path, tables: dict[str, set[str]], out: Path) -> None:
         try:
             con.execute(sql_objects.get("_macros").sql)
             held: dict[str, bool] = {}  # raw table -> held in a DuckDB table (else registered)
-            for view in VIEWS:
+            for view in WRITTEN:
                 obj = sql_objects.get(view)
                 raws = [r for r in obj.reads if r.startswith("raw_")]
                 for name in raws:

@@ -30,6 +30,9 @@ VIEWS = (  # in the order they are built: each reads only raw tables and views a
     "osrt_calls",
     "gpu_memory",
 )
+LAZY_VIEWS = ("launches",)
+"""Views a report's normalization does not write: built from its other views where first
+needed (nsyswrap.engine.lazy_views)."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,11 @@ def create_view(
 def connect(
     reports: list[CachedReport], *, memory_limit: str, spill_dir: Path, threads: int | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """A session with one view per normalized view over `reports`."""
+    """A session with one view per normalized view over `reports` (a lazy view only where
+    every report has its file: see nsyswrap.engine.lazy_views)."""
     con = session(memory_limit=memory_limit, spill_dir=spill_dir, threads=threads)
     for view in VIEWS:
-        create_view(con, view, [(r.rank, r.path, r.views_dir / f"{view}.parquet") for r in reports])
+        files = [(r.rank, r.path, r.views_dir / f"{view}.parquet") for r in reports]
+        if view not in LAZY_VIEWS or all(file.exists() for _, _, file in files):
+            create_view(con, view, files)
     return con

@@ -36,7 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nsyswrap.engine import builders, plan, sql_objects, stage_log
+from nsyswrap.engine import builders, lazy_views, plan, sql_objects, stage_log
 from nsyswrap.engine.connection import CachedReport, create_view, quote
 from nsyswrap.engine.pool import map_reports
 from nsyswrap.engine.run import open_cached, ours
@@ -75,6 +75,7 @@ def results(run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]
             out[key] = declared_order(_concat(tables), module)
             continue
         _bind_needs(run, compiled, name, params)
+        lazy_views.ensure(run, module.reads)
         with ours(module):
             out[key] = run.connection.execute(module.sql, module.bound(params)).df()
     return out
@@ -187,6 +188,7 @@ def _compute_run_object(run, step: plan.Step, table: str) -> None:
         inputs = plan.compile(scope(run), [(name, params)], inputs=True)
         _fill(run, inputs, but=step.id)
         _bind_needs(run, inputs, name, params)
+    lazy_views.ensure(run, obj.reads)
     if not obj.builder:
         with ours(obj):
             run.connection.execute(
@@ -274,6 +276,7 @@ def _store(run, name: str, params: dict, target: Path) -> None:
 
     def build(work: Path) -> None:
         prepare(run, name, params)
+        lazy_views.ensure(run, obj.reads)
         if not obj.builder:
             with ours(obj):
                 _copy(run, obj, values, work / ROWS)

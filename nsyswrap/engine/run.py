@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 
 from nsyswrap.engine import sql_objects
-from nsyswrap.engine.connection import CachedReport, connect
+from nsyswrap.engine.connection import LAZY_VIEWS, CachedReport, connect
 from nsyswrap.engine.dask_engine import DaskEngine
 from nsyswrap.errors import NsysWrapError, limit_error
 from nsyswrap.storage import store
@@ -54,18 +54,32 @@ class Run:
     cache_max: str | None = None
     """The store's cap (`--cache-max`), applied when the run closes; None: no eviction
     (a worker's run over one report)."""
+    lazy: dict[str, str] = field(default_factory=dict)
+    """Lazy view -> how the connection reads it now (files, view or table; absent: not yet:
+    nsyswrap.engine.lazy_views)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The connection, with every macro library loaded."""
+        """The connection, with every macro library loaded and every view there."""
+        from nsyswrap.engine import lazy_views
+
+        lazy_views.ensure(self, LAZY_VIEWS)
+        return self._with_libraries()
+
+    def _with_libraries(self) -> duckdb.DuckDBPyConnection:
         for library in sql_objects.of_kind("library"):
             if library.path.parent.name == "_macros":
-                self.load_library(library.name)
+                for needed in sql_objects.needs(library.name):  # its libraries first
+                    self.load_library(needed)
         return self.connection
 
     def load_library(self, name: str) -> None:
-        """Run macro library `name` on the connection, once."""
+        """Run macro library `name` on the connection, once (the lazy views it reads made
+        readable first: see nsyswrap.engine.lazy_views)."""
         if name not in self.libraries:
+            from nsyswrap.engine import lazy_views
+
+            lazy_views.ensure(self, sql_objects.get(name).reads)
             with ours(sql_objects.get(name)):
                 self.connection.execute(sql_objects.get(name).sql)
             self.libraries.add(name)
@@ -76,7 +90,10 @@ class Run:
 
     def execute(self, sql: str, params: dict | list | None = None) -> duckdb.DuckDBPyConnection:
         """Ad-hoc SQL (the user's: its errors are the user's to fix)."""
-        con = self.con
+        from nsyswrap.engine import lazy_views
+
+        lazy_views.ensure(self, lazy_views.named_in(sql))
+        con = self._with_libraries()
         try:
             return con.execute(sql, params or {})
         except duckdb.Error as exc:
@@ -151,4 +168,9 @@ def open_cached(
         lease=lease or store.Lease(),
     )
     run.lease.hold(*(c.views_dir for c in cached))
+    run.lazy = {  # (nsyswrap.engine.connection.connect made their views)
+        v: "files"
+        for v in LAZY_VIEWS
+        if cached and all((c.views_dir / f"{v}.parquet").exists() for c in cached)
+    }
     return run

@@ -100,6 +100,38 @@ def write(target: Path, build, about: str = "") -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def add_file(entry_dir: Path, name: str, build) -> Path:
+    """File `name` added to the existing entry `entry_dir`: `build(path)` writes it aside,
+    it is renamed into place (another process may add it too: the last rename stays) and
+    counted in the entry's index; the file."""
+    target = entry_dir / name
+    fd, aside = tempfile.mkstemp(prefix=f".build-{tag()}{name}-", suffix=".part", dir=entry_dir)
+    os.close(fd)
+    work = Path(aside)
+    try:
+        try:
+            build(work)
+        except Exception as exc:  # a full disk: one line, not a traceback
+            limit = limit_error(exc, entry_dir)
+            if limit is None:
+                raise
+            raise limit from exc
+        added = work.stat().st_size
+        os.replace(work, target)
+    finally:
+        work.unlink(missing_ok=True)
+    try:
+        index = json.loads((entry_dir / INDEX).read_text())
+        index["bytes"] = int(index.get("bytes", 0)) + added
+        fd, aside = tempfile.mkstemp(prefix=f".build-{tag()}", dir=entry_dir)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(index))
+        os.replace(aside, entry_dir / INDEX)
+    except (OSError, ValueError):  # no index (being removed): only its size is not counted
+        pass
+    return target
+
+
 def use(path: Path) -> None:
     """Entry `path` was used now (the least recently used go first)."""
     try:

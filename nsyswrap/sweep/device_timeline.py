@@ -207,7 +207,8 @@ def _activities(inputs) -> tuple[dict[str, np.ndarray], list[str], np.ndarray, p
             "dur_ns",
         ],
     )
-    rows = rows.filter(pc.is_valid(rows["start_ns"]))
+    if rows["start_ns"].null_count:  # (a filter copies every column: the names too)
+        rows = rows.filter(pc.is_valid(rows["start_ns"]))
     nccl = _nccl_kernels(rows)
     copy = pc.fill_null(pc.is_in(rows["kind"], pa.array(["memcpy", "memset"])), False)
     copy = copy.to_numpy(zero_copy_only=False)

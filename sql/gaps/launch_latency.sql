@@ -1,6 +1,6 @@
 -- One row per kernel starting in the window: its launch call and launch latency
 -- (kernel start - launch call start); NULL latency when the call was not traced.
--- @include metrics
+-- @include metrics, launch_metrics
 -- @column rank INTEGER                 Rank of the report.
 -- @column device BIGINT                CUDA device id.
 -- @column stream BIGINT                CUDA stream id.

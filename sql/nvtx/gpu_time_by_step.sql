@@ -4,7 +4,7 @@
 -- ranges themselves are left out; per-call counters are cut from the text as in
 -- nvtx.gpu_time_by_text.
 -- @scope report
--- @include metrics
+-- @include metrics, launch_metrics
 -- @reads step_lookup
 -- @column rank INTEGER       Rank of the process (a report may hold several).
 -- @column pid BIGINT         Process id.

@@ -2,7 +2,7 @@
 -- GPU work launched inside it (see nvtx.range_gpu_time), most GPU time first. Per-call
 -- counters (PyTorch's `seq = N`, `op_id = N`, nsyswrap's `seq=N`) are cut from the text
 -- so that the calls of one op or collective group together.
--- @include metrics
+-- @include metrics, launch_metrics
 -- @param text_like VARCHAR = %         Only ranges whose text is LIKE this.
 -- @column rank INTEGER                 Rank of the process (a report may hold several).
 -- @column pid BIGINT                   Process id.

@@ -1,7 +1,7 @@
 -- One row per NVTX range LIKE text_like: the GPU work launched inside it, i.e. whose
 -- launch call started within [start_ns, end_ns) on the range's thread (nested ranges
 -- each count the work of their children). Time is summed kernel/copy duration.
--- @include metrics
+-- @include metrics, launch_metrics
 -- @param text_like VARCHAR = %         Only ranges whose text is LIKE this.
 -- @column rank INTEGER                 Rank of the report.
 -- @column pid BIGINT                   Process id.

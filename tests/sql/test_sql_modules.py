@@ -116,7 +116,7 @@ def _schemas(golden_run) -> dict[str, list[tuple[str, str]]]:
     for name in OBJECTS:
         planner.bind(golden_run, name, {})
     return {
-        name: [(c[0], c[1]) for c in golden_run.connection.execute(f"DESCRIBE {name}").fetchall()]
+        name: [(c[0], c[1]) for c in golden_run.con.execute(f"DESCRIBE {name}").fetchall()]
         for name in [*VIEWS, *OBJECTS]
     }
 
