@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 
 from bench import dataset, results, suite
 
-DEFAULT_BUDGET_S = 570  # the whole command, generation included, stays under 10 minutes
-PARTS = ("main", "scale", "ranks", "whatif")
+DEFAULT_BUDGET_S = 2700  # the whole command, once the data exists (generating it: ~40 min)
+PARTS = ("main", "ranks", "whatif", "scale", "modules")
 RANK_STEPS = 25  # part ranks: ~25 k kernels per rank at 8-64 ranks
 
 
@@ -30,13 +30,17 @@ def _run_part(part: str, session: suite.Session) -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     size = None
     if part == "main":
-        run = dataset.main_run(session.steps)
-        size = dataset.size_of(run)
-        suite.main_suite(session, run)
+        size = {}
+        for shape in session.shapes:
+            run = dataset.main_run(session.steps, shape)
+            size[shape] = dataset.size_of(run)
+            suite.main_suite(session, run, shape)
     elif part == "scale":
         suite.scale_suite(session)
     elif part == "ranks":
-        suite.ranks_suite(session, session.rank_steps)
+        suite.ranks_suite(session, session.rank_steps, tuple(session.rank_shapes))
+    elif part == "modules":
+        suite.modules_suite(session, dataset.main_run(session.steps))
     else:
         suite.whatif_suite(session)
     result = {
@@ -59,9 +63,9 @@ def main(argv: list[str] | None = None) -> None:
         "--part",
         choices=("all", *PARTS),
         default="all",
-        help="main: the 8-rank comparison; scale: 1-8 ranks, 0.25-1 M kernels; ranks: 8-64 "
-        "small ranks, local and Dask engines; whatif: the what-if stage "
-        "(default: all four)",
+        help="main: the 8-rank comparison in each shape; ranks: 8-64 small ranks of the paced "
+        "shapes, local and Dask engines; whatif: the what-if stage; scale: 1-8 ranks, "
+        "0.25-1 M kernels; modules: each module alone (default: all five)",
     )
     parser.add_argument(
         "--budget",
@@ -79,6 +83,13 @@ def main(argv: list[str] | None = None) -> None:
         help="steps per rank (~1000 kernels each); fewer for a quick try",
     )
     parser.add_argument(
+        "--shapes",
+        default=",".join(dataset.SHAPES),
+        help="part main: the shapes measured, comma-separated (default: "
+        + ", ".join(dataset.SHAPES)
+        + "); part ranks: those of them that are paced",
+    )
+    parser.add_argument(
         "--rank-steps",
         type=int,
         default=RANK_STEPS,
@@ -86,14 +97,18 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     dataset.OUT.mkdir(parents=True, exist_ok=True)
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = sorted(set(shapes) - set(dataset.SHAPES))
+    if unknown:
+        parser.error(f"no shape {', '.join(unknown)}; the shapes: {', '.join(dataset.SHAPES)}")
     session = suite.Session(args.budget, args.jobs, args.steps, args.rank_steps)
+    session.shapes = shapes
+    session.rank_shapes = [s for s in shapes if s != dataset.QUEUED]
     for part in PARTS:
         if args.part in ("all", part):
             _run_part(part, session)
     previous = results.RESULTS_MD.read_text() if results.RESULTS_MD.is_file() else ""
-    text = results.render(
-        _saved("main"), _saved("scale"), _saved("ranks"), previous, _saved("whatif")
-    )
+    text = results.render({part: _saved(part) for part in PARTS}, previous)
     results.RESULTS_MD.write_text(text + "\n")
     print(text)
     print(f"\nwrote {results.RESULTS_MD}", file=sys.stderr)

@@ -9,22 +9,12 @@ import subprocess
 from importlib.metadata import version
 from pathlib import Path
 
-from bench.measure import KILLED
+from bench.stages import LOG_STAGES
+from bench.targets import s, stages_section, targets_section, timing, x
 
 HERE = Path(__file__).resolve().parent
 RESULTS_MD = HERE / "RESULTS.md"
-# issue 25's targets
-COLD_VS_EXTRACT, BASELINE_RATIO, STEPS_VS_ASSEMBLED, WARM_S, RSS_MB = 1.5, 5.0, 3.0, 0.5, 2048
-FLAT = 1.25
-"""The sampled peak is flat with ranks when it grows at most this much from 8 to 64 ranks."""
-STATES = (
-    "cold",
-    "computed",
-    "warm",
-)  # empty cache; views cached, results computed; views + results cached
-COMPARABLE = tuple(
-    f"{what}_{state}" for what in ("report", "trio") for state in STATES
-)  # beside the baseline
+RATIOS = {"report_cold", "trio_cold"}  # beside the baseline
 
 
 def machine() -> dict:
@@ -56,41 +46,6 @@ def machine() -> dict:
     }
 
 
-def _row(rows: list[dict], key: str) -> dict | None:
-    return next((r for r in rows if r["key"] == key and "wall_s" in r), None)
-
-
-def _any(rows: list[dict], key: str) -> dict | None:
-    return next((r for r in rows if r["key"] == key), None)
-
-
-def _wall(rows: list[dict], key: str) -> float | None:
-    """Wall time of a completed measurement."""
-    row = _row(rows, key)
-    return row["wall_s"] if row and not row.get("error") else None
-
-
-def _timing(row: dict | None) -> tuple[float | None, str]:
-    """(seconds, "" or ">"): a completed wall time, or the limit a killed process reached."""
-    if row is None or "wall_s" not in row:
-        return None, ""
-    if not row.get("error"):
-        return row["wall_s"], ""
-    return (row["wall_s"], ">") if row["error"].startswith(KILLED) else (None, "")
-
-
-def _bound(rows: list[dict], key: str) -> tuple[float | None, str]:
-    return _timing(_row(rows, key))
-
-
-def _s(x: float | None) -> str:
-    return "—" if x is None else f"{x:.2f}" if x < 100 else f"{x:.0f}"
-
-
-def _x(x: float | None) -> str:
-    return "—" if x is None else f"{x:.1f}×"
-
-
 def _notes(row: dict) -> str:
     if "skipped" in row:
         return f"skipped: {row['skipped']}"
@@ -110,334 +65,53 @@ def _notes(row: dict) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def main_table(result: dict) -> str:
-    rows = result["rows"]
-    floor, baseline = _wall(rows, "floor"), _wall(rows, "baseline")
+def main_table(rows: list[dict]) -> str:
+    """The rows of one shape (or of part modules), with their ratios to its floor and its
+    baseline."""
+    floor, _ = timing(next((r for r in rows if r["key"] == "floor"), None))
+    baseline, _ = timing(next((r for r in rows if r["key"] == "baseline"), None))
     lines = [
         "| measured | wall s | in-process s | CPU s | peak RSS MB | task process MB | ÷ floor | "
         "baseline ÷ this | notes |",
         "|---|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for r in rows:
-        wall, more = _timing(r)
-        vs_baseline = r["key"] in COMPARABLE and wall and baseline and not more
+        wall, more = timing(r)
+        vs_baseline = r["key"] in RATIOS and wall and baseline and not more
         lines.append(
             "| {} | {}{} | {} | {} | {} | {} | {}{} | {} | {} |".format(
                 r["label"],
                 more,
-                _s(wall),
-                _s(r.get("work_s")) if wall and not more else "—",
-                _s(r.get("cpu_s")),
+                s(wall),
+                s(r.get("work_s")) if wall and not more else "—",
+                s(r.get("cpu_s")),
                 f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "—",
                 f"{r['peak_rss_main_mb']:.0f}" if "peak_rss_main_mb" in r else "—",
                 more if wall and floor and r["key"] != "floor" else "",
-                _x(wall / floor) if wall and floor and r["key"] != "floor" else "",
-                _x(baseline / wall) if vs_baseline else "",
+                x(wall / floor) if wall and floor and r["key"] != "floor" else "",
+                x(baseline / wall) if vs_baseline else "",
                 _notes(r),
             )
         )
     return "\n".join(lines)
 
 
-def targets(main: dict | None, ranks: dict | None) -> str:
-    """One line per target of issue 25: what was measured, met or by how much it is missed,
-    and why (the CPU of one report by stage: `stages_table`)."""
-    rows = main["rows"] if main else []
-    lines = [
-        "| target | measured | verdict and cause |",
-        "|---|---|---|",
-        _extraction_target(rows),
-        _baseline_target(rows),
-        _steps_target(rows),
-        _warm_target(rows),
-        _together_target(rows),
-        _flat_target(ranks),
-        _stages_target(rows),
-    ]
-    return "\n".join(line for line in lines if line)
+def main_section(main: dict) -> str:
+    """Per shape: what it is, its run, its rows."""
+    from bench.dataset import SHAPES
 
-
-def _line(target: str, measured: str, met: bool, factor: float, more: str, why: str) -> str:
-    verdict = "met" if met else f"**missed by {more}{factor:.1f}×**." + (f" {why}" if why else "")
-    return f"| {target} | {measured} | {verdict} |"
-
-
-def _failure(target: str, row: dict | None) -> str:
-    if row is None:
-        return ""
-    return f"| {target} | no result | {row.get('error') or row.get('skipped')} |"
-
-
-def _stages(rows: list[dict]) -> dict | None:
-    row = _row(rows, "stages")
-    return row["detail"] if row and not row.get("error") and "read_s" in row["detail"] else None
-
-
-def _per_stage(rows: list[dict]) -> str:
-    """The CPU of one report by stage, as a clause."""
-    st = _stages(rows)
-    if st is None:
-        return "the CPU of one report by stage was not measured in this run"
-    return (
-        f'per report of {st["kernels"]:,} GPU activities ("CPU per report, by stage"): '
-        + ", ".join(f"{label} {st[key]:.2f} s" for key, label in STAGES)
-        + f" of {st['total_s']:.2f} s"
-    )
-
-
-def _extraction_target(rows: list[dict]) -> str:
-    target = f"cold report ≤ {COLD_VS_EXTRACT}× the extraction-only row"
-    extract, cold_open = _wall(rows, "extract"), _wall(rows, "cold_open")
-    cold, more = _cold_bound(rows, "report")
-    if not (extract and cold):
-        return _failure(target, _any(rows, "report_cold") or _any(rows, "extract"))
-    ratio = cold / extract
-    why = (
-        f"The extraction row reads three tables' columns into Arrow and stops (one process: "
-        f"ADBC holds one core); the cold report also writes every view (cold open_run "
-        f"{_s(cold_open)} s) and computes every per-report object the report reads, then the "
-        f"cross-rank section: {_per_stage(rows)}."
-    )
-    return _line(
-        target,
-        f"{more}{_s(cold)} s = {more}{_x(ratio)} the extraction ({_s(extract)} s)",
-        not more and ratio <= COLD_VS_EXTRACT,
-        ratio / COLD_VS_EXTRACT,
-        more,
-        why,
-    )
-
-
-def _baseline_target(rows: list[dict]) -> str:
-    """The baseline beside nsyswrap cold (like for like: both start from the SQLite files)."""
-    target = f"cold ledger + gaps + skew ≥ {BASELINE_RATIO:.0f}× faster than the pandas baseline"
-    baseline, cold_open = _wall(rows, "baseline"), _wall(rows, "cold_open")
-    computed, computed_more = _bound(rows, "trio_computed")
-    trio, more = _cold_bound(rows, "trio")
-    if not (baseline and trio):
-        return _failure(target, _any(rows, "trio_cold") or _any(rows, "baseline"))
-    ratio = baseline / trio
-    why = (
-        f"The baseline reads only what its three answers need, caches nothing and runs in one "
-        f"process; nsyswrap's cold run first normalizes and caches every view ({_s(cold_open)} s "
-        f"for all later questions), then its three metrics take {computed_more}{_s(computed)} s "
-        f"on the cached views: {_per_stage(rows)}."
-    )
-    measured = (
-        f"baseline {_s(baseline)} s ÷ nsyswrap {more}{_s(trio)} s = "
-        f"{'<' if more else ''}{_x(ratio)}"
-    )
-    return _line(
-        target, measured, not more and ratio >= BASELINE_RATIO, BASELINE_RATIO / ratio, more, why
-    )
-
-
-def _steps_target(rows: list[dict]) -> str:
-    target = (
-        f"new --steps window on a cached run ≤ {STEPS_VS_ASSEMBLED:.0f}× the warm report "
-        "with its answer assembled"
-    )
-    steps_row = _row(rows, "report_steps")
-    (steps, more), (assembled, _) = _timing(steps_row), _bound(rows, "report_assembled")
-    if not (steps and assembled):
-        return _failure(target, steps_row or _any(rows, "report_assembled"))
-    ratio = steps / assembled
-    why = (
-        "A new window's per-report objects are read off each report's stored timeline in the "
-        "worker pool (look-ups at its edges, steps and idle stretches), the window's other "
-        "per-report modules are computed, then the cross-rank section for that window."
-    )
-    return _line(
-        target,
-        f"{more}{_s(steps)} s = {more}{_x(ratio)} the assembled warm report ({_s(assembled)} s)",
-        not more and ratio <= STEPS_VS_ASSEMBLED,
-        ratio / STEPS_VS_ASSEMBLED,
-        more,
-        why,
-    )
-
-
-def _warm_target(rows: list[dict]) -> str:
-    target = f"warm report (stored answer) ≤ {WARM_S} s"
-    warm, more = _bound(rows, "report_warm")
-    if warm is None:
-        return _failure(target, _any(rows, "report_warm"))
-    why = (
-        f"Python start and `import nsyswrap.cli` take {_s(_wall(rows, 'startup'))} s; the stored "
-        "answer is read and drawn without opening the run."
-    )
-    return _line(
-        target, f"{more}{_s(warm)} s", not more and warm <= WARM_S, warm / WARM_S, more, why
-    )
-
-
-def _together_target(rows: list[dict]) -> str:
-    nsyswrap = [
-        r
-        for r in rows
-        if r.get("rss_together_mb")
-        and (
-            r["key"] in COMPARABLE + ("cold_open", "report_steps") or r["key"].startswith("module:")
-        )
-    ]
-    if not nsyswrap:
-        return ""
-    peak = max(nsyswrap, key=lambda r: r["rss_together_mb"])
-    measured = (
-        f"{peak['rss_together_mb']:.0f} MB resident together in a 10 ms sample, the largest of "
-        f"every nsyswrap row ({peak['label']}; {peak['processes']} processes)"
-    )
-    over = [
-        f"{r['label']} ({r['rss_together_mb']:.0f} MB together; the task process alone peaks at "
-        f"{r['peak_rss_main_mb']:.0f} MB)"
-        for r in nsyswrap
-        if r["rss_together_mb"] > RSS_MB
-    ]
-    return _line(
-        f"sampled peak of the process tree ≤ {RSS_MB / 1024:.0f} GB at -j 2",
-        measured,
-        not over,
-        peak["rss_together_mb"] / RSS_MB,
-        "",
-        f"Over 2 GB: {'; '.join(over)}. {_memory_by_stage(rows)}",
-    )
-
-
-def _largest(memory: dict) -> str:
-    """The objects with the highest peak resident set, as `name MB` items."""
-    return ", ".join(f"{name} {mb:,.0f}" for name, mb in memory["largest_objects_mb"])
-
-
-def _memory_by_stage(rows: list[dict]) -> str:
-    """One worker's peak resident set by stage (bench/stages.py), as a sentence."""
-    st = _stages(rows)
-    m = st.get("memory") if st else None
-    if not m:
-        return "One worker's memory by stage was not measured in this run."
-    return (
-        "At -j 2 two workers each hold one report's cold work beside the task process; "
-        "in one process (DuckDB capped as such a worker's) that work peaks at "
-        f"{max(m[k] for k, _ in MEMORY_STAGES):,.0f} MB ({m['before_mb']:,.0f} MB before it "
-        "starts): "
-        + ", ".join(f"{label} {m[key]:,.0f} MB" for key, label in MEMORY_STAGES)
-        + f"; the objects with the highest peak (MB): {_largest(m)}."
-    )
-
-
-def _flat_target(ranks: dict | None) -> str:
-    """The sampled peak of the cold report from 8 to 64 ranks (part ranks, smallest steps)."""
-    target = f"that peak flat to 64 ranks (at most {FLAT}× from 8 to 64)"
-    if not ranks:
-        return f"| {target} | part ranks not measured | — |"
-    rows = ranks["rows"]
-    base = min(r["steps"] for r in rows)
-    by_ranks = {
-        n: v
-        for n in (8, 16, 32, 64)
-        if (v := _point(rows, "local_cold", n, base, "rss_together_mb"))
-    }
-    if len(by_ranks) < 2:
-        return f"| {target} | no result | — |"
-    growth = by_ranks[max(by_ranks)] / by_ranks[min(by_ranks)]
-    measured = (
-        " → ".join(f"{v:.0f}" for v in by_ranks.values())
-        + " MB at "
-        + "/".join(map(str, by_ranks))
-        + f" ranks ({ranks['started']})"
-    )
-    return _line(
-        target,
-        measured,
-        growth <= FLAT,
-        growth / FLAT,
-        "",
-        "The pool keeps -j reports in flight; the main process holds the cross-rank "
-        "section's rows, which grow with ranks.",
-    )
-
-
-def _stages_target(rows: list[dict]) -> str:
-    st = _stages(rows)
-    target = "CPU per 1 M-kernel report reported per stage (read, sort/sweep, objects, store)"
-    if st is None:
-        return _failure(target, _any(rows, "stages"))
-    return f"| {target} | {_per_stage(rows)} | reported |"
-
-
-STAGES = (
-    ("read_s", "read"),
-    ("views_s", "views"),
-    ("sort_sweep_s", "sort/sweep"),
-    ("lookups_s", "look-ups"),
-    ("objects_s", "objects"),
-    ("store_s", "store"),
-)
-STAGES_H = "## CPU per report, by stage"
-MEMORY_STAGES = (
-    ("views_mb", "read + views"),
-    ("sort_sweep_mb", "sort/sweep"),
-    ("lookups_mb", "look-ups"),
-    ("objects_mb", "objects"),
-)
-
-
-def stages_table(result: dict) -> str:
-    """The stage row's breakdown (bench/stages.py): what each stage costs of one report."""
-    st = _stages(result["rows"])
-    if st is None:
-        return "Not measured in this run."
-    lines = [
-        f"`python -m bench.tasks stages RUN` ({result['started']}): the first report of the "
-        f"main run ({st['kernels']:,} GPU activities), cold, in one process with DuckDB on "
-        "one thread, exactly the views and per-report objects and modules a cold `nsyswrap "
-        "report` computes for it in its worker (bench/stages.py says how each stage is "
-        "timed; CPU is user + system of the process).",
-        "",
-        "| stage | CPU s | share |",
-        "|---|--:|--:|",
-    ]
-    lines += [
-        f"| {label} | {st[key]:.2f} | {st[key] / st['total_s']:.0%} |" for key, label in STAGES
-    ]
-    lines += [
-        f"| total | {st['total_s']:.2f} | |",
-        "",
-        "Costliest objects (CPU s, net of writing): "
-        + ", ".join(f"{name} {cpu:.2f}" for name, cpu in st["costliest_objects"])
-        + ".",
-    ]
-    if st.get("memory"):
-        m = st["memory"]
-        lines += [
-            "",
-            "Peak resident set of the process by stage (VmHWM reset before each stage and "
-            "each object; DuckDB capped as a -j 2 worker's, so one worker's peak):",
-            "",
-            "| stage | peak MB |",
-            "|---|--:|",
-            f"| before the work | {m['before_mb']:,.0f} |",
-        ]
-        lines += [f"| {label} | {m[key]:,.0f} |" for key, label in MEMORY_STAGES]
-        lines += [
-            "",
-            f"Objects with the highest peak (MB): {_largest(m)}.",
-        ]
-    return "\n".join(lines)
-
-
-def _cold_bound(rows: list[dict], what: str) -> tuple[float | None, str]:
-    """The cold run, or when skipped a lower bound: a cold open plus the limit of the run with
-    results computed."""
-    cold, more = _bound(rows, f"{what}_cold")
-    computed, computed_more = _bound(rows, f"{what}_computed")
-    cold_open = _wall(rows, "cold_open")
-    if cold is None and cold_open and computed_more:
-        return cold_open + computed, ">"
-    return cold, more
-
-
-def _where(row: dict) -> str:
-    return f"{row['label']}, {row['ranks']} ranks (scale)" if "ranks" in row else row["label"]
+    out = [_context(main), ""]
+    for shape in dict.fromkeys(r["shape"] for r in main["rows"] if r.get("shape")):
+        size = (main.get("dataset") or {}).get(shape)
+        out += [f"### {shape}", "", f"{SHAPES[shape][0][0].upper()}{SHAPES[shape][0][1:]}."]
+        if size:
+            out[-1] += (
+                f" Run: {size['reports']} reports, {size['bytes'] / 1e9:.2f} GB, "
+                f"{size['kernels']:,} kernels, {size['launch_calls']:,} CUDA API calls, "
+                f"{size['nvtx']:,} NVTX events."
+            )
+        out += ["", main_table([r for r in main["rows"] if r.get("shape") == shape]), ""]
+    return "\n".join(out)
 
 
 def _scale_value(rows: list[dict], key: str, ranks: int, kernels: float, field: str = "wall_s"):
@@ -476,12 +150,12 @@ def scale_table(result: dict) -> str:
 
         floor, cold = get("floor"), get("cold_open")
         lines.append(
-            f"| {ranks} | {kernels:g} M | {_s(floor)} | {_s(cold)} "
-            f"({_s(get('cold_open', 'cpu_s'))}) | "
-            f"{_x(cold / floor) if cold and floor else '—'} | "
-            f"{_s(get('cold_open', 'peak_rss_mb'))} | "
-            f"{_s(get('trio_computed'))} ({_s(get('trio_computed', 'cpu_s'))}) | "
-            f"{_s(get('trio_computed', 'peak_rss_mb'))} |"
+            f"| {ranks} | {kernels:g} M | {s(floor)} | {s(cold)} "
+            f"({s(get('cold_open', 'cpu_s'))}) | "
+            f"{x(cold / floor) if cold and floor else '—'} | "
+            f"{s(get('cold_open', 'peak_rss_mb'))} | "
+            f"{s(get('trio_computed'))} ({s(get('trio_computed', 'cpu_s'))}) | "
+            f"{s(get('trio_computed', 'peak_rss_mb'))} |"
         )
     return "\n".join(lines)
 
@@ -499,9 +173,9 @@ def scale_notes(rows: list[dict]) -> str:
         by_kernels = [(k, _scale_value(rows, key, 1, k)) for k in kernel_steps]
         notes.append(
             f"- {what}: "
-            + " → ".join(f"{_s(v)} s" for _, v in by_ranks)
+            + " → ".join(f"{s(v)} s" for _, v in by_ranks)
             + " at 1/2/4/8 ranks; "
-            + " → ".join(f"{_s(v)} s" for _, v in by_kernels)
+            + " → ".join(f"{s(v)} s" for _, v in by_kernels)
             + " at "
             + "/".join(f"{k:g}" for k in kernel_steps)
             + " M kernels on 1 rank."
@@ -515,7 +189,7 @@ def _context(result: dict) -> str:
         f"Measured {result['started']} in {result['duration_s']:.0f} s; load average before "
         f"{result['load_before']}, after {result['load_after']}; `-j {result['jobs']}`."
     )
-    if size:
+    if size and "reports" in size:
         text += (
             f" Run: {size['reports']} reports, {size['bytes'] / 1e9:.2f} GB, "
             f"{size['kernels']:,} kernels, {size['launch_calls']:,} CUDA API calls, "
@@ -531,7 +205,15 @@ MAIN_H, TARGETS_H, SCALE_H = (
 )
 RANKS_H = "## Scale to 64 ranks: the local and the Dask engine"
 WHATIF_H = "## The what-if stage"
-GENERATED = (MAIN_H, TARGETS_H, SCALE_H, RANKS_H, WHATIF_H, "## CPU per report, by stage")
+STAGES_H = "## CPU per report, by stage"
+MODULES_H = "## Each module alone"
+GENERATED = (MAIN_H, TARGETS_H, STAGES_H, RANKS_H, WHATIF_H, SCALE_H, MODULES_H)
+MODULES_ABOUT = (
+    "`python -m bench --part modules`: every module of `nsyswrap list` alone on the cached "
+    "views of the `bench` preset's run (queued), its results deleted first (the first call "
+    "of that module; scope report: computed per report in the pool), its rows streamed to "
+    "Parquet as `nsyswrap query NAME RUN -o F -f parquet` writes them."
+)
 WHATIF_ABOUT = (
     "`python -m bench --part whatif`: nsyswrap.crossrank.whatif's model and analysis (every "
     "candidate fix replayed, the critical path, the replay check) on the frames of a synthetic "
@@ -542,9 +224,10 @@ WHATIF_ABOUT = (
 )
 RANKS_ABOUT = (
     "`python -m bench --part ranks [--rank-steps N]`: `nsyswrap report RUN -j 2 --format json` on "
-    "the first 8/16/32/64 reports of a 64-rank run of the `bench` preset with N steps per rank "
-    "(~1000 kernels per step), and on 8-rank runs with 4× and 16× the steps (events per report). "
-    "Local: cold (empty cache), then warm (median of 3). Dask: cold, on a `LocalCluster` of 2 "
+    "the first 8/32/64 reports of a 64-rank run of each paced shape with N steps per rank "
+    "(~1000 kernels per step). Local: cold (empty cache; *per report* and *run*: its CPU by "
+    "stage from `$NSYSWRAP_STAGE_LOG`, the workers' per report and the cross-rank run "
+    "objects'), then warm (median of 3). Dask: cold, on a `LocalCluster` of 2 "
     "worker processes (1 thread each) that the task starts, found by its scheduler file "
     "(`--scheduler-file`), so its processes are measured with it; *whole* includes the cluster's "
     "start and stop, *report* is the report alone; *Dask JSON = local*: its output is byte for "
@@ -577,17 +260,11 @@ def whatif_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def render(
-    main: dict | None,
-    scale: dict | None,
-    ranks: dict | None = None,
-    previous: str = "",
-    whatif: dict | None = None,
-) -> str:
-    """RESULTS.md from the latest results of each part; a part with no results here (not
-    measured on this machine yet) keeps its section of `previous`, the RESULTS.md before."""
-    m = machine()
-    kept = _sections(previous)
+def render(parts: dict[str, dict | None], previous: str = "") -> str:
+    """RESULTS.md from the latest results of each part (`main`, `ranks`, `whatif`, `scale`,
+    `modules`); a part with no results here (not measured on this machine yet) keeps its
+    sections of `previous`, the RESULTS.md before."""
+    m, kept = machine(), _sections(previous)
     out = [
         "# Benchmark results",
         "",
@@ -604,55 +281,39 @@ def render(
         "",
     ]
     earlier = next((ln for ln in previous.splitlines() if ln.startswith("Machine: ")), None)
-    if earlier and not (main and scale and ranks) and earlier != out[-2]:
+    if earlier and not all(parts.values()) and earlier != out[-2]:
         out += [
             "Sections not measured in this run were measured on: " + earlier[len("Machine: ") :],
             "",
         ]
-    if main:
-        out += [MAIN_H, "", _context(main), "", main_table(main), ""]
-    elif MAIN_H in kept:
-        out += [kept[MAIN_H]]
-    if main or ranks:
-        out += [TARGETS_H, "", targets(main, ranks), ""]
-    elif TARGETS_H in kept:
-        out += [kept[TARGETS_H]]
-    if main:
-        out += [STAGES_H, "", stages_table(main), ""]
-    elif STAGES_H in kept:
-        out += [kept[STAGES_H]]
-    if scale:
-        out += [
-            SCALE_H,
-            "",
-            _context(scale),
-            "",
-            scale_table(scale),
-            "",
-            scale_notes(scale["rows"]),
-            "",
-        ]
-    elif SCALE_H in kept:
-        out += [kept[SCALE_H]]
-    if ranks:
-        out += [
-            RANKS_H,
-            "",
-            RANKS_ABOUT,
-            "",
-            _context(ranks),
-            "",
-            ranks_table(ranks),
-            "",
-            ranks_notes(ranks["rows"]),
-            "",
-        ]
-    elif RANKS_H in kept:
-        out += [kept[RANKS_H]]
-    if whatif:
-        out += [WHATIF_H, "", WHATIF_ABOUT, "", _context(whatif), "", whatif_table(whatif), ""]
-    elif WHATIF_H in kept:
-        out += [kept[WHATIF_H]]
+    main, ranks, whatif = parts.get("main"), parts.get("ranks"), parts.get("whatif")
+    made = {
+        MAIN_H: main and main_section(main),
+        TARGETS_H: (main or ranks or whatif) and targets_section(main, ranks, whatif),
+        STAGES_H: main and stages_section(main),
+        RANKS_H: ranks
+        and "\n\n".join(
+            [RANKS_ABOUT, _context(ranks), ranks_table(ranks), ranks_notes(ranks["rows"])]
+        ),
+        WHATIF_H: whatif and "\n\n".join([WHATIF_ABOUT, _context(whatif), whatif_table(whatif)]),
+        SCALE_H: parts.get("scale")
+        and "\n\n".join(
+            [
+                _context(parts["scale"]),
+                scale_table(parts["scale"]),
+                scale_notes(parts["scale"]["rows"]),
+            ]
+        ),
+        MODULES_H: parts.get("modules")
+        and "\n\n".join(
+            [MODULES_ABOUT, _context(parts["modules"]), main_table(parts["modules"]["rows"])]
+        ),
+    }
+    for heading in GENERATED:
+        if made[heading]:
+            out += [heading, "", made[heading], ""]
+        elif heading in kept:
+            out += [kept[heading]]
     out += [text for heading, text in kept.items() if heading not in GENERATED]  # written by hand
     return "\n".join(out)
 
@@ -663,95 +324,91 @@ def _sections(text: str) -> dict[str, str]:
     return {f"## {p.splitlines()[0]}": f"## {p.rstrip()}\n" for p in parts}
 
 
-def _point(rows: list[dict], key: str, ranks: int, steps: int, field: str = "wall_s"):
-    row = next(
-        (r for r in rows if r["key"] == key and r["ranks"] == ranks and r["steps"] == steps), None
+def _point(rows: list[dict], key: str, shape: str, ranks: int, field: str = "wall_s"):
+    """`field` of the row `key` of `shape` at `ranks` (None: not measured or failed)."""
+    r = next(
+        (r for r in rows if r["key"] == key and r.get("shape") == shape and r["ranks"] == ranks),
+        None,
     )
-    if row is None or field not in row and field not in row.get("detail", {}):
+    if r is None or r.get("error") or (field not in r and field not in r.get("detail", {})):
         return None
-    if row.get("error"):
-        return None
-    return row[field] if field in row else row["detail"][field]
+    return r[field] if field in r else r["detail"][field]
 
 
-def _mb(x: float | None) -> str:
-    return "—" if x is None else f"{x:.0f}"
+def _mb(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def _shapes(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r.get("shape") for r in rows))
 
 
 def ranks_table(result: dict) -> str:
-    rows = result["rows"]
-    points = sorted({(r["ranks"], r["steps"]) for r in rows}, key=lambda p: (p[1], p[0]))
-    lines = [
-        "| ranks | kernels per rank | SQLite MB | floor s | local cold s (CPU s) "
-        "| its RSS together MB (sum of peaks) | local warm s "
-        "| Dask cold s: whole, report (CPU s) | its RSS together MB (sum of peaks) "
-        "| Dask JSON = local |",
-        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
-    ]
-    for ranks, steps in points:
-
-        def get(key, field="wall_s", *, ranks=ranks, steps=steps):
-            return _point(rows, key, ranks, steps, field)
-
-        row = next(r for r in rows if r["ranks"] == ranks and r["steps"] == steps)
-        lines.append(
-            f"| {ranks} | {row['kernels_per_rank']:,} | {row['bytes'] / 1e6:.0f} | "
-            f"{_s(get('floor'))} | "
-            f"{_s(get('local_cold'))} ({_s(get('local_cold', 'cpu_s'))}) | "
-            f"{_mb(get('local_cold', 'rss_together_mb'))} "
-            f"({_mb(get('local_cold', 'peak_rss_mb'))}) | "
-            f"{_s(get('local_warm'))} | {_s(get('dask_cold'))}, {_s(get('dask_cold', 'report_s'))} "
-            f"({_s(get('dask_cold', 'cpu_s'))}) | {_mb(get('dask_cold', 'rss_together_mb'))} "
-            f"({_mb(get('dask_cold', 'peak_rss_mb'))}) | {_same(rows, ranks, steps)} |"
-        )
+    rows, lines = result["rows"], []
+    for shape in _shapes(rows):
+        lines += [
+            f"{shape}:",
+            "",
+            "| ranks | kernels per rank | SQLite MB | floor s | local cold s (CPU s) "
+            "| per report, run CPU s | its RSS together MB (sum of peaks) | local warm s "
+            "| Dask cold s: whole, report (CPU s) | its RSS together MB | Dask JSON = local |",
+            "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|:-:|",
+        ]
+        for ranks in sorted({r["ranks"] for r in rows if r.get("shape") == shape}):
+            lines.append(_rank_line(rows, shape, ranks))
+        lines.append("")
     failed = [r for r in rows if r.get("error") or r.get("skipped")]
-    lines += [""] + [
-        f"- {r['label']} at {r['ranks']} ranks × {r['steps']} steps: no result, "
+    lines += [
+        f"- {r['label']} ({r.get('shape')}) at {r['ranks']} ranks: no result, "
         f"{r.get('error') or r.get('skipped')}"
         for r in failed
     ]
     return "\n".join(lines).rstrip()
 
 
-def _same(rows: list[dict], ranks: int, steps: int) -> str:
-    """Whether the Dask engine's JSON report was byte for byte the local engine's."""
-    row = next(
-        (
-            r
-            for r in rows
-            if r["key"] == "dask_cold" and r["ranks"] == ranks and r["steps"] == steps
-        ),
-        {},
+def _rank_line(rows: list[dict], shape: str, ranks: int) -> str:
+    def get(key, field="wall_s"):
+        return _point(rows, key, shape, ranks, field)
+
+    first = next(r for r in rows if r.get("shape") == shape and r["ranks"] == ranks)
+    log = get("local_cold", "stage_log")
+    stages = f"{sum(log['per_report_s'].values()):.2f}, {log['run_s']:.2f}" if log else "—"
+    same = get("dask_cold", "same_json_as_local")
+    return (
+        f"| {ranks} | {first['kernels_per_rank']:,} | {first['bytes'] / 1e6:.0f} | "
+        f"{s(get('floor'))} | {s(get('local_cold'))} ({s(get('local_cold', 'cpu_s'))}) | "
+        f"{stages} | {_mb(get('local_cold', 'rss_together_mb'))} "
+        f"({_mb(get('local_cold', 'peak_rss_mb'))}) | {s(get('local_warm'))} | "
+        f"{s(get('dask_cold'))}, {s(get('dask_cold', 'report_s'))} "
+        f"({s(get('dask_cold', 'cpu_s'))}) | {_mb(get('dask_cold', 'rss_together_mb'))} | "
+        f"{'—' if same is None else 'yes' if same else '**no**'} |"
     )
-    same = row.get("same_json_as_local")
-    return "—" if same is None else "yes" if same else "**no**"
 
 
 def ranks_notes(rows: list[dict]) -> str:
-    """How time and memory grow with ranks (at the smallest steps) and with events per report
-    (8 ranks)."""
-    base = min(r["steps"] for r in rows)
-    by_ranks = sorted({r["ranks"] for r in rows if r["steps"] == base})
-    by_steps = sorted({r["steps"] for r in rows if r["ranks"] == min(by_ranks)})
+    """Per shape, how time, memory and each stage grow with ranks."""
     notes = []
-    for key, what in (
-        ("local_cold", "local engine, cold"),
-        ("local_warm", "local engine, warm"),
-        ("dask_cold", "Dask LocalCluster, cold"),
-    ):
-        times = [_point(rows, key, n, base) for n in by_ranks]
-        memory = [_point(rows, key, n, base, "rss_together_mb") for n in by_ranks]
-        events = [_point(rows, key, min(by_ranks), s) for s in by_steps]
-        cpu = [c / n for n in by_ranks if (c := _point(rows, key, n, base, "cpu_s"))]
-        notes.append(
-            f"- {what}: "
-            + " → ".join(f"{_s(t)} s" for t in times)
-            + f" at {'/'.join(map(str, by_ranks))} ranks"
-            + (f" (CPU {cpu[0]:.2f} → {cpu[-1]:.2f} s per rank)" if len(cpu) > 1 else "")
-            + "; resident together "
-            + " → ".join(f"{_mb(x)} MB" for x in memory)
-            + "; "
-            + " → ".join(f"{_s(t)} s" for t in events)
-            + f" at {'/'.join(map(str, by_steps))} steps per rank on {min(by_ranks)} ranks."
+    for shape in _shapes(rows):
+        by_ranks = sorted({r["ranks"] for r in rows if r.get("shape") == shape})
+        cold = [_point(rows, "local_cold", shape, n) for n in by_ranks]
+        memory = [_point(rows, "local_cold", shape, n, "rss_together_mb") for n in by_ranks]
+        logs = [_point(rows, "local_cold", shape, n, "stage_log") for n in by_ranks]
+        text = (
+            f"- {shape}, local engine, cold: "
+            + " → ".join(f"{s(v)} s" for v in cold)
+            + f" at {'/'.join(map(str, by_ranks))} ranks; resident together "
+            + " → ".join(f"{_mb(v)} MB" for v in memory)
         )
+        if all(logs):
+            text += (
+                "; CPU per report by stage "
+                + "; ".join(
+                    f"{label} " + " → ".join(f"{log['per_report_s'][key]:.2f}" for log in logs)
+                    for key, label in LOG_STAGES
+                )
+                + "; cross-rank run objects "
+                + " → ".join(f"{log['run_s']:.2f}" for log in logs)
+                + " s per run"
+            )
+        notes.append(text + ".")
     return "\n".join(notes)

@@ -26,15 +26,27 @@ worker's memory limit at `-j 2` (MEMORY_LIMIT_MB / 2), so this is one worker's p
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 
 TIMELINE = {"device_timeline", "nccl_overlap"}
 LOOKUPS = {"window_unions", "step_unions", "idle_gap_rows"}
+REPLAY_INPUTS = {"xr_lane_phases", "xr_joins", "xr_issues", "xr_host_waits"}
+"""The per-report objects the replay (crossrank.whatif) reads."""
+LOG_STAGES = (
+    ("views", "read + views"),
+    ("sort_sweep", "device sort/sweep"),
+    ("lookups", "look-ups off the timeline"),
+    ("replay_inputs", "replay inputs"),
+    ("objects", "other per-report objects"),
+)
+"""The per-report stages of a stage log (`$NSYSWRAP_STAGE_LOG`), in the workers."""
 
 
 WORKERS = 2  # the workers of `-j 2`: DuckDB's memory limit is theirs
@@ -178,3 +190,56 @@ def _count(file: Path) -> int:
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(file).metadata.num_rows
+
+
+def from_log(path: Path, tree_cpu_s: float) -> dict:
+    """What a command's stage log (`$NSYSWRAP_STAGE_LOG`: nsyswrap.engine.stage_log) says
+    of its CPU: per report by stage (LOG_STAGES, the mean over its reports), the run
+    objects on the run (`run_s`, the cross-rank stage), the rest of the tree's CPU
+    (`rest_s`: interpreter starts, imports, the report's sections and answer), the costliest
+    objects, and which step each process's peak resident set was reached in."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    reports = {r["report"] for r in rows if r["kind"] != "run"} or {""}
+    stage, objects, run = Counter(), Counter(), Counter()
+    for r in rows:
+        if r["kind"] == "run":
+            run[r["name"]] += r["cpu_s"]
+            continue
+        stage[_stage_of(r)] += r["cpu_s"]
+        if r["kind"] == "object":
+            objects[r["name"]] += r["cpu_s"]
+    main = {r["pid"] for r in rows if r["kind"] == "run"}
+    return {
+        "reports": len(reports),
+        "per_report_s": {key: stage[key] / len(reports) for key, _ in LOG_STAGES},
+        "run_s": sum(run.values()),
+        "rest_s": tree_cpu_s - sum(stage.values()) - sum(run.values()),
+        "costliest_objects": [
+            [name, round(cpu / len(reports), 3)] for name, cpu in objects.most_common(8)
+        ],
+        "costliest_run_objects": [[name, round(cpu, 3)] for name, cpu in run.most_common(3)],
+        "worker_peak": _peak([r for r in rows if r["pid"] not in main]),
+        "main_peak": _peak([r for r in rows if r["pid"] in main]),
+    }
+
+
+def _stage_of(row: dict) -> str:
+    if row["kind"] == "views":
+        return "views"
+    name = row["name"]
+    if name in TIMELINE:
+        return "sort_sweep"
+    if name in LOOKUPS:
+        return "lookups"
+    return "replay_inputs" if name in REPLAY_INPUTS else "objects"
+
+
+def _peak(rows: list[dict]) -> list | None:
+    """[MB, step]: the highest peak resident set of these rows' processes, and the step
+    (kind name) in which it was first reached."""
+    rows = [r for r in rows if r.get("hwm_mb")]
+    if not rows:
+        return None
+    top = max(r["hwm_mb"] for r in rows)
+    first = next(r for r in rows if r["hwm_mb"] == top)
+    return [round(top), f"{first['kind']} {first['name']}"]

@@ -16,12 +16,14 @@ from pathlib import Path
 
 from bench import dataset
 from bench.measure import Measurement, run_task
+from bench.stages import from_log
+from nsyswrap.engine.stage_log import VARIABLE as STAGE_LOG
 
 TRIO = ("ledger.devices", "gaps.idle", "crossrank.collectives")  # what the pandas baseline computes
 MIN_TASK_S = 5  # less budget than this left: skip
 REPEAT_BELOW_S = 10  # repeat a measurement (median of `repeat`) only when one run is this short
 MODULE_TIMEOUT_S = 25  # per-process limits, so one slow query cannot eat the whole budget
-REPORT_TIMEOUT_S = 90
+REPORT_TIMEOUT_S = 240
 BASELINE_TIMEOUT_S = 180
 CACHES = dataset.OUT / "cache"
 
@@ -36,6 +38,8 @@ class Session:
         self.jobs = jobs
         self.steps = steps
         self.rank_steps = rank_steps  # part ranks: steps per rank
+        self.shapes: list[str] = list(dataset.SHAPES)  # part main: the shapes measured
+        self.rank_shapes: list[str] = [dataset.LAUNCH_BOUND, dataset.HOST_PACED]  # part ranks
         self.rows: list[dict] = []
 
     def measure(
@@ -48,11 +52,16 @@ class Session:
         repeat: int = 1,
         timeout_s: float = 600,
         before: Callable[[], None] | None = None,
+        stage_log: bool = False,
         **extra,
     ) -> Measurement | None:
         """Measure `task` (median wall of up to `repeat` runs, `before()` ahead of each) and
-        record it under `key`."""
-        env = {"NSYSWRAP_CACHE_DIR": str(cache)} if cache else None
+        record it under `key`; with `stage_log`, its CPU by stage too (bench.stages.from_log:
+        a run with `$NSYSWRAP_STAGE_LOG` set)."""
+        env = {"NSYSWRAP_CACHE_DIR": str(cache)} if cache else {}
+        log = dataset.OUT / "stage-log.jsonl"
+        if stage_log:
+            env[STAGE_LOG] = str(log)
         runs: list[Measurement] = []
         while len(runs) < repeat:
             left = self.deadline - time.monotonic()
@@ -60,6 +69,7 @@ class Session:
                 break
             if before:
                 before()
+            log.unlink(missing_ok=True)
             argv = [
                 str(a.resolve()) if isinstance(a, Path) else str(a) for a in task
             ]  # tasks run elsewhere
@@ -86,6 +96,8 @@ class Session:
                 **extra,
             }
         )
+        if stage_log and len(runs) == 1 and not chosen.error and log.is_file():
+            self.rows[-1]["stage_log"] = from_log(log, chosen.cpu_s)
         return chosen
 
     def skip(self, key: str, label: str, why: str, **extra) -> None:
@@ -130,34 +142,90 @@ def warm_page_cache(run: Path) -> None:
                 pass
 
 
-def main_suite(session: Session, run: Path) -> None:
-    """floor; the report and the baseline's work, each on cached views with results
-    computed, with results cached, and cold; the baseline; each module alone."""
-    from nsyswrap.engine.queries import catalog
-
+def main_suite(session: Session, run: Path, shape: str) -> None:
+    """One shape's rows, each ratio's terms measured one after the other: the floor, the
+    extraction, the report cold (with its CPU by stage), warm, assembled and with a new
+    window; the pandas baseline beside nsyswrap's ledger + idle gaps + skew cold; one
+    report's cold work by stage in one process."""
     j = ["-j", session.jobs]
+    shaped = {"shape": shape}
     warm_page_cache(run)
     session.measure(
         "floor",
         "floor: count(*), sum(end-start) of kernels + launch calls (sqlite3)",
         ["floor", run],
         repeat=3,
+        **shaped,
     )
     session.measure(
         "startup",
         "python start + import nsyswrap.cli (part of every nsyswrap row)",
         ["startup"],
         repeat=3,
+        **shaped,
     )
-    cache = fresh_cache("main")
     session.measure(
-        "cold_open",
-        "nsyswrap open_run, cold: normalize + cache every report",
-        ["open", run, *j],
-        cache=cache,
+        "extract",
+        "ADBC extraction of the columns nsyswrap reads (kernels, runtime, NVTX), nothing else",
+        ["extract", run, *j],
+        **shaped,
     )
-    report = ["report", run, *j]
-    computed = _cached_views(session, "report", "report", report, cache)
+    _report_rows(session, run, shaped)
+    session.measure(
+        "baseline",
+        "pandas baseline: ledger + idle gaps + collective skew",
+        ["baseline", run],
+        timeout_s=BASELINE_TIMEOUT_S,
+        **shaped,
+    )
+    trio = ["modules", run, *(arg for name in TRIO for arg in ("--name", name)), *j]
+    session.measure(
+        "trio_cold",
+        "nsyswrap ledger + idle gaps + collective skew, cold (empty cache)",
+        trio,
+        cache=fresh_cache("cold"),
+        timeout_s=REPORT_TIMEOUT_S,
+        stage_log=True,
+        **shaped,
+    )
+    session.measure(
+        "stages",
+        'one report\'s cold work in one process, CPU by stage (see "CPU per report, by stage")',
+        ["stages", run],
+        cache=fresh_cache("stages"),
+        timeout_s=REPORT_TIMEOUT_S,
+        **shaped,
+    )
+    shutil.rmtree(CACHES, ignore_errors=True)
+
+
+def _report_rows(session: Session, run: Path, shaped: dict) -> None:
+    """`nsyswrap report` cold, warm (its stored answer), its answer assembled from the cached
+    results, and with a new window on the cached run."""
+    cache = fresh_cache("main")
+    report = ["report", run, "-j", session.jobs]
+    cold = session.measure(
+        "report_cold",
+        "nsyswrap report, cold (empty cache)",
+        report,
+        cache=cache,
+        timeout_s=REPORT_TIMEOUT_S,
+        stage_log=True,
+        **shaped,
+    )
+    if cold is None or cold.error:
+        for key in ("report_warm", "report_assembled", "report_steps"):
+            session.skip(key, f"nsyswrap {key}", "the cold report did not finish", **shaped)
+        return
+    session.measure(
+        "report_warm",
+        "nsyswrap report, warm (its stored answer)",
+        report,
+        cache=cache,
+        repeat=3,
+        timeout_s=REPORT_TIMEOUT_S,
+        **shaped,
+    )
     session.measure(
         "report_assembled",
         "nsyswrap report, warm, its answer assembled from the cached results "
@@ -167,50 +235,41 @@ def main_suite(session: Session, run: Path) -> None:
         before=drop_answers(cache),
         repeat=3,
         timeout_s=REPORT_TIMEOUT_S,
+        **shaped,
     )
-    steps = (
-        f"{session.steps // 10}:{session.steps // 5}"  # new options: never computed before this row
-    )
+    steps = f"{session.steps // 10}:{session.steps // 5}"  # never computed before this row
     session.measure(
         "report_steps",
-        f"nsyswrap report --steps {steps}, views + results cached for the "
-        "default options (new options on a cached run)",
+        f"nsyswrap report --steps {steps} on the cached run (a new window)",
         [*report, "--steps", steps],
         cache=cache,
         timeout_s=REPORT_TIMEOUT_S,
+        stage_log=True,
+        **shaped,
     )
-    _cold(session, "report", "report", report, computed)
-    trio = ["modules", run, *(arg for name in TRIO for arg in ("--name", name)), *j]
-    computed = _cached_views(session, "trio", "ledger + idle gaps + collective skew", trio, cache)
+
+
+def modules_suite(session: Session, run: Path) -> None:
+    """Each module alone on the cached views of `run`, its results computed (the first call
+    of that module), rows streamed to Parquet as `nsyswrap query NAME RUN -o F` writes them."""
+    from nsyswrap.engine.queries import catalog
+
+    cache = fresh_cache("modules")
     session.measure(
-        "baseline",
-        "pandas baseline: ledger + idle gaps + collective skew",
-        ["baseline", run],
-        timeout_s=BASELINE_TIMEOUT_S,
-    )
-    _cold(session, "trio", "ledger + idle gaps + collective skew", trio, computed)
-    session.measure(
-        "extract",
-        "diagnostic: ADBC extraction of the kernel/runtime/NVTX columns only",
-        ["extract", run, *j],
-    )
-    session.measure(
-        "stages",
-        "diagnostic: one report's cold work in one process, CPU by stage "
-        '(see "CPU per report, by stage")',
-        ["stages", run],
-        cache=fresh_cache("stages"),
-        timeout_s=REPORT_TIMEOUT_S,
+        "cold_open",
+        "nsyswrap open_run, cold: normalize + cache every report",
+        ["open", run, "-j", session.jobs],
+        cache=cache,
     )
     rows_out = dataset.OUT / "module-rows"
-    for name, module in catalog().items():  # each the first call of that module on the cached views
+    for name, module in catalog().items():
         scope, state = (
             ("report", "results computed") if module.per_report else ("run", "computed on the run")
         )
         session.measure(
             f"module:{name}",
             f"module {name} (scope {scope}), views cached, {state}, rows streamed to Parquet",
-            ["modules", run, "--name", name, *j, "--stream", rows_out],
+            ["modules", run, "--name", name, "-j", session.jobs, "--stream", rows_out],
             cache=cache,
             before=drop_results(cache),
             timeout_s=MODULE_TIMEOUT_S,
@@ -218,44 +277,6 @@ def main_suite(session: Session, run: Path) -> None:
         )
     shutil.rmtree(rows_out, ignore_errors=True)
     shutil.rmtree(CACHES, ignore_errors=True)
-
-
-def _cached_views(
-    session: Session, key: str, what: str, task: list, cache: Path
-) -> Measurement | None:
-    """`task` on the cached views: results computed (deleted before each run: the first call
-    with these options), then cached (the same call again)."""
-    computed = session.measure(
-        f"{key}_computed",
-        f"nsyswrap {what}, views cached, results computed (first call with these options)",
-        task,
-        cache=cache,
-        before=drop_results(cache),
-        repeat=3,
-        timeout_s=REPORT_TIMEOUT_S,
-    )
-    label = f"nsyswrap {what}, warm (views + results cached)"
-    if computed and computed.error:
-        session.skip(
-            f"{key}_warm", label, "no results cached: the call computing them did not finish"
-        )
-    else:
-        session.measure(
-            f"{key}_warm", label, task, cache=cache, repeat=3, timeout_s=REPORT_TIMEOUT_S
-        )
-    return computed
-
-
-def _cold(session: Session, key: str, what: str, task: list, computed: Measurement | None) -> None:
-    """`task` on an empty cache: at least a cold open_run plus the run with results computed,
-    so skipped (and bounded from below in the results) when that one already overran."""
-    label = f"nsyswrap {what}, cold (empty cache)"
-    if computed and computed.timed_out:
-        session.skip(f"{key}_cold", label, "the run on cached views already overran")
-    else:
-        session.measure(
-            f"{key}_cold", label, task, cache=fresh_cache("cold"), timeout_s=REPORT_TIMEOUT_S
-        )
 
 
 def scale_suite(session: Session) -> None:
@@ -297,56 +318,60 @@ def scale_suite(session: Session) -> None:
 RANKS_TIMEOUT_S = 300
 
 
-def ranks_suite(session: Session, steps: int) -> None:
-    """`nsyswrap report` cold and warm with the local engine (`-j` worker processes), and
-    cold on a Dask LocalCluster of `-j` worker processes, at 8/16/32/64 ranks of `steps`
-    steps each, and at 8 ranks with 4× and 16× the steps (events per report)."""
-    points = [(ranks, steps) for ranks in dataset.SWEEP_RANKS] + [(8, steps * 4), (8, steps * 16)]
-    for ranks, per_rank in points:
-        run = (
-            dataset.sweep_run(ranks, per_rank) if per_rank == steps else dataset.main_run(per_rank)
-        )
-        size = dataset.size_of(run)
-        point = {
-            "ranks": ranks,
-            "steps": per_rank,
-            "kernels_per_rank": size["kernels"] // ranks,
-            "bytes": size["bytes"],
-        }
-        warm_page_cache(run)
-        session.measure("floor", "floor", ["floor", run], repeat=3, **point)
-        report = ["report", run, "-j", session.jobs, "--format", "json"]
-        cache = fresh_cache("ranks")
-        local = session.measure(
-            "local_cold",
-            "report, local engine, cold",
-            report,
-            cache=cache,
-            timeout_s=RANKS_TIMEOUT_S,
-            **point,
-        )
-        session.measure(
-            "local_warm",
-            "report, local engine, warm",
-            report,
-            cache=cache,
-            repeat=3,
-            timeout_s=RANKS_TIMEOUT_S,
-            **point,
-        )
-        dask = session.measure(
-            "dask_cold",
-            "report, Dask LocalCluster, cold",
-            [*report, "--engine", "dask"],
-            cache=fresh_cache("ranks"),
-            timeout_s=RANKS_TIMEOUT_S,
-            **point,
-        )
-        if local and dask and not (local.error or dask.error):
-            session.rows[-1]["same_json_as_local"] = (
-                dask.detail["output_sha256"] == local.detail["output_sha256"]
-            )
+def ranks_suite(session: Session, steps: int, shapes: tuple[str, ...]) -> None:
+    """`nsyswrap report` cold (with its CPU by stage) and warm with the local engine (`-j`
+    worker processes), and cold on a Dask LocalCluster of `-j` worker processes, at
+    8/32/64 ranks of `steps` steps each, in each shape."""
+    for shape in shapes:
+        for ranks in dataset.SWEEP_RANKS:
+            run = dataset.sweep_run(ranks, steps, shape)
+            size = dataset.size_of(run)
+            point = {
+                "shape": shape,
+                "ranks": ranks,
+                "steps": steps,
+                "kernels_per_rank": size["kernels"] // ranks,
+                "bytes": size["bytes"],
+            }
+            _rank_point(session, run, point)
     shutil.rmtree(CACHES, ignore_errors=True)
+
+
+def _rank_point(session: Session, run: Path, point: dict) -> None:
+    warm_page_cache(run)
+    session.measure("floor", "floor", ["floor", run], repeat=3, **point)
+    report = ["report", run, "-j", session.jobs, "--format", "json"]
+    cache = fresh_cache("ranks")
+    local = session.measure(
+        "local_cold",
+        "report, local engine, cold",
+        report,
+        cache=cache,
+        timeout_s=RANKS_TIMEOUT_S,
+        stage_log=True,
+        **point,
+    )
+    session.measure(
+        "local_warm",
+        "report, local engine, warm",
+        report,
+        cache=cache,
+        repeat=3,
+        timeout_s=RANKS_TIMEOUT_S,
+        **point,
+    )
+    dask = session.measure(
+        "dask_cold",
+        "report, Dask LocalCluster, cold",
+        [*report, "--engine", "dask"],
+        cache=fresh_cache("ranks"),
+        timeout_s=RANKS_TIMEOUT_S,
+        **point,
+    )
+    if local and dask and not (local.error or dask.error):
+        session.rows[-1]["same_json_as_local"] = (
+            dask.detail["output_sha256"] == local.detail["output_sha256"]
+        )
 
 
 WHATIF_SIZES = ("8x1000x100", "64x1000x100")
