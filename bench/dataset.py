@@ -25,33 +25,23 @@ SHAPES = {
     QUEUED: (
         "the `bench` preset: kernels of 10-60 us queued ~15 ms ahead of the GPU by a host "
         "that launches one every 4-11 us, a synchronising call ending each step",
-        {},
+        MAIN_PRESET,
     ),
     LAUNCH_BOUND: (
-        "the `bench` preset launch-bound: every kernel (2-8 us) launched just before it runs "
+        "the `bench_launch_bound` preset: every kernel (2-8 us) launched just before it runs "
         "(4-7 us of launch call and a 5-9 us host gap before each: a host gap before every "
         "kernel), no synchronising call",
-        {
-            "compute_ns": (2_000, 8_000),
-            "launch_api_ns": (4_000, 7_000),
-            "host_gap_ns": (5_000, 9_000),
-            "step_sync": False,
-        },
+        "bench_launch_bound",
     ),
     HOST_PACED: (
-        "the `bench` preset host-paced: 2 ms of data loading on the host each step (the GPU "
+        "the `bench_host_paced` preset: 2 ms of data loading on the host each step (the GPU "
         "idle), kernels (3-12 us) about as long as their launches (3-8 us call, 2-10 us gap: "
         "some queue, most start at their launch), a synchronising call ending each step",
-        {
-            "compute_ns": (3_000, 12_000),
-            "launch_api_ns": (3_000, 8_000),
-            "host_gap_ns": (2_000, 10_000),
-            "data_loading_ns": 2_000_000,
-        },
+        "bench_host_paced",
     ),
 }
-"""Shape name: (what it is, the `bench` preset's fields it changes). Both paced shapes keep
-the preset's planted straggler (rank 5, 300 us more forward work per step)."""
+"""Shape name: (what it is, the generator's preset). The paced presets are the `bench`
+preset's run with other host and kernel times (its rank-5 forward straggler kept)."""
 
 
 def _generated(scenario: Scenario, out_dir: Path) -> Path:
@@ -65,10 +55,8 @@ def _generated(scenario: Scenario, out_dir: Path) -> Path:
 
 
 def scenario(shape: str = QUEUED, **size) -> Scenario:
-    """The `bench` preset in `shape`, resized by `size` (ranks, steps: see `preset`)."""
-    changes = SHAPES[shape][1]
-    sc = preset(MAIN_PRESET, **size)
-    return sc.replace(name=f"{MAIN_PRESET}_{shape}", **changes) if changes else sc
+    """The preset of `shape`, resized by `size` (ranks, steps: see `preset`)."""
+    return preset(SHAPES[shape][1], **size)
 
 
 def _name(steps: int, shape: str = QUEUED) -> str:

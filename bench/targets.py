@@ -52,7 +52,7 @@ def _why(rows: list[dict], key: str, shape: str) -> str:
     """Why a missed target is missed: the cold report's CPU by stage (from its stage log)."""
     log = (row(rows, key, shape) or {}).get("stage_log")
     if not log:
-        return "its CPU by stage was not measured in this run"
+        return "Its CPU by stage was not measured in this run."
     per = log["per_report_s"]
     top = ", ".join(f"{n} {c:.2f}" for n, c in log["costliest_objects"][:4])
     return (

@@ -7,7 +7,7 @@ import json
 
 import duckdb
 import pandas as pd
-from conftest import FIXTURES
+from helpers.paths import FIXTURES
 
 from nsyswrap import open_run
 from nsyswrap.engine import sql_objects
