@@ -8,10 +8,12 @@ Stages, CPU seconds of this process (user + system, every thread):
 
 - read: the ADBC reads out of SQLite (CPU of the thread pulling the batches, UTF-8 checks
   included), timed inside the batch generator;
-- views: the rest of normalization (names, the launches join, the other views);
+- views: the rest of normalization (names, the views), and the lazy `launches` built in
+  memory for the objects (nsyswrap.engine.lazy_views);
 - sort/sweep: the device timeline's builder (the activities read back from the kernels
   view, one sort per device, the sweep, each NCCL kernel's overlap);
 - look-ups: the objects read off the timeline (window unions, step unions, idle gaps);
+- replay inputs: the per-report objects the replay reads (REPLAY_INPUTS);
 - objects: every other per-report object and module the report reads (SQL);
 - store: writing Parquet, measured apart: every file the views and objects wrote is read
   into memory and written again with the same options, and that write is its share (the
@@ -72,13 +74,71 @@ def memory(key: str) -> float:
     return memory_mb().get(key, 0.0)
 
 
+class _Timers:
+    """What `stages` times, hooked into nsyswrap while it runs: the ADBC reads (in the thread
+    pulling the batches), each per-report object (CPU and peak, the lazy views it had built
+    in memory taken out: they are views' work) and those lazy builds."""
+
+    def __init__(self):
+        from nsyswrap.engine import cache, lazy_views, planner
+
+        self.read = self.lazy = 0.0
+        self.per_object: dict[str, float] = {}
+        self.peak_object: dict[str, float] = {}
+        self._hooked = [
+            (cache, "read_batches", self._reader),
+            (planner, "_store", self._store),
+            (lazy_views, "_in_memory", self._in_memory),
+        ]
+        self._saved = [(module, name, getattr(module, name)) for module, name, _ in self._hooked]
+
+    def __enter__(self):
+        for module, name, hook in self._hooked:
+            setattr(module, name, hook)
+        return self
+
+    def __exit__(self, *exc):
+        for module, name, original in self._saved:
+            setattr(module, name, original)
+
+    def _original(self, name: str):
+        return next(fn for _, n, fn in self._saved if n == name)
+
+    def _reader(self, path, query):
+        reader = self._original("read_batches")(path, query)
+
+        def batches():
+            it = iter(reader)
+            while True:
+                started = time.thread_time()
+                batch = next(it, None)
+                self.read += time.thread_time() - started
+                if batch is None:
+                    return
+                yield batch
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+    def _store(self, one, name, params, target):
+        reset_peak()
+        started, lazy = cpu(), self.lazy
+        self._original("_store")(one, name, params, target)
+        spent = cpu() - started - (self.lazy - lazy)
+        self.per_object[name] = self.per_object.get(name, 0.0) + spent
+        self.peak_object[name] = max(self.peak_object.get(name, 0.0), memory("VmHWM"))
+
+    def _in_memory(self, run, name):
+        started = cpu()
+        self._original("_in_memory")(run, name)
+        self.lazy += cpu() - started
+
+
 def stages(run: Path) -> dict:
     from nsyswrap.engine import cache, planner
     from nsyswrap.engine.opener import DEFAULT_OPENER
     from nsyswrap.engine.opening import plan_of
     from nsyswrap.engine.run import MEMORY_LIMIT_MB
     from nsyswrap.report import ReportOptions, planned
-    from nsyswrap.storage import sqlite_source
     from nsyswrap.storage.reports import expand
     from nsyswrap.storage.validate import inspect_tables
 
@@ -86,36 +146,7 @@ def stages(run: Path) -> dict:
     wanted = list(planned(DEFAULT_OPENER, ReportOptions()).plan)
     _, (cached,) = plan_of([report], wanted)
     targets = planner.planned(planner.plan.Scope((cached,), (), False, True), wanted)[0]
-    read = [0.0]
-
-    def timed_reader(path, query):  # the batches pulled by DuckDB, timed in the thread pulling them
-        reader = sqlite_source.read_batches(path, query)
-
-        def batches():
-            it = iter(reader)
-            while True:
-                started = time.thread_time()
-                batch = next(it, None)
-                read[0] += time.thread_time() - started
-                if batch is None:
-                    return
-                yield batch
-
-        return pa.RecordBatchReader.from_batches(reader.schema, batches())
-
-    per_object: dict[str, float] = {}
-    peak_object: dict[str, float] = {}
-    store_object = planner._store
-
-    def timed_store(one, name, params, target):
-        reset_peak()
-        started = cpu()
-        store_object(one, name, params, target)
-        per_object[name] = per_object.get(name, 0.0) + cpu() - started
-        peak_object[name] = max(peak_object.get(name, 0.0), memory("VmHWM"))
-
-    cache.read_batches, planner._store = timed_reader, timed_store
-    try:
+    with _Timers() as timers:
         measured = reset_peak()
         before_mb = memory("VmRSS")
         started = cpu()
@@ -125,8 +156,6 @@ def stages(run: Path) -> dict:
         started = cpu()
         planner.compute(f"{MEMORY_LIMIT_MB // WORKERS}MB", 1, (cached, targets))
         computed = cpu() - started
-    finally:
-        cache.read_batches, planner._store = sqlite_source.read_batches, store_object
     view_store = _rewrite(sorted(cached.views_dir.glob("*.parquet")), cache.VIEW_PARQUET)
     object_store = {
         name: _rewrite(
@@ -134,38 +163,55 @@ def stages(run: Path) -> dict:
         )
         for name, _, target in targets
     }
-    sweep = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in TIMELINE)
-    lookups = sum(per_object.get(n, 0) - object_store.get(n, 0) for n in LOOKUPS)
-    others = computed - sweep - lookups - sum(object_store.values())
+    split = _split(timers, normalized, computed, view_store, object_store)
+    return {
+        "report": str(report),
+        "kernels": _count(cached.views_dir / "kernels.parquet"),
+        **split,
+        **({"memory": _memory(timers, before_mb, views_mb)} if measured else {}),
+    }
+
+
+def _split(
+    timers: _Timers, normalized: float, computed: float, view_store: float, object_store: dict
+) -> dict:
+    """The CPU by stage (ONE_PROCESS in bench.targets), each net of its Parquet writes."""
+
+    def net(names) -> float:
+        return sum(timers.per_object.get(n, 0) - object_store.get(n, 0) for n in names)
+
+    sweep, lookups, replay = net(TIMELINE), net(LOOKUPS), net(REPLAY_INPUTS)
+    return {
+        "read_s": timers.read,
+        "views_s": normalized - timers.read - view_store + timers.lazy,
+        "sort_sweep_s": sweep,
+        "lookups_s": lookups,
+        "replay_inputs_s": replay,
+        "objects_s": computed - timers.lazy - sweep - lookups - replay - sum(object_store.values()),
+        "store_s": view_store + sum(object_store.values()),
+        "total_s": normalized + computed,
+        "costliest_objects": sorted(
+            ((n, round(s - object_store.get(n, 0), 3)) for n, s in timers.per_object.items()),
+            key=lambda x: -x[1],
+        )[:8],
+    }
+
+
+def _memory(timers: _Timers, before_mb: float, views_mb: float) -> dict:
+    """The peak resident set by stage."""
 
     def peak(names) -> float:
-        return max((peak_object[n] for n in names if n in peak_object), default=0.0)
+        return max((timers.peak_object[n] for n in names if n in timers.peak_object), default=0.0)
 
-    memory_by_stage = {
+    return {
         "before_mb": before_mb,
         "views_mb": views_mb,
         "sort_sweep_mb": peak(TIMELINE),
         "lookups_mb": peak(LOOKUPS),
-        "objects_mb": peak(set(peak_object) - TIMELINE - LOOKUPS),
+        "objects_mb": peak(set(timers.peak_object) - TIMELINE - LOOKUPS),
         "largest_objects_mb": sorted(
-            ((n, round(mb)) for n, mb in peak_object.items()), key=lambda x: -x[1]
+            ((n, round(mb)) for n, mb in timers.peak_object.items()), key=lambda x: -x[1]
         )[:5],
-    }
-    return {
-        "report": str(report),
-        "kernels": _count(cached.views_dir / "kernels.parquet"),
-        "read_s": read[0],
-        "views_s": normalized - read[0] - view_store,
-        "sort_sweep_s": sweep,
-        "lookups_s": lookups,
-        "objects_s": others,
-        "store_s": view_store + sum(object_store.values()),
-        "total_s": normalized + computed,
-        "costliest_objects": sorted(
-            ((n, round(s - object_store.get(n, 0), 3)) for n, s in per_object.items()),
-            key=lambda x: -x[1],
-        )[:8],
-        **({"memory": memory_by_stage} if measured else {}),
     }
 
 

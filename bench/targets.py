@@ -16,6 +16,7 @@ ONE_PROCESS = (
     ("views_s", "views"),
     ("sort_sweep_s", "sort/sweep"),
     ("lookups_s", "look-ups"),
+    ("replay_inputs_s", "replay inputs"),
     ("objects_s", "objects"),
     ("store_s", "store"),
 )
@@ -291,7 +292,7 @@ def _one_process(rows: list[dict], shapes: list[str]) -> list[str]:
         "|---|" + "--:|" * len(found),
     ]
     for key, label in (*ONE_PROCESS, ("total_s", "total")):
-        lines.append(f"| {label} | " + " | ".join(s(d[key]) for d in found.values()) + " |")
+        lines.append(f"| {label} | " + " | ".join(s(d.get(key)) for d in found.values()) + " |")
     for key, label in (("views_mb", "peak MB, read + views"), ("objects_mb", "peak MB, objects")):
         lines.append(
             f"| {label} | "
