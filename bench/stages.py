@@ -135,17 +135,16 @@ class _Timers:
 
 def stages(run: Path) -> dict:
     from nsyswrap.engine import cache, planner
-    from nsyswrap.engine.opener import DEFAULT_OPENER
     from nsyswrap.engine.opening import plan_of
     from nsyswrap.engine.run import MEMORY_LIMIT_MB
-    from nsyswrap.report import ReportOptions, planned
+    from nsyswrap.report import ReportOptions, wanted
     from nsyswrap.storage.reports import expand
     from nsyswrap.storage.validate import inspect_tables
 
     report = sorted(expand([run]), key=lambda p: p.name)[0]
-    wanted = list(planned(DEFAULT_OPENER, ReportOptions()).plan)
-    _, (cached,) = plan_of([report], wanted)
-    targets = planner.planned(planner.plan.Scope((cached,), (), False, True), wanted)[0]
+    items = wanted(ReportOptions())  # every step usual: the window the report chooses
+    _, (cached,) = plan_of([report], items)
+    targets = planner.planned(planner.plan.Scope((cached,), (), False, True), items)[0]
     with _Timers() as timers:
         measured = reset_peak()
         before_mb = memory("VmRSS")

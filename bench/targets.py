@@ -77,7 +77,9 @@ def cold_vs_extract(rows: list[dict], shape: str) -> str:
     if not (cold and extract):
         return "no result"
     ratio = cold / extract
-    text = f"{more}{s(cold)} s ÷ {s(extract)} s = {more}{x(ratio)}: " + _verdict(
+    cpu = [(row(rows, k, shape) or {}).get("cpu_s") for k in ("report_cold", "extract")]
+    by_cpu = f" (CPU {s(cpu[0])} s ÷ {s(cpu[1])} s = {x(cpu[0] / cpu[1])})" if all(cpu) else ""
+    text = f"{more}{s(cold)} s ÷ {s(extract)} s = {more}{x(ratio)}{by_cpu}: " + _verdict(
         not more and ratio <= COLD_VS_EXTRACT, ratio / COLD_VS_EXTRACT, more
     )
     if not more and ratio <= COLD_VS_EXTRACT:

@@ -81,6 +81,12 @@ def results(run, wanted: dict[str, tuple[str, dict]]) -> dict[str, pd.DataFrame]
     return out
 
 
+def fill(run, items: list[tuple[str, dict]]) -> None:
+    """Compute the per-report steps of `items` (`(name, params)`, typed) not stored yet, in
+    one pass of the worker pool (the run objects they need are computed when asked for)."""
+    _fill(run, plan.compile(scope(run), items))
+
+
 def prepare(run, name: str, params: dict) -> None:
     """Load the libraries and bind the objects that `name` needs, for `params`."""
     compiled = plan.compile(scope(run), [(name, params)], inputs=True)

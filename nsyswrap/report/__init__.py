@@ -40,6 +40,7 @@ __all__ = [
     "planned",
     "report",
     "report_of",
+    "wanted",
     "sections",
     "write_report",
 ]
@@ -70,10 +71,13 @@ def build_report(run: Run, options: ReportOptions) -> dict:
     """Every section for an open run over the window `options` ask for (by default the
     steps: nsyswrap.report.window), and the diagnosis drawn from them."""
     from nsyswrap.crossrank.ranks import rank_rows
+    from nsyswrap.engine import planner
     from nsyswrap.report.window import choose_window
 
     window = choose_window(run, options)
     options = window.options
+    if run.cached:  # the window's per-report work, for every section, in one pass of the pool
+        planner.fill(run, wanted(options))
     report = {
         "tool": "nsyswrap",
         "version": nsyswrap_version(),
@@ -157,7 +161,7 @@ def explain(
     )
     compiled, cached = plan_of(
         inputs,
-        list(planned(opener, options).plan),
+        wanted(options),
         rank_pattern=opener.rank_pattern,
         allow_unrelated=opener.allow_unrelated,
     )
@@ -177,10 +181,15 @@ def explain(
     return {"summary": summary, "steps": pd.DataFrame(plan.rows(compiled))}
 
 
-def planned(opener: Opener, options: ReportOptions) -> Opener:
-    """`opener` that computes each report's share of the report in the pass that normalizes
-    it (see nsyswrap.engine.opening.open_run): the modules the sections ask for, with their
-    parameters (what they miss is computed when asked for, in a later pass)."""
+WINDOW_VARS = frozenset({"window_nvtx", "step_from", "step_to"})
+"""The request variables of the window (sql/_request.sql)."""
+
+
+def wanted(options: ReportOptions) -> list[tuple[str, dict]]:
+    """What the sections read, `(name, params)` typed, and the rank identity every
+    per-report result takes (nsyswrap.engine.rank_labels): over `options`' window, or, for
+    one still to be chosen from the steps, over the likely one (every step usual: the one
+    chosen unless a step is set apart, nsyswrap.report.window)."""
     from nsyswrap.engine import rank_labels
     from nsyswrap.engine.queries import bind, get
     from nsyswrap.report.compute import compute_modules
@@ -192,18 +201,13 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
     from nsyswrap.report.window import LIKELY_WINDOW
 
     pattern = {"step_pattern": options.step_pattern}
-    # the window is the steps unless the options give one (nsyswrap.report.window): planned
-    # as the likely one (every step usual); another is computed once chosen
-    likely = (
-        options
-        if options.limits_window or options.whole_capture
-        else replace(options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
-    )
-    wanted = [
-        *single_rank_modules(likely).values(),
-        *compute_modules(likely).values(),
-        *memory_modules(likely).values(),
-        *host_modules(likely).values(),
+    if not (options.limits_window or options.whole_capture):
+        options = replace(options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
+    items = [
+        *single_rank_modules(options).values(),
+        *compute_modules(options).values(),
+        *memory_modules(options).values(),
+        *host_modules(options).values(),
         ("steps.spans", pattern),
         ("ledger.devices", pattern),
         *((f"trace.{t}", {}) for t in TABLES),
@@ -212,8 +216,40 @@ def planned(opener: Opener, options: ReportOptions) -> Opener:
         ("trace.gpus", {}),
         ("trace.capture", {}),
         ("steps.repairs", pattern),
-        *crossrank_modules(likely).values(),
+        *crossrank_modules(options).values(),
     ]
-    typed = [(name, bind(get(name), params)) for name, params in wanted]
-    # and the rank identity every per-report result takes (nsyswrap.engine.rank_labels)
-    return replace(opener, plan=(*typed, (rank_labels.MAP, {})))
+    return [(name, bind(get(name), params)) for name, params in items] + [(rank_labels.MAP, {})]
+
+
+def planned(opener: Opener, options: ReportOptions) -> Opener:
+    """`opener` that computes each report's share of the report in the pass that normalizes
+    it (see nsyswrap.engine.opening.open_run): what the sections read (`wanted`). When the
+    window is still to be chosen from the steps, only what does not depend on it: the
+    per-report modules of the window are computed once it is chosen (`build_report`, one
+    more pass of the pool), so none is computed for a window that is not the one chosen."""
+    items = wanted(options)
+    if not (options.limits_window or options.whole_capture):
+        items = _window_free(items)
+    return replace(opener, plan=tuple(items))
+
+
+def _window_free(items: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """`items` without the per-report modules that take the window, each replaced by the
+    per-report objects it reads that do not (the device timeline, each NCCL kernel's
+    context...), so those are still computed in the pass that normalizes the report."""
+    from nsyswrap.engine import sql_objects
+
+    def takes_window(name: str) -> bool:
+        return any(p.name in WINDOW_VARS for p in sql_objects.get(name).params)
+
+    out: dict[tuple, tuple[str, dict]] = {}
+    for name, params in items:
+        if not (sql_objects.get(name).per_report and takes_window(name)):
+            out.setdefault((name, repr(sorted(params.items()))), (name, params))
+            continue
+        for need in sql_objects.needs(name)[:-1]:
+            obj = sql_objects.get(need)
+            if obj.per_report and not takes_window(need):
+                values = obj.values(params)
+                out.setdefault((need, repr(sorted(values.items()))), (need, values))
+    return list(out.values())

@@ -226,8 +226,9 @@ def _activities(inputs) -> tuple[dict[str, np.ndarray], list[str], np.ndarray, p
             inputs.arrow("launches", ["pid", "correlation_id", "start_ns"]),
         ),
     }
-    order = np.lexsort((col["start"], col["device"], col["rank"]))
-    col = {c: v if _constant(v) else v[order] for c, v in col.items()}
+    order = _order(col["rank"], col["device"], col["start"])
+    if order is not None:
+        col = {c: v if _constant(v) else v[order] for c, v in col.items()}
     names, name_id = _name_ids(rows["name"], order)
     return col, names, name_id, nccl
 
@@ -335,9 +336,18 @@ def _at_blocks(states: list[tuple[int, int, np.ndarray]], k: int, n: int) -> pa.
     )
 
 
-def _name_ids(names: pa.ChunkedArray, order: np.ndarray) -> tuple[list[str], np.ndarray]:
+def _order(rank: np.ndarray, device: np.ndarray, start: np.ndarray) -> np.ndarray | None:
+    """The rows' order by (rank, device, start), a stable sort; None when they are in it
+    already (the kernels of a report with one device, read in start order)."""
+    r, d, s = rank[1:] - rank[:-1], device[1:] - device[:-1], start[1:] - start[:-1]
+    if ((r > 0) | ((r == 0) & ((d > 0) | ((d == 0) & (s >= 0))))).all():
+        return None
+    return np.lexsort((start, device, rank))
+
+
+def _name_ids(names: pa.ChunkedArray, order: np.ndarray | None) -> tuple[list[str], np.ndarray]:
     """The distinct names in byte order, and each row's index among them (-1: none), rows
-    taken in `order`."""
+    taken in `order` (None: as they are)."""
     encoded = pc.dictionary_encode(names).combine_chunks()
     dictionary = encoded.dictionary.to_pylist()
     by_name = sorted(range(len(dictionary)), key=dictionary.__getitem__)
@@ -345,7 +355,7 @@ def _name_ids(names: pa.ChunkedArray, order: np.ndarray) -> tuple[list[str], np.
     rank[by_name] = np.arange(len(dictionary))
     rank[-1] = -1
     indices = pc.fill_null(encoded.indices, -1).to_numpy()
-    return [dictionary[i] for i in by_name], rank[indices[order]]
+    return [dictionary[i] for i in by_name], rank[indices if order is None else indices[order]]
 
 
 def _first_calls(pid: np.ndarray, cid: np.ndarray, calls: pa.Table) -> np.ndarray:
@@ -361,8 +371,11 @@ def _first_calls(pid: np.ndarray, cid: np.ndarray, calls: pa.Table) -> np.ndarra
         ids = np.unique(np.r_[cid, call_cid], return_inverse=True)[1].reshape(-1)  # (rare)
         cid, call_cid = ids[: len(cid)], ids[len(cid) :]
     call_key = (call_pid << 32) | call_cid
-    order = np.argsort(call_key, kind="stable")
-    keys, starts = call_key[order], call_start[order]
+    if (call_key[1:] >= call_key[:-1]).all():  # (calls in the order of their ids: usual)
+        keys, starts = call_key, call_start
+    else:
+        order = np.argsort(call_key, kind="stable")
+        keys, starts = call_key[order], call_start[order]
     if not len(keys):
         return np.full(len(pid), NONE)
     first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
