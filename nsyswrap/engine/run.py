@@ -55,8 +55,8 @@ class Run:
     """The store's cap (`--cache-max`), applied when the run closes; None: no eviction
     (a worker's run over one report)."""
     lazy: dict[str, str] = field(default_factory=dict)
-    """Lazy view -> how the connection reads it now (files, view or table; absent: not yet:
-    nsyswrap.engine.lazy_views)."""
+    """Lazy view -> how the connection reads it now (its files, or a table in memory; absent:
+    not yet readable: nsyswrap.engine.lazy_views)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:

@@ -100,10 +100,10 @@ def write(target: Path, build, about: str = "") -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def add_file(entry_dir: Path, name: str, build) -> Path:
+def add_file(entry_dir: Path, name: str, build) -> None:
     """File `name` added to the existing entry `entry_dir`: `build(path)` writes it aside,
     it is renamed into place (another process may add it too: the last rename stays) and
-    counted in the entry's index; the file."""
+    counted in the entry's index."""
     target = entry_dir / name
     fd, aside = tempfile.mkstemp(prefix=f".build-{tag()}{name}-", suffix=".part", dir=entry_dir)
     os.close(fd)
@@ -129,7 +129,6 @@ def add_file(entry_dir: Path, name: str, build) -> Path:
         os.replace(aside, entry_dir / INDEX)
     except (OSError, ValueError):  # no index (being removed): only its size is not counted
         pass
-    return target
 
 
 def use(path: Path) -> None:
