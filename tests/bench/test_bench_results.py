@@ -136,3 +136,12 @@ def test_missed_targets_say_by_how_much_and_where_the_time_and_memory_go(tmp_pat
     stages = stages_section(main)
     assert "| replay inputs, per report | 2.40 |" in stages
     assert "| cross-rank run objects, per run | 10.00 |" in stages
+
+
+def test_on_a_loaded_machine_a_target_is_judged_on_cpu_too(tmp_path):
+    """Wall times on a shared machine stretch with its load; CPU times barely: both shown."""
+    rows = _rows(tmp_path, "queued")
+    warm = next(r for r in rows if r["key"] == "report_warm")
+    warm.update(wall_s=3.84, cpu_s=0.36)
+    table = targets_section({"rows": rows, "started": "today"}, None, None)
+    assert "3.84 s (CPU 0.36 s: met): **missed by 7.7×**" in table
