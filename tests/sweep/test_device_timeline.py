@@ -76,6 +76,7 @@ def compare(run, params: dict, what: str) -> None:
         values = {**values, **sql_objects.get(name).values(params)}
         planner.prepare(run, name, values)
     run.load_library("metrics")
+    run.load_library("launch_metrics")  # the reference launch summary reads its macro
     for stored in ("device_windows", "device_step_regions", "device_sync_islands"):
         planner.bind(run, stored, values)  # what the reference reads (a plan may skip them)
     for obj in REPLACED:
