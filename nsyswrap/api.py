@@ -84,6 +84,7 @@ def _read_only(text: str, reports: list[str | Path], opener: Opener):
     read-only statement (see `sql_guard`)."""
     check_read_only(text)
     with opener.open(reports) as run:
+        run.ready_for(text)  # lazy views are built before the settings are locked
         lock(run.connection)
         yield run
 

@@ -88,12 +88,17 @@ class Run:
         """Run ad-hoc SQL over the views and the macro libraries with bound parameters."""
         return self.execute(sql, params).df()
 
-    def execute(self, sql: str, params: dict | list | None = None) -> duckdb.DuckDBPyConnection:
-        """Ad-hoc SQL (the user's: its errors are the user's to fix)."""
+    def ready_for(self, sql: str) -> duckdb.DuckDBPyConnection:
+        """The connection, with what ad-hoc `sql` may read made readable: the lazy views it
+        names and every macro library (done before the sandbox locks the settings)."""
         from nsyswrap.engine import lazy_views
 
         lazy_views.ensure(self, lazy_views.named_in(sql))
-        con = self._with_libraries()
+        return self._with_libraries()
+
+    def execute(self, sql: str, params: dict | list | None = None) -> duckdb.DuckDBPyConnection:
+        """Ad-hoc SQL (the user's: its errors are the user's to fix)."""
+        con = self.ready_for(sql)
         try:
             return con.execute(sql, params or {})
         except duckdb.Error as exc:
