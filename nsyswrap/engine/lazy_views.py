@@ -26,6 +26,7 @@ from nsyswrap.engine import sql_objects, stage_log
 from nsyswrap.engine.cache import VIEW_PARQUET
 from nsyswrap.engine.connection import LAZY_VIEWS, CachedReport, create_view, quote, session
 from nsyswrap.engine.pool import map_reports
+from nsyswrap.errors import shown
 from nsyswrap.storage import store
 from nsyswrap.storage.leftovers import temp_dir
 
@@ -81,7 +82,7 @@ def _in_memory(run, name: str) -> None:
             con.execute(f'CREATE OR REPLACE TEMP TABLE "{table}" AS {obj.sql}')
     finally:
         con.execute(f"SET threads = {int(threads)}")
-    keys = f"CAST({int(cached.rank)} AS INTEGER) AS rank, {quote(str(cached.path))} AS report"
+    keys = f"CAST({int(cached.rank)} AS INTEGER) AS rank, {quote(shown(cached.path))} AS report"
     con.execute(f'CREATE OR REPLACE VIEW "{name}" AS SELECT {keys}, * FROM "{table}"')
     run.lazy[name] = "table"
 
