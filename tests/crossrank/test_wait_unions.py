@@ -6,6 +6,7 @@ ranks match collectives, against a union worked out here from crossrank.collecti
 from __future__ import annotations
 
 import pytest
+from helpers.intervals import union_length
 from helpers.paths import FIXTURES
 
 from nsyswrap import open_run
@@ -21,18 +22,6 @@ OVERLAPPING = [
     "h200_fix_clean",
 ]
 CAPTURES = ["h100_ddp_gloo", *OVERLAPPING]
-
-
-def _union(spans: list[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for start, end in sorted(spans):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
 
 
 @pytest.fixture(scope="module", params=CAPTURES)
@@ -54,8 +43,8 @@ def test_waits_and_time_in_collectives_are_unions(capture):
     for (step, rank), mine in coll.groupby(["step", "rank"]):
         row = split[(split["step"] == step) & (split["rank"] == rank)].iloc[0]
         waits = [(s, s + w) for s, w in zip(mine["start_ns"], mine["wait_ns"]) if w > 0]
-        assert row["wait_ns"] == _union(waits)
-        assert row["comm_ns"] == _union(list(zip(mine["start_ns"], mine["end_ns"])))
+        assert row["wait_ns"] == union_length(waits)
+        assert row["comm_ns"] == union_length(list(zip(mine["start_ns"], mine["end_ns"])))
         assert row["transfer_ns"] == row["comm_ns"] - row["wait_ns"]
         overlapping += row["wait_ns"] < mine["wait_ns"].sum()
     assert bool(overlapping) == (name in OVERLAPPING)

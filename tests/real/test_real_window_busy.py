@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from helpers.intervals import union_length
 from helpers.real_captures import CAPTURES
 
 import nsyswrap
@@ -17,18 +18,6 @@ from nsyswrap.report.frames import table_frames
 
 ACTIVITIES = ("KERNEL", "MEMCPY", "MEMSET")
 WINDOWED = [n for n, paths in CAPTURES.items() if n.startswith("real/h")]
-
-
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
 
 
 def _busy(path: Path, device: int, lo: int | None, hi: int | None) -> int:
@@ -44,7 +33,7 @@ def _busy(path: Path, device: int, lo: int | None, hi: int | None) -> int:
     clipped = [
         (max(s, lo) if lo is not None else s, min(e, hi) if hi is not None else e) for s, e in rows
     ]
-    return _union([(s, e) for s, e in clipped if e > s])
+    return union_length([(s, e) for s, e in clipped if e > s])
 
 
 @pytest.mark.parametrize("name", WINDOWED)
