@@ -30,7 +30,7 @@ def generated_run(tmp_path_factory):
     """`generated_run(scenario)`: the run nsyswrap.synth writes for `scenario` (a Scenario,
     or a preset's name), as (truth, its directory), generated once per test session under
     pytest's base temporary directory, so that its reports are normalised once too (the
-    cache keys a report by path, size and mtime). Shared: a test that changes the run
+    cache keys a report by its file's version). Shared: a test that changes the run
     generates its own."""
     from nsyswrap.synth import generate_run, preset
 
