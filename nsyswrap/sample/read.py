@@ -189,7 +189,7 @@ def _decode(path: Path, number: int, line: bytes) -> dict:
             f"{path}:{number}",
             f"the record {problem}",
             "give a sample file this nsyswrap's sampler wrote (schema version "
-            f"{schema.VERSION}; README: Always-on sampling)",
+            f"{schema.VERSION}; docs/sampling.md)",
         )
     return record
 

@@ -4,6 +4,9 @@ Every record has `v` (the schema version) and `kind`. Times (`*_ns`) are integer
 rank's clock: ns since the `run` record's `utc_epoch_ns` (wall-clock UTC, ns since the Unix
 epoch), as an nsys export's session clock. A file holds one or more segments, each opened
 by a `run` record (a restarted job appends a new one); its other records follow it.
+Integers are checked against their range (`RANGES`; else 64 bits): a time or duration
+within 2^53 ns (104 days) either way, a UTC time up to 2^62 (the year 2116), a host's
+monotonic clock up to 2^60; a value beyond is one line naming the file and line.
 
 * `run`: `rank`, `host`, `pid`, `utc_epoch_ns`, `monotonic_ns` (the host's monotonic
   clock at the same instant: the ranks of one host share that clock, so their times
@@ -82,8 +85,19 @@ COLLECTIVE = {
     "async": BOOL,
 }
 TIMERS = ("cuda", "host")
-INT64 = (-(2**63), 2**63 - 1)  # every integer field (times, sizes, counts)
-RANK = (0, 2**31 - 1)  # a rank (32-bit, as the views' rank)
+INT64 = (-(2**63), 2**63 - 1, "")  # every other integer field (sizes, counts, numbers)
+# The time fields' ranges: any sum or difference the analysis makes of them fits in 64 bits
+# (a UTC zero + a host's clock shift + a time), and a time is exact as a float64.
+RANGES = {
+    "rank": (0, 2**31 - 1, ""),  # 32-bit, as the views' rank
+    "utc_epoch_ns": (0, 2**62, " (ns of UTC since 1970: up to the year 2116)"),
+    "utc_ns": (0, 2**62, " (ns of UTC since 1970: up to the year 2116)"),
+    "monotonic_ns": (0, 2**60, " (ns of the host's monotonic clock: up to 36 years)"),
+    **dict.fromkeys(
+        ("start_ns", "end_ns", "host_ns", "step_ns", "median_ns"),
+        (-(2**53), 2**53, " (ns: 104 days either way)"),
+    ),
+}
 
 
 def problem(record) -> str | None:
@@ -124,8 +138,8 @@ def _fields(record: dict, fields: dict, what: str) -> str | None:
             return f"{what} field {name!r} is {type(value).__name__}, expected " + " or ".join(
                 "null" if t is type(None) else t.__name__ for t in types
             )
-        low, high = RANK if name == "rank" else INT64
+        low, high, meaning = RANGES.get(name, INT64)
         if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
             shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:20]}..."
-            return f"{what} field {name!r} is {shown}, not an integer from {low} to {high}"
+            return f"{what} field {name!r} is {shown}, not an integer from {low} to {high}{meaning}"
     return None

@@ -243,8 +243,19 @@ def test_a_record_nested_too_deep_is_one_line(tmp_path, cli, depth, where):
         (1, "rank", 2**64 + 1),
         (1, "rank", 2**31),
         (1, "utc_epoch_ns", 2**70),
+        (3, "end_ns", 2**63 - 1),
+        (3, "start_ns", -(2**53) - 1),
+        (3, "collectives.0.end_ns", 2**53 + 1),
+        (3, "phases.0.host_ns", 2**62),
+        (3, "utc_ns", 2**63 - 1),
+        (1, "utc_epoch_ns", 2**62 + 1),
+        (1, "monotonic_ns", 2**63 - 1),
     ],
-    ids=["step-end", "step-start", "collective-end", "phase-host", "rank", "rank-int32", "epoch"],
+    ids=[
+        *("step-end", "step-start", "collective-end", "phase-host", "rank", "rank-int32"),
+        *("epoch", "time-int64-max", "time-negative", "collective-time", "host-time"),
+        *("utc", "epoch-year-2116", "monotonic"),
+    ],
 )
 def test_an_integer_beyond_its_range_is_one_line(tmp_path, cli, record, where, value):
     planted_samples(tmp_path, ranks=2, steps=6)
@@ -254,6 +265,32 @@ def test_an_integer_beyond_its_range_is_one_line(tmp_path, cli, record, where, v
     assert code == 1 and out == "" and "Traceback" not in err, err
     assert err.startswith(f"Error: {path}:{record}: ") and "not an integer from" in err, err
     assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_the_largest_times_in_range_give_a_report(tmp_path, cli, ranks):
+    """Every time at the end of its range (a UTC zero in 2116, one rank's monotonic clock
+    36 years after another's on their host, steps, phases and collectives 104 days either
+    side of the segment's start): the report runs, no figure overflows."""
+    planted_samples(tmp_path, ranks=ranks, steps=6)
+    for rank in range(ranks):
+        path = tmp_path / f"samples.rank{rank}.jsonl"
+        for number in range(1, len(path.read_text().splitlines()) + 1):
+            _edit_record(path, number, lambda record, r=rank: _at_the_limits(record, r))
+    code, out, err = cli("report", tmp_path, "-f", "json")
+    assert code == 0 and "Traceback" not in err, err[-2000:]
+    assert json.loads(out)["source"] == "samples"
+
+
+def _at_the_limits(record: dict, rank: int) -> dict:
+    if record["kind"] == "run":
+        record.update(monotonic_ns=2**60 * (rank % 2), utc_epoch_ns=2**62 - rank)
+    elif record["kind"] == "step":
+        record.update(start_ns=-(2**53) + rank, end_ns=2**53 - rank)
+        for item in record["phases"] + record["collectives"]:
+            item.update(start_ns=-(2**53), end_ns=2**53 - rank)
+        record["phases"][0]["host_ns"] = 2**53
+    return record
 
 
 @pytest.mark.parametrize("backwards", [1, 50_000_000])
