@@ -67,13 +67,36 @@ def fall_back_where_unencodable() -> None:
 
 
 def to_json_records(df: pd.DataFrame) -> list[dict]:
-    """Rows as plain JSON values: NaN/NA become null, numpy scalars become numbers."""
-    return json.loads(df.to_json(orient="records", double_precision=15))
+    """Rows as plain JSON values: NaN/NA become null, numpy scalars become numbers, a
+    LIST, STRUCT or MAP value a JSON array or object (a NULL inside it null)."""
+    return json.loads(plain_nested(df).to_json(orient="records", double_precision=15))
+
+
+def plain_nested(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with its LIST, STRUCT and MAP values as Python lists and dicts, a NULL inside
+    them None. DuckDB gives a LIST of numbers as a numpy masked array, whose NULLs every
+    writer took as 0 (`[1, NULL]` written `[1, 0]` in JSON and Parquet)."""
+    nested = _nested_columns(df)
+    if not nested:
+        return df
+    df = df.copy()
+    for i in nested:
+        df.isetitem(i, df.iloc[:, i].map(_plain))
+    return df
+
+
+def _nested_columns(df: pd.DataFrame) -> list[int]:
+    """The positions of the columns that hold a LIST, STRUCT or MAP value."""
+    objects = [i for i, dtype in enumerate(df.dtypes) if dtype.kind == "O"]
+    return [i for i in objects if df.iloc[:, i].map(_nested).any()]
 
 
 def render_text(df: pd.DataFrame, fmt: Format) -> str:
-    """csv or json text of a result."""
+    """csv or json text of a result (in csv, a LIST, STRUCT or MAP value is its JSON)."""
     if fmt is Format.csv:
+        df = plain_nested(df)
+        for i in _nested_columns(df):
+            df.isetitem(i, df.iloc[:, i].map(_json_if_nested))
         buf = io.StringIO()
         df.to_csv(buf, index=False)
         return buf.getvalue()
@@ -83,6 +106,7 @@ def render_text(df: pd.DataFrame, fmt: Format) -> str:
 def write(df: pd.DataFrame, fmt: Format, output: Path | None, force: bool, console) -> None:
     """Show or save one result in the chosen format (a table fits the terminal's width)."""
     check_writable(output, force)
+    df = plain_nested(df)
     if fmt is Format.parquet:
         if output is None:
             raise NsysWrapError("--format parquet", "needs a file", "add --output FILE.parquet")
@@ -164,6 +188,24 @@ def _isna(value) -> bool:
 def _nested(value) -> bool:
     """A LIST, STRUCT or MAP value (a list, a dict, an array)."""
     return isinstance(value, (list, tuple, dict)) or getattr(value, "ndim", 0) > 0
+
+
+def _plain(value):
+    """A value, nested ones as Python lists and dicts with None for NULL."""
+    if type(value).__name__ == "MaskedConstant":
+        return None
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if _nested(value):  # a list, a numpy array (masked: .tolist() gives None for NULL)
+        items = value.tolist() if hasattr(value, "mask") else value
+        return [_plain(v) for v in items]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()
+    return value
+
+
+def _json_if_nested(value):
+    return json.dumps(value, ensure_ascii=False, default=str) if _nested(value) else value
 
 
 def _fmt(value) -> str:
