@@ -58,11 +58,14 @@ _FULL_TEXT = ("No space left on device", "Disk quota exceeded")
 _FILES_TEXT = ("Too many open files",)
 
 
-def limit_error(exc: BaseException, where: str | Path | None = None) -> NsysWrapError | None:
+def limit_error(
+    exc: BaseException, where: str | Path | None = None, output: bool = False
+) -> NsysWrapError | None:
     """The one-line error for a limit of the machine that `exc` (an OSError, or a DuckDB or
     SQLite error saying so) ran into: the disk is full where it wrote (the file the error
-    names, else `where`), or the open files limit (`ulimit -n`) was reached; None for any
-    other error."""
+    names, else `where`; `output`: `where` is the output file the user chose, so the fix
+    is another place for it, not the cache's), or the open files limit (`ulimit -n`) was
+    reached; None for any other error."""
     code = getattr(exc, "errno", None)
     text = str(exc)
     if code in _FILES or any(t in text for t in _FILES_TEXT):
@@ -78,7 +81,9 @@ def limit_error(exc: BaseException, where: str | Path | None = None) -> NsysWrap
             where or "disk",
             "cannot be written: "
             + ("the disk quota is used up" if quota else "no space is left on its device"),
-            "free space there, or point NSYSWRAP_CACHE_DIR (the cache) or TMPDIR "
+            "free space there, or write the output elsewhere"
+            if output and str(where) == str(file or where)
+            else "free space there, or point NSYSWRAP_CACHE_DIR (the cache) or TMPDIR "
             "(temporary files) at a directory with room",
         )
     return None

@@ -120,10 +120,12 @@ def write(df: pd.DataFrame, fmt: Format, output: Path | None, force: bool, conso
                 f"cannot be written as Parquet ({exc})",
                 "cast that column in the SQL, e.g. col::VARCHAR, or use --format json",
             ) from None
-        with writing(output):
-            import pyarrow.parquet as pq
+        import pyarrow.parquet as pq
 
-            pq.write_table(table, output)
+        # through a file of ours: given a path, a failed write_table removes it (as root,
+        # a device such as /dev/full)
+        with writing(output), open(output, "wb") as fh:
+            pq.write_table(table, fh)
     elif fmt is Format.table:
         lines = table_lines(df, console.width if output is None else None)
         text = "\n".join(lines) + "\n"

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from nsyswrap.engine import planner
 from nsyswrap.engine.connection import quote
 from nsyswrap.engine.queries import bind, get, run_module
 from nsyswrap.engine.rank_labels import label_sql
 from nsyswrap.engine.run import Run
+from nsyswrap.errors import NsysWrapError, limit_error
 
 FORMATS = {"csv": "FORMAT csv, HEADER", "parquet": "FORMAT parquet"}
 
@@ -51,9 +54,17 @@ def write_module(run: Run, name: str, output: Path, fmt: str, **params) -> int:
     con.execute(
         "SET threads = 1"
     )  # in order, one batch at a time: nothing buffered waiting for its turn
-    try:
+    try:  # written in place (USE_TMP_FILE false): DuckDB's own way, a temporary file
+        # renamed over the output, would replace a symbolic link or a device (/dev/null) by
+        # a regular file
         return con.execute(
-            f"COPY ({sql}) TO {quote(str(output))} ({FORMATS[fmt]})", labels
+            f"COPY ({sql}) TO {quote(str(output))} ({FORMATS[fmt]}, USE_TMP_FILE false)", labels
         ).fetchone()[0]
+    except duckdb.IOException as exc:
+        if str(output) not in str(exc):
+            raise
+        raise limit_error(exc, output, output=True) or NsysWrapError(
+            output, f"cannot be written ({str(exc).splitlines()[0]})", "choose another output file"
+        ) from None
     finally:
         con.execute(f"SET threads = {int(threads)}")

@@ -196,7 +196,7 @@ def writing(output: Path):
     try:
         yield
     except OSError as exc:
-        raise limit_error(exc, output) or NsysWrapError(
+        raise limit_error(exc, output, output=True) or NsysWrapError(
             output,
             f"cannot be written ({exc.strerror or exc})",
             "choose another output file",

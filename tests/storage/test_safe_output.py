@@ -132,6 +132,45 @@ def test_a_character_device_is_written_not_refused(cli, run, device, command):
         assert line.startswith(f"Error: {device}: ")
 
 
+WRITERS = {
+    "query -f csv": lambda run, out: ["query", "kernels.summary", run, "-f", "csv", "-o", out],
+    "query -f parquet": lambda run, out: ["query", "gaps.idle", run, "-f", "parquet", "-o", out],
+    "sql -f parquet": lambda run, out: [
+        "sql",
+        "SELECT [1, 2] AS l",
+        run,
+        "-f",
+        "parquet",
+        "-o",
+        out,
+    ],
+    "sql -f json": lambda run, out: ["sql", "SELECT 1 AS one", run, "-f", "json", "-o", out],
+    "report -f json": lambda run, out: ["report", run, "-f", "json", "-o", out],
+}
+
+
+@pytest.mark.parametrize("target", ["/dev/full", "/dev/null", "a file"])
+@pytest.mark.parametrize("command", WRITERS)
+def test_a_link_is_written_through_never_replaced(cli, run, tmp_path, command, target):
+    """An output that is a symbolic link (to a device, to a file) is written through it:
+    never replaced by a new file, and a failed write never removes it (DuckDB's COPY
+    renamed a temporary file over the output, pyarrow removed a path it failed to write:
+    as root, /dev/null or /dev/full itself)."""
+    aim = tmp_path / "kept.out" if target == "a file" else Path(target)
+    aim.touch() if target == "a file" else None
+    out = tmp_path / "out.link"
+    out.symlink_to(aim)
+    code, _, err = cli(*WRITERS[command](run / "rank0.sqlite", out), "--force")
+    assert out.is_symlink() and os.readlink(out) == str(aim)
+    if target == "/dev/full":
+        line = assert_one_line_error((code, "", err), "no space is left on its device")
+        assert line.startswith(f"Error: {out}: ") and "write the output elsewhere" in line
+    else:
+        assert code == 0 and "Error" not in err, err
+    if target == "a file":
+        assert aim.stat().st_size > 0
+
+
 def test_generate_force_replaces_only_what_it_wrote(cli, tmp_path):
     out = tmp_path / "gen"
     assert cli("generate", "run2", out, "--steps", "2")[0] == 0
