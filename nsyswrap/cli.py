@@ -19,7 +19,7 @@ import typer.core
 
 from nsyswrap.errors import EntryGone, NsysWrapError, limit_error, note, printable
 from nsyswrap.output import Format, ReportFormat, fall_back_where_unencodable, write
-from nsyswrap.storage.safe_output import check_writable
+from nsyswrap.storage.safe_output import check_writable, save
 
 # Workflow order in `nsyswrap --help`; commands not named here follow in definition order.
 ORDER = (
@@ -684,7 +684,7 @@ def check_claims(
     from nsyswrap.agent.claims import check, claims_table, text_of
     from nsyswrap.report import report_of
 
-    check_writable(output, force)
+    check_writable(output, force, [run] + ([text] if text != "-" else []))
     said = text_of(text)
     opener = replace(opener, allow_unrelated=allow_unrelated)
     found = check(report_of([run], options, opener=opener), said)
@@ -695,7 +695,7 @@ def check_claims(
         if output is None:
             console.file.write(out)
         else:
-            output.write_text(out)
+            save(output, out)
     elif fmt is not Format.table or output is not None:
         write(claims_table(found), fmt, output, force, console)
     else:

@@ -170,3 +170,30 @@ def test_the_findings_of_real_captures_are_held(capture):
     for finding in found["diagnosis"]["findings"]:
         claims = check(found, finding["text"])["claims"]
         assert claims and all(c["held"] for c in claims), [c for c in claims if not c["held"]]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+@pytest.mark.parametrize("form", ["itself", "dot-dot", "symlink", "hard-link", "glob-run"])
+def test_the_text_checked_is_never_the_output(cli, tmp_path, form, fmt):
+    """`check-claims RUN TEXT -o TEXT --force` wrote its answer over the text it checked:
+    refused, however the output names it (or a name the RUN glob reads), --force or not."""
+    import os
+    import shutil
+
+    text = tmp_path / "answer.txt"
+    text.write_text("Rank 2 is the straggler: 1.5 ms per step.\n")
+    run = RUN
+    out = {
+        "itself": lambda: text,
+        "dot-dot": lambda: tmp_path / ".." / tmp_path.name / "answer.txt",
+        "symlink": lambda: (tmp_path / "link.txt").symlink_to(text) or tmp_path / "link.txt",
+        "hard-link": lambda: os.link(text, tmp_path / "hard.txt") or tmp_path / "hard.txt",
+        "glob-run": lambda: tmp_path / "run" / "rank9.json",
+    }[form]()
+    if form == "glob-run":
+        run = f"{shutil.copytree(RUN, tmp_path / 'run')}/rank*"
+    for force in ([], ["--force"]):
+        code, out_text, err = cli("check-claims", run, text, "-f", fmt, "-o", out, *force)
+        assert code == 1 and out_text == "" and "Traceback" not in err, err
+        assert err.startswith(f"Error: {out}: ") and "an input is never overwritten" in err, err
+    assert text.read_text() == "Rank 2 is the straggler: 1.5 ms per step.\n"
