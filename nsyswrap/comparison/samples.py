@@ -373,6 +373,6 @@ def _launch_options(run: Run) -> dict | None:
     manifest = run.reports[0].path.parent / MANIFEST_NAME
     try:
         options = json.loads(manifest.read_text()).get("options", {})
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, RecursionError, AttributeError):
         return None
     return {k: options.get(k) for k in LAUNCH_OPTIONS}

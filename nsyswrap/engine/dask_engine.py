@@ -165,7 +165,7 @@ def _scheduler_address(scheduler_file: Path) -> str:
             if isinstance(info, dict) and isinstance(info.get("address"), str):
                 return _address(info["address"], scheduler_file)
             problem = 'holds no scheduler address (a JSON object with "address")'
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # (RecursionError: nested too deep)
             problem = f"is not a scheduler file ({exc})"
         except OSError as exc:
             raise NsysWrapError(scheduler_file, f"cannot be read ({exc.strerror})", fix) from None

@@ -70,7 +70,7 @@ def files_of_run(out: Path) -> set[Path]:
                     names |= {f"{base}.nsys-rep", f"{base}.sqlite", f"{base}.qdstrm"}
         names |= {Path(p).name for p in manifest.get("sqlite") or []}
         names |= {Path(p).name for key in ("samples", "captures") for p in manifest.get(key) or []}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError) as exc:
         raise NsysWrapError(
             out,
             f"is not a run nsyswrap launch wrote ({out / MANIFEST}: {exc})",

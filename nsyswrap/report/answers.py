@@ -85,7 +85,7 @@ def load(entry: Path | None) -> dict | None:
             "computing the report again"
         )
         return None
-    except ValueError:
+    except (ValueError, RecursionError):
         store.discard(entry, f"stored answer {path} was damaged; computing the report again")
         return None
     store.use(entry)

@@ -323,6 +323,6 @@ def _launched(paths: list[Path]) -> tuple[list[str] | None, str | None, list[str
         manifest = json.loads((folder / MANIFEST).read_text())
         command = [str(c) for c in manifest["command"]]
         kinds = [str(k) for k in manifest.get("options", {}).get("annotate") or []]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
         return None, None, []
     return command, str(folder), kinds

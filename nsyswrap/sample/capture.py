@@ -49,7 +49,7 @@ def parse_rule(text: str) -> CaptureRule:
     if "=" not in text and path.is_file():
         try:
             given = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise NsysWrapError(
                 path, f"is not a JSON capture rule ({exc})", 'write e.g. {"slower": 2, "steps": 5}'
             ) from None
@@ -155,7 +155,7 @@ class Watch:
         try:
             trigger = json.loads(path.read_text())
             start, stop = int(trigger["start"]), int(trigger["stop"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, RecursionError, KeyError, TypeError):
             return None  # being written: read at the next step
         self.n += 1
         start = max(start, step + 1)

@@ -116,7 +116,7 @@ def _manifest_entry(path: Path) -> tuple[Path, dict, dict] | None:
     try:
         data = json.loads(manifest.read_text())
         entries = data["ranks"]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, RecursionError, TypeError, KeyError):
         return None
     if not isinstance(entries, list):
         return None

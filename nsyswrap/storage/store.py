@@ -225,7 +225,7 @@ def entries() -> list[dict]:
             try:
                 index = json.loads((path / INDEX).read_text())
                 used = path.stat().st_mtime
-            except (OSError, ValueError):  # being removed, or written before the index
+            except (OSError, ValueError, RecursionError):  # being removed, or before the index
                 continue
             out.append(
                 {

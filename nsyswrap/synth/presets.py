@@ -396,6 +396,13 @@ def load_scenario(
     path = Path(name_or_file)
     if not path.is_file():
         raise NsysWrapError(path, "does not exist", "give a scenario JSON file or a preset name")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    sc = Scenario.from_dict(data.get("scenario", data))
+    fix = "give a truth.json nsyswrap generate wrote, or a scenario as a JSON object"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:  # (RecursionError: nested too deep)
+        raise NsysWrapError(path, f"is not JSON ({exc})", fix) from None
+    data = data.get("scenario", data) if isinstance(data, dict) else data
+    if not isinstance(data, dict):
+        raise NsysWrapError(path, "is not a scenario (a JSON object)", fix)
+    sc = Scenario.from_dict(data)
     return sc.replace(**{k: v for k, v in sizes.items() if v is not None})

@@ -60,7 +60,7 @@ def _written_before(out: Path) -> set[Path]:
     try:
         truth = json.loads((out / TRUTH_FILE).read_text(encoding="utf-8"))
         names = {Path(str(r["report"])).name for r in truth["ranks"]}
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, RecursionError, TypeError, KeyError):
         return set()
     return {out / TRUTH_FILE, *(out / n for n in names if n not in ("", ".", ".."))}
 

@@ -306,7 +306,14 @@ def test_a_bad_manifest_entry_is_one_line(cli, run_dir, ranks, needle):
     assert_one_line_error(cli("sql", "SELECT 1", run_dir), needle)
 
 
-@pytest.mark.parametrize("text", ['{"ranks": 7}', "[1, 2]", "not json {", '{"other": []}'])
+DEEP = "[" * 200_000 + "]" * 200_000  # json.loads: RecursionError, not ValueError
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"ranks": 7}', "[1, 2]", "not json {", '{"other": []}', DEEP, f'{{"ranks": {DEEP}}}'],
+    ids=["ranks-int", "list", "not-json", "other", "nested-deep", "ranks-nested-deep"],
+)
 def test_a_manifest_json_that_is_no_launch_manifest_is_ignored(cli, run_dir, text):
     (run_dir / "manifest.json").write_text(text)
     code, out, err = cli("sql", "SELECT rank FROM session ORDER BY rank", run_dir, "-f", "csv")

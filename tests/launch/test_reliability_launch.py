@@ -31,6 +31,21 @@ def test_force_never_deletes_a_directory_that_is_not_a_run(standin, tmp_path, cl
     assert important.read_bytes() == open(FIXTURE, "rb").read() and not standin.calls()
 
 
+@pytest.mark.parametrize(
+    "text", ["[" * 200_000 + "]" * 200_000, '{"nsyswrap_version": ' + "[" * 200_000 + "]" * 200_000]
+)
+def test_force_over_a_manifest_nested_too_deep_is_one_line(standin, tmp_path, cli, text):
+    """A manifest.json that cannot be read (nested too deep: a RecursionError, not a
+    ValueError) is no run launch wrote: refused in one line, nothing deleted."""
+    out = tmp_path / "d"
+    out.mkdir()
+    (out / "manifest.json").write_text(text)
+    (out / "rank0.sqlite").write_bytes(open(FIXTURE, "rb").read())
+    result = cli("launch", "--out", out, "--force", "--no-export", "--", sys.executable, "-c", "")
+    assert_one_line_error(result, "is not a run nsyswrap launch wrote")
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "rank0.sqlite"]
+
+
 def test_force_replaces_exactly_the_files_of_the_previous_run(standin, tmp_path):
     out = tmp_path / "run"
     cfg = LaunchConfig.build([sys.executable, "-c", "pass"], out=out, force=True)

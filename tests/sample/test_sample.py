@@ -258,6 +258,10 @@ def test_capture_rules_inline_or_from_a_file(tmp_path):
     for bad in ("steps=3", "slower=1", "slower=x", "slower=2,when=3", "slower"):
         with pytest.raises(NsysWrapError, match="--capture-when"):
             parse_rule(bad)
+    for text in ("[" * 200_000 + "]" * 200_000, '{"slower": ' + "[" * 100_000 + "]" * 100_000):
+        path.write_text(text)  # nested too deep (a RecursionError), or not JSON
+        with pytest.raises(NsysWrapError, match=r"rule\.json: is not a JSON capture rule"):
+            parse_rule(str(path))
 
 
 def test_the_rule_fires_once_on_a_slow_step_and_every_rank_opens_the_window(tmp_path):

@@ -644,6 +644,39 @@ def test_cli_generate_and_errors(tmp_path, cli):
     assert cli("generate", scenario, tmp_path, "--force")[0] == 0
 
 
+DEEP = "[" * 200_000 + "]" * 200_000  # json.loads: RecursionError, not ValueError
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("not json {", "is not JSON"),
+        (DEEP, "is not JSON"),
+        ('{"scenario": ' + DEEP + "}", "is not JSON"),
+        ("[1, 2]", "is not a scenario"),
+        ('{"scenario": 7}', "is not a scenario"),
+        ("null", "is not a scenario"),
+    ],
+    ids=["not-json", "nested-deep", "scenario-nested-deep", "list", "scenario-int", "null"],
+)
+def test_a_scenario_file_that_is_none_is_one_line(tmp_path, cli, text, said):
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(text)
+    code, out, err = cli("generate", scenario, tmp_path / "out")
+    assert code == 1 and "Traceback" not in err and err.count("\n") == 1, err[-2000:]
+    assert err.startswith(f"Error: {scenario}: {said}"), err[-2000:]
+    assert not (tmp_path / "out").exists()
+
+
+def test_generate_force_over_a_truth_file_nested_too_deep_is_one_line(tmp_path, cli):
+    """A truth.json in OUT that cannot be read lists nothing generate wrote: --force
+    replaces only the truth file itself and refuses the reports beside it, in one line."""
+    assert cli("generate", "run2", tmp_path, "--steps", "1")[0] == 0
+    (tmp_path / "truth.json").write_text('{"ranks": ' + DEEP + "}")
+    code, _, err = cli("generate", "run2", tmp_path, "--steps", "1", "--force")
+    assert code == 1 and "Traceback" not in err and "generate did not write it" in err, err
+
+
 # -- interval helpers (truth arithmetic) -----------------------------------------------------------
 
 intervals = st.lists(

@@ -64,6 +64,7 @@ def test_a_bad_scheduler_address_fails_in_seconds(cli, cache, address, needle):
         ('["tcp://127.0.0.1:8786"]', "holds no scheduler address"),
         ('{"address": "not a url"}', "is not a Dask scheduler address"),
         ('{"address": "tcp://127.0.0.1:{free}"}', "no Dask scheduler listens at"),
+        ('{"address": ' + "[" * 200_000 + "]" * 200_000 + "}", "is not a scheduler file"),
     ],
 )
 def test_a_bad_scheduler_file_fails_in_seconds(cli, cache, tmp_path, text, needle):
