@@ -13,6 +13,7 @@ from nsyswrap.errors import NsysWrapError
 
 PHASES = ("data_loading", "forward", "backward", "optimizer")
 OVERLAPS = ("hidden", "partial", "exposed", "same_stream", "inline")
+RANKS_MAX = 2**31  # ranks 0 to 2**31 - 1: a 32-bit number, as the views' rank
 GAP_CAUSES = ("host_bound", "sync", "other", "stream_wait")
 HYBRID_FIELDS = (
     "coll_ranges",
@@ -585,6 +586,8 @@ class Scenario:
         ):
             if getattr(self, name) < 1:
                 bad(f"{name} must be >= 1", f"set {name} to a positive number")
+        if self.ranks > RANKS_MAX:
+            bad(f"ranks must be at most {RANKS_MAX:,}", "ranks are 0 to 2,147,483,647 (32 bits)")
         if self.kernels_per_step < 3:
             bad("kernels_per_step must be >= 3", "give each phase at least one kernel")
         for name in ("compute_ns", "gpu_gap_ns", "launch_api_ns", "host_gap_ns"):

@@ -668,6 +668,14 @@ def test_a_scenario_file_that_is_none_is_one_line(tmp_path, cli, text, said):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("ranks", [2**31 + 1, 2**63, 2**64])
+def test_more_ranks_than_32_bits_hold_is_one_line_before_any_work(tmp_path, cli, ranks):
+    """generate --ranks 2**64 ran on, drawing a clock error per rank: a rank is 32-bit."""
+    code, _, err = cli("generate", "run2", tmp_path / "out", "--ranks", ranks)
+    assert code == 1 and err.startswith("Error: scenario 'run2': ranks must be at most"), err
+    assert not (tmp_path / "out").exists()
+
+
 def test_generate_force_over_a_truth_file_nested_too_deep_is_one_line(tmp_path, cli):
     """A truth.json in OUT that cannot be read lists nothing generate wrote: --force
     replaces only the truth file itself and refuses the reports beside it, in one line."""
