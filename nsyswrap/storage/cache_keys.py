@@ -56,8 +56,9 @@ def _usable(wanted: Path) -> Path:
 
 WHOLE_FILE_BYTES = 4 << 20
 """A report (or `-wal` file) up to this size is hashed whole (about 2 ms a MB), a larger
-one by SAMPLED_PAGES pages spread evenly over it, the first and last included (0.2 ms
-on a 1 M-kernel report of 132 MB, where hashing it whole takes 260 ms)."""
+one by SAMPLED_PAGES pages spread evenly over it, the first and last included (0.4 ms
+on a 1 M-kernel report of 132 MB, where hashing it whole takes 260 ms; see
+docs/reading-offline.md)."""
 SAMPLED_PAGES = 64
 
 
