@@ -253,7 +253,7 @@ def test_a_record_nested_too_deep_is_one_line(tmp_path, cli, depth, where):
     ],
     ids=[
         *("step-end", "step-start", "collective-end", "phase-host", "rank", "rank-int32"),
-        *("epoch", "time-int64-max", "time-negative", "collective-time", "host-time"),
+        *("epoch", "time-int64-max", "time-before-range", "collective-time", "host-time"),
         *("utc", "epoch-year-2116", "monotonic"),
     ],
 )

@@ -132,18 +132,11 @@ def test_a_character_device_is_written_not_refused(cli, run, device, command):
         assert line.startswith(f"Error: {device}: ")
 
 
+LIST = "SELECT [1, NULL] AS l"
 WRITERS = {
     "query -f csv": lambda run, out: ["query", "kernels.summary", run, "-f", "csv", "-o", out],
     "query -f parquet": lambda run, out: ["query", "gaps.idle", run, "-f", "parquet", "-o", out],
-    "sql -f parquet": lambda run, out: [
-        "sql",
-        "SELECT [1, 2] AS l",
-        run,
-        "-f",
-        "parquet",
-        "-o",
-        out,
-    ],
+    "sql -f parquet": lambda run, out: ["sql", LIST, run, "-f", "parquet", "-o", out],
     "sql -f json": lambda run, out: ["sql", "SELECT 1 AS one", run, "-f", "json", "-o", out],
     "report -f json": lambda run, out: ["report", run, "-f", "json", "-o", out],
 }
@@ -157,7 +150,8 @@ def test_a_link_is_written_through_never_replaced(cli, run, tmp_path, command, t
     renamed a temporary file over the output, pyarrow removed a path it failed to write:
     as root, /dev/null or /dev/full itself)."""
     aim = tmp_path / "kept.out" if target == "a file" else Path(target)
-    aim.touch() if target == "a file" else None
+    if target == "a file":
+        aim.touch()
     out = tmp_path / "out.link"
     out.symlink_to(aim)
     code, _, err = cli(*WRITERS[command](run / "rank0.sqlite", out), "--force")
