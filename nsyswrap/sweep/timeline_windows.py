@@ -27,7 +27,8 @@ from nsyswrap.sweep.device_timeline import (
 
 OUTSIDE = ("a_before_ns", "a_after_ns")
 """Union of every activity before the window's start and after its end (ns)."""
-END_OF_TIME = np.iinfo(np.int64).max
+END_OF_TIME = -NONE
+"""After every time, and safe to subtract a time from (int64's largest overflowed there)."""
 SUMS = ("compute_sum_ns", "comm_sum_ns", "copy_sum_ns", "compute_kernels", "comm_kernels", "copies")
 
 
