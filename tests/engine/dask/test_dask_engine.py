@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections import Counter
 
 import pytest
 from helpers.paths import FIXTURES
@@ -57,11 +58,13 @@ def test_report_json_is_the_local_one(cli, cluster, cache, run):
     assert code == 0, err
     assert json.loads(remote) == json.loads(local)
     workers = {task["worker"] for task in stream.data}
-    names = {task["key"].split("-")[0] for task in stream.data}
+    names = Counter(task["key"].split("-")[0] for task in stream.data)
     assert len(workers) == 2, "both worker processes took reports"
-    # one task per report: its normalization and the per-report objects and modules the
-    # report reads, in one pass (nsyswrap.engine.run.open_run's plan)
-    assert names == {"_normalize"}, names
+    # two tasks per report: its normalization with the per-report objects that take no
+    # window (nsyswrap.engine.opening.open_run's plan), then, the window chosen, the
+    # per-report modules of that window in one more pass (nsyswrap.engine.planner.fill)
+    reports = len(list(run.glob("*.sqlite")))
+    assert names == {"_normalize": reports, "compute": reports}, names
 
 
 def test_per_rank_query_by_address_from_the_environment(cli, cluster, cache, monkeypatch):
