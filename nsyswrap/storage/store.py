@@ -325,7 +325,9 @@ def _remove(found: list[dict], wanted) -> list[dict]:
 def gone(exc: BaseException) -> EntryGone | None:
     """The error of an entry removed under a run that read it (`exc`: DuckDB's or the
     file system's "no such file", naming a file of the store that is gone); None for any
-    other error."""
+    other error (a full disk's among them: its build folder is removed when it fails)."""
+    if limit_error(exc) is not None:
+        return None
     named = getattr(exc, "filename", None) or next(
         iter(re.findall(r'"(/[^"\n]+)"', str(exc))), None
     )
