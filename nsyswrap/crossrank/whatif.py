@@ -1,7 +1,7 @@
 """What would a fix save? The run replayed (nsyswrap.crossrank.replay) from its ranks'
 work and its matched collectives (the model: nsyswrap.crossrank.lanes), then again with
 each candidate fix (nsyswrap.crossrank.fixes); the planner's builder of the run objects
-`xr_whatif`, `xr_critical_path` and `xr_replay_check`.
+`xr_whatif`, `xr_critical_path`, `xr_replay_check` and `xr_own_work`.
 
 The window's steps are replayed (`step_from`, `step_to`), each rank starting at its
 recorded start of the first. The run's step time: a step ends when its last rank ends
@@ -29,9 +29,15 @@ import pandas as pd
 from nsyswrap.crossrank.fixes import candidates
 from nsyswrap.crossrank.lanes import NO_PHASE, Model, build_model, phase_parts
 from nsyswrap.crossrank.lanes import inputs as read_inputs
+from nsyswrap.crossrank.own_work import own_work
 from nsyswrap.engine import sql_objects
 
-OBJECTS = {"whatif": "xr_whatif", "critical_path": "xr_critical_path", "check": "xr_replay_check"}
+OBJECTS = {
+    "whatif": "xr_whatif",
+    "critical_path": "xr_critical_path",
+    "check": "xr_replay_check",
+    "work": "xr_own_work",
+}
 """The run objects the builder makes, by the frame of `analyse` that holds each."""
 NO_STEP = -1  # the step of a run without step ranges: each rank's span from its first collective
 COLUMNS_PER_REPLAY = 32  # candidates replayed at once (memory: events x columns x 16 bytes)
@@ -56,7 +62,8 @@ def _step_nodes(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 def analyse(model: Model) -> dict[str, pd.DataFrame]:
     """The frames of the replay: `whatif` (per candidate and step), `check` (per rank and
-    step, replayed vs recorded) and `critical_path` (per step and charge)."""
+    step, replayed vs recorded), `critical_path` (per step and charge) and `work` (each
+    rank's own work per step and phase, nsyswrap.crossrank.own_work)."""
     g = model.graph
     base = g.replay(g.d[:, None])[:, 0]
     recorded = step_times(model, g.t[:, None])[0]
@@ -97,6 +104,7 @@ def analyse(model: Model) -> dict[str, pd.DataFrame]:
         "whatif": rows,
         "check": check[["rank", "step", "recorded_ns", "replayed_ns", "residual_ns"]],
         "critical_path": critical_path(model, base),
+        "work": own_work(model),
     }
 
 
@@ -221,7 +229,8 @@ def build(inputs) -> dict[str, pd.DataFrame]:
             .reset_index()
         )
         steps["step"] = NO_STEP
-    out = analyse(build_model(coll, issues, joins, steps, labels))
+    model = build_model(coll, issues, joins, steps, labels)
+    out = analyse(model)
     for frame in out.values():
         if "phase" in frame:
             frame["phase"] = frame["phase"].where(frame["phase"] != NO_PHASE, None)

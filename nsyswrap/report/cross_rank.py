@@ -532,6 +532,8 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     """The modules the section asks for (with two ranks or more), `key: (module, params)`."""
     pattern = {"step_pattern": options.step_pattern}
     steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
+    # the replay covers the outliers after the window too: a stall is a stall where it falls
+    replayed = {**steps, "step_to": None} if options.outliers_after else steps
     return {
         "offsets": ("crossrank.clock_offsets", pattern),
         "collectives": ("crossrank.collectives", steps),
@@ -542,9 +544,9 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
         "groups": ("crossrank.groups", pattern),
         "step_phases": ("crossrank.step_phases", pattern),
         # the what-if replay's (a run of exports only: nsyswrap.crossrank.whatif)
-        "replay_check": ("crossrank.replay_check", steps),
-        "whatif": ("crossrank.whatif", steps),
-        "critical_path": ("crossrank.critical_path", steps),
+        "replay_check": ("crossrank.replay_check", replayed),
+        "whatif": ("crossrank.whatif", replayed),
+        "critical_path": ("crossrank.critical_path", replayed),
     }
 
 

@@ -336,7 +336,9 @@ def window_text(report: dict) -> str:
     for o in w.get("outliers", []):
         what = "warm-up" if o["why"] == "warm-up" else "an outlier"
         fate = (
-            "left out"
+            "left out (the replay, what a fix would save, still counts it)"
+            if o["set_apart"] and window.step_to is not None and o["step"] >= window.step_to
+            else "left out"
             if o["set_apart"] and not window.selects(o["step"])
             else "left out of the step statistics (its time is in the window)"
             if o["set_apart"]
@@ -736,7 +738,21 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
         else:
             hot = _hot_exchange(report, cause["rank"])
             out.append(_rank_finding(cause, gain_evidence, straggler, hot))
+        _note_outliers(out[-1], run.set_apart)
     return out
+
+
+def _note_outliers(finding: dict, set_apart: frozenset[int]) -> None:
+    """A finding whose steps include steps set apart as outliers (left out of the step
+    statistics, or out of the window after it) says that the replay counts them."""
+    steps = sorted(set(finding["evidence"].get("affected_steps") or []) & set_apart)
+    if steps:
+        verb = "is an outlier" if len(steps) == 1 else "are outliers"
+        finding["text"] += (
+            f" ({listed('step', steps).capitalize()} {verb}, set apart from the step "
+            "statistics; the replay counts them here.)"
+        )
+        finding["evidence"]["outlier_steps"] = steps
 
 
 def _hot_exchange(report: dict, rank: int) -> dict | None:

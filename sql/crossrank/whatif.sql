@@ -15,13 +15,18 @@
 -- A step's time: from the previous step's end on its last rank to its own end on its last
 -- rank (the first step: from its latest start). A step is affected by a fix when the fix
 -- saves more there than the step's replay residual and the run's step-to-step noise
--- (noise_ns: 1.4826 x the median absolute deviation of the steps' times with every rank
--- idealised, or as replayed where nothing is idealised); a fix that saves time in at least
--- half the steps is persistent, in fewer intermittent. Rows of candidates that change
+-- (noise_ns: how much a rank's own work varies from one step to the next, measured on the
+-- run: per rank 1.4826 x the median absolute deviation of its own work per step over the
+-- window's steps, xr_own_work, then the median over the ranks), and more than 3 x that
+-- noise (the straggler rule's 3 x jitter) where the fix's median gain over the steps is
+-- not above the noise: a fix that saves nothing in a usual step is affected where a stall
+-- stands out, not where a rank's jitter puts it a little behind the others; a chronic
+-- straggler's fix, in every step where it saves more than the noise. A fix that saves
+-- time in at least half the steps is persistent, in fewer intermittent. Rows of candidates that change
 -- nothing are left out; a run without step ranges is one step per rank (step NULL: from
 -- its first collective to its last end).
 -- @scope run
--- @reads xr_whatif
+-- @reads xr_whatif, xr_own_work
 -- @column kind VARCHAR             rank, rank_phase, stage, collective or all.
 -- @column rank INTEGER             The rank idealised (NULL: every rank, or none).
 -- @column phase VARCHAR            The phase idealised (NULL: every phase, or none).
@@ -46,24 +51,34 @@ WITH win AS (
     WHERE ($step_from IS NULL OR step >= $step_from)
         AND ($step_to IS NULL OR step < $step_to)
 ),
-steps AS (
-    SELECT DISTINCT step, replayed_ns
-    FROM win
+work AS (
+    SELECT rank, step, sum(work_ns) AS work_ns
+    FROM xr_own_work
+    WHERE ($step_from IS NULL OR step >= $step_from)
+        AND ($step_to IS NULL OR step < $step_to)
+    GROUP BY rank, step
 ),
-ideal AS (
-    SELECT coalesce(
-        (SELECT median(abs(whatif_ns - (SELECT median(whatif_ns) FROM win WHERE kind = 'all')))
-         FROM win WHERE kind = 'all'),
-        (SELECT median(abs(replayed_ns - (SELECT median(replayed_ns) FROM steps))) FROM steps)
-    ) AS mad_ns
+spread AS (
+    SELECT rank, 1.4826 * median(abs(work_ns - typical_ns)) AS noise_ns
+    FROM (SELECT *, median(work_ns) OVER (PARTITION BY rank) AS typical_ns FROM work)
+    GROUP BY rank
 ),
 noise AS (
-    SELECT round(1.4826 * mad_ns)::BIGINT AS noise_ns
-    FROM ideal
+    SELECT coalesce(round(median(noise_ns))::BIGINT, 0) AS noise_ns
+    FROM spread
+),
+typical AS (
+    SELECT *, median(gain_ns) OVER (PARTITION BY kind, rank, phase, stage, pg, op) AS typical_ns
+    FROM win
 ),
 marked AS (
-    SELECT w.*, n.noise_ns, w.gain_ns > greatest(w.residual_ns, n.noise_ns) AS affected
-    FROM win AS w
+    SELECT
+        w.* EXCLUDE (typical_ns),
+        n.noise_ns,
+        w.gain_ns > greatest(
+            w.residual_ns, CASE WHEN w.typical_ns > n.noise_ns THEN 1 ELSE 3 END * n.noise_ns
+        ) AS affected
+    FROM typical AS w
     CROSS JOIN noise AS n
 ),
 per_fix AS (

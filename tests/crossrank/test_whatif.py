@@ -19,7 +19,9 @@ from nsyswrap.crossrank.replay import Graph
 from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.figures import rows
 from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth.scenario import Straggler
 
 
 def _analysed(out, name: str) -> dict:
@@ -567,3 +569,59 @@ def test_a_hot_expert_is_named_by_its_all_to_all_bytes(tmp_path, name, hot):
     assert ratio[6] > 1.8 and all(0.9 < v < 1.1 for r, v in ratio.items() if r != 6)
     assert first["recommendation"].startswith("Balance the tokens routed to rank 6's experts")
     assert first["evidence"]["exchange_bytes_vs_median"]["value"] == ratio[6]
+
+
+# data loading stalls of 25-35 ms on a rank drawn at random (rank, step, ns), two in the
+# last two steps; every rank draws its own work
+MOVING = ((7, 6, 29_178_410), (7, 9, 29_136_805), (3, 11, 25_220_019), (6, 14, 27_677_714))
+MOVING += ((1, 15, 27_328_130),)
+
+
+@pytest.fixture(scope="module")
+def moving(tmp_path_factory) -> dict:
+    sc = preset("intermittent").replace(
+        name="moving_stalls",
+        steps=16,
+        same_work=False,
+        end_jitter_ns=200,
+        data_loading_ns=2_000_000,
+        stalls=tuple(
+            Straggler(rank=r, phase="data_loading", extra_ns=ns, steps=(s,)) for r, s, ns in MOVING
+        ),
+    )
+    out = tmp_path_factory.mktemp("moving_stalls")
+    truth = generate_run(sc, out)
+    with open_run([out]) as run:
+        return {"truth": truth, "report": build_report(run, ReportOptions())}
+
+
+def test_a_fix_affects_only_the_steps_where_its_stall_happened(moving):
+    """Ranks drawing their own work: each rank is a few tens of us behind the others in
+    some step by its own jitter, far under 3 x the run's step-to-step noise; only the stalls
+    count. Each rank's fix, and its data loading's, lists exactly its stalled steps."""
+    fixes = rows(moving["report"], "crossrank", "whatif")
+    noise = fixes[0]["noise_ns"]["value"]
+    assert 20_000 < noise < 200_000  # tens of us: how much a rank's own work varies
+    for r in range(8):
+        planted = [s for rank, s, _ in MOVING if rank == r]
+        for kind, phase in (("rank", None), ("rank_phase", "data_loading")):
+            fix = next(
+                (f for f in fixes if f["kind"] == kind and f["rank"] == r and f["phase"] == phase),
+                {"steps": None},
+            )
+            assert [int(s) for s in (fix["steps"] or "").split(",") if s] == planted, (r, fix)
+
+
+def test_moving_stalls_list_their_pairs_outliers_after_the_window_included(moving):
+    """Stalled steps are outliers (7-9x the median step): the last two lie after the
+    window's last usual step, yet the replay counts them and the finding says so."""
+    report, truth = moving["report"], moving["truth"]
+    assert report["window"]["step_to"] == 14
+    (first, *_) = report["diagnosis"]["findings"]
+    assert first["id"] == "intermittent", first["text"]
+    pairs = [(s["rank"], s["step"]) for s in first["evidence"]["stalls"]]
+    assert pairs == [(r, s) for r, s, _ in MOVING]
+    planted = truth.planted_gain["gain_ns_total"] / len(truth.planted_gain["steps"])
+    assert first["cost"]["value"] == pytest.approx(planted, rel=0.01)
+    assert first["evidence"]["outlier_steps"] == [6, 9, 11, 14, 15]
+    assert "the replay counts them here" in first["text"]
