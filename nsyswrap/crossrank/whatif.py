@@ -1,7 +1,8 @@
 """What would a fix save? The run replayed (nsyswrap.crossrank.replay) from its ranks'
 work and its matched collectives (the model: nsyswrap.crossrank.lanes), then again with
 each candidate fix (nsyswrap.crossrank.fixes); the planner's builder of the run objects
-`xr_whatif`, `xr_critical_path`, `xr_replay_check` and `xr_own_work`.
+`xr_whatif`, `xr_critical_path`, `xr_replay_check`, `xr_own_work` and `xr_links`
+(nsyswrap.crossrank.links).
 
 The window's steps are replayed (`step_from`, `step_to`), each rank starting at its
 recorded start of the first. The run's step time: a step ends when its last rank ends
@@ -29,6 +30,7 @@ import pandas as pd
 from nsyswrap.crossrank.fixes import candidates
 from nsyswrap.crossrank.lanes import NO_PHASE, Model, build_model, phase_parts
 from nsyswrap.crossrank.lanes import inputs as read_inputs
+from nsyswrap.crossrank.links import link_whatif
 from nsyswrap.crossrank.own_work import own_work
 from nsyswrap.engine import sql_objects
 
@@ -37,6 +39,7 @@ OBJECTS = {
     "critical_path": "xr_critical_path",
     "check": "xr_replay_check",
     "work": "xr_own_work",
+    "links": "xr_links",
 }
 """The run objects the builder makes, by the frame of `analyse` that holds each."""
 NO_STEP = -1  # the step of a run without step ranges: each rank's span from its first collective
@@ -231,6 +234,7 @@ def build(inputs) -> dict[str, pd.DataFrame]:
         steps["step"] = NO_STEP
     model = build_model(coll, issues, joins, steps, labels)
     out = analyse(model)
+    out["links"] = link_whatif(model, inputs.frame("xr_link_collectives"), step_times)
     for frame in out.values():
         if "phase" in frame:
             frame["phase"] = frame["phase"].where(frame["phase"] != NO_PHASE, None)

@@ -390,7 +390,39 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
             _critical_path_rows(path),
             ("share",),
         ),
+        *_links_table(rows("links")),
     ], []
+
+
+def _links_table(links: pd.DataFrame) -> list[dict]:
+    """The links between hosts (crossrank.links), where the run spans hosts."""
+    if links.empty:
+        return []
+    rows = [
+        {
+            "host_a": r.host_a,
+            "host_b": r.host_b,
+            "collectives": figure(r.collectives, COUNT),
+            "busbw": figure(r.busbw_gb_per_s, GB_PER_S, "no bytes recorded"),
+            "inside": figure(r.inside_gb_per_s, GB_PER_S, "no collective inside one host"),
+            "expected": figure(r.expected_gb_per_s, GB_PER_S),
+            "healthy": figure(r.healthy_gb_per_s, GB_PER_S),
+            "slow": bool(r.slow),
+            "gain_ns_per_step": figure(r.gain_ns_per_step, NS),
+            "gain_pct": figure(r.gain_pct, PCT),
+        }
+        for r in links.itertuples(index=False)
+    ]
+    return [
+        _table(
+            "links",
+            "Links between hosts: bus bandwidth of the collectives across each against the "
+            "run's inside a host and a healthy link's (slow: below half its healthy "
+            "bandwidth), and what the replay saves with it at the healthy bandwidth",
+            rows,
+            ("collectives", "expected", "gain_pct"),
+        )
+    ]
 
 
 def _step_time_ns(run: Run, options: ReportOptions) -> int:
@@ -547,6 +579,7 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
         "replay_check": ("crossrank.replay_check", replayed),
         "whatif": ("crossrank.whatif", replayed),
         "critical_path": ("crossrank.critical_path", replayed),
+        "links": ("crossrank.links", replayed),
     }
 
 

@@ -39,6 +39,7 @@ from nsyswrap.report.figures import (
     section,
     value,
 )
+from nsyswrap.report.link_findings import link_findings
 from nsyswrap.report.metric_findings import metric_findings
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import NOT_ENOUGH, Evidence, Totals, ms, recommendations, verdict
@@ -273,7 +274,7 @@ def diagnose(report: dict) -> dict:
     run = _Run(report)
     labels = {key: run.label(key) for key in run.totals}
     ranked, context = metric_findings(report, run, labels)
-    findings = _gain_findings(report, run)
+    findings = _gain_findings(report, run) + link_findings(report)
     device_findings = _device_findings(run, labels)
     findings += sorted(device_findings + ranked, key=lambda f: -f["share"]["value"])
     findings += context
