@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from helpers.paths import PUBLIC
+from helpers.paths import PUBLIC, ROOT
 
 import nsyswrap
 from nsyswrap.comparison import diff
@@ -246,3 +246,40 @@ def test_nsyswrap_diff_is_callable_however_it_was_imported():
         "import nsyswrap.comparison.render, nsyswrap; assert callable(nsyswrap.diff)",
     ):
         subprocess.run([sys.executable, "-c", script], check=True)
+
+
+def test_the_replay_of_base_is_checked_against_the_partial_fix(diffs):
+    """BASE's rank 2 loads data 2.4 ms longer than the others, NEW's 0.4 ms: its own work is
+    2 ms per step shorter; the replay of BASE predicted making it as fast as the others,
+    and that less what NEW still lacks is the measured change, within 5 %."""
+    c = diffs["straggler_fixed"].fix_check
+    assert (c.named["rank"], c.named["phase"]) == (STRAGGLER_RANK, "data_loading")
+    assert c.named["delta_ns"] == pytest.approx(-FIXED_NS, rel=0.01)
+    assert c.left_ns == pytest.approx(400_000, rel=0.05)
+    assert c.predicted_ns - c.left_ns == pytest.approx(c.measured_ns, rel=0.05)
+    assert any("(the fix is partial)" in line for line in diffs["straggler_fixed"].headline)
+    own = diffs["straggler_fixed"].figure(f"own_work:rank={STRAGGLER_RANK},data_loading")
+    assert own.significant and own.delta == pytest.approx(-FIXED_NS, rel=0.01)
+
+
+def test_a_real_fix_is_credited_to_the_rank_whose_own_work_changed():
+    """fixtures/real/h200_fix_slow -> h200_fix_clean, the same job without rank 1's 15 ms
+    data-loading stalls in steps 3, 7, 10 and 13: the mean step time over steps 1-15
+    (stalls included) falls 5.5 ms; rank 1's `data_loading` is named with those steps and
+    the replay's 4.17 ms; the rest is said to be own work nothing recorded ties to it; no
+    line credits rank 0, which waited less, not worked less."""
+    real = ROOT / "fixtures" / "real"
+    r = diff(real / "h200_fix_slow", real / "h200_fix_clean", opener=Opener(jobs=1))
+    c = r.fix_check
+    assert c.steps == list(range(1, 16))
+    assert c.measured_ns == pytest.approx(5.51e6, rel=0.01)
+    assert (c.named["rank"], c.named["phase"], c.named["steps"]) == (
+        1,
+        "data_loading",
+        [3, 7, 10, 13],
+    )
+    assert c.predicted_ns == pytest.approx(4.17e6, rel=0.01)
+    text = "\n".join(r.headline)
+    assert "the replay of BASE predicted 4.172 ms per step for it" in text
+    assert "a dependency the trace does not record" in text
+    assert "on rank 0" not in text, text
