@@ -47,22 +47,23 @@ def directed_bounds(pairs: pd.DataFrame, mine: set[int]) -> tuple[float, float, 
     """(lowest delta, highest delta, pairs used) for clock component `mine` (ranks) from
     keyed point-to-point calls `pairs` (pg, seq, rank, op, start_ns, end_ns: aligned ranks
     in run time, `mine` at delta 0), two members each, one in `mine`."""
-    lo, hi, used = -np.inf, np.inf, 0
-    for _, g in pairs.groupby(["pg", "seq"], sort=False):
-        inside = g["rank"].isin(mine)
-        if len(g) != 2 or inside.sum() != 1:
-            continue
-        used += 1
-        c, a = g[inside].iloc[0], g[~inside].iloc[0]
-        if _op(a) in SENDS and _op(c) in RECEIVES:  # c's receive ends after a's send began
-            lo = max(lo, a["start_ns"] - c["end_ns"])
-        if _op(c) in SENDS and _op(a) in RECEIVES:
-            hi = min(hi, a["end_ns"] - c["start_ns"])
-    return float(lo), float(hi), used
+    key = ["pg", "seq"]
+    calls = pairs.assign(inside=pairs["rank"].isin(mine), op=pairs["op"].map(_op))
+    size = calls.groupby(key)["inside"].transform("size")
+    ours = calls.groupby(key)["inside"].transform("sum")
+    calls = calls[(size == 2) & (ours == 1)]
+    m = calls[calls["inside"]].merge(calls[~calls["inside"]], on=key, suffixes=("_c", "_a"))
+    # the member on `mine` (c) receives after the other (a) began to send: from below
+    up = m["op_a"].isin(SENDS) & m["op_c"].isin(RECEIVES)
+    down = m["op_c"].isin(SENDS) & m["op_a"].isin(RECEIVES)
+    lo = (m["start_ns_a"] - m["end_ns_c"])[up].max() if up.any() else -np.inf
+    hi = (m["end_ns_a"] - m["start_ns_c"])[down].min() if down.any() else np.inf
+    return float(lo), float(hi), len(m)
 
 
-def _op(call: pd.Series) -> str:
-    op = str(call["op"]).lower()
+def _op(op) -> str:
+    """A point-to-point call's op, lower case; one the trace names otherwise: `p2p`."""
+    op = str(op).lower()
     return op if op in P2P or op in SENDS else "p2p"
 
 
