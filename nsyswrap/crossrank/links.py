@@ -6,9 +6,9 @@ host and an expectation, and what bringing a slow link to a healthy bandwidth sa
 * **A link's bandwidth.** A collective crosses every pair of the hosts its members are on
   (`xr_link_collectives`: its bus bandwidth, NCCL's busBw, where its bytes are recorded).
   A pair's bus bandwidth is that of its collectives of at least MIN_BYTES (smaller ones
-  are latency-bound; where it has none, all of them), weighted by their transfer times:
-  the bytes they moved over the time they took. Inside a host: the same over the
-  collectives of one host, the median over the hosts.
+  are latency-bound; where it has none, all of them, and the link is not judged slow),
+  weighted by their transfer times: the bytes they moved over the time they took. Inside
+  a host: the same over the collectives of one host, the median over the hosts.
 * **Healthy.** EXPECTED_GB_PER_S is what a healthy link between hosts of a GPU cluster
   gives at least: 25 GB/s of bus bandwidth per GPU, InfiniBand HDR's 200 Gb/s (NDR's
   400 Gb/s gives 40-50 GB/s; NVLink inside a host, hundreds). A link's healthy bandwidth
@@ -62,7 +62,8 @@ def crossings(colls: pd.DataFrame) -> pd.DataFrame:
 
 
 def bandwidths(cross: pd.DataFrame) -> pd.DataFrame:
-    """Per pair of hosts: collectives and bus bandwidth (module doc), NaN without bytes."""
+    """Per pair of hosts: collectives, bus bandwidth (module doc; NaN without bytes) and
+    whether it has collectives of at least MIN_BYTES (`large`)."""
     known = cross[cross["busbw"].notna() & (cross["transfer_ns"] > 0)]
     big = known[known["bytes"] >= MIN_BYTES]
     keys = ["host_a", "host_b"]
@@ -71,6 +72,7 @@ def bandwidths(cross: pd.DataFrame) -> pd.DataFrame:
     time = use.groupby(keys)["transfer_ns"].sum()
     out = cross.groupby(keys).size().rename("collectives").to_frame()
     out["busbw_gb_per_s"] = (moved / time).reindex(out.index)
+    out["large"] = big.groupby(keys).size().reindex(out.index).fillna(0) > 0
     return out.reset_index()
 
 
@@ -85,7 +87,7 @@ def health(pairs: pd.DataFrame) -> pd.DataFrame:
     links["inside_gb_per_s"] = inside
     links["expected_gb_per_s"] = EXPECTED_GB_PER_S
     links["healthy_gb_per_s"] = healthy if np.isnan(inside) else np.fmin(healthy, inside)
-    links["slow"] = (bw < WELL_BELOW * links["healthy_gb_per_s"]).fillna(False)
+    links["slow"] = (bw < WELL_BELOW * links["healthy_gb_per_s"]).fillna(False) & links["large"]
     return links
 
 

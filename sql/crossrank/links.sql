@@ -4,7 +4,8 @@
 -- A pair's bus bandwidth is that of its collectives of at least 1 MiB (else all), weighted
 -- by their transfer times; inside a host: the median over the hosts. Healthy: the larger
 -- of the expectation (25 GB/s, InfiniBand HDR's 200 Gb/s per GPU) and the median of the
--- other links between hosts, at most the bandwidth inside a host; slow: below half of it.
+-- other links between hosts, at most the bandwidth inside a host; slow: below half of it
+-- (a link with no collective of 1 MiB or more is latency-bound: never slow).
 -- The saving is per step of the window, replayed as crossrank.whatif replays (its step
 -- time, its window), largest first.
 -- @scope run

@@ -1,12 +1,14 @@
 """Links between hosts (nsyswrap.crossrank.links): each pair of hosts' bus bandwidth against
-the run's inside a host and the expectation, which link is slow, and its rules on hand-made
-collectives."""
+the run's inside a host and the expectation, which link is slow and what a healthy one
+saves (the generator's slow NIC against the same job without it), and the rules on
+hand-made collectives."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
+from nsyswrap import open_run
 from nsyswrap.crossrank.links import (
     EXPECTED_GB_PER_S,
     MIN_BYTES,
@@ -14,6 +16,9 @@ from nsyswrap.crossrank.links import (
     crossings,
     health,
 )
+from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.figures import rows
+from nsyswrap.synth.pairs import write_fault_pair
 
 
 def _colls(rows: list[tuple]) -> pd.DataFrame:
@@ -46,6 +51,7 @@ def test_a_pair_bandwidth_is_its_large_collectives_bytes_over_their_time():
     assert bw.loc[("a", "b"), "busbw_gb_per_s"] == pytest.approx(32.5)
     assert bw.loc[("a", "b"), "collectives"] == 3
     assert bw.loc[("c", "d"), "busbw_gb_per_s"] == pytest.approx(0.1)
+    assert bw["large"].to_dict() == {("a", "b"): True, ("c", "d"): False}
 
 
 def test_a_link_well_below_the_others_and_the_expectation_is_slow():
@@ -58,6 +64,7 @@ def test_a_link_well_below_the_others_and_the_expectation_is_slow():
             "host_b": ["a", "b", "b", "d", "c"],
             "collectives": [10] * 5,
             "busbw_gb_per_s": [150.0, 150.0, 40.0, 40.0, 8.0],
+            "large": [True] * 5,
         }
     )
     links = health(pairs).set_index(["host_a", "host_b"])
@@ -67,3 +74,24 @@ def test_a_link_well_below_the_others_and_the_expectation_is_slow():
     assert one["healthy_gb_per_s"] == EXPECTED_GB_PER_S and one["slow"]
     pcie = pairs.iloc[[0, 4]].assign(busbw_gb_per_s=[8.0, 8.0])  # inside a host: 8 GB/s
     assert health(pcie).iloc[0]["healthy_gb_per_s"] == 8.0 and not health(pcie).iloc[0]["slow"]
+    small = pairs.iloc[[0, 4]].assign(large=False)  # latency-bound collectives only
+    assert not health(small).iloc[0]["slow"]
+
+
+def test_the_slow_nic_is_named_with_what_a_healthy_link_saves(tmp_path):
+    """The generator's fault pair `slow_nic` (TP groups of 4 inside 2 hosts, DP pairs
+    across them; every transfer across the hosts 3x longer, no rank slower): the first
+    finding is the link node0 - node1, saving within 5 % of what the same job without the
+    slow NIC measures; that job's link is not slow."""
+    pair = write_fault_pair("slow_nic", tmp_path)
+    found = {}
+    for half in ("fault", "fixed"):
+        with open_run([tmp_path / half]) as run:
+            found[half] = build_report(run, ReportOptions())
+    (first, *_) = found["fault"]["diagnosis"]["findings"]
+    assert first["id"] == "slow-link" and first["evidence"]["hosts"] == ["node0", "node1"]
+    measured = pair["step_times"]["difference_per_step_ns"]
+    assert first["cost"]["value"] == pytest.approx(measured, rel=0.05)
+    assert not any(f["id"] == "slow-link" for f in found["fixed"]["diagnosis"]["findings"])
+    (link,) = rows(found["fixed"], "crossrank", "links")
+    assert not link["slow"] and link["busbw"]["value"] > 0.9 * EXPECTED_GB_PER_S
