@@ -99,7 +99,13 @@ def _fix_check_json(c) -> dict | None:
         "noise_ns": c.noise_ns,
         "named": None
         if c.named is None
-        else {"rank": int(c.named["rank"]), "phase": c.named["phase"] or None},
+        else {
+            "ranks": c.named["ranks"],
+            "phase": c.named["phase"] or None,
+            "steps": {str(r): st for r, st in c.named["steps"].items()},
+            "stage": c.named["stage"],
+        },
+        "link": c.link,
         "predicted_ns": c.predicted_ns,
         "own_work": to_json_records(c.own_work.assign(phase=c.own_work["phase"].replace("", None))),
     }

@@ -13,14 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from nsyswrap.crossrank.fixes import stages
 from nsyswrap.crossrank.lanes import Model
 
-COLUMNS = ["rank", "step", "phase", "work_ns"]
+COLUMNS = ["rank", "step", "phase", "work_ns", "stage"]
 
 
 def own_work(model: Model) -> pd.DataFrame:
     """Per rank, step and phase: the time of the rank's segments in that phase (ns; phase
-    lanes.NO_PHASE where no phase range covers it), rows with time only."""
+    lanes.NO_PHASE where no phase range covers it), rows with time only; and the rank's
+    pipeline stage (nsyswrap.crossrank.fixes.stages; NaN outside pipelines)."""
     ev = model.events
     frame = pd.DataFrame(model.parts, columns=model.phases)
     frame["rank"] = ev["rank"].to_numpy()[model.lane]
@@ -28,4 +30,5 @@ def own_work(model: Model) -> pd.DataFrame:
     long = frame.melt(id_vars=["rank", "step"], var_name="phase", value_name="work_ns")
     out = long.groupby(["rank", "step", "phase"], as_index=False, dropna=False)["work_ns"].sum()
     out = out[out["work_ns"] > 0].sort_values(["rank", "step", "phase"], kind="stable")
+    out["stage"] = out["rank"].map(stages(model))
     return out[COLUMNS].reset_index(drop=True)

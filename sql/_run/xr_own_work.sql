@@ -12,3 +12,4 @@
 -- @column step               BIGINT   Step (NULL: a run without step ranges, the rank's span).
 -- @column phase              VARCHAR  Phase (NULL: outside every phase range).
 -- @column work_ns            BIGINT   Its own work in that phase and step (ns).
+-- @column stage              INTEGER  The rank's pipeline stage (NULL: no pipeline).

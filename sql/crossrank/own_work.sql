@@ -10,7 +10,9 @@
 -- @column step BIGINT              Step.
 -- @column phase VARCHAR            Phase (NULL: outside every phase range).
 -- @column work_ns BIGINT           Its own work in that phase and step (ns).
-SELECT rank, step, phase, work_ns
+-- @column stage INTEGER            The rank's pipeline stage (crossrank.whatif's `stage`;
+--                                  NULL: no pipeline).
+SELECT rank, step, phase, work_ns, stage
 FROM xr_own_work
 WHERE ($step_from IS NULL OR step >= $step_from)
     AND ($step_to IS NULL OR step < $step_to)
