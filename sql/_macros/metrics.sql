@@ -221,16 +221,6 @@ JOIN analysis_window(window_nvtx, step_pattern, step_from, step_to) AS w
 WHERE k.start_ns BETWEEN w.window_start_ns AND w.window_end_ns;
 
 
--- NCCL's bus bandwidth factor of op over n ranks (nccl-tests' busBw = algBw x factor):
--- all_reduce 2(n-1)/n; all_gather, reduce_scatter and all_to_all (n-1)/n; others 1.
-CREATE OR REPLACE MACRO bus_factor(op, n) AS CASE
-    WHEN op LIKE 'all_reduce%' THEN 2.0 * (n - 1) / n
-    WHEN op LIKE 'all_gather%' OR op LIKE 'reduce_scatter%' OR op LIKE 'all_to_all%'
-        THEN (n - 1) / n
-    ELSE 1.0
-END;
-
-
 -- hidden (all of an NCCL kernel overlapped compute), exposed (none of it) or partly_hidden.
 CREATE OR REPLACE MACRO exposure_class(dur_ns, overlap_ns) AS CASE
     WHEN dur_ns = overlap_ns THEN 'hidden'

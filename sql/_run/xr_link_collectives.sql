@@ -3,7 +3,7 @@
 -- (nsyswrap.crossrank.links). A collective crosses every pair of the hosts its members
 -- are on; its bus bandwidth (NCCL's busBw: bytes / transfer time x bus_factor(op, n)) is
 -- NULL where its bytes are not recorded.
--- @include metrics
+-- @include bus_factor
 -- @reads xr_aligned, xr_clock
 -- @column pg                 VARCHAR  Process group.
 -- @column seq                BIGINT   Sequence number of the call in its group.

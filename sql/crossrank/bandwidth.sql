@@ -7,7 +7,7 @@
 -- nccl-tests' size (for all_gather the gathered size). Groups inside one host
 -- (NVLink/PCIe) and across hosts (network) are kept apart (spans_hosts).
 -- @scope run
--- @include metrics
+-- @include bus_factor
 -- @reads xr_collectives, xr_groups
 -- @column op VARCHAR               Collective, e.g. all_reduce.
 -- @column bytes BIGINT             Payload bytes.
