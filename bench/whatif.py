@@ -31,8 +31,8 @@ class _Rank:
         self.rank, self.host, self.gpu, self.rows = rank, 0, 0, []
 
     def work(self, step, phase, host_ns, gpu_ns=0, join=None) -> None:
-        """A work segment launching `gpu_ns` of GPU work at its start (after `join`: an
-        NCCL kernel's (start, end) its first kernel waits for)."""
+        """A work segment launching `gpu_ns` of GPU work at its start (after `join`: the
+        NCCL kernel (its call number, its end) its first kernel waits for)."""
         start, before = self.host, self.gpu
         ready = max(before, start + LATENCY_NS, join[1] if join else 0)
         end = ready + gpu_ns if gpu_ns else before
@@ -57,7 +57,7 @@ class _Rank:
         if join:
             row.update(
                 join_start_ns=ready,
-                join_nccl_start_ns=join[0],
+                join_call=join[0],
                 join_nccl_end_ns=join[1],
                 join_busy_ns=gpu_ns,
                 join_idle_ns=0,
@@ -128,6 +128,7 @@ def frames(ranks: int, collectives: int, steps: int, seed: int = 0) -> tuple[pd.
                 calls.append(
                     {
                         "rank": lane.rank,
+                        "call": seq,
                         "stream": 24,
                         "start_ns": at,
                         "end_ns": ended,
@@ -137,10 +138,9 @@ def frames(ranks: int, collectives: int, steps: int, seed: int = 0) -> tuple[pd.
                     }
                 )
             seq += 1
-        last = arrive
-        for lane, ns, at in zip(lanes, rng.integers(50_000, 80_000, ranks), last):
+        for lane, ns in zip(lanes, rng.integers(50_000, 80_000, ranks)):
             lane.work(s, "backward", 5_000, int(ns))
-            lane.work(s, "optimizer", 5_000, int(rng.integers(20_000, 30_000)), (at, ended))
+            lane.work(s, "optimizer", 5_000, int(rng.integers(20_000, 30_000)), (seq - 1, ended))
             lane.sync(s)
             step_rows.append(
                 {"rank": lane.rank, "step": s, "start_ns": starts[lane.rank], "end_ns": lane.host}

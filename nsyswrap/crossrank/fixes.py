@@ -121,18 +121,15 @@ def excess(model: Model) -> Cut:
 
 def _intervals(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per segment row: its interval (the row of its rank, at or after it, that ends at an
-    event; -1 after its rank's last event), the comparison group of the interval ending
-    there (its rank and step) and its key (its event: the same collective, not a
-    point-to-point pair's, whose two ends do different work; the same step's start or
-    end among the ranks of one pipeline stage; -1 where no event ends)."""
+    event the ranks are compared at; -1 after its rank's last), the comparison group of
+    the interval ending there (its rank and step) and its key (its event: the same
+    collective, not a point-to-point pair's, whose two ends do different work; the same
+    step's start or end among the ranks of one pipeline stage; -1 where no event ends or
+    no other rank has it)."""
     segs = model.segs
     n = len(segs)
     rank = segs["rank"].to_numpy()
     kind = segs["key_kind"].to_numpy(object)
-    keyed = pd.notna(kind)
-    at = pd.Series(np.where(keyed, np.arange(n), n)[::-1])
-    nxt = at.groupby(rank[::-1]).cummin().to_numpy()[::-1]
-    interval = np.where(nxt < n, nxt, -1)
     value = segs["key"].to_numpy(np.int64)
     on_step = np.isin(kind, ["S", "X"])
     step = np.where(on_step, value, np.nan_to_num(segs["step"].to_numpy(np.float64), nan=-1))
@@ -150,6 +147,10 @@ def _intervals(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             )
         )
     ).factorize()[0]
+    keyed = pd.notna(kind) & (np.bincount(key)[key] > 1)
+    at = pd.Series(np.where(keyed, np.arange(n), n)[::-1])
+    nxt = at.groupby(rank[::-1]).cummin().to_numpy()[::-1]
+    interval = np.where(nxt < n, nxt, -1)
     group = pd.Series(list(zip(rank, step.astype(np.int64)))).factorize()[0]
     return interval, group, np.where(keyed, key, -1)
 
@@ -182,21 +183,28 @@ def point_to_point(model: Model) -> np.ndarray:
 
 def stages(model: Model) -> dict[int, int]:
     """Rank -> pipeline stage, where point-to-point pairs chain ranks into pipelines, or
-    close them into rings (an interleaved pipeline's last stage sends to its first): each
-    chain's stage 0 is the end of its earliest pair (a ring's: the member of its earliest
-    pair that arrived first, the walk going on to the other), the stage a rank's place
-    along it; {} without pipelines (or where pairs neither chain nor ring)."""
+    close them into rings (an interleaved pipeline's last stage sends to its first, fewer
+    times than the others to their next): each chain's stage 0 is the end of its earliest
+    pair (a ring's: the sender of its earliest pair, else its member that arrived first,
+    the walk going on to the other), the stage a rank's place along it; {} without
+    pipelines, where pairs neither chain nor ring, or for a ring of peers whose links carry
+    as many pairs each (context parallelism's ring attention: its ranks do the same
+    work)."""
     ev = model.events
     pairs = np.flatnonzero(point_to_point(model))
     if not len(pairs):
         return {}
-    a = ev[(ev["kind"] == "A") & ev["cid"].isin(pairs)].sort_values(["cid", "t", "rank"])
+    a = ev[(ev["kind"] == "A") & ev["cid"].isin(pairs)]
+    a = a.assign(sends=~a.set_index(["rank", "cid"]).index.isin(_receivers(model)))
+    a = a.sort_values(["cid", "sends", "t", "rank"], ascending=[True, False, True, True])
     last = ev[(ev["kind"] == "M") & ev["cid"].isin(pairs)].set_index("cid")["t"]
     neighbours: dict[int, set[int]] = {}
-    start: dict[tuple, tuple] = {}  # link -> (its earliest pair's last arrival, first arriver)
+    start: dict[tuple, tuple] = {}  # link -> (its earliest pair's last arrival, its sender)
+    count: dict[tuple, int] = {}  # link -> its pairs
     for cid, ranks in a.groupby("cid")["rank"]:
         first, other = int(ranks.iloc[0]), int(ranks.iloc[1])
         link = tuple(sorted((first, other)))
+        count[link] = count.get(link, 0) + 1
         neighbours.setdefault(first, set()).add(other)
         neighbours.setdefault(other, set()).add(first)
         start[link] = min(start.get(link, (last[cid], first)), (last[cid], first))
@@ -213,13 +221,23 @@ def stages(model: Model) -> dict[int, int]:
                 return {}
             head = min(ends, key=lambda r: start[tuple(sorted((r, *neighbours[r])))])
             towards = None
-        else:  # a ring
-            link = min((k for k in start if k[0] in chain), key=start.get)
+        else:  # a ring: of peers (context parallelism) where every link carries as many pairs
+            links = {k: n for k, n in count.items() if k[0] in chain}
+            if len(set(links.values())) == 1:
+                return {}
+            link = min(links, key=start.get)
             head = start[link][1]
             towards = link[0] if link[1] == head else link[1]
         for position, r in enumerate(_walk(head, neighbours, towards)):
             out[r] = position
     return out
+
+
+def _receivers(model: Model) -> pd.MultiIndex:
+    """(rank, cid) of the members whose op is a receive alone (recv, irecv)."""
+    ev = model.events[model.events["kind"] == "A"]
+    op = ev["op"].astype(str).str.lower()
+    return pd.MultiIndex.from_frame(ev.loc[op.isin(["recv", "irecv"]), ["rank", "cid"]])
 
 
 def _chain(root: int, neighbours: dict[int, set[int]]) -> set[int]:
@@ -351,7 +369,8 @@ def candidates(model: Model) -> list[tuple[Candidate, Cut | None, np.ndarray | N
         ]
     out = [c for c in out if c[1].any()]
     coll = model.collectives
-    for (pg, op), g in coll.groupby(["pg", "op"], sort=True):
+    paired = coll["op"].where(~point_to_point(model), "send_recv")  # a pair's ends: one op
+    for (pg, op), g in coll.assign(op=paired).groupby(["pg", "op"], sort=True):
         hidden = np.zeros(len(coll), bool)
         hidden[g["cid"].to_numpy()] = True
         out.append((Candidate("collective", pg=pg, op=op), None, hidden))

@@ -78,14 +78,12 @@ SEGMENT_TIMES = [
     "start_ns",
     "end_ns",
     "phase_start_ns",
-    "for_nccl_start_ns",
     "for_end_ns",
     "gpu_from_ns",
     "gpu_end_ns",
     "bound_launch_ns",
     "bound_start_ns",
     "join_start_ns",
-    "join_nccl_start_ns",
     "join_nccl_end_ns",
 ]
 
@@ -198,7 +196,7 @@ SEGMENT_DEFAULTS = {  # xr_segments' columns the model reads, and what a row wit
     "host_ns": 0,
     "waits_for": None,
     "for_seg": np.nan,
-    "for_nccl_start_ns": np.nan,
+    "for_call": np.nan,
     "for_pg": None,
     "for_seq": np.nan,
     "for_end_ns": np.nan,
@@ -213,7 +211,7 @@ SEGMENT_DEFAULTS = {  # xr_segments' columns the model reads, and what a row wit
     "bound_start_ns": np.nan,
     "bound_latency_ns": np.nan,
     "join_start_ns": np.nan,
-    "join_nccl_start_ns": np.nan,
+    "join_call": np.nan,
     "join_nccl_end_ns": np.nan,
     "join_busy_ns": np.nan,
     "join_idle_ns": np.nan,
@@ -267,8 +265,10 @@ def lookup(frame: pd.DataFrame, columns: list[str]):
     """A function from arrays of `columns` values to the positions of the rows of `frame`
     holding them (the first of equal ones; NaN for none). Numbers compare as floats (exact
     below 2**53 ns), so NULL matches nothing."""
-    index = pd.MultiIndex.from_arrays([_key(frame[c]) for c in columns])
-    first = ~index.duplicated()
+    keys = [_key(frame[c]) for c in columns]
+    known = ~np.any([pd.isna(k) for k in keys], axis=0) if len(frame) else np.zeros(0, bool)
+    index = pd.MultiIndex.from_arrays(keys)
+    first = ~index.duplicated() & known
     positions = pd.Series(np.flatnonzero(first), index=index[first])
 
     def find(*values) -> np.ndarray:
@@ -305,21 +305,23 @@ def with_launch_rows(
 
 
 def with_calls(members: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """Each member with its NCCL kernel's call (stream, launch_ns, ready_ns, seg): the kernel
-    of its rank that starts and ends with it, else that starts with it."""
-    keep = ["rank", "start_ns", "end_ns", "stream", "launch_ns", "ready_ns", "seg"]
-    calls = calls[keep]
-    loose = members.merge(
-        calls.drop(columns="end_ns").drop_duplicates(["rank", "start_ns"]),
-        on=["rank", "start_ns"],
-        how="left",
-    )
-    exact = members.merge(
-        calls.drop_duplicates(["rank", "start_ns", "end_ns"]),
-        on=["rank", "start_ns", "end_ns"],
-        how="left",
-    )
-    return exact.where(exact["launch_ns"].notna(), loose)
+    """Each member with its NCCL kernel's call (call, stream, launch_ns, ready_ns, seg): of
+    its rank's kernels that start with it, the one launched within its call (cpu_start_ns to
+    cpu_end_ns, where the members have them: kernels of one group start and end together),
+    else the one that also ends with it, else the first."""
+    keep = ["rank", "call", "start_ns", "end_ns", "stream", "launch_ns", "ready_ns", "seg"]
+    calls = calls.reindex(columns=keep)
+    m = members.reset_index(drop=True).reset_index(names="member")
+    pairs = m.merge(calls.rename(columns={"end_ns": "kernel_end_ns"}), on=["rank", "start_ns"])
+    within = pd.Series(False, index=pairs.index)
+    if "cpu_start_ns" in pairs:
+        upper = pairs["cpu_end_ns"].fillna(pairs["cpu_start_ns"])
+        within = (pairs["launch_ns"] >= pairs["cpu_start_ns"]) & (pairs["launch_ns"] <= upper)
+    ends = pairs["kernel_end_ns"] == pairs["end_ns"]
+    pairs = pairs.assign(rank_of=np.select([within, ends], [0, 1], 2))
+    best = pairs.sort_values(["member", "rank_of", "launch_ns"]).drop_duplicates("member")
+    found = best.set_index("member")[["call", "stream", "launch_ns", "ready_ns", "seg"]]
+    return m.join(found, on="member").drop(columns="member")
 
 
 class Nodes:
@@ -383,7 +385,8 @@ class Nodes:
         return np.where(ok, np.where(self.first[rs], self.g_source[rs], prev), -1)
 
     def events(self) -> pd.DataFrame:
-        """Per node: kind (H, G, A, M, E), rank, step, cid, seg (its segment row; -1) and t."""
+        """Per node: kind (H, G, A, M, E), rank, step, cid, seg (its segment row; -1), t and
+        op (a member's own)."""
         s, m, c = self.segs, self.members, self.collectives
         firsts = s[self.first]
         has_g = self.own_g
@@ -426,6 +429,8 @@ class Nodes:
             for k, r, st, cid, seg, t in parts
         ]
         out = pd.concat(frames, ignore_index=True)
+        out["op"] = None  # a member's own op (send or recv of a point-to-point pair)
+        out.loc[out["kind"].isin(["A", "E"]), "op"] = np.tile(m["op"].to_numpy(object), 2)
         return out.astype({"t": np.int64, "seg": np.int64})
 
     def member_e(self, rank, *key: str, values) -> np.ndarray:
@@ -433,11 +438,10 @@ class Nodes:
         at = lookup(self.members, ["rank", *key])(rank, *values)
         return np.where(np.isnan(at), -1, self.e[np.nan_to_num(at, nan=0).astype(np.int64)])
 
-    def kernel_e(self, rank, start, end) -> np.ndarray:
-        """The end node of the member whose NCCL kernel started and ended at start and end
-        (sends and receives of one group start together), else that started then (-1)."""
-        exact = self.member_e(rank, "start_ns", "end_ns", values=[start, end])
-        return np.where(exact >= 0, exact, self.member_e(rank, "start_ns", values=[start]))
+    def kernel_e(self, rank, call) -> np.ndarray:
+        """The end node of the member whose NCCL kernel is `call` of its rank's process
+        (xr_nccl_calls.call; -1: none)."""
+        return self.member_e(rank, "call", values=[call])
 
     def wait_targets(self) -> np.ndarray:
         """Per segment row: the node its wait or silence waits for (-1: none)."""
@@ -445,7 +449,7 @@ class Nodes:
         rank = s["rank"].to_numpy()
         row = lookup(s, ["rank", "seg"])(rank, s["for_seg"].fillna(-1).astype(np.int64))
         gpu = np.where(np.isnan(row), -1, self.g[np.nan_to_num(row, nan=0).astype(np.int64)])
-        nccl = self.kernel_e(rank, s["for_nccl_start_ns"], s["for_end_ns"])
+        nccl = self.kernel_e(rank, s["for_call"])
         seq = pd.to_numeric(s["for_seq"], errors="coerce")
         coll = self.member_e(rank, "pg", "seq", values=[s["for_pg"].astype(object), seq])
         waits_for = s["waits_for"].to_numpy()
@@ -455,7 +459,7 @@ class Nodes:
     def join_sources(self) -> np.ndarray:
         """Per segment row: the end node of the NCCL kernel its first activity waited for."""
         s = self.segs
-        return self.kernel_e(s["rank"].to_numpy(), s["join_nccl_start_ns"], s["join_nccl_end_ns"])
+        return self.kernel_e(s["rank"].to_numpy(), s["join_call"])
 
     def assumed_waits(self) -> pd.DataFrame:
         """The silences the model's graph takes as waits: rank, step, seg (row), phase, cid
@@ -563,8 +567,9 @@ def host_edges(segs: pd.DataFrame, nodes: Nodes) -> pd.DataFrame:
 
 def gpu_edges(segs: pd.DataFrame, nodes: Nodes) -> pd.DataFrame:
     """Each row's GPU node after the lane's end before it plus the lane's work, after the
-    host at its start plus the launch it rests on (offset, latency, work after it), and
-    after the NCCL kernel its first activity waited for plus the work after that."""
+    host at its start plus the launch it rests on (offset, latency, work after it; a launch
+    made while the host waited for a collective: after that collective's end),
+    and after the NCCL kernel its first activity waited for plus the work after that."""
     rows = np.flatnonzero(nodes.own_g)
     s = segs.iloc[rows]
     g = nodes.g[rows]
@@ -572,6 +577,13 @@ def gpu_edges(segs: pd.DataFrame, nodes: Nodes) -> pd.DataFrame:
     join = nodes.join_sources()[rows]
     joined = join >= 0
     num = lambda c: s[c].to_numpy(np.float64)  # noqa: E731
+    # a launch made while the host waited for a collective is another thread's: it follows
+    # that collective (its offset from the collective's end may be negative), not the host
+    target = nodes.wait_targets()[rows]
+    other = (target >= 0) & s["waits_for"].isin(["nccl", "collective"]).to_numpy()
+    anchor = np.where(other, target, nodes.h_before(rows))
+    offset = num("bound_launch_ns") - num("start_ns")
+    moved = num("bound_launch_ns") - num("for_end_ns")
     return pd.concat(
         [
             _edges(
@@ -583,10 +595,10 @@ def gpu_edges(segs: pd.DataFrame, nodes: Nodes) -> pd.DataFrame:
             ),
             _edges(
                 g[bound],
-                nodes.h_before(rows)[bound],
+                anchor[bound],
                 seg=rows[bound],
-                launch=(num("bound_launch_ns") - num("start_ns"))[bound],
-                fixed=num("bound_latency_ns")[bound],
+                launch=np.where(other, 0, offset)[bound],
+                fixed=(num("bound_latency_ns") + np.where(other, moved, 0))[bound],
                 gpu=(num("gpu_end_ns") - num("bound_start_ns"))[bound],
             ),
             _edges(
@@ -736,12 +748,16 @@ def with_keys(
 
 def inputs(read) -> tuple[pd.DataFrame, ...]:
     """The model's frames, `read(name)` giving each object it reads as a DataFrame
-    (xr_aligned, xr_clock, xr_members, xr_member_steps and the per-report xr_segments and
-    xr_nccl_calls), on the run clock and by member rank; unaligned ranks, and processes
-    that are no rank, are left out."""
+    (xr_aligned with its calls' host times from xr_keys, xr_clock, xr_members,
+    xr_member_steps and the per-report xr_segments and xr_nccl_calls), on the run clock and
+    by member rank; unaligned ranks, and processes that are no rank, are left out."""
     members = read("xr_members")[MEMBER_COLUMNS].drop_duplicates(ignore_index=True)
     clock = read("xr_clock")
     coll = read("xr_aligned")[["pg", "seq", "op", "rank", "step", "start_ns", "end_ns", "on_gpu"]]
+    keys = read("xr_keys")
+    keys = keys.loc[keys["matches"].eq(True), ["rank", "pg", "seq", "cpu_start_ns", "cpu_end_ns"]]
+    calls_of = _run_times(keys, clock, ["cpu_start_ns", "cpu_end_ns"])
+    coll = coll.merge(calls_of, on=["rank", "pg", "seq"], how="left")
     steps = to_run_time(
         read("xr_member_steps")[["rank", "step", "start_ns", "end_ns"]],
         clock,

@@ -26,9 +26,10 @@ A segment is a wait (`kind` wait) when the host was blocked for a completion it 
 * an asynchronous collective's completion waited for by a blocking OS call
   (`xr_host_waits`).
 
-A segment is `silent` where the host made no CUDA call for at least SILENT_NS and resumed
-within RESUME_NS after a completion of its own (an NCCL kernel's end, an asynchronous
-collective's mark that no recorded wait took) that fell in the silence: the trace does not
+A segment is `silent` where the host made no CUDA call and opened or closed no step or
+phase range for at least SILENT_NS and resumed within RESUME_NS after a completion of its
+own that fell in the silence (an NCCL kernel's end, an asynchronous collective's mark that
+no recorded wait took, its lane draining): the trace does not
 say whether the host waited for it (an untraced wait) or worked until then; the replay
 assumes the wait and states the range (nsyswrap.crossrank.whatif). Anything else is
 `work`: the host's own time.
@@ -84,7 +85,7 @@ SEGMENT_COLUMNS = [
     "launches",
     "waits_for",
     "for_seg",
-    "for_nccl_start_ns",
+    "for_call",
     "for_pg",
     "for_seq",
     "for_end_ns",
@@ -100,12 +101,22 @@ SEGMENT_COLUMNS = [
     "bound_start_ns",
     "bound_latency_ns",
     "join_start_ns",
-    "join_nccl_start_ns",
+    "join_call",
     "join_nccl_end_ns",
     "join_busy_ns",
     "join_idle_ns",
 ]
-NCCL_COLUMNS = ["pid", "device", "stream", "start_ns", "end_ns", "launch_ns", "ready_ns", "seg"]
+NCCL_COLUMNS = [
+    "pid",
+    "device",
+    "call",
+    "stream",
+    "start_ns",
+    "end_ns",
+    "launch_ns",
+    "ready_ns",
+    "seg",
+]
 
 
 @dataclass
@@ -191,7 +202,9 @@ def processes(inputs) -> list[Process]:
                 int(pid),
                 device,
                 on_lane[on_lane["kind"] != "nccl"][["stream", "launch", "start", "end"]],
-                on_lane[on_lane["kind"] == "nccl"][["stream", "launch", "start", "end"]],
+                on_lane[on_lane["kind"] == "nccl"][["stream", "launch", "start", "end"]]
+                .sort_values(["launch", "start", "stream"])
+                .reset_index(drop=True),
                 calls[calls["pid"] == pid],
                 waits[waits["pid"] == pid][["stream", "start"]],
                 steps[steps["pid"] == pid],
@@ -219,9 +232,11 @@ def lane_device(launches: pd.DataFrame) -> int | None:
 def process_rows(p: Process) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The segments of one process and its NCCL calls (see the module doc)."""
     joins = find_joins(p)
-    waits = host_waits(p)
+    acts = p.acts.sort_values(["start", "end", "launch"])
+    lane = lane_of(acts, acts.index.isin(joins["act"]))
+    waits = host_waits(p, drains(lane[0]))
     segs = cut(p, joins, waits)
-    segs = with_gpu(segs, p, joins)
+    segs = with_gpu(segs, p, joins, acts, lane)
     segs = with_wait_costs(with_targets(segs, p), p)
     return segs[SEGMENT_COLUMNS], nccl_calls(p, segs)
 
@@ -231,7 +246,7 @@ def find_joins(p: Process) -> pd.DataFrame:
     it on its own stream (stream order), or one its stream held back until the kernel's
     end (a cudaStreamWaitEvent on its stream since the previous activity's launch, idle
     before that end, launched before it, started within JOIN_SLACK_NS of it). Columns: act,
-    nccl_start, nccl_end."""
+    call (the NCCL kernel's row of p.nccl), nccl_end."""
     a = p.acts.sort_values(["stream", "start", "end", "launch"])
     first = a["stream"].ne(a["stream"].shift())
     prev_start = a["start"].shift().where(~first)
@@ -240,20 +255,17 @@ def find_joins(p: Process) -> pd.DataFrame:
     same = _after_on_stream(a, prev_start, p.nccl)
     waited = _held_back(a, prev_end, prev_launch, p)
     found = same.combine_first(waited)
-    hit = found["nccl_start"].notna()
+    hit = found["call"].notna()
+    call = found.loc[hit, "call"].to_numpy(np.int64)
     return pd.DataFrame(
-        {
-            "act": a.index[hit],
-            "nccl_start": found.loc[hit, "nccl_start"].to_numpy(np.int64),
-            "nccl_end": found.loc[hit, "nccl_end"].to_numpy(np.int64),
-        }
+        {"act": a.index[hit], "call": call, "nccl_end": p.nccl["end"].to_numpy(np.int64)[call]}
     )
 
 
 def _after_on_stream(a: pd.DataFrame, prev_start: pd.Series, nccl: pd.DataFrame) -> pd.DataFrame:
     """Per activity of `a`: the NCCL kernel on its own stream that ran between the
     previous activity there and it (the latest such), if any."""
-    out = pd.DataFrame({"nccl_start": np.nan, "nccl_end": np.nan}, index=a.index)
+    out = pd.DataFrame({"call": np.nan}, index=a.index)
     if nccl.empty:
         return out
     n = nccl.sort_values(["stream", "start"])
@@ -266,9 +278,7 @@ def _after_on_stream(a: pd.DataFrame, prev_start: pd.Series, nccl: pd.DataFrame)
         ok = i >= 0
         lower = prev_start.loc[rows.index].to_numpy(np.float64)
         ok &= ~(starts[np.maximum(i, 0)] < np.nan_to_num(lower, nan=-np.inf))
-        idx = rows.index[ok]
-        out.loc[idx, "nccl_start"] = starts[i[ok]]
-        out.loc[idx, "nccl_end"] = mine["end"].to_numpy(np.int64)[i[ok]]
+        out.loc[rows.index[ok], "call"] = mine.index.to_numpy()[i[ok]]
     return out
 
 
@@ -276,7 +286,7 @@ def _held_back(
     a: pd.DataFrame, prev_end: pd.Series, prev_launch: pd.Series, p: Process
 ) -> pd.DataFrame:
     """Per activity of `a`: the NCCL kernel its stream waited for (see find_joins)."""
-    out = pd.DataFrame({"nccl_start": np.nan, "nccl_end": np.nan}, index=a.index)
+    out = pd.DataFrame({"call": np.nan}, index=a.index)
     if p.nccl.empty or p.stream_waits.empty:
         return out
     n = p.nccl.sort_values("end")
@@ -293,8 +303,7 @@ def _held_back(
         k = np.searchsorted(at, a["launch"].to_numpy(np.int64)[mine], side="right") - 1
         called[mine] = np.where(k >= 0, at[np.maximum(k, 0)], -np.inf)
     ok &= called > np.nan_to_num(prev_launch.to_numpy(np.float64), nan=-np.inf)
-    out.loc[a.index[ok], "nccl_start"] = n["start"].to_numpy(np.int64)[i[ok]]
-    out.loc[a.index[ok], "nccl_end"] = ends[i[ok]]
+    out.loc[a.index[ok], "call"] = n.index.to_numpy()[i[ok]]
     return out
 
 
@@ -303,7 +312,7 @@ WAIT_COLUMNS = [
     "end",
     "kind",
     "waits_for",
-    "for_nccl_start",
+    "for_call",
     "for_pg",
     "for_seq",
     "for_end",
@@ -311,14 +320,21 @@ WAIT_COLUMNS = [
 ]
 
 
-def host_waits(p: Process) -> pd.DataFrame:
+def drains(lane: Lane) -> np.ndarray:
+    """The instants the lane drained and then waited for the host: the ends of its busy
+    stretches followed by a wait for a launch, and its last end."""
+    return np.r_[lane.b[:-1][lane.host_after[:-1] > 0], lane.b[-1:]]
+
+
+def host_waits(p: Process, drained: np.ndarray) -> pd.DataFrame:
     """The host's waits (see the module doc), none inside another: start, end, kind (wait
-    or silent), waits_for (gpu: resolved by with_targets; nccl; collective), for_nccl_start,
-    for_pg, for_seq, for_end (the completion, where known)."""
+    or silent), waits_for (gpu: resolved by with_targets; nccl; collective), for_call,
+    for_pg, for_seq, for_end (the completion, where known); `drained`: when the lane
+    drained (silences may end right after)."""
     found = pd.concat(
         [_blocking_calls(p), _collective_waits(p), _recorded_host_waits(p)], ignore_index=True
     )
-    found = pd.concat([found, _silences(p, found)], ignore_index=True)
+    found = pd.concat([found, _silences(p, found, drained)], ignore_index=True)
     found = found[found["end"] > found["start"]].sort_values(
         ["start", "end"], ascending=[True, False]
     )
@@ -332,7 +348,7 @@ def host_waits(p: Process) -> pd.DataFrame:
 
 def _waits(start, end, kind: str, waits_for: str, **target) -> pd.DataFrame:
     out = pd.DataFrame({"start": start, "end": end, "kind": kind, "waits_for": waits_for})
-    for c in ("for_nccl_start", "for_pg", "for_seq", "for_end", "api"):
+    for c in ("for_call", "for_pg", "for_seq", "for_end", "api"):
         out[c] = target.get(c, None)
     return out.astype({"start": np.int64, "end": np.int64})
 
@@ -374,7 +390,7 @@ def _collective_waits(p: Process) -> pd.DataFrame:
                 c["end_ns"].to_numpy(np.int64)[inside][waited],
                 "wait",
                 "nccl",
-                for_nccl_start=n["start"].to_numpy(np.int64)[k[inside]][waited],
+                for_call=n.index.to_numpy()[k[inside]][waited],
                 for_end=end[waited],
             )
         )
@@ -406,17 +422,29 @@ def _recorded_host_waits(p: Process) -> pd.DataFrame:
     )
 
 
-def _silences(p: Process, waits: pd.DataFrame) -> pd.DataFrame:
-    """Silent stretches that ended right after a completion (see the module doc), outside
-    the recorded waits; of completions in one silence, the last."""
+def _host_marks(p: Process) -> pd.DataFrame:
+    """What shows the host at work, in time order (start, end): its CUDA calls and the
+    edges of its step and phase ranges (zero-length)."""
+    edges = np.concatenate(
+        [p.steps["start_ns"], p.steps["end_ns"], p.phases["start_ns"], p.phases["end_ns"]]
+    ).astype(np.int64)
+    marks = pd.concat(
+        [p.calls[["start", "end"]], pd.DataFrame({"start": edges, "end": edges})],
+        ignore_index=True,
+    )
+    return marks.sort_values(["start", "end"], ignore_index=True)
+
+
+def _silences(p: Process, waits: pd.DataFrame, drained: np.ndarray) -> pd.DataFrame:
+    """Silent stretches that ended right after a completion (see the module doc: an NCCL
+    kernel's end, an asynchronous collective's mark no recorded wait took, the lane
+    draining), outside the recorded waits; of completions in one silence, the last."""
     done = p.colls[p.colls["done_ns"].notna()]
     done = done.merge(p.host_waits[["pg", "seq"]], on=["pg", "seq"], how="left", indicator=True)
     done = done[done["_merge"] == "left_only"]
     completions = pd.concat(
         [
-            pd.DataFrame(
-                {"at": p.nccl["end"], "waits_for": "nccl", "for_nccl_start": p.nccl["start"]}
-            ),
+            pd.DataFrame({"at": p.nccl["end"], "waits_for": "nccl", "for_call": p.nccl.index}),
             pd.DataFrame(
                 {
                     "at": done["done_ns"],
@@ -425,10 +453,11 @@ def _silences(p: Process, waits: pd.DataFrame) -> pd.DataFrame:
                     "for_seq": done["seq"],
                 }
             ),
+            pd.DataFrame({"at": drained, "waits_for": "gpu"}),
         ],
         ignore_index=True,
     ).dropna(subset=["at"])
-    calls = p.calls.sort_values("start")
+    calls = _host_marks(p)
     if completions.empty or calls.empty:
         return _waits([], [], "silent", "nccl")
     starts = calls["start"].to_numpy(np.int64)
@@ -459,7 +488,7 @@ def _silences(p: Process, waits: pd.DataFrame) -> pd.DataFrame:
         for_end=found["for_end"].to_numpy(),
     ).assign(
         waits_for=found["waits_for"].to_numpy(),
-        for_nccl_start=found.get("for_nccl_start", pd.Series(np.nan, index=found.index)).to_numpy(),
+        for_call=found.get("for_call", pd.Series(np.nan, index=found.index)).to_numpy(),
         for_pg=found.get("for_pg", pd.Series(None, index=found.index)).to_numpy(),
         for_seq=found.get("for_seq", pd.Series(np.nan, index=found.index)).to_numpy(),
     )
@@ -493,10 +522,8 @@ def cut(p: Process, joins: pd.DataFrame, waits: pd.DataFrame) -> pd.DataFrame:
     is_wait = last["kind"].notna().to_numpy() & (
         last["start"].to_numpy(np.float64) <= segs["start_ns"].to_numpy()
     )
-    for c in ("waits_for", "for_nccl_start", "for_pg", "for_seq", "for_end", "api"):
-        segs[c if c in ("waits_for", "for_pg", "for_seq", "api") else c + "_ns"] = last[c].where(
-            is_wait
-        )
+    for c in ("waits_for", "for_call", "for_pg", "for_seq", "for_end", "api"):
+        segs["for_end_ns" if c == "for_end" else c] = last[c].where(is_wait)
     segs["kind"] = np.where(is_wait, last["kind"], "work")
     segs["host_ns"] = np.where(is_wait, 0, segs["end_ns"] - segs["start_ns"])
     segs["step"] = _open_at(p.steps, "step", segs["start_ns"])
@@ -620,12 +647,14 @@ def lane_of(acts: pd.DataFrame, joiner: np.ndarray) -> tuple[Lane, np.ndarray, n
     )
 
 
-def with_gpu(segs: pd.DataFrame, p: Process, joins: pd.DataFrame) -> pd.DataFrame:
+def with_gpu(
+    segs: pd.DataFrame, p: Process, joins: pd.DataFrame, acts: pd.DataFrame, swept: tuple
+) -> pd.DataFrame:
     """Each segment's GPU columns (module doc): its work, the lane's end before and after
     it, the lane's busy and host-waiting time between, the launch its end rests on, and the
-    collective its first activity waited for."""
-    acts = p.acts.sort_values(["start", "end", "launch"])
-    lane, before, adds = lane_of(acts, acts.index.isin(joins["act"]))
+    collective its first activity waited for; `acts` sorted by start and their lane
+    (lane_of)."""
+    lane, before, adds = swept
     bounds = segs["start_ns"].to_numpy(np.int64)
     seg = np.clip(
         np.searchsorted(bounds, acts["launch"].to_numpy(np.int64), side="right") - 1, 0, None
@@ -681,7 +710,7 @@ def _with_bound(segs, acts, seg, before, lane: Lane, advances) -> pd.DataFrame:
 
 def _with_join(segs, p: Process, joins: pd.DataFrame, lane: Lane) -> pd.DataFrame:
     """The NCCL kernel the segment's first activity (launched at its start) waited for."""
-    for c in ("join_start_ns", "join_nccl_start_ns", "join_nccl_end_ns", "join_busy_ns"):
+    for c in ("join_start_ns", "join_call", "join_nccl_end_ns", "join_busy_ns"):
         segs[c] = np.nan
     segs["join_idle_ns"] = np.nan
     if joins.empty:
@@ -698,7 +727,7 @@ def _with_join(segs, p: Process, joins: pd.DataFrame, lane: Lane) -> pd.DataFram
     at, j = at[ok], j[ok]
     end = segs["gpu_end_ns"].to_numpy()[at]
     segs.loc[at, "join_start_ns"] = j["start"].to_numpy()
-    segs.loc[at, "join_nccl_start_ns"] = j["nccl_start"].to_numpy()
+    segs.loc[at, "join_call"] = j["call"].to_numpy()
     segs.loc[at, "join_nccl_end_ns"] = j["nccl_end"].to_numpy()
     start = j["start"].to_numpy()
     segs.loc[at, "join_busy_ns"] = np.maximum(lane.busy(end) - lane.busy(start), 0)
@@ -740,9 +769,7 @@ def with_targets(segs: pd.DataFrame, p: Process) -> pd.DataFrame:
     segs.loc[rows, "waits_for"] = np.where(named, np.where(use_nccl, "nccl", "gpu"), None)
     segs.loc[rows, "for_end_ns"] = np.where(named, np.maximum(lane_at, nccl_at), np.nan)
     if len(n):
-        segs.loc[rows, "for_nccl_start_ns"] = np.where(
-            use_nccl & named, n["start"].to_numpy(np.float64)[kk], np.nan
-        )
+        segs.loc[rows, "for_call"] = np.where(use_nccl & named, n.index.to_numpy()[kk], np.nan)
     unnamed = rows[~named]
     segs.loc[unnamed, "kind"] = "work"
     segs.loc[unnamed, "host_ns"] = (segs["end_ns"] - segs["start_ns"])[unnamed]
@@ -753,7 +780,7 @@ def nccl_calls(p: Process, segs: pd.DataFrame) -> pd.DataFrame:
     """The process's NCCL kernels with their launch, the segment their launch starts, and
     ready_ns: the latest end, at most their start, of the lane's activities launched
     before them."""
-    n = p.nccl.sort_values("launch")
+    n = p.nccl  # in launch order: its index is the call's number
     acts = p.acts.sort_values("launch")
     reach = (
         np.maximum.accumulate(acts["end"].to_numpy(np.int64))
@@ -779,6 +806,7 @@ def nccl_calls(p: Process, segs: pd.DataFrame) -> pd.DataFrame:
         {
             "pid": p.pid,
             "device": p.device,
+            "call": n.index.to_numpy(),
             "stream": n["stream"].to_numpy(),
             "start_ns": n["start"].to_numpy(),
             "end_ns": n["end"].to_numpy(),

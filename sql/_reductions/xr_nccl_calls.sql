@@ -10,6 +10,8 @@
 -- @builder nsyswrap.crossrank.segments:build
 -- @column pid                BIGINT   Process that launched the kernel.
 -- @column device             BIGINT   CUDA device id.
+-- @column call               BIGINT   The kernel's number in its process, in launch order
+--                                     (xr_segments names a kernel by it).
 -- @column stream             BIGINT   CUDA stream id of the NCCL kernel.
 -- @column start_ns           BIGINT   Kernel start (ns).
 -- @column end_ns             BIGINT   Kernel end (ns).

@@ -25,10 +25,10 @@
 --                                     (ns).
 -- @column launches           BIGINT   Lane activities launched in it.
 -- @column waits_for          VARCHAR  What a wait or silence waits for: gpu (the lane's end
---                                     after segment for_seg), nccl (the NCCL kernel starting
---                                     at for_nccl_start_ns) or collective (for_pg, for_seq).
+--                                     after segment for_seg), nccl (the NCCL kernel for_call)
+--                                     or collective (for_pg, for_seq).
 -- @column for_seg            BIGINT   The segment whose lane end a wait for the GPU waits for.
--- @column for_nccl_start_ns  BIGINT   Start of the NCCL kernel it waits for (ns).
+-- @column for_call           BIGINT   The NCCL kernel it waits for (xr_nccl_calls.call).
 -- @column for_pg             VARCHAR  Group of the collective it waits for.
 -- @column for_seq            BIGINT   Its sequence number in the group.
 -- @column for_end_ns         BIGINT   When what it waits for completed (ns).
@@ -61,7 +61,7 @@
 --                                     its launch, else the process's least (ns).
 -- @column join_start_ns      BIGINT   Start of its first activity where that waited for an
 --                                     NCCL kernel (ns; NULL: no such wait).
--- @column join_nccl_start_ns BIGINT   Start of that NCCL kernel (ns).
+-- @column join_call          BIGINT   That NCCL kernel (xr_nccl_calls.call).
 -- @column join_nccl_end_ns   BIGINT   Its end (ns).
 -- @column join_busy_ns       BIGINT   Lane busy time from join_start_ns to gpu_end_ns (ns).
 -- @column join_idle_ns       BIGINT   Lane idle time between them that was not waiting for

@@ -3,8 +3,8 @@
 -- recorded call that waited (nsyswrap.crossrank.segments: silent segments). The replay
 -- takes it as a wait for that collective; every gain that depends on it is a range
 -- (xr_whatif.gain_low_ns, gain_high_ns: without and with it).
--- @reads xr_aligned, xr_clock, xr_member_steps, xr_members, xr_unrelated, xr_segments,
--- @reads xr_nccl_calls
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls
 -- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
 --                                  NULL: the run's first).
 -- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).

@@ -1,7 +1,7 @@
 -- One row per candidate fix and step: the run's step time recorded, replayed and replayed
 -- with the fix (nsyswrap.crossrank.whatif; columns: see crossrank.whatif).
--- @reads xr_aligned, xr_clock, xr_member_steps, xr_members, xr_unrelated, xr_segments,
--- @reads xr_nccl_calls
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls
 -- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
 --                                  NULL: the run's first).
 -- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).
