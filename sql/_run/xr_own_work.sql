@@ -2,8 +2,8 @@
 -- time of its segments between two of its events, waits left out (the replay re-creates
 -- them): nsyswrap.crossrank.own_work. What the step-to-step noise of crossrank.whatif and
 -- the attribution of `nsyswrap diff` read.
--- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
--- @reads xr_unrelated, xr_issues, xr_joins, xr_host_waits, xr_lane_phases, xr_link_collectives
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls, xr_link_collectives
 -- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
 --                                  NULL: the run's first).
 -- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).

@@ -12,6 +12,11 @@
 --               arrival (no transfer, no waiting); it saves at most that op's exposed time;
 --   all         every rank idealised: gain_ns_per_step is the recorded step time less the
 --               ideal one, slowdown = recorded / ideal.
+-- Where the trace does not settle a dependency (a host that resumed right after a
+-- collective ended, with no recorded call that waited: crossrank.assumed_waits), the replay
+-- assumes the wait (gain_ns_per_step) and states the range: the gain replayed without
+-- those waits and with them (gain_low_ns_per_step, gain_high_ns_per_step; `assumed`: they
+-- differ).
 -- A step's time: from the previous step's end on its last rank to its own end on its last
 -- rank (the first step: from its latest start). A step is affected by a fix when the fix
 -- saves more there than the step's replay residual and the run's step-to-step noise
@@ -45,6 +50,11 @@
 -- @column noise_ns BIGINT          The run's step-to-step noise (see above) (ns).
 -- @column share DOUBLE             kind rank: its gain / the gain of idealising all.
 -- @column slowdown DOUBLE          kind all: recorded / ideal step time.
+-- @column gain_low_ns_per_step DOUBLE   The least of the gains with and without the waits
+--                                  the replay assumed, mean over the window's steps (ns).
+-- @column gain_high_ns_per_step DOUBLE  The greatest of the two (ns).
+-- @column assumed BOOLEAN          The gain depends on a wait the replay assumed (the two
+--                                  differ in some step).
 WITH win AS (
     SELECT *
     FROM xr_whatif
@@ -102,14 +112,20 @@ per_fix AS (
         END AS pattern,
         max(residual_ns) AS residual_ns,
         any_value(noise_ns) AS noise_ns,
-        sum(recorded_ns) / nullif(sum(whatif_ns), 0) AS slowdown
+        sum(recorded_ns) / nullif(sum(whatif_ns), 0) AS slowdown,
+        avg(gain_low_ns) AS gain_low_ns_per_step,
+        avg(gain_high_ns) AS gain_high_ns_per_step,
+        bool_or(gain_low_ns <> gain_high_ns) AS assumed
     FROM marked
     GROUP BY kind, rank, phase, stage, pg, op
 )
 SELECT
-    * EXCLUDE (slowdown),
+    * EXCLUDE (slowdown, gain_low_ns_per_step, gain_high_ns_per_step, assumed),
     CASE WHEN kind = 'rank' THEN gain_ns_per_step / nullif(
         max(gain_ns_per_step) FILTER (WHERE kind = 'all') OVER (), 0) END AS share,
-    CASE WHEN kind = 'all' THEN slowdown END AS slowdown
+    CASE WHEN kind = 'all' THEN slowdown END AS slowdown,
+    gain_low_ns_per_step,
+    gain_high_ns_per_step,
+    assumed
 FROM per_fix
 ORDER BY gain_ns_per_step DESC, kind, rank NULLS FIRST, phase NULLS FIRST, stage, pg, op
