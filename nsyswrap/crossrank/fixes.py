@@ -68,13 +68,14 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Cut:
-    """What a fix takes off each segment (ns; per segment, or segments x phases or
-    columns): its host time before the launch its lane's end rests on, the rest of its
-    host time, its GPU work."""
+    """What a fix takes off segments (ns): their host time before the launch their lane's
+    end rests on, the rest of their host time, their GPU work; per segment (or segments x
+    phases, or x columns), or, with `rows`, only for those segment rows (a candidate's)."""
 
     before: np.ndarray
     after: np.ndarray
     gpu: np.ndarray
+    rows: np.ndarray | None = None
 
     def any(self) -> bool:
         return bool(self.before.any() or self.after.any() or self.gpu.any())
@@ -85,8 +86,11 @@ class Cut:
     def total(self) -> Cut:
         return Cut(self.before.sum(1), self.after.sum(1), self.gpu.sum(1))
 
-    def where(self, mask: np.ndarray) -> Cut:
-        return Cut(*(np.where(mask, c, 0) for c in (self.before, self.after, self.gpu)))
+    def only(self, mask: np.ndarray | None = None) -> Cut:
+        """This per-segment cut kept for the rows of `mask` (all: None) that it changes."""
+        keep = (self.before != 0) | (self.after != 0) | (self.gpu != 0)
+        rows = np.flatnonzero(keep if mask is None else keep & mask)
+        return Cut(self.before[rows], self.after[rows], self.gpu[rows], rows)
 
 
 def excess(model: Model) -> Cut:
@@ -352,19 +356,19 @@ def candidates(model: Model) -> list[tuple[Candidate, Cut | None, np.ndarray | N
     out = []
     for r in sorted(set(rank.tolist())):
         mine = rank == r
-        out.append((Candidate("rank", rank=r), cut.total().where(mine), None))
+        out.append((Candidate("rank", rank=r), cut.total().only(mine), None))
         out += [
-            (Candidate("rank_phase", rank=r, phase=name), cut.phase(p).where(mine), None)
+            (Candidate("rank_phase", rank=r, phase=name), cut.phase(p).only(mine), None)
             for p, name in named
         ]
-    out += [(Candidate("rank_phase", phase=name), cut.phase(p), None) for p, name in named]
-    out.append((Candidate("all"), cut.total(), None))
+    out += [(Candidate("rank_phase", phase=name), cut.phase(p).only(), None) for p, name in named]
+    out.append((Candidate("all"), cut.total().only(), None))
     stage_of = stages(model)
     if stage_of:
         by_stage = stage_excess(model, stage_of).total()
         stage = pd.Series(rank).map(stage_of).to_numpy()
         out += [
-            (Candidate("stage", stage=s), by_stage.where(stage == s), None)
+            (Candidate("stage", stage=s), by_stage.only(stage == s), None)
             for s in sorted(set(stage_of.values()))
         ]
     out = [c for c in out if c[1].any()]

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, to_member_ranks
-from nsyswrap.crossrank.replay import Graph
+from nsyswrap.crossrank.replay import Graph, ranges
 from nsyswrap.crossrank.solve import to_run_time
 
 NO_PHASE = ""  # a segment's time outside every phase
@@ -104,18 +104,30 @@ class Replay:
     fixed: np.ndarray
     gpu: np.ndarray
 
+    def __post_init__(self) -> None:
+        on = np.flatnonzero(self.seg >= 0)
+        order = on[np.argsort(self.seg[on], kind="stable")]
+        counts = np.bincount(self.seg[on], minlength=int(self.seg.max(initial=-1)) + 1)
+        self._by_seg = order  # edges by the segment whose work they carry
+        self._seg_ptr = np.concatenate(([0], np.cumsum(counts)))
+
     def weights(self, cut, gpu_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The edges a cut (fixes.Cut of (segments x columns) arrays: host time before and
-        after the binding launch, GPU work) changes, and their weights (edges x columns);
-        `gpu_ns`: each segment's GPU work. For Graph.replay."""
-        touched = (cut.before != 0).any(1) | (cut.after != 0).any(1) | (cut.gpu != 0).any(1)
-        edges = np.flatnonzero((self.seg >= 0) & touched[np.maximum(self.seg, 0)])
-        s = self.seg[edges]
-        before = cut.before[s]
-        share = np.minimum(cut.gpu[s] / np.maximum(gpu_ns[s], 1)[:, None], 1.0)
+        """The edges a cut changes and their weights (edges x columns), for Graph.replay:
+        `cut` a fixes.Cut of (rows x columns) arrays, for `cut.rows` (None: every segment
+        row); `gpu_ns`: each segment's GPU work. A host cut comes off the host part, the
+        part before the binding launch also off its offset; a GPU cut off the GPU part in
+        proportion to the segment's GPU work."""
+        rows = np.arange(len(cut.gpu)) if cut.rows is None else cut.rows
+        rows_ok = rows < len(self._seg_ptr) - 1
+        starts = self._seg_ptr[rows[rows_ok]]
+        lengths = self._seg_ptr[rows[rows_ok] + 1] - starts
+        edges = self._by_seg[ranges(starts, lengths)]
+        at = np.repeat(np.flatnonzero(rows_ok), lengths)  # each edge's place in rows
+        before = cut.before[at]
+        share = np.minimum(cut.gpu[at] / np.maximum(gpu_ns[rows[at]], 1)[:, None], 1.0)
         gpu = self.gpu[edges, None]
         weights = (
-            np.maximum(self.host[edges, None] - before - cut.after[s], 0)
+            np.maximum(self.host[edges, None] - before - cut.after[at], 0)
             + np.maximum(self.launch[edges, None] - before, 0)
             + self.fixed[edges, None]
             + gpu
@@ -462,9 +474,10 @@ class Nodes:
         return self.kernel_e(s["rank"].to_numpy(), s["join_call"])
 
     def assumed_waits(self) -> pd.DataFrame:
-        """The silences the model's graph takes as waits: rank, step, seg (row), phase, cid
-        (the collective waited for), resumed_ns (when the host resumed), silent_ns (how long
-        it had made no CUDA call), after_ns (how long after the completion it resumed)."""
+        """The silences the model's graph takes as waits: rank, step, seg (row), phase,
+        waits_for (gpu: its lane draining; collective), cid (the collective waited for; -1),
+        resumed_ns (when the host resumed), silent_ns (how long it had made no CUDA call),
+        after_ns (how long after the completion it resumed)."""
         s = self.segs
         target = self.wait_targets()
         rows = np.flatnonzero((s["kind"] == "silent").to_numpy() & (target >= 0))
@@ -476,6 +489,7 @@ class Nodes:
                 "step": mine["step"].to_numpy(),
                 "seg": rows,
                 "phase": mine["phase"].to_numpy(),
+                "waits_for": np.where(mine["waits_for"] == "gpu", "gpu", "collective"),
                 "cid": ev["cid"].to_numpy()[target[rows]],
                 "resumed_ns": mine["end_ns"].to_numpy(),
                 "silent_ns": (mine["end_ns"] - mine["start_ns"]).to_numpy(),

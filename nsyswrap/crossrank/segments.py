@@ -42,12 +42,13 @@ activities launched up to it) follows, in the replay, the max-plus recurrence
                       + (gpu_end - bound_start),
                   the joined NCCL kernel's end + (join_start - its end) + join_busy_ns)
 
-which the recorded times satisfy with the binding term equal: the lane's own work, the
-host's launch of the activity the lane's last busy stretch rests on (the one that started
-with the least queueing after its launch; latency: its own where the GPU sat idle waiting
-for that launch, else the process's least launch latency), and the collective the
-segment's first activity waited for. Shortening the segment's GPU work moves its end only
-by what the host's launches and the joins did not cover.
+which the recorded times satisfy with the binding term equal: the lane's own work (its
+busy time and its own gaps between queued activities, `lane_ns` and `lane_idle_ns`), the
+host's launch of the activity the lane's end rests on (the segment's last activity that
+restarted the lane after it had waited for the host, its latency its own; else the one
+that started least after its launch, with the process's least launch latency), and the
+collective the segment's first activity waited for. Shortening the segment's GPU work
+moves its end only by what the host's launches and the joins did not cover.
 """
 
 from __future__ import annotations
@@ -677,34 +678,35 @@ def with_gpu(
     segs["gpu_idle_host_ns"] = np.where(
         advances, lane.host_idle(end) - np.nan_to_num(lane.host_idle(from_)), 0
     )
-    segs = _with_bound(segs, acts, seg, before, lane, advances)
+    joined = acts.index.isin(joins["act"])
+    segs = _with_bound(segs, acts, seg, before, advances, joined)
     return _with_join(segs, p, joins, lane)
 
 
-def _with_bound(segs, acts, seg, before, lane: Lane, advances) -> pd.DataFrame:
-    """The launch each advancing segment's lane end rests on: of its activities in the
-    lane's last busy stretch before that end (from the lane's end before the segment on),
-    the one that started least after its launch; latency: its own where the lane was idle
-    at its launch, else the process's least."""
+def _with_bound(segs, acts, seg, before, advances, joined) -> pd.DataFrame:
+    """The launch each advancing segment's lane end rests on: of its activities that ran
+    after the lane's end before it, the last that restarted the lane after it had waited
+    for the host (launched once the lane was idle, started after, not held back by an NCCL
+    kernel, `joined`: latency its own), else the one that started least after its launch
+    (latency: the process's least)."""
     start = acts["start"].to_numpy(np.int64)
     launch = acts["launch"].to_numpy(np.int64)
     queue = start - launch
     least = int(queue[queue >= 0].min()) if (queue >= 0).any() else 0
     end = segs["gpu_end_ns"].to_numpy()[seg]
     from_ = np.nan_to_num(segs["gpu_from_ns"].to_numpy()[seg], nan=-np.inf)
-    j = np.searchsorted(lane.a, np.nan_to_num(end, nan=0), side="left") - 1
-    stretch_start = lane.a[np.maximum(j, 0)] if len(lane.a) else start
-    ok = advances[seg] & (start >= stretch_start) & (start >= from_) & (start <= end)
-    idle = launch >= before
+    ok = advances[seg] & (start >= from_) & (start <= end)
+    restart = (launch >= before) & (start > before) & ~joined
     rows = np.flatnonzero(ok)
-    rows = rows[np.lexsort((-start[rows], queue[rows], seg[rows]))]
+    order = np.where(restart[rows], -start[rows], queue[rows])
+    rows = rows[np.lexsort((order, ~restart[rows], seg[rows]))]
     rows = rows[np.r_[True, seg[rows][1:] != seg[rows][:-1]]] if len(rows) else rows
     for c in ("bound_launch_ns", "bound_start_ns", "bound_latency_ns"):
         segs[c] = np.nan
     at = seg[rows]
     segs.loc[at, "bound_launch_ns"] = launch[rows]
     segs.loc[at, "bound_start_ns"] = start[rows]
-    segs.loc[at, "bound_latency_ns"] = np.where(idle[rows], np.maximum(queue[rows], 0), least)
+    segs.loc[at, "bound_latency_ns"] = np.where(restart[rows], queue[rows], least)
     return segs
 
 

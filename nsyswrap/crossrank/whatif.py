@@ -79,23 +79,31 @@ def replay_fixes(model: Model, replay, cands) -> np.ndarray:
     g = replay.graph
     e_nodes = np.flatnonzero(model.events["kind"].to_numpy() == "E")
     e_cid = model.events["cid"].to_numpy()[e_nodes]
-    n_segs = len(model.segs)
     columns = []
     for i in range(0, len(cands), COLUMNS_PER_REPLAY):
         chunk = cands[i : i + COLUMNS_PER_REPLAY]
         d = np.repeat(g.d[:, None], len(chunk), axis=1)
-        cuts = Cut(*(np.zeros((n_segs, len(chunk)), np.int64) for _ in range(3)))
         hidden = np.zeros((g.n_hideable, len(chunk)), bool)
-        for j, (_, cut, hide) in enumerate(chunk):
-            if cut is not None:
-                cuts.before[:, j], cuts.after[:, j], cuts.gpu[:, j] = cut.before, cut.after, cut.gpu
+        cuts = [(j, cut) for j, (_, cut, _) in enumerate(chunk) if cut is not None]
+        for j, (_, _, hide) in enumerate(chunk):
             if hide is not None:
                 hidden[:, j] = hide
                 d[e_nodes[hide[e_cid]], j] = 0
-        w = replay.weights(cuts, model.gpu_ns)
+        w = replay.weights(_columns(cuts, len(chunk)), model.gpu_ns) if cuts else None
         columns.append(step_times(model, g.replay(d, hidden, w)).to_numpy())
     n = len(_step_nodes(model)[0])
     return np.hstack(columns) if columns else np.zeros((n, 0), np.int64)
+
+
+def _columns(cuts: list[tuple[int, Cut]], n: int) -> Cut:
+    """The cuts of some columns of a chunk of `n` as one Cut of (rows x columns), for the
+    union of their rows."""
+    rows = np.unique(np.concatenate([c.rows for _, c in cuts]))
+    out = Cut(*(np.zeros((len(rows), n), np.int64) for _ in range(3)), rows=rows)
+    for j, c in cuts:
+        at = np.searchsorted(rows, c.rows)
+        out.before[at, j], out.after[at, j], out.gpu[at, j] = c.before, c.after, c.gpu
+    return out
 
 
 def analyse(model: Model) -> dict[str, pd.DataFrame]:

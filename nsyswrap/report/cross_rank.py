@@ -292,6 +292,9 @@ def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
             "noise_ns": figure(r.noise_ns, NS),
             "share": figure(r.share, FRACTION, "only for kind rank"),
             "slowdown": figure(r.slowdown, TIMES, "only for kind all"),
+            "gain_low_ns_per_step": figure(r.gain_low_ns_per_step, NS),
+            "gain_high_ns_per_step": figure(r.gain_high_ns_per_step, NS),
+            "assumed": bool(r.assumed),
         }
         for r in fixes.itertuples(index=False)
     ]
@@ -304,12 +307,30 @@ def _critical_path_rows(path: pd.DataFrame) -> list[dict]:
             "kind": r.kind,
             "rank": _int(r.rank),
             "phase": _text(r.phase),
+            "side": _text(r.side),
             "pg": _text(r.pg),
             "op": _text(r.op),
             "time": figure(r.ns, NS),
             "share": figure(r.share, FRACTION),
         }
         for r in path.itertuples(index=False)
+    ]
+
+
+def _assumed_wait_rows(waits: pd.DataFrame) -> list[dict]:
+    return [
+        {
+            "rank": _int(r.rank),
+            "step": _int(r.step),
+            "phase": _text(r.phase),
+            "waits_for": r.waits_for,
+            "pg": _text(r.pg),
+            "seq": _int(r.seq),
+            "op": _text(r.op),
+            "after": figure(r.after_ns, NS),
+            "silent": figure(r.silent_ns, NS),
+        }
+        for r in waits.itertuples(index=False)
     ]
 
 
@@ -362,7 +383,18 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
                 "does not see (see crossrank.replay_check)",
             }
         ]
-    fixes, path = rows("whatif"), rows("critical_path")
+    fixes, path, assumed = rows("whatif"), rows("critical_path"), rows("assumed_waits")
+    if len(assumed):
+        tables.append(
+            _table(
+                "assumed_waits",
+                "Waits the replay assumed: a host silent until right after a completion it "
+                "could have waited for, no recorded call waiting (a fix's gain then ranges "
+                "from without them to with them)",
+                _assumed_wait_rows(assumed),
+                ("silent", "seq", "pg", "phase"),
+            )
+        )
     return tables + [
         _table(
             "whatif",
@@ -377,6 +409,9 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
                 "gain_ns_per_affected_step",
                 "steps_in_window",
                 "affected_steps",
+                "assumed",
+                "gain_high_ns_per_step",
+                "gain_low_ns_per_step",
                 "stage",
                 "pg",
                 "steps",
@@ -386,9 +421,9 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
         _table(
             "critical_path",
             "Critical path per step: the step time charged to the work of a "
-            "(rank, phase) or the transfer of a (pg, op) it rests on",
+            "(rank, phase, side: host or gpu) or the transfer of a (pg, op) it rests on",
             _critical_path_rows(path),
-            ("share",),
+            ("share", "side"),
         ),
         *_links_table(rows("links")),
     ], []
@@ -580,6 +615,7 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
         "whatif": ("crossrank.whatif", replayed),
         "critical_path": ("crossrank.critical_path", replayed),
         "links": ("crossrank.links", replayed),
+        "assumed_waits": ("crossrank.assumed_waits", replayed),
     }
 
 

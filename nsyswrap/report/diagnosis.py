@@ -732,15 +732,32 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
             "pattern": fix["pattern"],
             "affected_steps": _fix_steps(fix),
         }
+        if fix.get("assumed"):  # it rests on waits the trace does not show: a range
+            gain_evidence["gain_low_per_step"] = fix["gain_low_ns_per_step"]
+            gain_evidence["gain_high_per_step"] = fix["gain_high_ns_per_step"]
         if "pairs" in cause:
-            out.append(_moving_finding(cause, gain_evidence))
+            finding = _moving_finding(cause, gain_evidence)
         elif "stage" in cause:
-            out.append(_stage_finding(cause, gain_evidence))
+            finding = _stage_finding(cause, gain_evidence)
         else:
             hot = _hot_exchange(report, cause["rank"])
-            out.append(_rank_finding(cause, gain_evidence, straggler, hot))
+            finding = _rank_finding(cause, gain_evidence, straggler, hot)
+        out.append(_with_range(finding, fix))
         _note_outliers(out[-1], run.set_apart)
     return out
+
+
+def _with_range(finding: dict, fix: dict) -> dict:
+    """A finding whose gain rests on waits the replay assumed says its range."""
+    if not fix.get("assumed"):
+        return finding
+    low, high = value(fix["gain_low_ns_per_step"], 0), value(fix["gain_high_ns_per_step"], 0)
+    finding["text"] += (
+        f" That rests on waits the trace does not show (a host that resumed right after a "
+        f"completion, no call recorded waiting: `assumed_waits`): between {ms(low)} per step "
+        f"if the hosts waited for none of them and {ms(high)} if they waited for each."
+    )
+    return finding
 
 
 def _note_outliers(finding: dict, set_apart: frozenset[int]) -> None:

@@ -52,13 +52,14 @@
 --                                     between queued activities (ns).
 -- @column gpu_idle_host_ns   BIGINT   Lane idle time between them waiting for the host to
 --                                     launch the next activity (ns).
--- @column bound_launch_ns    BIGINT   Launch call of the activity the lane's end rests on
---                                     (of its activities in the lane's last busy stretch
---                                     before that end, the one that started least after its
---                                     launch; ns; NULL: the lane does not move).
+-- @column bound_launch_ns    BIGINT   Launch call of the activity the lane's end rests on:
+--                                     of its activities that ran after gpu_from_ns, the last
+--                                     that restarted the lane after it had waited for the
+--                                     host, else the one that started least after its launch
+--                                     (ns; NULL: the lane does not move).
 -- @column bound_start_ns     BIGINT   That activity's start (ns).
--- @column bound_latency_ns   BIGINT   Its launch latency: its own where the lane was idle at
---                                     its launch, else the process's least (ns).
+-- @column bound_latency_ns   BIGINT   Its launch latency: its own where it restarted the
+--                                     lane, else the process's least (ns).
 -- @column join_start_ns      BIGINT   Start of its first activity where that waited for an
 --                                     NCCL kernel (ns; NULL: no such wait).
 -- @column join_call          BIGINT   That NCCL kernel (xr_nccl_calls.call).

@@ -1,7 +1,8 @@
--- One row per wait the replay assumed: a silence of a rank's host (no CUDA call for a
--- while) that ended right after a completion of its own it could have waited for, with no
--- recorded call that waited (nsyswrap.crossrank.segments: silent segments). The replay
--- takes it as a wait for that collective; every gain that depends on it is a range
+-- One row per wait the replay assumed: a silence of a rank's host (no CUDA call, no step
+-- or phase range edge, for a while) that ended right after a completion of its own it
+-- could have waited for (a collective's end, its GPU's work draining), with no recorded
+-- call that waited (nsyswrap.crossrank.segments: silent segments). The replay takes it as
+-- a wait for that completion; every gain that depends on it is a range
 -- (xr_whatif.gain_low_ns, gain_high_ns: without and with it).
 -- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
 -- @reads xr_segments, xr_nccl_calls, xr_link_collectives
@@ -12,7 +13,8 @@
 -- @column rank               INTEGER  The rank whose host was silent.
 -- @column step               BIGINT   Step of the silence (NULL: between steps).
 -- @column phase              VARCHAR  Phase open on the host then (NULL: none).
--- @column pg                 VARCHAR  Group of the collective assumed waited for.
+-- @column waits_for          VARCHAR  gpu (its GPU's work draining) or collective.
+-- @column pg                 VARCHAR  Group of the collective assumed waited for (NULL: gpu).
 -- @column seq                BIGINT   Its sequence number in the group.
 -- @column op                 VARCHAR  The collective.
 -- @column resumed_ns         BIGINT   When the host resumed (run time, ns).
