@@ -466,12 +466,13 @@ def test_the_straggler_fixture_gains_within_19_ns_of_its_plant():
     assert round(np.mean(gains)) == 367_828 and round(np.mean(planted)) == 367_826
 
 
-@pytest.mark.parametrize("drift, within", [(False, 0), (True, 2)])
+@pytest.mark.parametrize("drift, within", [(False, 0), (True, 3)])
 def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(tmp_path, drift, within):
     """pipeline8 with every rank drawing the same work: stage 2 as fast as the other stages
     saves, step by step, what the generator's run without the slow stage saves: to the ns
-    on clocks that do not drift, within 2 ns with node1's -30 ppm over its 8 steps
-    (durations round; over 4 the clock solve fits no drift). Its
+    on clocks that do not drift, within 3 ns with node1's -30 ppm over its 8 steps
+    (durations round, and the replay's path crosses a host's and a GPU lane's converted
+    times; over 4 the clock solve fits no drift). Its
     compute waits for two transfers at one instant in places: one wait, the work after it
     following the later of them."""
     sc = preset("pipeline8").replace(same_work=True)
