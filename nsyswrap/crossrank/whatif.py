@@ -274,6 +274,8 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     if steps.empty:
         steps = spans(coll, calls)
     model = build_model(coll, segs, calls, steps)
+    if model.steps.empty:  # no rank's step starts and ends at an event of the model
+        return empty
     out = analyse(model)
     out["links"] = link_whatif(model, inputs.frame("xr_link_collectives"), step_times)
     for frame in out.values():
@@ -286,10 +288,13 @@ def build(inputs) -> dict[str, pd.DataFrame]:
 
 def spans(coll: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """A run without step ranges: per rank one step (NO_STEP) from its first collective's
-    call (its NCCL kernel's launch, else its range's start) to its last collective's end."""
+    call (its NCCL kernel's launch; a collective timed by its range: the range's start; an
+    NCCL kernel whose launch the trace lacks has no call) to its last collective's end."""
     m = with_calls(coll, calls)
-    call = m["launch_ns"].where(m["on_gpu"].astype(bool) & m["launch_ns"].notna(), m["start_ns"])
+    on_gpu = m["on_gpu"].astype(bool)
+    call = m["launch_ns"].where(on_gpu, m["start_ns"])
     out = (
         m.assign(call=call).groupby("rank").agg(start_ns=("call", "min"), end_ns=("end_ns", "max"))
     )
-    return out.reset_index().assign(step=NO_STEP).astype({"start_ns": np.int64})
+    out = out.reset_index().dropna(subset=["start_ns"])
+    return out.assign(step=NO_STEP).astype({"start_ns": np.int64})
