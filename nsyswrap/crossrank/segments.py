@@ -265,7 +265,9 @@ def find_joins(p: Process) -> pd.DataFrame:
 
 def _after_on_stream(a: pd.DataFrame, prev_start: pd.Series, nccl: pd.DataFrame) -> pd.DataFrame:
     """Per activity of `a`: the NCCL kernel on its own stream that ran between the
-    previous activity there and it (the latest such), if any."""
+    previous activity there and it (the latest such), if any, where the activity was
+    launched before that kernel's end (queued behind it; launched after, it waited for its
+    launch, not for the kernel)."""
     out = pd.DataFrame({"call": np.nan}, index=a.index)
     if nccl.empty:
         return out
@@ -279,6 +281,9 @@ def _after_on_stream(a: pd.DataFrame, prev_start: pd.Series, nccl: pd.DataFrame)
         ok = i >= 0
         lower = prev_start.loc[rows.index].to_numpy(np.float64)
         ok &= ~(starts[np.maximum(i, 0)] < np.nan_to_num(lower, nan=-np.inf))
+        launch = rows["launch"].to_numpy(np.float64)
+        ends = mine["end"].to_numpy(np.int64)[np.maximum(i, 0)]
+        ok &= ~(launch >= ends)  # a launch the trace lacks (NaN) stays queued
         out.loc[rows.index[ok], "call"] = mine.index.to_numpy()[i[ok]]
     return out
 
