@@ -21,7 +21,7 @@ from nsyswrap.engine.opener import Opener
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.synth.catalog import COVER_KERNEL
-from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_fault_pair, write_pair
+from nsyswrap.synth.pairs import BASE, FIXED_NS, STRAGGLER_RANK, write_pair
 
 MFU_BEFORE = next((p for p in PUBLIC if p.stem == "nsysai__mfu_2gpu_before"), None)
 
@@ -288,13 +288,13 @@ def test_a_real_fix_is_credited_to_the_rank_whose_own_work_changed():
         ("slow_nic", "the link between hosts node0 and node1"),
     ],
 )
-def test_the_replay_of_a_fault_is_checked_against_the_same_job_without_it(tmp_path, name, named):
+def test_the_replay_of_a_fault_is_checked_against_the_same_job_without_it(fault_pair, name, named):
     """The generator's fault pairs (truth: both runs simulated by the generator): the mean
     step time change is the pair's measured difference to the ns, the change is named
     where it happened (a pipeline stage's ranks, pauses that move between ranks, a link
     between hosts) and BASE's replay predicted it within 5 %."""
-    pair = write_fault_pair(name, tmp_path)
-    r = diff(tmp_path / "fault", tmp_path / "fixed", opener=Opener(jobs=1))
+    pair, folder = fault_pair(name)
+    r = diff(folder / "fault", folder / "fixed", opener=Opener(jobs=1))
     c = r.fix_check
     assert c.measured_ns == pytest.approx(pair["step_times"]["difference_per_step_ns"], abs=1)
     assert c.predicted_ns == pytest.approx(c.measured_ns, rel=0.05)

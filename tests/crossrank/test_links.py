@@ -18,7 +18,6 @@ from nsyswrap.crossrank.links import (
 )
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.figures import rows
-from nsyswrap.synth.pairs import write_fault_pair
 
 
 def _colls(rows: list[tuple]) -> pd.DataFrame:
@@ -78,15 +77,15 @@ def test_a_link_well_below_the_others_and_the_expectation_is_slow():
     assert not health(small).iloc[0]["slow"]
 
 
-def test_the_slow_nic_is_named_with_what_a_healthy_link_saves(tmp_path):
+def test_the_slow_nic_is_named_with_what_a_healthy_link_saves(fault_pair):
     """The generator's fault pair `slow_nic` (TP groups of 4 inside 2 hosts, DP pairs
     across them; every transfer across the hosts 3x longer, no rank slower): the first
     finding is the link node0 - node1, saving within 5 % of what the same job without the
     slow NIC measures; that job's link is not slow."""
-    pair = write_fault_pair("slow_nic", tmp_path)
+    pair, folder = fault_pair("slow_nic")
     found = {}
     for half in ("fault", "fixed"):
-        with open_run([tmp_path / half]) as run:
+        with open_run([folder / half]) as run:
             found[half] = build_report(run, ReportOptions())
     (first, *_) = found["fault"]["diagnosis"]["findings"]
     assert first["id"] == "slow-link" and first["evidence"]["hosts"] == ["node0", "node1"]

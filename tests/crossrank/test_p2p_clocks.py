@@ -17,14 +17,13 @@ from nsyswrap.crossrank.p2p_clocks import deepest, directed_bounds, told_apart
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
 from nsyswrap.report.data_quality import alignment_notes, crossrank_notes
-from nsyswrap.synth import generate_run, preset
-from nsyswrap.synth.pairs import write_fault_pair
+from nsyswrap.synth import preset
 
 NODE1_OFF = 21_000_000
 
 
 @pytest.fixture(scope="module")
-def stages_across_hosts(tmp_path_factory):
+def stages_across_hosts(generated_run):
     """pipeline8's 4 stages of one replica on 2 hosts (stages 0-1 on node0, 2-3 on node1):
     only the send/recv between stages 1 and 2 crosses the hosts; NCCL kernels only; node1's
     clock 21 ms off; stage 2 slow."""
@@ -36,8 +35,7 @@ def stages_across_hosts(tmp_path_factory):
         clock_drift_ppm=None,
         data_loading_ns=2_000_000,
     )
-    out = tmp_path_factory.mktemp("stages_across_hosts")
-    truth = generate_run(sc, out)
+    truth, out = generated_run(sc)
     with open_run([out]) as run:
         yield truth, run
 
@@ -129,15 +127,17 @@ def test_the_data_quality_section_names_unaligned_ranks():
     assert note.startswith("ranks 1, 2 are not aligned (no matched collective joins it)")
 
 
-def test_the_pipeline_across_hosts_pair_aligns_every_rank_and_names_its_slow_stage(tmp_path):
+def test_the_pipeline_across_hosts_pair_aligns_every_rank_and_names_its_slow_stage(
+    fault_pair,
+):
     """The generator's fault pair `pipeline_across_hosts` (Megatron's layout: DP inside a
     host, stages 0-1 on node0 and 2-3 on node1, only send/recv across; coll: ranges;
     stage 2's forward slower): every rank is aligned within its stated uncertainty, the
     data-quality section says how, and the slow stage is named with a saving within 5 %
     of what the same job without the fault measures (truth: the generator's own runs)."""
-    pair = write_fault_pair("pipeline_across_hosts", tmp_path)
-    truth = json.loads((tmp_path / "fault" / "truth.json").read_text())
-    with open_run([tmp_path / "fault"]) as run:
+    pair, folder = fault_pair("pipeline_across_hosts")
+    truth = json.loads((folder / "fault" / "truth.json").read_text())
+    with open_run([folder / "fault"]) as run:
         clocks = clock_offsets(run).set_index("rank")
         report = build_report(run, ReportOptions())
     assert clocks["aligned"].all() and set(clocks.loc[4:7, "source"]) == {"p2p"}

@@ -8,7 +8,7 @@ import pytest
 
 from nsyswrap import open_run
 from nsyswrap.engine import planner
-from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth import preset
 
 
 def _counts(folder) -> dict[str, int]:
@@ -23,14 +23,13 @@ def _counts(folder) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def launch_bound(tmp_path_factory) -> dict[int, dict[str, int]]:
+def launch_bound(generated_run) -> dict[int, dict[str, int]]:
     """The bench's launch-bound shape (every kernel launched just before it runs, no
     synchronising call), 2 ranks x 3 steps, with 100 and 400 kernels a step."""
     out = {}
     for kernels in (100, 400):
-        folder = tmp_path_factory.mktemp(f"launch_bound_{kernels}")
-        generate_run(
-            preset("bench_launch_bound", ranks=2, steps=3, kernels_per_step=kernels), folder
+        _, folder = generated_run(
+            preset("bench_launch_bound", ranks=2, steps=3, kernels_per_step=kernels)
         )
         out[kernels] = _counts(folder)
     return out

@@ -12,14 +12,12 @@ from nsyswrap import open_run
 from nsyswrap.crossrank import fixes, lanes, whatif
 from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
-from nsyswrap.synth.pairs import write_fault_pair
 
 
-def _pair(tmp_path_factory, name: str, **sizes) -> dict:
+def _pair(fault_pair, name: str, **sizes) -> dict:
     """The pair written (fault and fixed halves), its truth, the fault half's replay rows
     (xr_whatif, crossrank.whatif, crossrank.assumed_waits) and model."""
-    folder = tmp_path_factory.mktemp(name)
-    truth = write_fault_pair(name, folder, **sizes)
+    truth, folder = fault_pair(name, **sizes)
     with open_run([folder / "fault"]) as run:
         fixes_ = run_module(run, "crossrank.whatif")
         assumed = run_module(run, "crossrank.assumed_waits")
@@ -82,18 +80,18 @@ def _planted(model: lanes.Model, plant: dict) -> fixes.Cut:
 
 
 @pytest.fixture(scope="module")
-def host_paced(tmp_path_factory) -> dict:
-    return _pair(tmp_path_factory, "host_paced_tpdp", steps=7)
+def host_paced(fault_pair) -> dict:
+    return _pair(fault_pair, "host_paced_tpdp", steps=7)
 
 
 @pytest.fixture(scope="module")
-def nccl_on_compute(tmp_path_factory) -> dict:
-    return _pair(tmp_path_factory, "nccl_on_compute", steps=5)
+def nccl_on_compute(fault_pair) -> dict:
+    return _pair(fault_pair, "nccl_on_compute", steps=5)
 
 
 @pytest.fixture(scope="module")
-def jit(tmp_path_factory) -> dict:
-    return _pair(tmp_path_factory, "jit_no_sync_removed", steps=5)
+def jit(fault_pair) -> dict:
+    return _pair(fault_pair, "jit_no_sync_removed", steps=5)
 
 
 def test_a_host_paced_runs_gpu_slack_absorbs_a_slower_kernel(host_paced):
@@ -147,13 +145,13 @@ def test_a_host_that_resumes_right_after_its_gpu_drains_is_taken_to_wait_for_it(
     ],
 )
 def test_rings_and_pipelines_give_their_slow_ranks_and_stages_saving(
-    tmp_path_factory, name, steps, candidate
+    fault_pair, name, steps, candidate
 ):
     """Context parallelism's ring of peers (rank 2's attention 30 % slower), an interleaved
     1F1B pipeline (a ring of stages: stage 1 slower) and a pipeline whose replicas cross
     the hosts (stage 2's forward slower): within 5 % of the measured difference (they found
     0.78 ms against 3.1, no stage row, no stage row)."""
-    run = _pair(tmp_path_factory, name, steps=steps)
+    run = _pair(fault_pair, name, steps=steps)
     kind, rank, phase, stage = candidate
     gain = _gains(run["per_step"], kind, rank, phase, stage)["gain_ns"].mean()
     truth = run["difference"].mean()
