@@ -39,7 +39,7 @@ import pyarrow as pa
 
 TIMELINE = {"device_timeline", "nccl_overlap"}
 LOOKUPS = {"window_unions", "step_unions", "idle_gap_rows"}
-REPLAY_INPUTS = {"xr_lane_phases", "xr_joins", "xr_issues", "xr_host_waits"}
+REPLAY_INPUTS = {"xr_segments", "xr_nccl_calls", "xr_host_waits"}
 """The per-report objects the replay (crossrank.whatif) reads."""
 LOG_STAGES = (
     ("views", "read + views"),

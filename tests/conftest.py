@@ -48,6 +48,25 @@ def generated_run(tmp_path_factory):
     return generated
 
 
+@pytest.fixture(scope="session")
+def fault_pair(tmp_path_factory):
+    """`fault_pair(name, **sizes)`: the generator's fault pair `name` (nsyswrap.synth.pairs:
+    `fault/` and `fixed/`), as (the pair's truth, its directory), written once per test
+    session like generated_run's runs. Shared: a test that changes a half writes its own."""
+    from nsyswrap.synth.pairs import write_fault_pair
+
+    made: dict[str, tuple[dict, Path]] = {}
+
+    def written(name: str, **sizes) -> tuple[dict, Path]:
+        key = "-".join([name, *(f"{k}{v}" for k, v in sorted(sizes.items()))])
+        if key not in made:
+            out = tmp_path_factory.getbasetemp() / "fault_pairs" / key
+            made[key] = write_fault_pair(name, out, **sizes), out
+        return made[key]
+
+    return written
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
     """A fresh, empty cache directory for this test (`NSYSWRAP_CACHE_DIR`)."""
@@ -97,6 +116,7 @@ FIXTURES = {
     "server": "e2e",  # `nsyswrap mcp` started over stdio, as an agent starts it
     "generated_run": "slow",  # a generated multi-rank run, analysed
     "pairs": "slow",  # the generated pairs of runs `diff` compares
+    "fault_pair": "slow",  # a generated fault pair (a fault and the job without it), analysed
     "original": "slow",  # crafted copies of a bundled report, each analysed cold
     "capture": "slow",  # a real capture (fixtures/real, ../shared/nsys-sqlite), analysed
 }

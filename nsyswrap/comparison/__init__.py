@@ -4,7 +4,9 @@ by figure.
 `diff(base, new)` checks that the runs can be compared (nsyswrap.comparison.comparability),
 computes each run's per-step samples (nsyswrap.comparison.samples), compares their medians with
 a bootstrap interval (nsyswrap.comparison.significance) and leads with a headline
-(nsyswrap.comparison.headline). `nsyswrap.comparison.gate` is the CI gate,
+(nsyswrap.comparison.headline); with two ranks or more, the replay of BASE against what
+NEW measured, by each rank's own work (nsyswrap.comparison.fix_check), names who changed.
+`nsyswrap.comparison.gate` is the CI gate,
 `nsyswrap.comparison.render` the output.
 """
 
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nsyswrap.comparison import comparability, compare, headline
+from nsyswrap.comparison import comparability, compare, fix_check, headline
 from nsyswrap.comparison.samples import add_samples, identify, run_inputs
 from nsyswrap.comparison.significance import METHOD
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
@@ -47,6 +49,8 @@ class DiffResult:
     notes: list[str]
     step_times: pd.DataFrame
     """Every step's time (the slowest rank's): run (BASE or NEW), step, step_time_ns."""
+    fix_check: fix_check.FixCheck | None = None
+    """The replay of BASE against what NEW measured, by own work (two ranks or more)."""
 
     def section(self, name: str) -> pd.DataFrame:
         """The figures of one section: step_time, share, exposed_comm, idle, phase, kernel,
@@ -81,6 +85,10 @@ def diff(
         comparability.refuse_unless_forced(checks, base_label, new_label, force)
         for run, found in zip(runs, (b, n)):
             add_samples(run, found, options)
+        checked = None
+        if len(runs[0].reports) > 1:
+            params = fix_check.window(runs, options)
+            checked = fix_check.check(*(fix_check.replay_of(r, params) for r in runs))
     figs = compare.figures(b, n)
     notes = (
         [SPLIT_NOTE]
@@ -90,10 +98,15 @@ def diff(
             "matched across ranks)"
         ]
     )
+    lines = headline.headline(figs)
+    if checked is not None and (figs["significant"] & (figs["id"] == "step_time")).any():
+        lines += checked.lines
+    elif checked is not None and checked.stands_out:  # stalls a median hides
+        lines += checked.lines
     return DiffResult(
         base_label,
         new_label,
-        headline.headline(figs),
+        lines,
         headline.warnings(figs),
         METHOD,
         checks,
@@ -101,6 +114,7 @@ def diff(
         compare.stragglers(b, n),
         notes,
         compare.step_times(b, n),
+        checked,
     )
 
 

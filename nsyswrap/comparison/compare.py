@@ -7,8 +7,18 @@ import pandas as pd
 from nsyswrap.comparison.samples import META, RunSamples
 from nsyswrap.comparison.significance import compare_medians
 
-SECTIONS = ("step_time", "share", "exposed_comm", "idle", "phase", "kernel", "range", "collective")
-ADDITIVE = {"idle", "kernel", "range"}
+SECTIONS = (
+    "step_time",
+    "share",
+    "exposed_comm",
+    "idle",
+    "phase",
+    "own_work",
+    "kernel",
+    "range",
+    "collective",
+)
+ADDITIVE = {"idle", "own_work", "kernel", "range"}
 """Sections where a figure missing from a run means 0 per step (a kernel that no longer
 runs); elsewhere such a figure is left out."""
 MOVERS = ("kernel", "range")

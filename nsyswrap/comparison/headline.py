@@ -1,9 +1,11 @@
 """The first lines of a diff: did the step get faster, by how much, how sure, and why.
 
 The explanations are the significant changes, in the direction of the step time's, of
-work that sets the step: a phase's host time (without waits) or GPU time per rank (the
-larger change of the two), and exposed communication beyond waiting for peers. Waiting is
-an effect, never a cause. A change seen alike on every rank (all moved the same way,
+work that sets the step: a phase's own work per rank where the runs were replayed (two
+ranks or more: the rank's time between its events, its waits for the others left out,
+crossrank.own_work), else its host time (without waits) or GPU time (the larger change of
+the two), and exposed communication beyond waiting for peers. Waiting is an effect, never
+a cause. A change seen alike on every rank (all moved the same way,
 most of them significantly) is named once, "on all ranks". Each says which share of the
 step time's change it matches.
 """
@@ -65,9 +67,13 @@ def warnings(figs: pd.DataFrame) -> list[str]:
 
 
 def explanations(figs: pd.DataFrame, step_delta: float) -> pd.DataFrame:
-    """Candidate causes (what, delta per step, share of the step change), largest first."""
+    """Candidate causes (what, delta per step, share of the step change), largest first.
+    A phase's change is its own work's where the runs were replayed (section own_work:
+    waits left out, so a rank that merely waited less is no cause), else its host or GPU
+    time's."""
+    work = "own_work" if (figs["section"] == "own_work").any() else "phase"
     cand = figs[
-        (figs["section"] == "phase")
+        (figs["section"] == work)
         | ((figs["section"] == "exposed_comm") & (figs["metric"] == "beyond_wait"))
     ]
     cand = cand.assign(size=cand["delta"].abs())
@@ -77,7 +83,11 @@ def explanations(figs: pd.DataFrame, step_delta: float) -> pd.DataFrame:
     )
     rows = []
     for (section, item), group in cand.groupby(["section", "item"], sort=False):
-        label = item if section == "phase" else "exposed communication beyond waiting"
+        label = (
+            (item or "work outside phases")
+            if section == work
+            else ("exposed communication beyond waiting")
+        )
         alike = (
             len(group) > 1
             and group["significant"].mean() > 0.5

@@ -26,6 +26,8 @@ TITLES = {
     "before / after the last rank arrived; beyond_wait: exposed less waited)",
     "idle": "Idle time per step by cause, ms",
     "phase": "Phases per step, ms: host time without waits, GPU time of their kernels",
+    "own_work": "Own work per step, ms: each rank's time in a phase between its events, "
+    "as the replay holds it (its waits for the others left out)",
     "kernel": "GPU time per step by kernel name, all ranks, ms (top movers)",
     "range": "GPU time per step launched inside NVTX ranges, all ranks, ms (top movers)",
     "collective": "Collectives per op and size, ms: duration, transfer, skew, wait (summed "
@@ -72,7 +74,8 @@ def check_outputs(
 
 
 def as_json(result: DiffResult) -> dict:
-    """Everything: headline, warnings, method, notes, checks, figures, stragglers."""
+    """Everything: headline, warnings, method, notes, checks, figures, stragglers and the
+    replay's check against the fix."""
     return {
         "base": result.base,
         "new": result.new,
@@ -83,6 +86,31 @@ def as_json(result: DiffResult) -> dict:
         "checks": to_json_records(result.checks),
         "figures": to_json_records(result.figures),
         "stragglers": to_json_records(result.stragglers),
+        "fix_check": _fix_check_json(result.fix_check),
+    }
+
+
+def _fix_check_json(c) -> dict | None:
+    """The replay of BASE against NEW (nsyswrap.comparison.fix_check), or null."""
+    if c is None:
+        return None
+    return {
+        "steps": c.steps,
+        "base_step_ns": c.base_ns,
+        "new_step_ns": c.new_ns,
+        "measured_ns": c.measured_ns,
+        "noise_ns": c.noise_ns,
+        "named": None
+        if c.named is None
+        else {
+            "ranks": c.named["ranks"],
+            "phase": c.named["phase"] or None,
+            "steps": {str(r): st for r, st in c.named["steps"].items()},
+            "stage": c.named["stage"],
+        },
+        "link": c.link,
+        "predicted_ns": c.predicted_ns,
+        "own_work": to_json_records(c.own_work.assign(phase=c.own_work["phase"].replace("", None))),
     }
 
 

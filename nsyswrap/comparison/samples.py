@@ -114,6 +114,7 @@ def add_samples(run: Run, found: RunSamples, options: ReportOptions) -> None:
         _exposed(steps, split),
         _idle(metrics.idle_gaps(run, **params), steps),
         _phases(crossrank.phase_lag(run, **span), step_set),
+        _own_work(run_module(run, "crossrank.own_work", **span), step_set) if many else None,
         _per_item(kernels, "kernel", "name", step_set),
         _per_item(_ranges(run, options), "range", "text", step_set),
         _collectives(coll, run) if not coll.empty else None,
@@ -291,6 +292,24 @@ def _phases(lag: pd.DataFrame, steps: list[int]) -> pd.DataFrame | None:
             )
         )
     return pd.concat(out)
+
+
+def _own_work(work: pd.DataFrame, steps: list[int]) -> pd.DataFrame | None:
+    """Per (rank, phase) and step: the rank's own work as the replay holds it, waits left
+    out (crossrank.own_work; phase "" outside every phase range)."""
+    work = work.dropna(subset=["step"])
+    if work.empty:
+        return None
+    df = _complete(work.fillna({"phase": ""}), ["rank", "phase"], steps, "work_ns")
+    return _rows(
+        df,
+        section="own_work",
+        metric="own_work",
+        unit="ns",
+        value="work_ns",
+        rank="rank",
+        item="phase",
+    )
 
 
 def _per_item(df: pd.DataFrame, section: str, name: str, steps: list[int]) -> pd.DataFrame | None:

@@ -49,7 +49,7 @@ clocks (where most collectives lie inside one host, e.g. TP groups with DP pairs
 hosts, their residuals of 0 would otherwise make every end across hosts an outlier and
 leave the clocks unconstrained); drifts are rounded to whole ppb and jumps to whole ns, and the
 offsets refitted to whole ns with the drift applied as the run clock applies it
-(solve.to_run_time: rounded half to even). Exact ends on clocks that follow this model
+(to_run_time: rounded half to even). Exact ends on clocks that follow this model
 give every offset, drift and jump exactly: every residual is 0. Residuals are always
 against the fitted clock: a collective whose every member is an outlier is compared with
 the median of its members' aligned ends.
@@ -468,3 +468,25 @@ def _method(r: int, c: Clock, ref: Clock, ref_rank: int, ends: int) -> str:
     if c.jump and c.fit.get("jump"):
         text += f"; it steps {c.fit['jump'] / 1e6:+,.3f} ms mid-run: fitted piecewise"
     return text
+
+
+def to_run_time(frame: pd.DataFrame, clock: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """`columns` (session ns) of `frame` (with rank) on the run clock: less the clock's jump
+    from jump_at_ns on, then the drift term rounded half to even (the rule of the SQL macro
+    run_ns); unaligned ranks dropped."""
+    keep = ["rank", "shift_ns", "drift_ppb", "jump_at_ns", "jump_ns"]
+    out = frame.merge(clock.loc[clock["aligned"].astype(bool), keep], on="rank")
+    jumped = out["jump_at_ns"].notna().to_numpy()
+    at = out["jump_at_ns"].fillna(0).to_numpy(np.int64)
+    size = out["jump_ns"].fillna(0).to_numpy(np.int64)
+    for c in columns:
+        t = out[c].to_numpy(np.int64)
+        t = t - np.where(jumped & (t >= at), size, 0)
+        out[c] = (
+            t
+            + out["shift_ns"].to_numpy(np.int64)
+            + np.round(t.astype(np.float64) * out["drift_ppb"].to_numpy(np.float64) / 1e9).astype(
+                np.int64
+            )
+        )
+    return out.drop(columns=keep[1:])

@@ -1,17 +1,20 @@
 """The candidate fixes of the replay (nsyswrap.crossrank.whatif): which time each takes
-off the segments of the lanes (nsyswrap.crossrank.lanes). A fix never adds time, so
-idealising more never makes the replay slower.
+off the segments of the model (nsyswrap.crossrank.lanes): a `Cut` of each segment's host
+time (before and after the launch its lane rests on) and GPU work. A fix never adds
+time, so idealising more never makes the replay slower.
 
-* `rank` R: R's work in each phase since its step began is compared, at each of its
-  events, with the other ranks' by the same event (the issue of, or the wait for, the
-  same collective, not a point-to-point pair, whose two ends do different work; the
-  step's start or end, among the ranks of one pipeline stage); R loses, from the segments
-  up to the event, what it is behind the median there (kept from shrinking along the
-  lane): `excess`. `rank_phase` (R, P): that of phase P alone (rank NULL: P on every
-  rank, e.g. stalls that move between ranks); `all`: every rank, every phase.
-* `stage` S (point-to-point pairs chained into pipelines, `stages`): each phase range of
-  S's ranks (the k-th of the phase in the step: a microbatch's forward) no slower, in its
-  GPU's busy time, than the median rank of the other stages' same range (`stage_excess`).
+* `rank` R: R's work in each phase since its step began, on each side, is compared at
+  each of its events with the other ranks' by the same event (the call of, or the wait
+  for, the same collective, not a point-to-point pair, whose two ends do different work;
+  the step's start or end, among the ranks of one pipeline stage); R loses, from the
+  segments since its previous event, what it is behind the median there (kept from
+  shrinking along its segments): `excess`. `rank_phase` (R, P): that of phase P alone
+  (rank NULL: P on every rank, e.g. stalls that move between ranks); `all`: every rank,
+  every phase.
+* `stage` S (point-to-point pairs chained into pipelines or rings of stages, `stages`):
+  each phase range of S's ranks (the k-th of the phase in the step: a microbatch's
+  forward) no slower, in its GPU work (else its host time), than the median rank of the
+  other stages' same range (`stage_excess`).
 * `collective` (pg, op): every collective of that op in that group hidden (each member
   ends at its own arrival: no transfer, no wait).
 """
@@ -23,12 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nsyswrap.crossrank.lanes import NO_PHASE, P2P_OPS, Model, instance_parts
+from nsyswrap.crossrank.lanes import NO_PHASE, P2P_OPS, Model
 
 
 def others_median(values: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Per row and column: the median of the other rows of its group (ns, rounded half to
-    even); a row alone in its group keeps its own value."""
+    """Per row and column: the median of the other rows of its group (ns; of integers,
+    rounded half to even); a row alone in its group keeps its own value."""
     out = values.copy()
     order = np.lexsort((np.arange(len(group)), group))
     g = group[order]
@@ -48,7 +51,8 @@ def others_median(values: np.ndarray, group: np.ndarray) -> np.ndarray:
         at_lo = np.minimum(start + lo + (lo >= k), len(g) - 1)
         at_hi = np.minimum(start + hi + (hi >= k), len(g) - 1)
         med = (sv[at_lo] + sv[at_hi]) / 2
-        out[order, col] = np.where(others > 0, np.round(med), v).astype(np.int64)
+        med = np.round(med) if np.issubdtype(values.dtype, np.integer) else med
+        out[order, col] = np.where(others > 0, med, v)
     return out
 
 
@@ -62,46 +66,114 @@ class Candidate:
     stage: int | None = None
 
 
-def excess(model: Model) -> np.ndarray:
-    """(lane segments x phases): how much shorter each segment's phase part gets when its
-    rank is, at each of its events, no further behind the median other rank than it is
-    anywhere before. A rank's work in a phase since its step began (its parts summed along
-    its lane) is compared at each event with the other ranks' at the same event (the issue
-    of, or the join on, the same collective; the step's start or end); the excess, kept
-    from shrinking along the lane, is what the rank's segments up to that event lose.
-    Comparing work done by an event, not single segments, keeps ranks whose events split
-    the same work differently (one waits at a join the last arriver passes) comparable,
-    and puts the cut where the time was lost."""
-    ev = model.events
-    rank = ev["rank"].to_numpy()[model.lane]
-    step = np.nan_to_num(ev["step"].to_numpy(np.float64)[model.lane], nan=-1).astype(np.int64)
-    cid = ev["cid"].to_numpy()[model.lane]
-    kind = ev["kind"].to_numpy()[model.lane]
+@dataclass(frozen=True)
+class Cut:
+    """What a fix takes off segments (ns): their host time before the launch their lane's
+    end rests on, the rest of their host time, their GPU work; per segment (or segments x
+    phases, or x columns), or, with `rows`, only for those segment rows (a candidate's)."""
+
+    before: np.ndarray
+    after: np.ndarray
+    gpu: np.ndarray
+    rows: np.ndarray | None = None
+
+    def any(self) -> bool:
+        return bool(self.before.any() or self.after.any() or self.gpu.any())
+
+    def phase(self, p: int) -> Cut:
+        return Cut(self.before[:, p], self.after[:, p], self.gpu[:, p])
+
+    def total(self) -> Cut:
+        return Cut(self.before.sum(1), self.after.sum(1), self.gpu.sum(1))
+
+    def only(self, mask: np.ndarray | None = None) -> Cut:
+        """This per-segment cut kept for the rows of `mask` (all: None) that it changes."""
+        keep = (self.before != 0) | (self.after != 0) | (self.gpu != 0)
+        rows = np.flatnonzero(keep if mask is None else keep & mask)
+        return Cut(self.before[rows], self.after[rows], self.gpu[rows], rows)
+
+
+def excess(model: Model) -> Cut:
+    """(segments x phases) cuts: how much shorter each segment's host time (before and
+    after the launch its lane's end rests on) and GPU work in its phase get when its rank
+    is, at each of its events, no further behind
+    the median other rank than it is anywhere before. A rank's work in a phase since its
+    step began, on each side, is compared at each event with the other ranks' by the same
+    event (the call of, or the wait for, the same collective; the step's start or end);
+    the excess, kept from shrinking along the rank's segments, is taken off the segments
+    since its previous event, in proportion to their work. Comparing work done by an
+    event, not single segments, keeps ranks whose events split the same work differently
+    comparable, and puts the cut where the time was lost."""
+    parts = np.hstack([model.before_parts, model.after_parts, model.gpu_parts])
+    interval, group, key = _intervals(model)
+    ends = np.flatnonzero(key >= 0)  # in rank order, along each rank
+    sums = np.zeros_like(parts)
+    np.add.at(sums, interval[interval >= 0], parts[interval >= 0])
+    g = group[ends]
+    cum = pd.DataFrame(sums[ends]).groupby(g).cumsum().to_numpy(np.float64)
+    behind = np.maximum(cum - others_median(cum, key[ends]), 0)
+    kept = pd.DataFrame(behind).groupby(g).cummax().to_numpy(np.float64)
+    first = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
+    cut = np.diff(np.vstack([np.zeros((1, parts.shape[1])), kept]), axis=0)
+    cut[first] = kept[first]
+    at_ends = np.zeros_like(parts)
+    at_ends[ends] = np.minimum(cut, sums[ends])
+    out = spread(at_ends, interval, parts)
+    n = model.gpu_parts.shape[1]
+    return Cut(out[:, :n], out[:, n : 2 * n], out[:, 2 * n :])
+
+
+def _intervals(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per segment row: its interval (the row of its rank, at or after it, that ends at an
+    event the ranks are compared at; -1 after its rank's last), the comparison group of
+    the interval ending there (its rank and step) and its key (its event: the same
+    collective, not a point-to-point pair's, whose two ends do different work; the same
+    step's start or end among the ranks of one pipeline stage; -1 where no event ends or
+    no other rank has it)."""
+    segs = model.segs
+    n = len(segs)
+    rank = segs["rank"].to_numpy()
+    kind = segs["key_kind"].to_numpy(object)
+    value = segs["key"].to_numpy(np.int64)
+    on_step = np.isin(kind, ["S", "X"])
+    step = np.where(on_step, value, np.nan_to_num(segs["step"].to_numpy(np.float64), nan=-1))
     stage = pd.Series(rank).map(stages(model)).fillna(-1).to_numpy(np.int64)
-    p2p = np.zeros(len(cid), bool)
-    p2p[cid >= 0] = point_to_point(model)[cid[cid >= 0]]
-    # compared at: the same collective (not a point-to-point pair, whose two ends do
-    # different work), the same step start or end among the ranks of one pipeline stage
+    on_call = np.isin(kind, ["J", "W"])
+    p2p = np.zeros(n, bool)
+    p2p[on_call] = point_to_point(model)[value[on_call]]
     key = pd.Series(
         list(
             zip(
                 kind,
-                np.where(cid >= 0, cid, step),
-                np.where(cid >= 0, 0, stage),
-                np.where(p2p, np.arange(len(cid)), -1),
+                value,
+                np.where(on_call, 0, stage),
+                np.where(p2p, np.arange(n), -1),
             )
         )
     ).factorize()[0]
-    order = np.lexsort((model.lane, step, rank))  # each rank's step, along its lane
-    group = pd.Series(list(zip(rank[order], step[order]))).factorize()[0]
-    cum = pd.DataFrame(model.parts[order]).groupby(group).cumsum().to_numpy(np.int64)
-    behind = np.maximum(cum - others_median(cum, key[order]), 0)
-    kept = pd.DataFrame(behind).groupby(group).cummax().to_numpy(np.int64)
-    first = np.r_[True, group[1:] != group[:-1]]
-    cut = np.diff(np.vstack([np.zeros((1, kept.shape[1]), np.int64), kept]), axis=0)
-    cut[first] = kept[first]
-    out = np.zeros_like(model.parts)
-    out[order] = np.minimum(cut, model.parts[order])
+    keyed = pd.notna(kind) & (np.bincount(key)[key] > 1)
+    at = pd.Series(np.where(keyed, np.arange(n), n)[::-1])
+    nxt = at.groupby(rank[::-1]).cummin().to_numpy()[::-1]
+    interval = np.where(nxt < n, nxt, -1)
+    group = pd.Series(list(zip(rank, step.astype(np.int64)))).factorize()[0]
+    return interval, group, np.where(keyed, key, -1)
+
+
+def spread(cut: np.ndarray, interval: np.ndarray, parts: np.ndarray) -> np.ndarray:
+    """(rows x columns): the cut at each interval's end row taken off the interval's rows
+    in proportion to their parts (rounded so that each interval's add up to its cut)."""
+    out = np.zeros(parts.shape, np.int64)
+    rows = np.flatnonzero(interval >= 0)
+    if not len(rows):
+        return out
+    iv = interval[rows]
+    p = parts[rows].astype(np.float64)
+    total = np.zeros(parts.shape)
+    np.add.at(total, iv, p)
+    rate = np.where(total[iv] > 0, cut[iv] / np.maximum(total[iv], 1), 0)
+    share = np.round(pd.DataFrame(p).groupby(iv).cumsum().to_numpy() * rate).astype(np.int64)
+    before = pd.DataFrame(share).groupby(iv).shift().fillna(0).to_numpy(np.int64)
+    out[rows] = share - before
     return out
 
 
@@ -114,35 +186,62 @@ def point_to_point(model: Model) -> np.ndarray:
 
 
 def stages(model: Model) -> dict[int, int]:
-    """Rank -> pipeline stage, where point-to-point pairs chain ranks into pipelines: each
-    chain's stage 0 is the end of its earliest pair, the stage a rank's place along it;
-    {} without pipelines (or where pairs do not chain)."""
+    """Rank -> pipeline stage, where point-to-point pairs chain ranks into pipelines, or
+    close them into rings (an interleaved pipeline's last stage sends to its first, fewer
+    times than the others to their next): each chain's stage 0 is the end of its earliest
+    pair (a ring's: the sender of its earliest pair, else its member that arrived first,
+    the walk going on to the other), the stage a rank's place along it; {} without
+    pipelines, where pairs neither chain nor ring, or for a ring of peers whose links carry
+    as many pairs each (context parallelism's ring attention: its ranks do the same
+    work)."""
     ev = model.events
     pairs = np.flatnonzero(point_to_point(model))
     if not len(pairs):
         return {}
-    a = ev[(ev["kind"] == "A") & ev["cid"].isin(pairs)].sort_values(["cid", "rank"])
-    first = ev[(ev["kind"] == "M") & ev["cid"].isin(pairs)].set_index("cid")["t"]  # last arrival
-    links = a.groupby("cid")["rank"].agg(lambda r: tuple(sorted(r)))
+    a = ev[(ev["kind"] == "A") & ev["cid"].isin(pairs)]
+    a = a.assign(sends=~a.set_index(["rank", "cid"]).index.isin(_receivers(model)))
+    a = a.sort_values(["cid", "sends", "t", "rank"], ascending=[True, False, True, True])
+    last = ev[(ev["kind"] == "M") & ev["cid"].isin(pairs)].set_index("cid")["t"]
     neighbours: dict[int, set[int]] = {}
-    start: dict[tuple, int] = {}
-    for cid, (x, y) in links.items():
-        neighbours.setdefault(x, set()).add(y)
-        neighbours.setdefault(y, set()).add(x)
-        start[(x, y)] = min(start.get((x, y), first[cid]), first[cid])
+    start: dict[tuple, tuple] = {}  # link -> (its earliest pair's last arrival, its sender)
+    count: dict[tuple, int] = {}  # link -> its pairs
+    for cid, ranks in a.groupby("cid")["rank"]:
+        first, other = int(ranks.iloc[0]), int(ranks.iloc[1])
+        link = tuple(sorted((first, other)))
+        count[link] = count.get(link, 0) + 1
+        neighbours.setdefault(first, set()).add(other)
+        neighbours.setdefault(other, set()).add(first)
+        start[link] = min(start.get(link, (last[cid], first)), (last[cid], first))
     if any(len(n) > 2 for n in neighbours.values()):
         return {}
     out: dict[int, int] = {}
     for root in sorted(neighbours):
         if root in out:
             continue
-        ends = [r for r in _chain(root, neighbours) if len(neighbours[r]) == 1]
-        if len(ends) != 2:
-            return {}
-        head = min(ends, key=lambda r: start[tuple(sorted((r, next(iter(neighbours[r])))))])
-        for position, r in enumerate(_walk(head, neighbours)):
+        chain = _chain(root, neighbours)
+        ends = [r for r in chain if len(neighbours[r]) == 1]
+        if ends:
+            if len(ends) != 2:
+                return {}
+            head = min(ends, key=lambda r: start[tuple(sorted((r, *neighbours[r])))])
+            towards = None
+        else:  # a ring: of peers (context parallelism) where every link carries as many pairs
+            links = {k: n for k, n in count.items() if k[0] in chain}
+            if len(set(links.values())) == 1:
+                return {}
+            link = min(links, key=start.get)
+            head = start[link][1]
+            towards = link[0] if link[1] == head else link[1]
+        for position, r in enumerate(_walk(head, neighbours, towards)):
             out[r] = position
     return out
+
+
+def _receivers(model: Model) -> pd.MultiIndex:
+    """(rank, cid) of the members whose op is a receive alone (recv, irecv)."""
+    ev = model.events[model.events["kind"] == "A"]
+    op = ev["op"].astype(str).str.lower()
+    return pd.MultiIndex.from_frame(ev.loc[op.isin(["recv", "irecv"]), ["rank", "cid"]])
 
 
 def _chain(root: int, neighbours: dict[int, set[int]]) -> set[int]:
@@ -154,103 +253,128 @@ def _chain(root: int, neighbours: dict[int, set[int]]) -> set[int]:
     return seen
 
 
-def _walk(head: int, neighbours: dict[int, set[int]]) -> list[int]:
+def _walk(head: int, neighbours: dict[int, set[int]], towards: int | None = None) -> list[int]:
+    """The ranks from `head` along its chain (round its ring, first to `towards`)."""
     path, previous = [head], None
     while True:
-        nxt = [n for n in neighbours[path[-1]] if n != previous]
-        if not nxt:
+        nxt = (
+            [towards]
+            if towards is not None and previous is None
+            else sorted(n for n in neighbours[path[-1]] if n != previous)
+        )
+        if not nxt or nxt[0] == head:
             return path
         previous = path[-1]
         path.append(nxt[0])
 
 
-def stage_excess(model: Model, stage_of: dict[int, int]) -> np.ndarray:
-    """(lane segments x phases): how much shorter each segment of a pipeline stage's ranks
-    gets when the stage does each of its phase ranges as fast as the median rank of the
-    other stages does the same one (the k-th range of the phase in the step: a
-    microbatch's forward), where it is slower; a range's work is its GPU's busy time where
-    it ran kernels (the waits inside a range differ between stages: they are the
-    pipeline's, not the range's work), else its time; a range's excess is taken off the
-    segments that hold its time in proportion to it."""
-    ev = model.events
-    parts = instance_parts(model)
-    parts = parts[parts["phase"] != 0]  # outside phases: where a stage sits, not its work
-    parts["rank"] = ev["rank"].to_numpy()[model.lane][parts["seg"].to_numpy()]
-    step = np.nan_to_num(ev["step"].to_numpy(np.float64)[model.lane], nan=-1).astype(np.int64)
-    parts["step"] = step[parts["seg"].to_numpy()]
-    parts["stage"] = parts["rank"].map(stage_of)
-    per = parts.groupby(["rank", "step", "phase", "instance"], as_index=False)["ns"].sum()
-    per["work"] = per["ns"]
-    if "range_busy_ns" in model.stretches:  # compared by the GPU's work, not its waits
-        busy = model.stretches.groupby(["rank", "instance"])["range_busy_ns"].first()
-        key = pd.MultiIndex.from_frame(per[["rank", "instance"]])
-        busy = busy.reindex(key).to_numpy(np.float64)
-        per["work"] = np.where(np.isnan(busy), per["ns"], busy)
+def stage_excess(model: Model, stage_of: dict[int, int]) -> Cut:
+    """(segments x phases) cuts: how much shorter each segment of a pipeline
+    stage's ranks gets when the stage does each of its phase ranges as fast as the median
+    rank of the other stages does the same one (the k-th range of the phase in the step:
+    a microbatch's forward), where it is slower. A range's work is the GPU work its
+    segments launched where they launched any (the waits inside a range differ between
+    stages: they are the pipeline's, not the range's work), else its host time; its
+    excess is taken off that work in its segments, in proportion."""
+    segs = model.segs
+    gpu = model.gpu_parts.sum(1)
+    host = model.before_parts.sum(1) + model.after_parts.sum(1)
+    rows = pd.DataFrame(
+        {
+            "rank": segs["rank"].to_numpy(),
+            "step": np.nan_to_num(segs["step"].to_numpy(np.float64), nan=-1),
+            "phase": segs["phase_index"].to_numpy(),
+            "instance": segs["instance"].to_numpy(np.float64),
+            "gpu": gpu,
+            "host": host,
+        }
+    )
+    rows["stage"] = rows["rank"].map(stage_of)
+    rows = rows[(rows["phase"] != 0) & rows["stage"].notna() & rows["instance"].notna()]
+    per = rows.groupby(["rank", "step", "phase", "instance"], as_index=False)[["gpu", "host"]].sum()
+    per["on_gpu"] = per["gpu"] > 0
+    per["work"] = np.where(per["on_gpu"], per["gpu"], per["host"])
     per["k"] = per.groupby(["rank", "step", "phase"])["instance"].rank(method="first")
     per["stage"] = per["rank"].map(stage_of)
-    out = np.zeros_like(model.parts)
+    over = np.zeros(len(per))
     for s in sorted(set(stage_of.values())):
-        other = per[(per["stage"] != s) & per["stage"].notna()]
+        other = per[per["stage"] != s]
         median = other.groupby(["step", "phase", "k"])["work"].median().round().rename("median")
-        mine = per[per["stage"] == s].join(median, on=["step", "phase", "k"])
-        mine["over"] = (
-            (mine["work"] - np.minimum(mine["work"], mine["median"]))
-            .clip(upper=mine["ns"])
-            .fillna(0)
-        )
-        cut = parts[parts["stage"] == s].merge(
-            mine[["rank", "step", "phase", "instance", "ns", "over"]].rename(
-                columns={"ns": "total"}
-            ),
-            on=["rank", "step", "phase", "instance"],
-        )
-        cut = cut[cut["over"] > 0].sort_values(["rank", "step", "phase", "instance", "seg"])
-        group = cut.groupby(["rank", "step", "phase", "instance"])
-        share = np.round(group["ns"].cumsum() * cut["over"] / cut["total"]).astype(np.int64)
-        cut["cut"] = share - share.groupby(
-            [cut[c] for c in ("rank", "step", "phase", "instance")]
-        ).shift().fillna(0)
-        np.add.at(
-            out,
-            (cut["seg"].to_numpy(np.int64), cut["phase"].to_numpy(np.int64)),
-            cut["cut"].to_numpy(np.int64),
-        )
-    return out
+        mine = per["stage"] == s
+        med = per[mine].join(median, on=["step", "phase", "k"])["median"].to_numpy()
+        work = per.loc[mine, "work"].to_numpy(np.float64)
+        over[mine.to_numpy()] = np.nan_to_num(work - np.minimum(work, med))
+    per["over"] = np.round(over).astype(np.int64)
+    return _range_cuts(model, per)
 
 
-def candidates(model: Model) -> list[tuple[Candidate, np.ndarray | None, np.ndarray | None]]:
-    """Every candidate fix with what it does: (candidate, ns taken off each lane segment,
+def _range_cuts(model: Model, per: pd.DataFrame) -> Cut:
+    """Each phase range's excess (per: rank, step, phase, instance, on_gpu, over; at most
+    its work) taken off its segments' GPU work, or host time, in proportion."""
+    segs = model.segs
+    key = ["rank", "step", "phase", "instance"]
+    rows = pd.DataFrame(
+        {
+            "rank": segs["rank"].to_numpy(),
+            "step": np.nan_to_num(segs["step"].to_numpy(np.float64), nan=-1),
+            "phase": segs["phase_index"].to_numpy(),
+            "instance": segs["instance"].to_numpy(np.float64),
+            "row": np.arange(len(segs)),
+        }
+    )
+    rows = rows.merge(per.loc[per["over"] > 0, [*key, "on_gpu", "over"]], on=key)
+    host = np.hstack([model.before_parts, model.after_parts])
+    n = model.gpu_parts.shape[1]
+    out = []
+    for on_gpu, parts in ((False, host), (True, model.gpu_parts)):
+        mine = rows[rows["on_gpu"] == on_gpu].sort_values("row")
+        mine = mine.assign(last=mine.groupby(key)["row"].transform("max"))
+        interval = np.full(len(parts), -1)
+        interval[mine["row"].to_numpy()] = mine["last"].to_numpy()
+        ranges = mine.drop_duplicates(key)
+        at_end = np.zeros_like(parts)
+        last, phase = ranges["last"].to_numpy(), ranges["phase"].to_numpy()
+        over = ranges["over"].to_numpy(np.int64)
+        if on_gpu:
+            at_end[last, phase] = over
+        else:  # before and after the binding launch, in proportion to the range's
+            totals = np.zeros_like(parts)
+            np.add.at(totals, interval[interval >= 0], parts[interval >= 0])
+            b, a = totals[last, phase], totals[last, phase + n]
+            at_end[last, phase] = np.round(over * b / np.maximum(a + b, 1)).astype(np.int64)
+            at_end[last, phase + n] = over - at_end[last, phase]
+        out.append(spread(at_end, interval, parts))
+    return Cut(out[0][:, :n], out[0][:, n:], out[1])
+
+
+def candidates(model: Model) -> list[tuple[Candidate, Cut | None, np.ndarray | None]]:
+    """Every candidate fix with what it does: (candidate, what it takes off each segment,
     collectives hidden); those that change nothing are left out."""
     cut = excess(model)
-    rank = model.events["rank"].to_numpy()[model.lane]
+    rank = model.segs["rank"].to_numpy()
+    named = [(p, name) for p, name in enumerate(model.phases) if name != NO_PHASE]
     out = []
     for r in sorted(set(rank.tolist())):
         mine = rank == r
-        out.append((Candidate("rank", rank=r), np.where(mine, cut.sum(1), 0), None))
-        for p, name in enumerate(model.phases):
-            if name != NO_PHASE:
-                out.append(
-                    (
-                        Candidate("rank_phase", rank=r, phase=name),
-                        np.where(mine, cut[:, p], 0),
-                        None,
-                    )
-                )
-    for p, name in enumerate(model.phases):
-        if name != NO_PHASE:
-            out.append((Candidate("rank_phase", phase=name), cut[:, p], None))
-    out.append((Candidate("all"), cut.sum(1), None))
+        out.append((Candidate("rank", rank=r), cut.total().only(mine), None))
+        out += [
+            (Candidate("rank_phase", rank=r, phase=name), cut.phase(p).only(mine), None)
+            for p, name in named
+        ]
+    out += [(Candidate("rank_phase", phase=name), cut.phase(p).only(), None) for p, name in named]
+    out.append((Candidate("all"), cut.total().only(), None))
     stage_of = stages(model)
     if stage_of:
-        stage_cut = stage_excess(model, stage_of).sum(1)
+        by_stage = stage_excess(model, stage_of).total()
         stage = pd.Series(rank).map(stage_of).to_numpy()
         out += [
-            (Candidate("stage", stage=s), np.where(stage == s, stage_cut, 0), None)
+            (Candidate("stage", stage=s), by_stage.only(stage == s), None)
             for s in sorted(set(stage_of.values()))
         ]
     out = [c for c in out if c[1].any()]
     coll = model.collectives
-    for (pg, op), g in coll.groupby(["pg", "op"], sort=True):
+    paired = coll["op"].where(~point_to_point(model), "send_recv")  # a pair's ends: one op
+    for (pg, op), g in coll.assign(op=paired).groupby(["pg", "op"], sort=True):
         hidden = np.zeros(len(coll), bool)
         hidden[g["cid"].to_numpy()] = True
         out.append((Candidate("collective", pg=pg, op=op), None, hidden))

@@ -126,7 +126,8 @@ def verdicts(calls: pd.DataFrame) -> pd.DataFrame:
     """Per call: its group's ranks and whether the key matches on all of them.
 
     A key differs when a rank has it twice, or the ranks disagree on its op (send and
-    recv pair up), payload size (all_to_all sizes may differ) or group size (two
+    recv pair up), payload size (all_to_all sizes may differ, and those of point-to-point
+    calls: a receive may record none) or group size (two
     groups under one id). A key matches when every
     rank of its group has it and no key of the group differs at or before it: past a
     divergence the sequences disagree. Groups seen on one rank only are not checked
@@ -144,7 +145,9 @@ def verdicts(calls: pd.DataFrame) -> pd.DataFrame:
         )
     calls["group_ranks"] = calls.groupby("pg")["rank"].transform("nunique")
     op_class = calls["op"].where(~calls["op"].isin(P2P), "p2p")
-    sized = calls["bytes"].where(~calls["op"].astype(str).str.startswith("all_to_all"))
+    # all_to_all sizes may differ; a receive may record no bytes (only what it sends)
+    ops = calls["op"].astype(str)
+    sized = calls["bytes"].where(~ops.str.startswith("all_to_all") & ~ops.isin(P2P))
     per_key = pd.DataFrame(
         {
             "ranks": calls.groupby(["pg", "seq"])["rank"].nunique(),

@@ -4,10 +4,13 @@ own duration, replayed in topological order with other durations (what-if analys
 An event (node) happens at ``max(t[p] + w[p -> n] for its predecessors p) + d[n]``: the
 max-plus model of Lin et al., "Understanding Stragglers in Large Model Training Using
 What-if Analysis" (OSDI '25): a collective ends at its last member's arrival plus its
-transfer time, a rank's work between two of its events takes the time it took. The
-durations of a recorded run are its event times less the latest predecessor, so replaying
-them gives the recorded times back (where a duration would be negative, e.g. an end
-before the last arrival from clock error, it is 0 and the replay differs: the residual).
+transfer time, a rank's work between two of its events takes the time it took. An edge's
+weight `w` is the work that separates the two events (the host's own time, the GPU's
+work, a launch's offset and latency: nsyswrap.crossrank.lanes), recorded; a node's
+duration `d` is what is left: its recorded time less the latest predecessor plus weight,
+so replaying the recorded weights gives the recorded times back (where a duration would
+be negative, e.g. an end before the last arrival from clock error, it is 0 and the replay
+differs: the residual).
 
 The graph is replayed level by level (a node's level: one more than its predecessors'
 highest), each level one vectorised numpy step over its nodes, for many candidate
@@ -32,7 +35,8 @@ HIDDEN = np.int64(1 << 60)  # an edge this much lighter never binds
 
 @dataclass
 class Graph:
-    """Nodes 0..n-1 with their recorded times and predecessors (CSR: pred[ptr[i]:ptr[i+1]]).
+    """Nodes 0..n-1 with their recorded times and predecessors (CSR: pred[ptr[i]:ptr[i+1]],
+    each edge with its recorded weight `w`, 0 where none is given).
 
     `hideable[e]` is -1 for an ordinary edge, else the collective it belongs to;
     `hide_side[e]` is 0 on the last-arrival edge and 1 on the own-arrival edge."""
@@ -43,13 +47,21 @@ class Graph:
     hideable: np.ndarray
     hide_side: np.ndarray
     n_hideable: int = 0
+    w: np.ndarray | None = None
     d: np.ndarray = field(init=False)
     levels: list[np.ndarray] = field(init=False)
     clamped: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.w is None:
+            self.w = np.zeros(len(self.pred), np.int64)
         self.levels = _levels(self.ptr, self.pred, len(self.t))
         self._plan = [self._plan_level(nodes) for nodes in self.levels]
+        self._edge_level = np.full(len(self.pred), -1)  # each edge's level, and place there
+        self._edge_place = np.full(len(self.pred), -1)
+        for i, plan in enumerate(self._plan):
+            self._edge_level[plan[2]] = i
+            self._edge_place[plan[2]] = np.arange(len(plan[2]))
         latest = self._latest(self.t[:, None], np.zeros((self.n_hideable, 1), bool))[:, 0]
         gap = self.t - latest
         first = np.diff(self.ptr) == 0  # a first event keeps its time (which may be < 0)
@@ -70,7 +82,8 @@ class Graph:
         out = np.zeros(times.shape, np.int64)
         has = np.diff(self.ptr) > 0
         if len(self.pred):
-            vals = times[self.pred] + self._weights(np.arange(len(self.pred)), hidden)
+            edges = np.arange(len(self.pred))
+            vals = times[self.pred] + self.w[:, None] + self._weights(edges, hidden)
             out[has] = np.maximum.reduceat(vals, self.ptr[:-1][has], axis=0)
         return out
 
@@ -87,23 +100,35 @@ class Graph:
         return (
             nodes,
             nodes[some],
-            self.pred[edges],
+            edges,
             offsets,
             hide,
             self.hideable[edges[hide]],
             self.hide_side[edges[hide]] == 0,
         )
 
-    def replay(self, d: np.ndarray, hidden: np.ndarray | None = None) -> np.ndarray:
+    def replay(
+        self,
+        d: np.ndarray,
+        hidden: np.ndarray | None = None,
+        w: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """Times of every node (rows) for each column of durations `d` (nodes x columns);
-        `hidden` (hideable collectives x columns) hides collectives per column."""
+        `w`: (edges, their weights: edges x columns) where they differ from the recorded
+        ones (None: none does); `hidden` (hideable collectives x columns) hides collectives
+        per column."""
         hidden = np.zeros((self.n_hideable, d.shape[1]), bool) if hidden is None else hidden
         any_hidden = bool(hidden.any())
+        changed = self._by_level(w)
         t = d.copy()
-        for _, with_preds, preds, offsets, hide, hide_cid, last_side in self._plan:
+        for i, (_, with_preds, edges, offsets, hide, hide_cid, last_side) in enumerate(self._plan):
             if not len(with_preds):
                 continue
-            vals = t[preds]
+            preds = self.pred[edges]
+            vals = t[preds] + self.w[edges, None]
+            if i in changed:
+                place, weights = changed[i]
+                vals[place] = t[preds[place]] + weights
             if len(hide) and any_hidden:
                 vals[hide] -= np.where(hidden[hide_cid] == last_side[:, None], HIDDEN, 0)
             elif len(hide):
@@ -111,15 +136,34 @@ class Graph:
             t[with_preds] += np.maximum.reduceat(vals, offsets, axis=0)
         return t
 
+    def _by_level(self, w: tuple[np.ndarray, np.ndarray] | None) -> dict:
+        """Changed weights (edges, weights) by level: {level: (places there, weights)}."""
+        if w is None or not len(w[0]):
+            return {}
+        level = self._edge_level[w[0]]
+        order = np.argsort(level, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, level[order][1:] != level[order][:-1]])
+        out = {}
+        for rows in np.split(order, bounds[1:]):
+            out[int(level[rows[0]])] = (self._edge_place[w[0][rows]], w[1][rows])
+        return out
+
     def binding(self, node: int, times: np.ndarray | None = None) -> int:
         """The predecessor `node`'s time rests on in the replay of `times` (default: the
-        recorded times): the latest, ties to the first listed; -1 for none."""
+        recorded times): see binding_edge; -1 for none."""
+        edge = self.binding_edge(node, times)
+        return int(self.pred[edge]) if edge >= 0 else -1
+
+    def binding_edge(self, node: int, times: np.ndarray | None = None) -> int:
+        """The edge `node`'s time rests on in the replay of `times` (default: the recorded
+        times) with the recorded weights: the latest predecessor plus weight, ties to the
+        first listed; -1 for none."""
         lo, hi = self.ptr[node], self.ptr[node + 1]
         if lo == hi:
             return -1
         t = self.t if times is None else times
-        w = np.where(self.hide_side[lo:hi] == 1, -HIDDEN, 0)  # nothing hidden
-        return int(self.pred[lo + int(np.argmax(t[self.pred[lo:hi]] + w))])
+        w = self.w[lo:hi] + np.where(self.hide_side[lo:hi] == 1, -HIDDEN, 0)  # nothing hidden
+        return int(lo + int(np.argmax(t[self.pred[lo:hi]] + w)))
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

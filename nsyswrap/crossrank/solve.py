@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, host_clocks, solve_clocks
+from nsyswrap.crossrank.alignment import CLOCK_COLUMNS, host_clocks, solve_clocks, to_run_time
 from nsyswrap.crossrank.matching import KEY_COLUMNS, match, verdicts
 from nsyswrap.crossrank.nccl_payload import payload_keys
+from nsyswrap.crossrank.p2p_clocks import bind_unaligned
 from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, to_member_ranks
 from nsyswrap.crossrank.streams import GROUP_COLUMNS, group_exchanges
 from nsyswrap.errors import NsysWrapError
@@ -93,14 +94,26 @@ def build(inputs) -> dict[str, pd.DataFrame]:
     report_steps = inputs.frame("xr_steps", ["rank", "pid", "step", "start_ns", "end_ns"])
     report_phases = inputs.frame("xr_phases").drop(columns="report")
     barriers = matched.loc[matched["barrier"].astype(bool)]
-    clock = member_clocks(
-        barriers, members, known, tie_hosts, report_events(rank_keys, report_steps, report_phases)
-    )
-    clock["utc_epoch_ns"] = clock["report_rank"].map(
-        dict(zip(reports["report_rank"], reports["utc_epoch_ns"]))
-    )
+    events = report_events(rank_keys, report_steps, report_phases)
+    clock = member_clocks(barriers, members, known, tie_hosts, events)
+    utc = dict(zip(reports["report_rank"], reports["utc_epoch_ns"]))
+    clock["utc_epoch_ns"] = clock["report_rank"].map(utc)
+
+    def solve_part(ranks: list[int]) -> pd.DataFrame:
+        """The clocks of `ranks` solved among themselves (nsyswrap.crossrank.p2p_clocks)."""
+        mine = members[members["rank"].isin(ranks)]
+        part = member_clocks(
+            barriers[barriers["rank"].isin(ranks)],
+            mine,
+            known[known["report_rank"].isin(mine["report_rank"])],
+            tie_hosts,
+            events,
+        )
+        return part.assign(utc_epoch_ns=part["report_rank"].map(utc))
+
+    clock, paired, within = bind_unaligned(clock, matched, pending, solve_part)
     if not pending.empty:
-        x_calls, x_groups = exchanges(pending, clock)
+        x_calls, x_groups = exchanges(pending, clock, paired, within)
         calls = pd.concat([calls, x_calls[calls.columns]], ignore_index=True)
         groups = pd.concat([groups, x_groups], ignore_index=True)
         x_matched = timed(x_calls[x_calls["matches"].eq(True)])
@@ -183,14 +196,21 @@ def timed(matched: pd.DataFrame) -> pd.DataFrame:
     return matched
 
 
-def exchanges(pending: pd.DataFrame, clock: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def exchanges(
+    pending: pd.DataFrame,
+    clock: pd.DataFrame,
+    paired: list[tuple[str, str]] = (),
+    within: dict[int, tuple[str, float]] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Kernel-only exchange streams grouped on the solved clocks (nsyswrap.crossrank.streams):
-    (their calls with verdicts, group rows; streams of unaligned ranks left out)."""
+    (their calls with verdicts, group rows; streams of unaligned ranks left out); `paired`,
+    `within`: the pairs of streams told apart while clocks were bound by point-to-point
+    transfers, and each bound rank's component (nsyswrap.crossrank.p2p_clocks)."""
     times = pending.assign(start_ns=pending["kernel_start_ns"], end_ns=pending["kernel_end_ns"])
     on_clock = to_run_time(times, clock, ["start_ns", "end_ns"])
     uncertainty = dict(zip(clock["rank"], clock["uncertainty_ns"].fillna(0).astype(float)))
     unplaced = pending[~pending["pg"].isin(on_clock["pg"])]
-    renamed, rows = group_exchanges(on_clock, unplaced, uncertainty, first=0)
+    renamed, rows = group_exchanges(on_clock, unplaced, uncertainty, 0, paired, within)
     calls = pending.assign(pg=pending["pg"].map(renamed)).dropna(subset=["pg"])
     calls = verdicts(calls).assign(found_by="kernel")
     return calls, pd.DataFrame(rows, columns=GROUP_COLUMNS)
@@ -271,28 +291,6 @@ def unrelated(reports: list, sessions: pd.DataFrame, ends: pd.DataFrame) -> Nsys
             "analyse each run on its own (pass --allow-unrelated to insist)",
         )
     return None
-
-
-def to_run_time(frame: pd.DataFrame, clock: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """`columns` (session ns) of `frame` (with rank) on the run clock: less the clock's jump
-    from jump_at_ns on, then the drift term rounded half to even (the rule of the SQL macro
-    run_ns); unaligned ranks dropped."""
-    keep = ["rank", "shift_ns", "drift_ppb", "jump_at_ns", "jump_ns"]
-    out = frame.merge(clock.loc[clock["aligned"].astype(bool), keep], on="rank")
-    jumped = out["jump_at_ns"].notna().to_numpy()
-    at = out["jump_at_ns"].fillna(0).to_numpy(np.int64)
-    size = out["jump_ns"].fillna(0).to_numpy(np.int64)
-    for c in columns:
-        t = out[c].to_numpy(np.int64)
-        t = t - np.where(jumped & (t >= at), size, 0)
-        out[c] = (
-            t
-            + out["shift_ns"].to_numpy(np.int64)
-            + np.round(t.astype(np.float64) * out["drift_ppb"].to_numpy(np.float64) / 1e9).astype(
-                np.int64
-            )
-        )
-    return out.drop(columns=keep[1:])
 
 
 def time_collectives(

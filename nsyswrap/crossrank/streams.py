@@ -246,7 +246,7 @@ def _one_member_per_rank(calls: pd.DataFrame) -> pd.DataFrame:
 
 def _overlap(a: pd.DataFrame, b: pd.DataFrame, tol: float) -> bool:
     """Every k-th kernel of two aligned streams overlaps (module doc: exchanges)."""
-    if not _same_ops(a, b):
+    if not same_ops(a, b):
         return False
     n = min(len(a), len(b))
     start = np.maximum(a["start_ns"].to_numpy()[:n], b["start_ns"].to_numpy()[:n])
@@ -296,7 +296,7 @@ def _left_out(pg: str, calls: pd.DataFrame, status: str) -> dict:
     }
 
 
-def _same_ops(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+def same_ops(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     """Two exchange streams run the same operations: the same op at each k, their lengths
     within a fiftieth (a capture may cut one or two off; neighbouring channels of a
     pipeline differ by a few per step)."""
@@ -309,7 +309,12 @@ def _same_ops(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 
 
 def group_exchanges(
-    aligned: pd.DataFrame, unplaced: pd.DataFrame, uncertainty: dict[int, float], first: int
+    aligned: pd.DataFrame,
+    unplaced: pd.DataFrame,
+    uncertainty: dict[int, float],
+    first: int,
+    paired: list[tuple[str, str]] = (),
+    within: dict[int, tuple[str, float]] | None = None,
 ) -> tuple[dict[str, str], list[dict]]:
     """Exchange streams grouped after the clocks are solved (module doc). `aligned`: their
     calls with start_ns / end_ns in run time (ranks with an aligned clock); `unplaced`:
@@ -318,25 +323,16 @@ def group_exchanges(
     else it is split into such groups when exactly one split exists, and left out when
     none or several do. A stream with the same operations as one left out unaligned is
     left out too: its group may be that one (two halves of two send/recv pairs in lockstep
-    overlap as well as a pair does)."""
+    overlap as well as a pair does). `paired`: pairs of streams already told apart (by
+    the bounds of their clocks, nsyswrap.crossrank.p2p_clocks), one group each;
+    `within`: rank -> (its clock component, its uncertainty within it)."""
     rows = [
         _left_out(pg, g, "left out: its rank's clock is not aligned")
         for pg, g in unplaced.groupby("pg", sort=True)
     ]
     seqs = {pg: g.sort_values("seq") for pg, g in aligned.groupby("pg", sort=True)}
-    away = {pg: g.sort_values("seq") for pg, g in unplaced.groupby("pg", sort=True)}
-    for pg in list(seqs):
-        like = next((o for o, g in away.items() if _same_ops(seqs[pg], g)), None)
-        if like is not None:
-            rows.append(
-                _left_out(
-                    pg,
-                    seqs.pop(pg),
-                    "ambiguous: the same operations as a stream of rank "
-                    f"{int(away[like]['rank'].iloc[0])}, whose clock is not aligned: its "
-                    "group may hold that stream; left out",
-                )
-            )
+    renamed, first = _paired(seqs, paired, first, rows)
+    _like_unplaced(seqs, unplaced, rows)
     rank = {pg: int(g["rank"].iloc[0]) for pg, g in seqs.items()}
     names = sorted(seqs, key=lambda pg: (rank[pg], pg))
     fits = {
@@ -344,15 +340,29 @@ def group_exchanges(
         for i, a in enumerate(names)
         for b in names[i + 1 :]
         if rank[a] != rank[b]
-        and _overlap(
-            seqs[a], seqs[b], uncertainty.get(rank[a], 0) + uncertainty.get(rank[b], 0) + 1_000
-        )
+        and _overlap(seqs[a], seqs[b], _tolerance(rank[a], rank[b], uncertainty, within))
     }
     root = components(names, fits)
     grouped: dict[str, list[str]] = {}
     for pg in names:
         grouped.setdefault(root[pg], []).append(pg)
-    renamed, k = {}, first
+    _split_groups(grouped, seqs, fits, rank, first, renamed, rows)
+    return renamed, rows
+
+
+def _split_groups(
+    grouped: dict[str, list[str]],
+    seqs: dict[str, pd.DataFrame],
+    fits: set,
+    rank: dict[str, int],
+    first: int,
+    renamed: dict[str, str],
+    rows: list[dict],
+) -> None:
+    """Each set of overlapping streams as one group, or split into groups that all overlap
+    where exactly one split exists, or left out (group_exchanges): their names into
+    `renamed` (numbered from `first`), their rows into `rows`."""
+    k = first
     for members in grouped.values():
         ranks = {rank[pg] for pg in members}
         clique = len(ranks) == len(members) and all(
@@ -397,4 +407,59 @@ def group_exchanges(
                     "left_out": 0 if matched else calls_n,
                 }
             )
-    return renamed, rows
+
+
+def _like_unplaced(seqs: dict[str, pd.DataFrame], unplaced: pd.DataFrame, rows: list[dict]) -> None:
+    """Streams of `seqs` with the same operations as one of an unaligned rank taken out,
+    each left out with its row (its group may hold that stream)."""
+    away = {pg: g.sort_values("seq") for pg, g in unplaced.groupby("pg", sort=True)}
+    for pg in list(seqs):
+        like = next((o for o, g in away.items() if same_ops(seqs[pg], g)), None)
+        if like is not None:
+            rows.append(
+                _left_out(
+                    pg,
+                    seqs.pop(pg),
+                    "ambiguous: the same operations as a stream of rank "
+                    f"{int(away[like]['rank'].iloc[0])}, whose clock is not aligned: its "
+                    "group may hold that stream; left out",
+                )
+            )
+
+
+def _tolerance(a: int, b: int, uncertainty: dict[int, float], within: dict | None) -> float:
+    """How far apart (ns) two ranks' aligned times may be off: their clocks' uncertainty
+    (within one component bound by point-to-point transfers, their uncertainty against
+    each other: the bound's is common to both), and 1 us."""
+    ca, cb = (within or {}).get(a), (within or {}).get(b)
+    if ca is not None and cb is not None and ca[0] == cb[0]:
+        return ca[1] + cb[1] + 1_000
+    return uncertainty.get(a, 0) + uncertainty.get(b, 0) + 1_000
+
+
+def _paired(
+    seqs: dict[str, pd.DataFrame], paired: list[tuple[str, str]], first: int, rows: list[dict]
+) -> tuple[dict[str, str], int]:
+    """The streams of `paired` taken out of `seqs`, one group per pair (its row added to
+    `rows`): (stream -> group, the next group number)."""
+    renamed, k = {}, first
+    for a, b in paired:
+        if a not in seqs or b not in seqs:
+            continue
+        name, calls = f"nccl:x{k}", len(seqs[a]) + len(seqs[b])
+        k += 1
+        renamed.update({a: name, b: name})
+        members = sorted(int(seqs.pop(pg)["rank"].iloc[0]) for pg in (a, b))
+        rows.append(
+            {
+                "pg": name,
+                "found_by": FOUND_BY["exchange"] + "; paired across hosts by their ends",
+                "members": ",".join(map(str, members)),
+                "captured": 2,
+                "group_size": None,
+                "status": "matched",
+                "calls": calls,
+                "left_out": 0,
+            }
+        )
+    return renamed, k

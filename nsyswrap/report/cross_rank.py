@@ -292,6 +292,9 @@ def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
             "noise_ns": figure(r.noise_ns, NS),
             "share": figure(r.share, FRACTION, "only for kind rank"),
             "slowdown": figure(r.slowdown, TIMES, "only for kind all"),
+            "gain_low_ns_per_step": figure(r.gain_low_ns_per_step, NS),
+            "gain_high_ns_per_step": figure(r.gain_high_ns_per_step, NS),
+            "assumed": bool(r.assumed),
         }
         for r in fixes.itertuples(index=False)
     ]
@@ -304,12 +307,30 @@ def _critical_path_rows(path: pd.DataFrame) -> list[dict]:
             "kind": r.kind,
             "rank": _int(r.rank),
             "phase": _text(r.phase),
+            "side": _text(r.side),
             "pg": _text(r.pg),
             "op": _text(r.op),
             "time": figure(r.ns, NS),
             "share": figure(r.share, FRACTION),
         }
         for r in path.itertuples(index=False)
+    ]
+
+
+def _assumed_wait_rows(waits: pd.DataFrame) -> list[dict]:
+    return [
+        {
+            "rank": _int(r.rank),
+            "step": _int(r.step),
+            "phase": _text(r.phase),
+            "waits_for": r.waits_for,
+            "pg": _text(r.pg),
+            "seq": _int(r.seq),
+            "op": _text(r.op),
+            "after": figure(r.after_ns, NS),
+            "silent": figure(r.silent_ns, NS),
+        }
+        for r in waits.itertuples(index=False)
     ]
 
 
@@ -362,7 +383,18 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
                 "does not see (see crossrank.replay_check)",
             }
         ]
-    fixes, path = rows("whatif"), rows("critical_path")
+    fixes, path, assumed = rows("whatif"), rows("critical_path"), rows("assumed_waits")
+    if len(assumed):
+        tables.append(
+            _table(
+                "assumed_waits",
+                "Waits the replay assumed: a host silent until right after a completion it "
+                "could have waited for, no recorded call waiting (a fix's gain then ranges "
+                "from without them to with them)",
+                _assumed_wait_rows(assumed),
+                ("silent", "seq", "pg", "phase"),
+            )
+        )
     return tables + [
         _table(
             "whatif",
@@ -377,6 +409,9 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
                 "gain_ns_per_affected_step",
                 "steps_in_window",
                 "affected_steps",
+                "assumed",
+                "gain_high_ns_per_step",
+                "gain_low_ns_per_step",
                 "stage",
                 "pg",
                 "steps",
@@ -386,12 +421,45 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
         _table(
             "critical_path",
             "Critical path per step: the step time charged to the work of a "
-            "(rank, phase) or the transfer of a (pg, op) it rests on (a transfer has "
-            "no rank: every member's at once; an empty phase: outside every phase)",
+            "(rank, phase, side: host or gpu) or the transfer of a (pg, op) it rests on (a "
+            "transfer has no rank: every member's at once; an empty phase: outside every "
+            "phase)",
             _critical_path_rows(path),
-            ("share",),
+            ("share", "side"),
         ),
+        *_links_table(rows("links")),
     ], []
+
+
+def _links_table(links: pd.DataFrame) -> list[dict]:
+    """The links between hosts (crossrank.links), where the run spans hosts."""
+    if links.empty:
+        return []
+    rows = [
+        {
+            "host_a": r.host_a,
+            "host_b": r.host_b,
+            "collectives": figure(r.collectives, COUNT),
+            "busbw": figure(r.busbw_gb_per_s, GB_PER_S, "no bytes recorded"),
+            "inside": figure(r.inside_gb_per_s, GB_PER_S, "no collective inside one host"),
+            "expected": figure(r.expected_gb_per_s, GB_PER_S),
+            "healthy": figure(r.healthy_gb_per_s, GB_PER_S),
+            "slow": bool(r.slow),
+            "gain_ns_per_step": figure(r.gain_ns_per_step, NS),
+            "gain_pct": figure(r.gain_pct, PCT),
+        }
+        for r in links.itertuples(index=False)
+    ]
+    return [
+        _table(
+            "links",
+            "Links between hosts: bus bandwidth of the collectives across each against the "
+            "run's inside a host and a healthy link's (slow: below half its healthy "
+            "bandwidth), and what the replay saves with it at the healthy bandwidth",
+            rows,
+            ("collectives", "expected", "gain_pct"),
+        )
+    ]
 
 
 def _step_time_ns(run: Run, options: ReportOptions) -> int:
@@ -533,6 +601,8 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     """The modules the section asks for (with two ranks or more), `key: (module, params)`."""
     pattern = {"step_pattern": options.step_pattern}
     steps = {**pattern, "step_from": options.step_from, "step_to": options.step_to}
+    # the replay covers the outliers after the window too: a stall is a stall where it falls
+    replayed = {**steps, "step_to": None} if options.outliers_after else steps
     return {
         "offsets": ("crossrank.clock_offsets", pattern),
         "collectives": ("crossrank.collectives", steps),
@@ -543,9 +613,11 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
         "groups": ("crossrank.groups", pattern),
         "step_phases": ("crossrank.step_phases", pattern),
         # the what-if replay's (a run of exports only: nsyswrap.crossrank.whatif)
-        "replay_check": ("crossrank.replay_check", steps),
-        "whatif": ("crossrank.whatif", steps),
-        "critical_path": ("crossrank.critical_path", steps),
+        "replay_check": ("crossrank.replay_check", replayed),
+        "whatif": ("crossrank.whatif", replayed),
+        "critical_path": ("crossrank.critical_path", replayed),
+        "links": ("crossrank.links", replayed),
+        "assumed_waits": ("crossrank.assumed_waits", replayed),
     }
 
 

@@ -176,11 +176,32 @@ def crossrank_notes(run: Run, options: ReportOptions) -> list[str]:
             "run time: fitted piecewise (its times after the step are taken "
             f"{size:,.3f} ms back)"
         )
+    notes += alignment_notes(clocks)
     refused = clocks[clocks["method"].str.contains("beyond any clock oscillator", na=False)]
     for r in refused.drop_duplicates("clock").itertuples(index=False):
         notes.append(
             f"the clock of {r.clock} fits a drift beyond any clock oscillator: none is "
             "fitted, so its times may be off (see crossrank.clock_offsets)"
+        )
+    return notes
+
+
+def alignment_notes(clocks) -> list[str]:
+    """One line for the ranks left unaligned (so out of every cross-rank figure), one per
+    clock aligned by point-to-point bounds alone (nsyswrap.crossrank.p2p_clocks), with
+    its uncertainty."""
+    notes = []
+    unaligned = clocks[~clocks["aligned"].astype(bool)]
+    if len(unaligned):
+        ranks = ", ".join(map(str, sorted(unaligned["rank"].astype(int))))
+        why = "; ".join(dict.fromkeys(m.removeprefix("unaligned: ") for m in unaligned["method"]))
+        notes.append(f"ranks {ranks} are not aligned ({why}): left out of every cross-rank figure")
+    bounded = clocks[clocks["source"].eq("p2p")].drop_duplicates("clock")
+    for r in bounded.itertuples(index=False):
+        notes.append(
+            f"the clock of {r.clock} is aligned by point-to-point transfers alone: within "
+            f"+-{r.uncertainty_ns / 1e3:,.1f} us (a receive ends after its send began; see "
+            "crossrank.clock_offsets)"
         )
     return notes
 

@@ -39,6 +39,7 @@ from nsyswrap.report.figures import (
     section,
     value,
 )
+from nsyswrap.report.link_findings import link_findings
 from nsyswrap.report.metric_findings import metric_findings
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.verdict import NOT_ENOUGH, Evidence, Totals, ms, recommendations, verdict
@@ -273,7 +274,7 @@ def diagnose(report: dict) -> dict:
     run = _Run(report)
     labels = {key: run.label(key) for key in run.totals}
     ranked, context = metric_findings(report, run, labels)
-    findings = _gain_findings(report, run)
+    findings = _gain_findings(report, run) + link_findings(report)
     device_findings = _device_findings(run, labels)
     findings += sorted(device_findings + ranked, key=lambda f: -f["share"]["value"])
     findings += context
@@ -336,7 +337,9 @@ def window_text(report: dict) -> str:
     for o in w.get("outliers", []):
         what = "warm-up" if o["why"] == "warm-up" else "an outlier"
         fate = (
-            "left out"
+            "left out (the replay, what a fix would save, still counts it)"
+            if o["set_apart"] and window.step_to is not None and o["step"] >= window.step_to
+            else "left out"
             if o["set_apart"] and not window.selects(o["step"])
             else "left out of the step statistics (its time is in the window)"
             if o["set_apart"]
@@ -729,14 +732,45 @@ def _gain_findings(report: dict, run: _Run) -> list[dict]:
             "pattern": fix["pattern"],
             "affected_steps": _fix_steps(fix),
         }
+        if fix.get("assumed"):  # it rests on waits the trace does not show: a range
+            gain_evidence["gain_low_per_step"] = fix["gain_low_ns_per_step"]
+            gain_evidence["gain_high_per_step"] = fix["gain_high_ns_per_step"]
         if "pairs" in cause:
-            out.append(_moving_finding(cause, gain_evidence))
+            finding = _moving_finding(cause, gain_evidence)
         elif "stage" in cause:
-            out.append(_stage_finding(cause, gain_evidence))
+            finding = _stage_finding(cause, gain_evidence)
         else:
             hot = _hot_exchange(report, cause["rank"])
-            out.append(_rank_finding(cause, gain_evidence, straggler, hot))
+            finding = _rank_finding(cause, gain_evidence, straggler, hot)
+        out.append(_with_range(finding, fix))
+        _note_outliers(out[-1], run.set_apart)
     return out
+
+
+def _with_range(finding: dict, fix: dict) -> dict:
+    """A finding whose gain rests on waits the replay assumed says its range."""
+    if not fix.get("assumed"):
+        return finding
+    low, high = value(fix["gain_low_ns_per_step"], 0), value(fix["gain_high_ns_per_step"], 0)
+    finding["text"] += (
+        f" That rests on waits the trace does not show (a host that resumed right after a "
+        f"completion, no call recorded waiting: `assumed_waits`): between {ms(low)} per step "
+        f"if the hosts waited for none of them and {ms(high)} if they waited for each."
+    )
+    return finding
+
+
+def _note_outliers(finding: dict, set_apart: frozenset[int]) -> None:
+    """A finding whose steps include steps set apart as outliers (left out of the step
+    statistics, or out of the window after it) says that the replay counts them."""
+    steps = sorted(set(finding["evidence"].get("affected_steps") or []) & set_apart)
+    if steps:
+        verb = "is an outlier" if len(steps) == 1 else "are outliers"
+        finding["text"] += (
+            f" ({listed('step', steps).capitalize()} {verb}, set apart from the step "
+            "statistics; the replay counts them here.)"
+        )
+        finding["evidence"]["outlier_steps"] = steps
 
 
 def _hot_exchange(report: dict, rank: int) -> dict | None:

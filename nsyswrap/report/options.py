@@ -21,7 +21,9 @@ class ReportOptions:
     whole_capture: analyse each device's first to last GPU activity even when the capture
     has steps (the report's default window is its steps: nsyswrap.report.window). The MFU
     inputs (compute.mfu): flops_per_step, or model_params and tokens_per_step (6 x P x T),
-    per GPU; peak_tflops overrides the peak table; dtype picks its column."""
+    per GPU; peak_tflops overrides the peak table; dtype picks its column. outliers_after:
+    the steps after the window that it set apart as outliers (nsyswrap.report.window); the
+    replay still covers them, so stall findings count them."""
 
     window_nvtx: str | None = None
     step_pattern: str = DEFAULT_STEP_PATTERN
@@ -33,6 +35,7 @@ class ReportOptions:
     tokens_per_step: float | None = None
     peak_tflops: float | None = None
     dtype: str = DTYPES[0]
+    outliers_after: tuple[int, ...] = ()
 
     def __post_init__(self):
         _check_mfu_inputs(self)

@@ -67,10 +67,11 @@ SECTIONS = (
     "diagnosis",
 )
 TABLES = (  # every table id a report may have (tests/report check each report's against it)
-    "activity alpha_beta bandwidth capture captures clock_offsets clock_uncertainty collectives "
-    "comm_split copies copy_bandwidth critical_path cuda_api data_quality exchange_bytes "
+    "activity alpha_beta assumed_waits bandwidth capture captures clock_offsets clock_uncertainty "
+    "collectives comm_split copies copy_bandwidth critical_path cuda_api data_quality "
+    "exchange_bytes "
     "frameworks gap_histogram gpu_memory gpus graphs groups host_alloc host_phases host_steps "
-    "host_work idle_gaps launches ledger mfu mfu_steps mismatches nvtx_gpu_time osrt "
+    "host_work idle_gaps launches ledger links mfu mfu_steps mismatches nvtx_gpu_time osrt "
     "periodic_steps "
     "rank_waits replay_residual shares slow_kernels slow_windows step_times steps "
     "stragglers tensor_cores top_exposed top_kernels whatif window"

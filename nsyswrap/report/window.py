@@ -22,10 +22,12 @@
 * **The window** by default runs from the first analysed step's start to the last
   one's end (a window of steps, `step_from`/`step_to`): warm-up steps before it and
   outliers after the last usual step are outside it, so out of every figure and
-  verdict; an outlier between usual steps stays inside (its time is in the window's
-  totals). Time before and after the window is reported on its own line, never divided
-  by the step count. Without steps the window is each device's first to last GPU
-  activity, and no figure is per step.
+  verdict but the replay's (the what-if and its stall findings still count them,
+  `ReportOptions.outliers_after`: two stalls in the last two steps are stalls too); an
+  outlier between usual steps stays inside (its time is in the window's totals). Time
+  before and after the window is reported on its own line, never divided by the step
+  count. Without steps the window is each device's first to last GPU activity, and no
+  figure is per step.
 * `--steps A:B` selects any window of steps that exist (one that selects none is
   refused, naming the steps there are); `--window-nvtx` any NVTX window;
   `--whole-capture` each device's first to last GPU activity. Outliers inside a window
@@ -149,8 +151,9 @@ def window_of_steps(steps: pd.DataFrame, options: ReportOptions, pattern_source:
     # engine computed: nsyswrap.report.planned)
     first = LIKELY_WINDOW[0] if usual[0] == numbers[0] >= LIKELY_WINDOW[0] else usual[0]
     last = LIKELY_WINDOW[1] if usual[-1] == numbers[-1] else usual[-1] + 1
+    after = () if last is None else tuple(s for s in numbers if s >= last)
     return Window(
-        replace(options, step_from=first, step_to=last),
+        replace(options, step_from=first, step_to=last, outliers_after=after),
         "steps",
         pattern_source,
         numbers,

@@ -99,7 +99,7 @@ class PipelineProgram(ShapeProgram):
         if pg is None:
             return
         op = "send_recv" if send and recv else ("send" if send else "recv")
-        nbytes = self.sc.pipeline.activation_bytes if send else 0
+        nbytes = self.sc.pipeline.activation_bytes  # a receive's range too: the tensor it fills
         yield from self.collective(
             op, nbytes, DTYPE, "partial", 0, pg=pg, send={self.peer[pg]: nbytes} if send else {}
         )

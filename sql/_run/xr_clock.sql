@@ -18,7 +18,9 @@
 --                                     the fitted clock, outliers included (ns).
 -- @column collectives        BIGINT   Matched true barriers its clock rests on.
 -- @column source             VARCHAR  kernel (NCCL kernel ends), nvtx (range ends), host (an
---                                     aligned rank's on its host), reference or utc (unaligned).
+--                                     aligned rank's on its host), p2p (bound by point-to-point
+--                                     transfers, nsyswrap.crossrank.p2p_clocks), reference or
+--                                     utc (unaligned).
 -- @column method             VARCHAR  How the clock was obtained, in words.
 -- @column aligned            BOOLEAN  False: left out of every cross-rank figure.
 -- @column host               VARCHAR  Host name recorded in the report.

@@ -1,7 +1,7 @@
 -- One row per step and what its critical path charges: work of a (rank, phase) or transfer
 -- of a (pg, op) (nsyswrap.crossrank.whatif; see crossrank.critical_path).
--- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
--- @reads xr_unrelated, xr_issues, xr_joins, xr_host_waits, xr_lane_phases
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls, xr_link_collectives
 -- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
 --                                  NULL: the run's first).
 -- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).
@@ -10,6 +10,9 @@
 -- @column kind               VARCHAR  work or transfer.
 -- @column rank               INTEGER  Whose work (NULL for transfer).
 -- @column phase              VARCHAR  Its phase (NULL: outside phases, or transfer).
+-- @column side               VARCHAR  host (the host's own time, a launch's offset and
+--                                     latency, a call's return) or gpu (the lane's work,
+--                                     an arrival's latency); NULL for transfer.
 -- @column pg                 VARCHAR  The collective's group (NULL for work).
 -- @column op                 VARCHAR  The collective (NULL for work).
 -- @column ns                 BIGINT   Time charged (ns).

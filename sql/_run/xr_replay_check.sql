@@ -1,7 +1,7 @@
 -- One row per rank and step: its step time recorded and replayed from the recorded
 -- durations (nsyswrap.crossrank.whatif; see crossrank.replay_check).
--- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
--- @reads xr_unrelated, xr_issues, xr_joins, xr_host_waits, xr_lane_phases
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls, xr_link_collectives
 -- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
 --                                  NULL: the run's first).
 -- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).

@@ -1,7 +1,7 @@
 -- One row per candidate fix and step: the run's step time recorded, replayed and replayed
 -- with the fix (nsyswrap.crossrank.whatif; columns: see crossrank.whatif).
--- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_member_phases, xr_members,
--- @reads xr_unrelated, xr_issues, xr_joins, xr_host_waits, xr_lane_phases
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls, xr_link_collectives
 -- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
 --                                  NULL: the run's first).
 -- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).
@@ -16,5 +16,9 @@
 -- @column recorded_ns        BIGINT   The run's step time as recorded (ns).
 -- @column replayed_ns        BIGINT   As replayed from the recorded durations (ns).
 -- @column whatif_ns          BIGINT   As replayed with the fix (ns).
--- @column gain_ns            BIGINT   replayed_ns - whatif_ns (ns).
+-- @column gain_ns            BIGINT   replayed_ns - whatif_ns (ns), with the waits the replay
+--                                     assumed (xr_assumed_waits).
+-- @column gain_low_ns        BIGINT   The least of that and the gain replayed without the
+--                                     assumed waits (the host's own time instead; ns).
+-- @column gain_high_ns       BIGINT   The greatest of the two (ns).
 -- @column residual_ns        BIGINT   |recorded_ns - replayed_ns| (ns).

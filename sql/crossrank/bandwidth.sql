@@ -7,6 +7,7 @@
 -- nccl-tests' size (for all_gather the gathered size). Groups inside one host
 -- (NVLink/PCIe) and across hosts (network) are kept apart (spans_hosts).
 -- @scope run
+-- @include bus_factor
 -- @reads xr_collectives, xr_groups
 -- @column op VARCHAR               Collective, e.g. all_reduce.
 -- @column bytes BIGINT             Payload bytes.
@@ -43,13 +44,7 @@ sizes AS (
         count(*) AS collectives,
         round(median(transfer_ns))::BIGINT AS transfer_ns,
         min(transfer_ns) AS min_transfer_ns,
-        CASE
-            WHEN op LIKE 'all_reduce%' THEN 2.0 * (ranks - 1) / ranks
-            WHEN op LIKE 'all_gather%'
-                OR op LIKE 'reduce_scatter%'
-                OR op LIKE 'all_to_all%' THEN (ranks - 1) / ranks
-            ELSE 1.0
-        END AS bus_factor,
+        bus_factor(op, ranks) AS bus_factor,
         spans_hosts
     FROM placed
     WHERE bytes > 0

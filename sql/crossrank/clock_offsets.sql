@@ -9,9 +9,12 @@
 -- reference clock (of the lowest rank with a matched barrier) fixed. aligned
 -- time = utc_epoch_ns + t' + offset_ns + drift_ppb x t' / 1e9, t' = t less
 -- jump_ns from jump_at_ns on. A rank no collective connects to the reference
--- takes the clock of its host when another of its reports is aligned, else it is
--- unaligned and left out of every cross-rank figure. A drift beyond +-500 ppm is
--- never reported as a fit (the method says so).
+-- takes the clock of its host when another of its reports is aligned; else the
+-- clocks no true barrier joins to the reference are bound by point-to-point
+-- transfers (a receive ends after its send began: nsyswrap.crossrank.p2p_clocks),
+-- set at the middle of the bounds with half their width in uncertainty_ns
+-- (source p2p); else it is unaligned and left out of every cross-rank figure. A
+-- drift beyond +-500 ppm is never reported as a fit (the method says so).
 -- @scope run
 -- @reads xr_clock_offsets
 -- @column rank INTEGER             The rank (a report may hold several).
@@ -22,7 +25,10 @@
 -- @column shift_ns BIGINT          Session time + shift_ns (+ drift) = run time:
 --                                  ns since the reference's aligned session start.
 -- @column uncertainty_ns BIGINT    3 standard errors of offset_ns from the solve
---                                  (ns); NULL when unaligned.
+--                                  (ns; bound by point-to-point transfers: half the
+--                                  bounds' width, plus the uncertainty of the
+--                                  clocks they were bound against); NULL when
+--                                  unaligned.
 -- @column spread_ns BIGINT         1.4826 x median absolute residual of its
 --                                  collective ends (ns).
 -- @column max_residual_ns BIGINT   Largest absolute residual against the fitted
@@ -30,7 +36,8 @@
 -- @column collectives BIGINT       Matched true barriers the offset rests on.
 -- @column source VARCHAR           kernel (NCCL kernel ends), nvtx (range ends),
 --                                  host (an aligned rank's on the same host),
---                                  reference or utc (unaligned).
+--                                  p2p (point-to-point bounds), reference or utc
+--                                  (unaligned).
 -- @column method VARCHAR           How the clock was obtained, in words.
 -- @column aligned BOOLEAN          False: left out of cross-rank figures.
 -- @column host VARCHAR             Host name recorded in the report (its

@@ -4,13 +4,15 @@
 -- phase) or to the transfer of a (pg, op); the charges of a step add up exactly to its
 -- replayed step time (see crossrank.whatif: from the previous step's end on its last rank
 -- to this one's). Waiting is never on the path: the path goes to what was waited for.
--- Work is split by phase as the rank's GPU spent it (the phase that launched the work
--- running, and while idle the phase of the work that ended the idleness); phase NULL is
--- time outside every phase. A transfer row has no rank (rank NULL, shown empty): the
--- transfer of a collective after its last member arrived is the collective's, every
--- member moving data at once, so it is charged to its (pg, op), never to one rank; what
--- made its members late is on the path before it, as work of the rank that arrived
--- last. A run without step ranges has one step (NULL).
+-- Work is charged to the segment it belongs to (nsyswrap.crossrank.lanes): its rank, the
+-- phase range open on the host when it was done or launched (phase NULL: outside every
+-- phase) and its side: host (the host's own time, a launch's offset and latency, a
+-- blocking call's return) or gpu (the GPU lane's work and its own gaps, an arrival's
+-- latency). A transfer row has no rank (rank NULL, shown empty): the transfer of a
+-- collective after its last member arrived is the collective's, every member moving data
+-- at once, so it is charged to its (pg, op), never to one rank; what made its members
+-- late is on the path before it, as work of the rank that arrived last. A run without
+-- step ranges has one step (NULL).
 -- @scope run
 -- @reads xr_critical_path
 -- @column step BIGINT              Step.
@@ -19,6 +21,7 @@
 -- @column rank INTEGER             The rank whose work it is (NULL for transfer: no
 --                                  one rank's, see above).
 -- @column phase VARCHAR            Its phase (NULL: outside every phase, or transfer).
+-- @column side VARCHAR             host or gpu (NULL for transfer).
 -- @column pg VARCHAR               The collective's group (NULL for work).
 -- @column op VARCHAR               The collective (NULL for work).
 -- @column ns BIGINT                Time charged (ns).
@@ -28,6 +31,7 @@ SELECT
     kind,
     rank,
     phase,
+    side,
     pg,
     op,
     ns,
@@ -35,4 +39,4 @@ SELECT
 FROM xr_critical_path
 WHERE ($step_from IS NULL OR step >= $step_from)
     AND ($step_to IS NULL OR step < $step_to)
-ORDER BY step NULLS LAST, ns DESC, kind, rank, phase, pg, op
+ORDER BY step NULLS LAST, ns DESC, kind, rank, phase, side, pg, op

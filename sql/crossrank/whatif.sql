@@ -12,16 +12,26 @@
 --               arrival (no transfer, no waiting); it saves at most that op's exposed time;
 --   all         every rank idealised: gain_ns_per_step is the recorded step time less the
 --               ideal one, slowdown = recorded / ideal.
+-- Where the trace does not settle a dependency (a host that resumed right after a
+-- collective ended, with no recorded call that waited: crossrank.assumed_waits), the replay
+-- assumes the wait (gain_ns_per_step) and states the range: the gain replayed without
+-- those waits and with them (gain_low_ns_per_step, gain_high_ns_per_step; `assumed`: they
+-- differ).
 -- A step's time: from the previous step's end on its last rank to its own end on its last
 -- rank (the first step: from its latest start). A step is affected by a fix when the fix
 -- saves more there than the step's replay residual and the run's step-to-step noise
--- (noise_ns: 1.4826 x the median absolute deviation of the steps' times with every rank
--- idealised, or as replayed where nothing is idealised); a fix that saves time in at least
--- half the steps is persistent, in fewer intermittent. Rows of candidates that change
+-- (noise_ns: how much a rank's own work varies from one step to the next, measured on the
+-- run: per rank 1.4826 x the median absolute deviation of its own work per step over the
+-- window's steps, xr_own_work, then the median over the ranks), and more than 3 x that
+-- noise (the straggler rule's 3 x jitter) where the fix's median gain over the steps is
+-- not above the noise: a fix that saves nothing in a usual step is affected where a stall
+-- stands out, not where a rank's jitter puts it a little behind the others; a chronic
+-- straggler's fix, in every step where it saves more than the noise. A fix that saves
+-- time in at least half the steps is persistent, in fewer intermittent. Rows of candidates that change
 -- nothing are left out; a run without step ranges is one step per rank (step NULL: from
 -- its first collective to its last end).
 -- @scope run
--- @reads xr_whatif
+-- @reads xr_whatif, xr_own_work
 -- @column kind VARCHAR             rank, rank_phase, stage, collective or all.
 -- @column rank INTEGER             The rank idealised (NULL: every rank, or none).
 -- @column phase VARCHAR            The phase idealised (NULL: every phase, or none).
@@ -40,30 +50,45 @@
 -- @column noise_ns BIGINT          The run's step-to-step noise (see above) (ns).
 -- @column share DOUBLE             kind rank: its gain / the gain of idealising all.
 -- @column slowdown DOUBLE          kind all: recorded / ideal step time.
+-- @column gain_low_ns_per_step DOUBLE   The least of the gains with and without the waits
+--                                  the replay assumed, mean over the window's steps (ns).
+-- @column gain_high_ns_per_step DOUBLE  The greatest of the two (ns).
+-- @column assumed BOOLEAN          The gain depends on a wait the replay assumed (the two
+--                                  differ in some step).
 WITH win AS (
     SELECT *
     FROM xr_whatif
     WHERE ($step_from IS NULL OR step >= $step_from)
         AND ($step_to IS NULL OR step < $step_to)
 ),
-steps AS (
-    SELECT DISTINCT step, replayed_ns
-    FROM win
+work AS (
+    SELECT rank, step, sum(work_ns) AS work_ns
+    FROM xr_own_work
+    WHERE ($step_from IS NULL OR step >= $step_from)
+        AND ($step_to IS NULL OR step < $step_to)
+    GROUP BY rank, step
 ),
-ideal AS (
-    SELECT coalesce(
-        (SELECT median(abs(whatif_ns - (SELECT median(whatif_ns) FROM win WHERE kind = 'all')))
-         FROM win WHERE kind = 'all'),
-        (SELECT median(abs(replayed_ns - (SELECT median(replayed_ns) FROM steps))) FROM steps)
-    ) AS mad_ns
+spread AS (
+    SELECT rank, 1.4826 * median(abs(work_ns - typical_ns)) AS noise_ns
+    FROM (SELECT *, median(work_ns) OVER (PARTITION BY rank) AS typical_ns FROM work)
+    GROUP BY rank
 ),
 noise AS (
-    SELECT round(1.4826 * mad_ns)::BIGINT AS noise_ns
-    FROM ideal
+    SELECT coalesce(round(median(noise_ns))::BIGINT, 0) AS noise_ns
+    FROM spread
+),
+typical AS (
+    SELECT *, median(gain_ns) OVER (PARTITION BY kind, rank, phase, stage, pg, op) AS typical_ns
+    FROM win
 ),
 marked AS (
-    SELECT w.*, n.noise_ns, w.gain_ns > greatest(w.residual_ns, n.noise_ns) AS affected
-    FROM win AS w
+    SELECT
+        w.* EXCLUDE (typical_ns),
+        n.noise_ns,
+        w.gain_ns > greatest(
+            w.residual_ns, CASE WHEN w.typical_ns > n.noise_ns THEN 1 ELSE 3 END * n.noise_ns
+        ) AS affected
+    FROM typical AS w
     CROSS JOIN noise AS n
 ),
 per_fix AS (
@@ -87,14 +112,20 @@ per_fix AS (
         END AS pattern,
         max(residual_ns) AS residual_ns,
         any_value(noise_ns) AS noise_ns,
-        sum(recorded_ns) / nullif(sum(whatif_ns), 0) AS slowdown
+        sum(recorded_ns) / nullif(sum(whatif_ns), 0) AS slowdown,
+        avg(gain_low_ns) AS gain_low_ns_per_step,
+        avg(gain_high_ns) AS gain_high_ns_per_step,
+        bool_or(gain_low_ns <> gain_high_ns) AS assumed
     FROM marked
     GROUP BY kind, rank, phase, stage, pg, op
 )
 SELECT
-    * EXCLUDE (slowdown),
+    * EXCLUDE (slowdown, gain_low_ns_per_step, gain_high_ns_per_step, assumed),
     CASE WHEN kind = 'rank' THEN gain_ns_per_step / nullif(
         max(gain_ns_per_step) FILTER (WHERE kind = 'all') OVER (), 0) END AS share,
-    CASE WHEN kind = 'all' THEN slowdown END AS slowdown
+    CASE WHEN kind = 'all' THEN slowdown END AS slowdown,
+    gain_low_ns_per_step,
+    gain_high_ns_per_step,
+    assumed
 FROM per_fix
 ORDER BY gain_ns_per_step DESC, kind, rank NULLS FIRST, phase NULLS FIRST, stage, pg, op

@@ -43,7 +43,7 @@ LOG = [  # a stage log (nsyswrap.engine.stage_log) of two reports and their run
     {
         "pid": 2,
         "kind": "object",
-        "name": "xr_lane_phases",
+        "name": "xr_segments",
         "report": "r0",
         "cpu_s": 2.4,
         "hwm_mb": 1300,
@@ -51,7 +51,7 @@ LOG = [  # a stage log (nsyswrap.engine.stage_log) of two reports and their run
     {
         "pid": 3,
         "kind": "object",
-        "name": "xr_lane_phases",
+        "name": "xr_segments",
         "report": "r1",
         "cpu_s": 2.4,
         "hwm_mb": 1310,
@@ -91,8 +91,8 @@ def test_a_stage_log_gives_the_cpu_per_report_by_stage(tmp_path):
     assert per["views"] == 2.1 and per["sort_sweep"] == 0.8 and per["replay_inputs"] == 2.4
     assert abs(per["objects"] - 0.05) < 1e-9
     assert log["run_s"] == 10.0 and abs(log["rest_s"] - (25.0 - 10.7 - 10.0)) < 1e-9
-    assert log["costliest_objects"][0] == ["xr_lane_phases", 2.4]
-    assert log["worker_peak"] == [1310, "object xr_lane_phases"]
+    assert log["costliest_objects"][0] == ["xr_segments", 2.4]
+    assert log["worker_peak"] == [1310, "object xr_segments"]
     assert log["main_peak"] == [2160, "run xr_replay_check"]
 
 

@@ -20,7 +20,10 @@ from nsyswrap.crossrank.replay import Graph
 from nsyswrap.engine import planner
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.synth import preset
+from nsyswrap.report.figures import rows
+from nsyswrap.synth import generate_run, preset
+from nsyswrap.synth.pairs import write_fault_pair
+from nsyswrap.synth.scenario import Straggler
 
 
 def _analysed(generated_run, name: str) -> dict:
@@ -154,12 +157,14 @@ def test_the_diagnosis_names_the_planted_cause_first_with_its_gain(dp, stalls):
 @settings(max_examples=examples(25), deadline=None)
 @given(data=st.data())
 def test_idealising_more_never_slows_the_replay(dp, data):
-    """Any set of (rank, phase) parts idealised, and any collectives hidden, then more: the
+    """Any set of (rank, phase, side) parts idealised (host time before and after the launch
+    a segment's lane rests on, GPU work), and any collectives hidden, then more: the
     replayed step times never grow."""
     model = dp["model"]
     cut = fixes.excess(model)
-    rank = model.events["rank"].to_numpy()[model.lane]
-    cells = sorted({(int(r), p) for r in rank for p in range(len(model.phases))})
+    rank = model.segs["rank"].to_numpy()
+    sides = ("before", "after", "gpu")
+    cells = sorted({(int(r), p, s) for r in rank for p in range(len(model.phases)) for s in sides})
     coll = len(model.collectives)
     small = data.draw(st.sets(st.sampled_from(cells)))
     large = small | data.draw(st.sets(st.sampled_from(cells)))
@@ -168,13 +173,15 @@ def test_idealising_more_never_slows_the_replay(dp, data):
     times = []
     for chosen, hidden_set in ((small, hide_small), (large, hide_large)):
         d = model.graph.d.copy()
-        for r, p in chosen:
-            d[model.lane] -= np.where(rank == r, cut[:, p], 0)
+        parts = {s: np.zeros((len(rank), 1), np.int64) for s in sides}
+        for r, p, s in chosen:
+            parts[s][:, 0] += np.where(rank == r, getattr(cut, s)[:, p], 0)
         hidden = np.zeros((coll, 1), bool)
         hidden[sorted(hidden_set), 0] = True
         e_nodes = np.flatnonzero((model.events["kind"] == "E").to_numpy())
         d[e_nodes[hidden[model.events["cid"].to_numpy()[e_nodes], 0]]] = 0
-        times.append(whatif.step_times(model, model.graph.replay(d[:, None], hidden))[0])
+        w = model.replay.weights(fixes.Cut(**parts), model.gpu_ns)
+        times.append(whatif.step_times(model, model.graph.replay(d[:, None], hidden, w))[0])
     assert (times[1] <= times[0]).all()
 
 
@@ -231,25 +238,30 @@ def test_real_captures_show_their_replay_residual(cli):
 def _pipeline(
     slow: float, extra: int = 0, stages: int = 4, replicas: int = 2, micro: int = 4, steps: int = 3
 ):
-    """Frames of a GPipe-like run made with the replay's own rules: per step each stage runs
-    every microbatch's forward, then every backward in reverse; activations and gradients
-    go between neighbouring stages of a replica as two-member send_recv collectives (the
-    receiver's compute waits for them); then each stage's replicas all-reduce. Stage 2's
-    compute is `slow` times longer, plus `extra` per microbatch."""
+    """Frames (coll, segs, calls, steps) of a GPipe-like CPU run made with the replay's own
+    rules: per step each stage runs every microbatch's forward, then every backward in
+    reverse (host work, one phase range each); activations and gradients go between
+    neighbouring stages of a replica as two-member send_recv collectives timed by their
+    ranges (the sender's call returns at once, the receiver's when the pair ends, a wait);
+    then each stage's replicas all-reduce (every member waits). Stage 2's work is `slow`
+    times longer, plus `extra` per microbatch. Also the step times."""
     rng = np.random.default_rng(5)
     ranks = stages * replicas
     base = rng.integers(10, 30, (steps, 2, micro)) * 2_000  # the same work on every stage
     lane = np.zeros(ranks, np.int64)
-    coll, issues, joins, rows, labels, seq = [], [], [], [], [], {}
+    coll, segs, rows, seq, stream_end = [], [], [], {}, {}
 
-    stream_end: dict[tuple, int] = {}
+    def segment(r, end, step, **row):
+        if end > lane[r]:
+            segs.append({"rank": r, "start_ns": lane[r], "end_ns": end, "step": step, **row})
+            lane[r] = end
 
-    def collective(pg, members, issue, step, op, transfer):
-        """Each member arrives at its issue point or its stream's previous end, if later."""
+    def collective(pg, issue, step, op, transfer, waiters):
+        """Each member arrives at its call or its group's previous end, if later."""
         k = seq[pg] = seq.get(pg, -1) + 1
-        arrive = {r: max(issue[r], stream_end.get((r, pg), 0)) for r in members}
+        arrive = {r: max(t, stream_end.get((r, pg), 0)) for r, t in issue.items()}
         end = max(arrive.values()) + transfer
-        for r in members:
+        for r in issue:
             stream_end[(r, pg)] = end
             coll.append(
                 {
@@ -260,22 +272,22 @@ def _pipeline(
                     "step": step,
                     "start_ns": arrive[r],
                     "end_ns": end,
-                    "on_gpu": True,
-                    "cpu_start_ns": np.nan,
-                    "cpu_end_ns": np.nan,
+                    "on_gpu": False,
                 }
             )
-            issues.append(
-                {
-                    "rank": r,
-                    "start_ns": arrive[r],
-                    "end_ns": end,
-                    "stream": f"{r}:0:{pg}",
-                    "launch_ns": issue[r],
-                    "ready_ns": issue[r],
-                }
+        for r in waiters:
+            segment(
+                r,
+                end,
+                step,
+                kind="wait",
+                waits_for="collective",
+                for_pg=pg,
+                for_seq=k,
+                for_end_ns=end,
+                call_ns=0,
+                wake_ns=0,
             )
-        return end, arrive
 
     for s in range(steps):
         starts = lane.copy()
@@ -288,76 +300,34 @@ def _pipeline(
                     src = p - sign
                     for rep in range(replicas):
                         r = rep * stages + p
-                        if 0 <= src < stages:  # wait for the neighbour's activations (a join)
+                        if 0 <= src < stages:  # wait for the neighbour's activations
                             s_rank = rep * stages + src
-                            pg = f"p2p:{rep}:{min(p, src)}"
-                            issue = {s_rank: lane[s_rank], r: lane[r] + 100}  # no two kernels
-                            end, arrive = collective(pg, [s_rank, r], issue, s, "send_recv", 3_000)
-                            joins.append(
-                                {
-                                    "rank": r,
-                                    "start_ns": max(lane[r], end),
-                                    "idle_from_ns": lane[r],
-                                    "nccl_start_ns": arrive[r],
-                                }
+                            issue = {s_rank: lane[s_rank], r: lane[r]}
+                            collective(
+                                f"p2p:{rep}:{min(p, src)}", issue, s, "send_recv", 3_000, [r]
                             )
-                            lane[r] = max(lane[r], end)  # the sender goes on; the receiver waits
                         work = int(base[s, int(phase == "backward"), m] * (slow if p == 2 else 1))
                         work += extra if p == 2 else 0
-                        labels.append(
-                            {
-                                "rank": r,
-                                "start_ns": lane[r],
-                                "end_ns": lane[r] + work,
-                                "phase": phase,
-                            }
-                        )
-                        lane[r] += work
+                        at = lane[r]
+                        segment(r, at + work, s, phase=phase, phase_start_ns=at, host_ns=work)
         for p in range(stages):
             members = [rep * stages + p for rep in range(replicas)]
-            end, arrive = collective(
-                f"dp:{p}", members, {r: lane[r] for r in members}, s, "all_reduce", 5_000
-            )
+            collective(f"dp:{p}", {r: lane[r] for r in members}, s, "all_reduce", 5_000, members)
             for r in members:
-                joins.append(
-                    {
-                        "rank": r,
-                        "start_ns": end,
-                        "idle_from_ns": lane[r],
-                        "nccl_start_ns": arrive[r],
-                    }
-                )
-                lane[r] = end + 1_000
+                segment(r, lane[r] + 1_000, s, host_ns=1_000)
         for r in range(ranks):
             rows.append({"rank": r, "step": s, "start_ns": starts[r], "end_ns": lane[r]})
-        lane = lane + 2_000
-    labels = pd.DataFrame(labels).sort_values(["rank", "start_ns"])
-    gaps = labels.assign(
-        start_ns=labels["end_ns"], end_ns=labels.groupby("rank")["start_ns"].shift(-1), phase=None
-    ).dropna(subset=["end_ns"])  # the time between: outside phases
-    span = pd.DataFrame(rows).groupby("rank").agg(first=("start_ns", "min"), last=("end_ns", "max"))
-    edges = pd.DataFrame(
-        [
-            {"rank": r, "start_ns": a, "end_ns": b, "phase": None}
-            for r, (lo, hi) in span.iterrows()
-            for a, b in (
-                (lo - 1, labels.loc[labels["rank"] == r, "start_ns"].min()),
-                (labels.loc[labels["rank"] == r, "end_ns"].max(), hi + 1),
-            )
-        ]
-    )
-    labels = pd.concat([labels, gaps[gaps["end_ns"] > gaps["start_ns"]], edges])
-    labels = labels.sort_values(["rank", "start_ns"])
-    frames = (
-        pd.DataFrame(coll),
-        pd.DataFrame(issues),
-        pd.DataFrame(joins),
-        pd.DataFrame(rows),
-        labels.astype({"end_ns": np.int64}),
+        for r in range(ranks):
+            segment(r, lane[r] + 2_000, np.nan, host_ns=2_000)
+    segs = lanes.segment_frame(segs)
+    segs["host_ns"] = segs["host_ns"].astype(np.int64)
+    segs["seg"] = segs.groupby("rank").cumcount()
+    calls = pd.DataFrame(
+        columns=["rank", "stream", "start_ns", "end_ns", "launch_ns", "ready_ns", "seg"]
     )
     ends = pd.DataFrame(rows).groupby("step")["end_ns"].max().to_numpy()
     first = pd.DataFrame(rows).query("step == 0")["start_ns"].max()
-    return frames, np.diff(np.r_[first, ends])
+    return (pd.DataFrame(coll), segs, calls, pd.DataFrame(rows)), np.diff(np.r_[first, ends])
 
 
 @pytest.mark.parametrize("factor, extra", [(1.5, 0), (1.0, 7_000)])
@@ -401,15 +371,19 @@ def _fix(kind, gain, pattern="persistent", **keys) -> dict:
     }
 
 
-def test_a_stage_without_gpu_busy_times_is_compared_by_its_ranges_times():
-    """Ranges that ran no kernels (a CPU pipeline) have no busy time: their time is their
-    work, as when the column is absent."""
+def test_a_stage_without_gpu_work_is_compared_by_its_ranges_host_time():
+    """Ranges that launched no GPU work (a CPU pipeline) are compared by their host time:
+    the same ranges as GPU work are cut alike, on that side."""
     frames, _ = _pipeline(1.5, 0)
-    model = lanes.build_model(*frames)
-    stage_of = fixes.stages(model)
-    by_time = fixes.stage_excess(model, stage_of)
-    model.stretches["range_busy_ns"] = np.nan
-    assert by_time.sum() > 0 and (fixes.stage_excess(model, stage_of) == by_time).all()
+    on_cpu = lanes.build_model(*frames)
+    by_time = fixes.stage_excess(on_cpu, fixes.stages(on_cpu)).total()
+    coll, segs, calls, steps = frames
+    segs = segs.assign(gpu_ns=np.where(segs["kind"] == "work", segs["host_ns"], 0))
+    on_gpu = lanes.build_model(coll, segs, calls, steps)
+    by_work = fixes.stage_excess(on_gpu, fixes.stages(on_gpu)).total()
+    assert by_time.gpu.sum() == 0 and by_work.before.sum() + by_work.after.sum() == 0
+    assert (by_time.before + by_time.after).sum() > 0
+    assert ((by_time.before + by_time.after) == by_work.gpu).all()
 
 
 def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
@@ -469,7 +443,9 @@ def test_a_straggler_whose_fix_saves_little_is_no_significant_straggler(gain, st
     "name, rank, phase, within",
     [
         ("run4_straggler", 2, "data_loading", 0),
-        ("hybrid8", 6, "backward", 1),  # its node's clock drifts: durations round
+        # its node's clock drifts: each kernel's length on it rounds to the ns, and the
+        # ranks are compared by their kernels' busy time (1-2 ns short of the truth there)
+        ("hybrid8", 6, "backward", 2),
     ],
 )
 def test_ranks_doing_the_same_work_gain_what_removing_the_plant_saves(
@@ -491,14 +467,15 @@ def test_the_straggler_fixture_gains_within_19_ns_of_its_plant():
     assert round(np.mean(gains)) == 367_828 and round(np.mean(planted)) == 367_826
 
 
-@pytest.mark.parametrize("drift, within", [(False, 0), (True, 2)])
+@pytest.mark.parametrize("drift, within", [(False, 0), (True, 3)])
 def test_a_generated_pipeline_gains_what_removing_its_slow_stage_saves(
     generated_run, drift, within
 ):
     """pipeline8 with every rank drawing the same work: stage 2 as fast as the other stages
     saves, step by step, what the generator's run without the slow stage saves: to the ns
-    on clocks that do not drift, within 2 ns with node1's -30 ppm over its 8 steps
-    (durations round; over 4 the clock solve fits no drift). Its
+    on clocks that do not drift, within 3 ns with node1's -30 ppm over its 8 steps
+    (durations round, and the replay's path crosses a host's and a GPU lane's converted
+    times; over 4 the clock solve fits no drift). Its
     compute waits for two transfers at one instant in places: one wait, the work after it
     following the later of them."""
     sc = preset("pipeline8").replace(same_work=True)
@@ -570,3 +547,76 @@ def test_a_hot_expert_is_named_by_its_all_to_all_bytes(generated_run, name, hot)
     assert ratio[6] > 1.8 and all(0.9 < v < 1.1 for r, v in ratio.items() if r != 6)
     assert first["recommendation"].startswith("Balance the tokens routed to rank 6's experts")
     assert first["evidence"]["exchange_bytes_vs_median"]["value"] == ratio[6]
+
+
+# data loading stalls of 25-35 ms on a rank drawn at random (rank, step, ns), two in the
+# last two steps; every rank draws its own work
+MOVING = ((7, 6, 29_178_410), (7, 9, 29_136_805), (3, 11, 25_220_019), (6, 14, 27_677_714))
+MOVING += ((1, 15, 27_328_130),)
+
+
+@pytest.fixture(scope="module")
+def moving(tmp_path_factory) -> dict:
+    sc = preset("intermittent").replace(
+        name="moving_stalls",
+        steps=16,
+        same_work=False,
+        end_jitter_ns=200,
+        data_loading_ns=2_000_000,
+        stalls=tuple(
+            Straggler(rank=r, phase="data_loading", extra_ns=ns, steps=(s,)) for r, s, ns in MOVING
+        ),
+    )
+    out = tmp_path_factory.mktemp("moving_stalls")
+    truth = generate_run(sc, out)
+    with open_run([out]) as run:
+        return {"truth": truth, "report": build_report(run, ReportOptions())}
+
+
+def test_a_fix_affects_only_the_steps_where_its_stall_happened(moving):
+    """Ranks drawing their own work: each rank is a few tens of us behind the others in
+    some step by its own jitter, far under 3 x the run's step-to-step noise; only the stalls
+    count. Each rank's fix, and its data loading's, lists exactly its stalled steps."""
+    fixes = rows(moving["report"], "crossrank", "whatif")
+    noise = fixes[0]["noise_ns"]["value"]
+    assert 20_000 < noise < 200_000  # tens of us: how much a rank's own work varies
+    for r in range(8):
+        planted = [s for rank, s, _ in MOVING if rank == r]
+        for kind, phase in (("rank", None), ("rank_phase", "data_loading")):
+            fix = next(
+                (f for f in fixes if f["kind"] == kind and f["rank"] == r and f["phase"] == phase),
+                {"steps": None},
+            )
+            assert [int(s) for s in (fix["steps"] or "").split(",") if s] == planted, (r, fix)
+
+
+def test_moving_stalls_list_their_pairs_outliers_after_the_window_included(moving):
+    """Stalled steps are outliers (7-9x the median step): the last two lie after the
+    window's last usual step, yet the replay counts them and the finding says so."""
+    report, truth = moving["report"], moving["truth"]
+    assert report["window"]["step_to"] == 14
+    (first, *_) = report["diagnosis"]["findings"]
+    assert first["id"] == "intermittent", first["text"]
+    pairs = [(s["rank"], s["step"]) for s in first["evidence"]["stalls"]]
+    assert pairs == [(r, s) for r, s, _ in MOVING]
+    planted = truth.planted_gain["gain_ns_total"] / len(truth.planted_gain["steps"])
+    assert first["cost"]["value"] == pytest.approx(planted, rel=0.01)
+    assert first["evidence"]["outlier_steps"] == [6, 9, 11, 14, 15]
+    assert "the replay counts them here" in first["text"]
+
+
+@pytest.mark.parametrize("name", ["moving_pauses", "moving_pauses_late"])
+def test_moving_pauses_list_exactly_their_rank_step_pairs(tmp_path, name):
+    """The generator's fault pairs of 25-35 ms host pauses inside forward on a random rank
+    about one step in five (and, `_late`, in both of the last two steps, outliers after
+    the window): the finding lists exactly the paused (rank, step) pairs, and its saving
+    is within 5 % of what the same job without the pauses measures."""
+    pair = write_fault_pair(name, tmp_path)
+    with open_run([tmp_path / "fault"]) as run:
+        report = build_report(run, ReportOptions())
+    (first, *_) = report["diagnosis"]["findings"]
+    assert first["id"] == "intermittent" and first["evidence"]["phase"] == "forward"
+    pairs = sorted([s["rank"], s["step"]] for s in first["evidence"]["stalls"])
+    assert pairs == sorted(pair["fault"]["rank_steps"]), first["text"]
+    measured = pair["step_times"]["difference_per_step_ns"]
+    assert first["cost"]["value"] == pytest.approx(measured, rel=0.05)

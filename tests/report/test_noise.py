@@ -16,19 +16,10 @@ REAL = FIXTURES / "real"
 FACTORS = {"mean_factor": 1.0, "affected_factor": 3.0}  # the rule's defaults
 # per capture, the labels of the findings above the floor, and of those under it
 EXPECTED = {
-    "h200_fix_clean": (
-        ["host-bound"],
-        ["intermittent: rank 1", "intermittent: forward stalls", "intermittent: rank 0"],
-    ),
+    "h200_fix_clean": (["host-bound"], ["intermittent: rank 0"]),
     "h200_fix_slow": (["straggler: rank 1", "host-bound"], []),
-    "h200_ddp_gloo_slow": (
-        ["intermittent: rank 1", "host-bound"],
-        ["intermittent: forward stalls", "intermittent: rank 0"],
-    ),
-    "h200_ddp_gloo_slow_zero_code": (
-        ["intermittent: rank 1", "host-bound"],
-        ["intermittent: rank 0"],
-    ),
+    "h200_ddp_gloo_slow": (["intermittent: rank 1", "host-bound"], []),
+    "h200_ddp_gloo_slow_zero_code": (["intermittent: rank 1", "host-bound"], []),
 }
 
 
@@ -57,10 +48,11 @@ def test_noise_findings_fall_under_the_floor_and_stalls_stand_above_it(name):
 
 
 def test_the_floor_of_the_clean_run_is_its_jitter_not_its_cost():
-    """h200_fix_clean: 0.89 ms, between the 0.72-0.91 ms per step its jitter findings
-    save and the 14.74 ms per step its host-caused idle costs."""
+    """h200_fix_clean: 1.41 ms (the ranks' own work's step-to-step noise, #36), between
+    the 0.83 ms per step its one jitter finding saves and the 14.74 ms per step its
+    host-caused idle costs."""
     report = report_of([REAL / "h200_fix_clean"])
-    assert 0.85e6 < noise_floor_ns(report) < 0.95e6
+    assert 1.3e6 < noise_floor_ns(report) < 1.5e6
 
 
 def test_without_a_replay_the_floor_is_the_recorded_steps_spread():

@@ -1,0 +1,21 @@
+-- One row per NCCL kernel of one report with its launch call: when the rank could have
+-- started it had its stream been free, and the segment of its process (xr_segments) its
+-- launch starts. ready_ns is the end of the lane's work queued before it: the latest end
+-- of the process's other activities on its lane device launched before it, at most its
+-- start (an NCCL stream waits on an event recorded on the compute stream before the
+-- launch). The replay (nsyswrap.crossrank.whatif) takes the kernel's arrival as the latest
+-- of its launch, ready_ns and its stream's previous kernel's end, plus the latency seen.
+-- Times are session ns (built with xr_segments: nsyswrap.crossrank.segments).
+-- @reads launches, api_calls, syncs, xr_rank_keys, xr_steps, xr_phases, xr_host_waits
+-- @builder nsyswrap.crossrank.segments:build
+-- @column pid                BIGINT   Process that launched the kernel.
+-- @column device             BIGINT   CUDA device id.
+-- @column call               BIGINT   The kernel's number in its process, in launch order
+--                                     (xr_segments names a kernel by it).
+-- @column stream             BIGINT   CUDA stream id of the NCCL kernel.
+-- @column start_ns           BIGINT   Kernel start (ns).
+-- @column end_ns             BIGINT   Kernel end (ns).
+-- @column launch_ns          BIGINT   Launch call start (ns).
+-- @column ready_ns           BIGINT   End of the lane's work queued before it, at most
+--                                     start_ns (ns); NULL when none was.
+-- @column seg                BIGINT   The segment its launch starts (xr_segments.seg).

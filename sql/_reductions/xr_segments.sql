@@ -1,0 +1,69 @@
+-- One row per segment of a process's host time in one report: the time between two of
+-- its boundaries (its step and phase ranges' starts and ends, each NCCL kernel's launch,
+-- the launch of each GPU activity that waited for an NCCL kernel, each wait of the host),
+-- with the GPU work it launched on the process's lane device (NCCL kernels apart) and
+-- what the lane's end after it rests on: the replay's input (nsyswrap.crossrank.segments,
+-- which documents the model; nsyswrap.crossrank.whatif replays it). One row per (process,
+-- step, phase range or collective segment), never per kernel or launch gap. Times are
+-- session ns.
+-- @reads launches, api_calls, syncs, xr_rank_keys, xr_steps, xr_phases, xr_host_waits
+-- @builder nsyswrap.crossrank.segments:build
+-- @column pid                BIGINT   Process.
+-- @column device             BIGINT   Its lane device: of most of its NCCL kernels, else of
+--                                     most of its activities (NULL: no GPU work).
+-- @column seg                BIGINT   Segment number in the process, in time order.
+-- @column kind               VARCHAR  work (the host's own time), wait (blocked for the
+--                                     completion it names) or silent (no CUDA call, resumed
+--                                     right after a completion: a wait the trace does not
+--                                     show, assumed by the replay, with a range).
+-- @column start_ns           BIGINT   Segment start (ns).
+-- @column end_ns             BIGINT   Segment end (ns).
+-- @column step               BIGINT   Step range open at its start (NULL: none).
+-- @column phase              VARCHAR  Phase range open at its start (NULL: none).
+-- @column phase_start_ns     BIGINT   Start of that phase range (which of its ranges; ns).
+-- @column host_ns            BIGINT   The host's own time in it: its length for work, else 0
+--                                     (ns).
+-- @column launches           BIGINT   Lane activities launched in it.
+-- @column waits_for          VARCHAR  What a wait or silence waits for: gpu (the lane's end
+--                                     after segment for_seg), nccl (the NCCL kernel for_call)
+--                                     or collective (for_pg, for_seq).
+-- @column for_seg            BIGINT   The segment whose lane end a wait for the GPU waits for.
+-- @column for_call           BIGINT   The NCCL kernel it waits for (xr_nccl_calls.call).
+-- @column for_pg             VARCHAR  Group of the collective it waits for.
+-- @column for_seq            BIGINT   Its sequence number in the group.
+-- @column for_end_ns         BIGINT   When what it waits for completed (ns).
+-- @column call_ns            BIGINT   A wait's return had its completion come before its start:
+--                                     a blocking CUDA call that did not wait, its length;
+--                                     one that waited, the median length of the process's
+--                                     calls of that API that did not (else of all its CUDA
+--                                     calls), at most its own; a collective or OS wait, 0; a
+--                                     silence, as wake_ns (ns).
+-- @column wake_ns            BIGINT   How long after its completion a wait returned (one
+--                                     that did not wait: the median of the process's calls
+--                                     of that API that did, at most what is left; ns).
+-- @column gpu_ns             BIGINT   Lane time its activities first cover (their union less
+--                                     what earlier activities covered; ns).
+-- @column gpu_from_ns        BIGINT   The lane's end before it: the latest end of the
+--                                     activities launched before it (ns; NULL: none).
+-- @column gpu_end_ns         BIGINT   The lane's end after it: that and its own (ns).
+-- @column lane_ns            BIGINT   Lane busy time between gpu_from_ns and gpu_end_ns (ns).
+-- @column lane_idle_ns       BIGINT   Lane idle time between them that was neither waiting
+--                                     for the host nor a join's wait: the GPU's own gaps
+--                                     between queued activities (ns).
+-- @column gpu_idle_host_ns   BIGINT   Lane idle time between them waiting for the host to
+--                                     launch the next activity (ns).
+-- @column bound_launch_ns    BIGINT   Launch call of the activity the lane's end rests on:
+--                                     of its activities that ran after gpu_from_ns, the last
+--                                     that restarted the lane after it had waited for the
+--                                     host, else the one that started least after its launch
+--                                     (ns; NULL: the lane does not move).
+-- @column bound_start_ns     BIGINT   That activity's start (ns).
+-- @column bound_latency_ns   BIGINT   Its launch latency: its own where it restarted the
+--                                     lane, else the process's least (ns).
+-- @column join_start_ns      BIGINT   Start of its first activity where that waited for an
+--                                     NCCL kernel (ns; NULL: no such wait).
+-- @column join_call          BIGINT   That NCCL kernel (xr_nccl_calls.call).
+-- @column join_nccl_end_ns   BIGINT   Its end (ns).
+-- @column join_busy_ns       BIGINT   Lane busy time from join_start_ns to gpu_end_ns (ns).
+-- @column join_idle_ns       BIGINT   Lane idle time between them that was not waiting for
+--                                     the host (ns).

@@ -1,0 +1,22 @@
+-- One row per wait the replay assumed: a silence of a rank's host (no CUDA call, no step
+-- or phase range edge, for a while) that ended right after a completion of its own it
+-- could have waited for (a collective's end, its GPU's work draining), with no recorded
+-- call that waited (nsyswrap.crossrank.segments: silent segments). The replay takes it as
+-- a wait for that completion; every gain that depends on it is a range
+-- (xr_whatif.gain_low_ns, gain_high_ns: without and with it).
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls, xr_link_collectives
+-- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
+--                                  NULL: the run's first).
+-- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).
+-- @builder nsyswrap.crossrank.whatif:build
+-- @column rank               INTEGER  The rank whose host was silent.
+-- @column step               BIGINT   Step of the silence (NULL: between steps).
+-- @column phase              VARCHAR  Phase open on the host then (NULL: none).
+-- @column waits_for          VARCHAR  gpu (its GPU's work draining) or collective.
+-- @column pg                 VARCHAR  Group of the collective assumed waited for (NULL: gpu).
+-- @column seq                BIGINT   Its sequence number in the group.
+-- @column op                 VARCHAR  The collective.
+-- @column resumed_ns         BIGINT   When the host resumed (run time, ns).
+-- @column after_ns           BIGINT   How long after the collective's end on this rank (ns).
+-- @column silent_ns          BIGINT   How long the host had made no CUDA call (ns).

@@ -1,0 +1,20 @@
+-- One row per link between two hosts and replayed step: the bus bandwidth of the
+-- collectives across it against the run's inside a host and the expectation, and the
+-- step time the replay saves with its transfers at the healthy bandwidth
+-- (nsyswrap.crossrank.links; see crossrank.links).
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls, xr_link_collectives
+-- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
+--                                  NULL: the run's first).
+-- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).
+-- @builder nsyswrap.crossrank.whatif:build
+-- @column host_a             VARCHAR  One host (the lower name).
+-- @column host_b             VARCHAR  The other.
+-- @column step               BIGINT   Step (NULL: a run without step ranges).
+-- @column collectives        BIGINT   Matched collectives across the two hosts.
+-- @column busbw_gb_per_s     DOUBLE   Their bus bandwidth (GB/s; NULL: no bytes recorded).
+-- @column inside_gb_per_s    DOUBLE   The run's bus bandwidth inside a host (GB/s; NULL: none).
+-- @column expected_gb_per_s  DOUBLE   A healthy link between hosts gives at least this (GB/s).
+-- @column healthy_gb_per_s   DOUBLE   The link's healthy bandwidth (GB/s).
+-- @column slow               BOOLEAN  Below half its healthy bandwidth.
+-- @column gain_ns            BIGINT   Step time saved with the link at its healthy bandwidth (ns).

@@ -1,0 +1,15 @@
+-- One row per rank, step and phase: the rank's own work there as the replay holds it, the
+-- time of its segments between two of its events, waits left out (the replay re-creates
+-- them): nsyswrap.crossrank.own_work. What the step-to-step noise of crossrank.whatif and
+-- the attribution of `nsyswrap diff` read.
+-- @reads xr_aligned, xr_clock, xr_keys, xr_member_steps, xr_members, xr_unrelated,
+-- @reads xr_segments, xr_nccl_calls, xr_link_collectives
+-- @param step_from BIGINT = NULL  The replay starts at this step (the window's first;
+--                                  NULL: the run's first).
+-- @param step_to BIGINT = NULL    It replays the steps before this one (NULL: all).
+-- @builder nsyswrap.crossrank.whatif:build
+-- @column rank               INTEGER  Rank.
+-- @column step               BIGINT   Step (NULL: a run without step ranges, the rank's span).
+-- @column phase              VARCHAR  Phase (NULL: outside every phase range).
+-- @column work_ns            BIGINT   Its own work in that phase and step (ns).
+-- @column stage              INTEGER  The rank's pipeline stage (NULL: no pipeline).
