@@ -365,8 +365,12 @@ def _ids(report: dict, kind: str, names: dict) -> dict:
 
 def _names(report: dict) -> dict[str, str]:
     """{name: where}: every short text of the tables' rows (phases first, then ranges,
-    kernels, ops and the rest)."""
-    found: dict[str, str] = {}
+    kernels, ops and the rest), and the tables' ids (a text may name a table)."""
+    found: dict[str, str] = {
+        t["id"]: f"{sec['id']}/{t['id']} (table)"
+        for sec in report["sections"]
+        for t in sec.get("tables", [])
+    }
     for phases in (True, False):
         for sec in report["sections"]:
             for t in sec.get("tables", []):
