@@ -37,7 +37,7 @@ import pandas as pd
 
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
-from nsyswrap.report.diagnosis import listed
+from nsyswrap.report.diagnosis.words import listed
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.window import choose_window
 

@@ -20,7 +20,7 @@ from nsyswrap.html_report.charts import (
     _text,
 )
 from nsyswrap.html_report.page import CSS, _diagnosis_html, _figure, _section_html
-from nsyswrap.report.diagnosis import rows
+from nsyswrap.report.figures import rows
 from nsyswrap.report.render import heading
 from nsyswrap.storage.safe_output import save
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
 from nsyswrap.errors import shown
 from nsyswrap.report import answers
-from nsyswrap.report.diagnosis import diagnose
+from nsyswrap.report.document import finish
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import ReportFormat, write_report
 from nsyswrap.storage.cache_keys import nsyswrap_version
@@ -91,7 +91,7 @@ def build_report(run: Run, options: ReportOptions) -> dict:
         "window": window.as_json(),
         "sections": [section(run, options) for section in sections()],
     }
-    return {**report, "diagnosis": diagnose(report)}
+    return finish(report)
 
 
 def report(

@@ -11,13 +11,14 @@ import pandas as pd
 
 from nsyswrap.engine.queries import run_modules
 from nsyswrap.engine.run import Run
+from nsyswrap.report.diagnosis.rules import slow_kernel
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
 
 TFLOPS = "TFLOP/s"
 TOP_KERNELS = 10  # kernels per (rank, device) in the top-kernels table
-SLOW_MARGIN = 0.10  # a GPU's copy of a kernel is slower when its p10, median and p90 are each
-MIN_RUNS = 5  # this much above every other GPU's (slow_kernels), each with MIN_RUNS runs
+SLOW_MARGIN = slow_kernel.RULE.default("slower_share")  # the rule slow_kernels applies
+MIN_RUNS = slow_kernel.RULE.default("min_runs")
 NO_FLOPS = (
     "no FLOPs per step were given: give --flops-per-step N (the model FLOPs one GPU "
     "computes per step), or --model-params P --tokens-per-step T (FLOPs = 6 x P x T)"

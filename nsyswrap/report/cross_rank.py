@@ -13,6 +13,8 @@ from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
 from nsyswrap.crossrank.metrics import clock_offsets, unrelated
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
+from nsyswrap.report.diagnosis.rules import replay_causes, straggler_named
+from nsyswrap.report.diagnosis.words import ms
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
@@ -20,13 +22,12 @@ from nsyswrap.report.options import ReportOptions
 GB_PER_S = "GB/s"
 PCT, TIMES = "%", "x"
 NO_PHASE = "no phase is longer than on the median rank"
-IN_STEP_SHARE = 0.01  # total wait below this share of the steps' time: no straggler named
-MAX_RESIDUAL = 0.02  # a replay residual above this share of a step time: no what-if figure
+MAX_RESIDUAL = replay_causes.RULE.default("max_residual")  # above it, the replay sizes no fix
 
 
 def _ms(ns: float) -> str:
     """A duration for people: `1.234 ms`."""
-    return f"{ns / 1e6:,.3f} ms"
+    return ms(ns, 3)
 
 
 def _text(value) -> str | None:
@@ -472,40 +473,6 @@ def _step_time_ns(run: Run, options: ReportOptions) -> int:
     return int((steps["end_ns"] - steps["start_ns"]).groupby(steps["step"]).median().sum())
 
 
-def _verdict(run_row: pd.Series | None, step_time_ns: int) -> dict:
-    if run_row is None:
-        return {
-            "label": None,
-            "reason": "no collective is matched on every rank of its group (looked for "
-            "nsyswrap `coll:` ranges, NCCL's NVTX payloads, MPI ranges of nsys --trace=mpi and "
-            "NCCL kernels; see the groups and mismatches tables)",
-        }
-    if run_row.total_wait_ns <= IN_STEP_SHARE * step_time_ns or not run_row.significant:
-        return {
-            "label": "no significant straggler",
-            "reason": f"all waits in collectives add up to "
-            f"{_ms(run_row.total_wait_ns)}; the costliest rank's lag is not above the alignment "
-            f"uncertainty and 3 x the run's jitter ({_ms(run_row.jitter_ns)}), or the waits are "
-            f"under {IN_STEP_SHARE:.0%} of the steps' time",
-        }
-    reason = (
-        f"rank {int(run_row['rank'])} made the others wait {_ms(run_row.imposed_wait_ns)} "
-        f"({run_row.imposed_wait_ns / max(run_row.total_wait_ns, 1):.0%} of all waiting), "
-        f"arriving last at {int(run_row.last_count)} of {int(run_row.collectives)} matched "
-        f"collectives, {_ms(run_row.lag_ns)} after the median rank in total"
-    )
-    if isinstance(run_row.affected_steps, str):
-        reason += f"; the others waited for it in steps {run_row.affected_steps}"
-    if isinstance(run_row.phase, str):
-        reason += (
-            f"; its lag is in `{run_row.phase}`, "
-            f"+{_ms(run_row.phase_excess_ns / run_row.phase_steps)} per step over the median rank"
-        )
-        if isinstance(run_row.slow_steps, str):
-            reason += f", slow in steps {run_row.slow_steps}"
-    return {"label": f"straggler: rank {int(run_row['rank'])}", "reason": reason}
-
-
 def _recommendations(
     run_row: pd.Series | None, offsets: pd.DataFrame, miss: pd.DataFrame
 ) -> list[str]:
@@ -679,7 +646,9 @@ def crossrank_answer(
     miss, bw, split = rows("mismatches"), rows("bandwidth"), rows("split")
     run_rows = strag[strag["step"].isna()]
     run_row = None if run_rows.empty else run_rows.iloc[0]
-    section["verdict"] = _verdict(run_row, step_time_ns())
+    section["verdict"] = straggler_named.find(
+        None if run_row is None else run_row.to_dict(), step_time_ns()
+    )
     section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(
         run_row, split
     )

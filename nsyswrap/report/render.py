@@ -16,7 +16,8 @@ from pathlib import Path
 
 from nsyswrap.errors import NsysWrapError, printable
 from nsyswrap.output import ReportFormat
-from nsyswrap.report.diagnosis import quantile
+from nsyswrap.report.diagnosis.rules.step_figures import quantile
+from nsyswrap.report.diagnosis.words import ms
 from nsyswrap.report.figures import (
     BYTES,
     COUNT,
@@ -29,7 +30,6 @@ from nsyswrap.report.figures import (
     table_ids,
     time_unit,
 )
-from nsyswrap.report.verdict import ms
 from nsyswrap.storage.safe_output import check_writable, save
 from nsyswrap.text_table import fit, shorten_column, wrap
 

@@ -22,8 +22,10 @@ import pandas as pd
 
 from nsyswrap.errors import note
 from nsyswrap.report.cross_rank import crossrank_answer
-from nsyswrap.report.diagnosis import _ranks, diagnose, rows
-from nsyswrap.report.figures import NS, figure
+from nsyswrap.report.diagnosis import Finding, decide
+from nsyswrap.report.diagnosis.words import ranks as rank_list
+from nsyswrap.report.document import placed
+from nsyswrap.report.figures import NS, figure, rows
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.persistence import describe, episodes
 from nsyswrap.report.window import Window, window_of_steps
@@ -76,17 +78,24 @@ def sample_report(paths: list[Path], options: ReportOptions | None = None) -> di
         "window": window.as_json(),
         "sections": [answer["section"], crossrank],
     }
-    diagnosis = diagnose(report)
-    findings = [_with_window(f, answer) for f in diagnosis["findings"]]
-    said = (crossrank.get("verdict") or {}).get("label")
-    diagnosis.update(
-        findings=findings,
-        headline=diagnosis["headline"] if findings else (said or "not enough data").upper(),
-        worst_steps=answer["worst_steps"],
-        recommendations=[f["recommendation"] for f in findings if f.get("recommendation")],
-        cannot_answer=CANNOT_ANSWER,
-    )
-    return {**report, "diagnosis": diagnosis, "capture": _capture(answer, findings, paths)}
+    d = decide(report)
+    findings = [_with_window(f, answer) for f in d.findings]
+    said = (d.crossrank_label or crossrank.get("verdict") or {}).get("label")
+    diagnosis = {
+        **d.as_json(),
+        "findings": [f.as_json() for f in findings],
+        "worst_steps": answer["worst_steps"],
+        "recommendations": [f.advice for f in findings if f.advice],
+        "cannot_answer": CANNOT_ANSWER,
+    }
+    if not findings:
+        diagnosis["headline"] = (said or "not enough data").upper()
+    return {
+        **report,
+        "sections": placed(report["sections"], d),
+        "diagnosis": diagnosis,
+        "capture": _capture(answer, findings, paths),
+    }
 
 
 def report_with_samples(
@@ -122,17 +131,26 @@ def add_samples(report: dict, paths: list[Path], options: ReportOptions) -> dict
     for said in samples.notes:
         note(said)
     crossrank, answer = _answer(samples, options)
-    section = answer["section"]
-    section["verdict"] = crossrank["verdict"]
-    section["tables"] += crossrank["tables"]
-    alone = {**report, "sections": [answer["section"], crossrank]}
-    findings = [_with_window(f, answer) for f in diagnose(alone)["findings"]]
-    for f in findings:
-        f["scope"] = "samples"
-        f["text"] = "Over the sampled steps: " + f["text"]
-    report["sections"].append(section)
-    report["diagnosis"]["findings"] += findings
-    return {**report, "capture": _capture(answer, findings, paths)}
+    d = decide({**report, "sections": [answer["section"], crossrank]})
+    section = {
+        **answer["section"],
+        "verdict": d.crossrank_label or crossrank["verdict"],
+        "tables": answer["section"]["tables"] + crossrank["tables"],
+    }
+    findings = [
+        replace(f, scope="samples", text="Over the sampled steps: " + f.text)
+        for f in (_with_window(f, answer) for f in d.findings)
+    ]
+    diagnosis = report["diagnosis"]
+    return {
+        **report,
+        "sections": [*report["sections"], section],
+        "diagnosis": {
+            **diagnosis,
+            "findings": diagnosis["findings"] + [f.as_json() for f in findings],
+        },
+        "capture": _capture(answer, findings, paths),
+    }
 
 
 def _answer(samples: Samples, options: ReportOptions) -> tuple[dict, dict]:
@@ -177,7 +195,7 @@ def _own_answer(samples: Samples, steps: pd.DataFrame, strag: list[dict]) -> dic
         for r in steps.sort_values(["step", "rank"]).itertuples()
     ]
     timers = " and ".join(
-        f"{TIMERS[t]} on {_ranks(sorted(set(g['rank'])))}" for t, g in steps.groupby("timer")
+        f"{TIMERS[t]} on {rank_list(sorted(set(g['rank'])))}" for t, g in steps.groupby("timer")
     )
     worst = steps.sort_values(["duration", "rank", "step"], ascending=[False, True, True]).head(3)
     total = next((r for r in strag if r["step"] == "all"), None)
@@ -246,26 +264,28 @@ def _window(total: dict, strag: list[dict], sampled: list[int]) -> dict | None:
     return {"rank": total["rank"], "phase": total.get("phase"), **found}
 
 
-def _with_window(finding: dict, answer: dict) -> dict:
+def _with_window(finding: Finding, answer: dict) -> Finding:
     window = answer["window"]
-    if finding["id"] != "straggler" or window is None or window["rank"] != finding["ranks"][0]:
+    if finding.id != "straggler" or window is None or window["rank"] != finding.ranks[0]:
         return finding
-    finding = {**finding, "persistence": window["kind"], "windows": window["windows"]}
-    finding["text"] += f" Its slowness is {describe(window, 'sampled steps')}."
-    return finding
+    return replace(
+        finding,
+        text=finding.text + f" Its slowness is {describe(window, 'sampled steps')}.",
+        extra={"persistence": window["kind"], "windows": window["windows"]},
+    )
 
 
-def _capture(answer: dict, findings: list[dict], paths: list[Path]) -> dict | None:
+def _capture(answer: dict, findings: list[Finding], paths: list[Path]) -> dict | None:
     """The command that captures the straggler's slow window with nsys, on it and on the
     rank that waits for it the longest; for an intermittent one also the command that
     catches it in the act (launch --capture-when)."""
     window = answer["window"]
-    finding = next((f for f in findings if f["id"] == "straggler"), None)
+    finding = next((f for f in findings if f.id == "straggler"), None)
     if window is None or finding is None or not window["windows"]:
         return None
     longest = max(window["windows"], key=lambda w: (w["steps"], -w["first"]))
     start = longest["first"]
-    waits = finding["evidence"]["waiting_ranks"]
+    waits = finding.evidence["waiting_ranks"]
     partner = waits[0] if waits else None
     ranks = sorted({window["rank"], *([partner] if partner is not None else [])})
     command, out, kinds = _launched(paths)

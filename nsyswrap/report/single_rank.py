@@ -1,7 +1,9 @@
 """The single-rank section: time ledger, collective exposure, idle gaps (and the host work
-behind the long ones), launches, steps and NVTX GPU time per (rank, device), with a
-verdict; its recommendations are the diagnosis' (nsyswrap.report.diagnosis), which reads
-these tables, and the note on the usual overlap estimate."""
+behind the long ones), launches, steps and NVTX GPU time per (rank, device). Its verdict,
+the `verdict` column of its `shares` table and the first of its recommendations are the
+diagnosis' (nsyswrap.report.diagnosis reads these tables; nsyswrap.report.document
+places what it decides); its own recommendation is the note on the usual overlap
+estimate (rule naive_overlap)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from nsyswrap.crossrank.ranks import ranks_by_report
 from nsyswrap.engine.queries import run_module, run_modules
 from nsyswrap.engine.run import Run
 from nsyswrap.report.captured import NO_GPU_WORK, traced, traced_note
+from nsyswrap.report.diagnosis.facts import Totals
+from nsyswrap.report.diagnosis.rules import host_idle_advice, naive_overlap
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.report.verdict import LONG_GAP_NS, Totals, naive_note, verdict
 
 TOP_EXPOSED = 10
 TOP_RANGES = 15
-TINY_KERNEL_NS = 10_000
+LONG_GAP_NS = host_idle_advice.RULE.default("long_gap_ns")  # gaps.host_work's long gaps
+TINY_KERNEL_NS = host_idle_advice.RULE.default("tiny_kernel_ns")  # gaps.launch_summary's
 CAUSES = ("host_bound", "sync", "other", "unknown")
 NO_COMM = "no NCCL kernel or peer-to-peer copy in the window on this device"
 NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with --trace=cuda)"
@@ -39,12 +43,12 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     )
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
-    note = naive_note(overall) if totals else None
+    note = naive_overlap.find(overall) if totals else None
     captured = traced(run)
     tables = [
         _window_table(ledger, frames.get("active"), steps),
         _ledger_table(ledger),
-        _shares_table(ledger, totals),
+        _shares_table(ledger),
         _collectives_table(frames["summary"]),
         _top_exposed_table(exposure),
         _gaps_table(gaps, ledger),
@@ -72,9 +76,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     return {
         "id": "single_rank",
         "title": f"Where the GPU time goes (window: {options.describe()})",
-        "verdict": verdict(overall)
-        if not ledger.empty
-        else {"label": None, "reason": "no device has GPU activity in the window"},
+        "verdict": None,  # the diagnosis' (rule run_label)
         "recommendations": [note] if note else [],
         "tables": [t for t in tables if t is not None],
         "cannot_answer": cannot,
@@ -246,7 +248,9 @@ def _ledger_table(ledger: pd.DataFrame) -> dict:
     )
 
 
-def _shares_table(ledger: pd.DataFrame, totals: dict) -> dict:
+def _shares_table(ledger: pd.DataFrame) -> dict:
+    """Per device, the shares of its span (its verdict is the diagnosis': rule
+    device_label)."""
     rows = []
     for _, r in ledger.iterrows():
         empty = "the window is empty"
@@ -260,7 +264,6 @@ def _shares_table(ledger: pd.DataFrame, totals: dict) -> dict:
                 "idle": share(r.idle_ns, r.span_ns, empty),
                 "overlap_ratio": figure(r.overlap_ratio, FRACTION, NO_COMM),
                 "naive_overlap_ratio": figure(r.naive_overlap_ratio, FRACTION, NO_COMM),
-                "verdict": verdict(totals[(int(r["rank"]), int(r.device))])["label"],
             }
         )
     return _table(

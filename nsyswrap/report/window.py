@@ -7,18 +7,18 @@
   `step_3`, `Step 3`) or, named without a number, repeated under a name holding "step"
   or "iter" (`train_step`), never overlapping. Of several such, the one covering the
   most time; the report says which pattern it used and how to choose another.
-* **Warm-up and outliers**: a step longer than OUTLIER times the median step (durations
-  of the step ranges, each step's the median over the ranks; the rule needs
-  MIN_STEPS_FOR_RULE steps) is set apart: leading ones are warm-up, others outliers.
+* **Warm-up and outliers** (rule step_window: its thresholds and words): a step much
+  longer than the median step (durations of the step ranges, each step's the median over
+  the ranks) is set apart: leading ones are warm-up, others outliers.
   They are named in a note and left out of the per-step statistics (mean, p90, max,
   the longest steps).
 * **Uneven captures**: when the ranks' captures hold different steps (one rank's profiler
   started late or stopped early), the default window is the steps every rank captured,
   so cutting one rank's first steps changes no per-step figure of the steps that
-  remain; and a rank's own leading steps longer than OUTLIER times its own median step
-  (its first captured steps slowed by the profiler starting, while the others' are not)
-  are its warm-up, set apart as the common warm-up is. `captured` says per rank which
-  steps it holds and which of them are its warm-up.
+  remain; and a rank's own leading steps much longer than its own median step (rule
+  step_window; its first captured steps slowed by the profiler starting, while the
+  others' are not) are its warm-up, set apart as the common warm-up is. `captured` says
+  per rank which steps it holds and which of them are its warm-up.
 * **The window** by default runs from the first analysed step's start to the last
   one's end (a window of steps, `step_from`/`step_to`): warm-up steps before it and
   outliers after the last usual step are outside it, so out of every figure and
@@ -44,12 +44,11 @@ import pandas as pd
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
 from nsyswrap.errors import NsysWrapError
-from nsyswrap.report.diagnosis import listed
+from nsyswrap.report.diagnosis.rules import step_window
+from nsyswrap.report.diagnosis.words import listed
 from nsyswrap.report.figures import NS, figure
 from nsyswrap.report.options import DEFAULT_STEP_PATTERN, ReportOptions
 
-OUTLIER = 3.0
-MIN_STEPS_FOR_RULE = 3
 LIKELY_WINDOW = (0, None)  # (step_from, step_to) of a capture whose steps are all usual
 STEP_WORDS = re.compile(r"step|iter", re.IGNORECASE)
 
@@ -123,7 +122,7 @@ def window_of_steps(steps: pd.DataFrame, options: ReportOptions, pattern_source:
     durations = steps.groupby(["step", "rank"]).duration_ns.max().groupby("step").median()
     numbers = tuple(int(s) for s in durations.index)
     median = float(durations.median()) if len(durations) else None
-    outliers = _outliers(durations, median)
+    outliers = step_window.outliers(durations, median, step_window.RULE.limits())
     if options.step_from is not None or options.step_to is not None:
         _refuse_empty(options, numbers)
     if options.whole_capture:
@@ -188,38 +187,15 @@ def _steps(run: Run, pattern: str) -> pd.DataFrame:
     return run_module(run, "steps.spans", step_pattern=pattern)
 
 
-def _outliers(durations: pd.Series, median: float | None) -> list[dict]:
-    """The steps longer than OUTLIER x the median (warm-up when no usual step is before)."""
-    if median is None or len(durations) < MIN_STEPS_FOR_RULE or median <= 0:
-        return []
-    out, usual_seen = [], False
-    for step, ns in durations.items():
-        if ns > OUTLIER * median:
-            out.append(
-                {
-                    "step": int(step),
-                    "duration_ns": int(ns),
-                    "times": round(ns / median, 1),
-                    "why": "warm-up" if not usual_seen else "outlier",
-                }
-            )
-        else:
-            usual_seen = True
-    return out
-
-
 def _uneven(steps: pd.DataFrame, numbers: tuple[int, ...]) -> tuple[dict, ...]:
     """Per rank with steps, the steps its capture holds (first_step, last_step) and how
-    many of its leading ones are its own warm-up (longer than OUTLIER x its median step),
-    when the ranks differ in either; () when every rank holds the run's steps alike."""
+    many of its leading ones are its own warm-up (rule step_window: much longer than its
+    own median step), when the ranks differ in either; () when every rank holds the run's
+    steps alike."""
     per_rank = []
     for rank, mine in steps.groupby("rank", sort=True):
         durations = mine.groupby("step").duration_ns.max()
-        median = float(durations.median())
-        leading = 0
-        if len(durations) >= MIN_STEPS_FOR_RULE and median > 0:
-            while leading < len(durations) and durations.iloc[leading] > OUTLIER * median:
-                leading += 1
+        leading = step_window.leading_warm_up(durations.tolist(), step_window.RULE.limits())
         per_rank.append(
             {
                 "rank": int(rank),

@@ -389,6 +389,7 @@ def test_a_stage_without_gpu_work_is_compared_by_its_ranges_host_time():
 def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
     """A whatif table alone (no straggler: its send/recv waits are structural) is enough."""
     from nsyswrap.report.diagnosis import diagnose
+    from nsyswrap.report.document import finish
 
     fix = _fix
     rows = [
@@ -410,14 +411,14 @@ def test_the_diagnosis_names_a_slow_pipeline_stage_by_its_gain():
     first = d["findings"][0]
     assert d["headline"] == "SLOW PIPELINE STAGE: 2"
     assert first["gain"]["value"] == 2_580_000 and "2.58 ms per step (10 %" in first["text"]
-    assert report["sections"][0]["verdict"]["label"] == "slow pipeline stage: 2"
+    assert finish(report)["sections"][0]["verdict"]["label"] == "slow pipeline stage: 2"
 
 
 @pytest.mark.parametrize("gain, steps", [(100_000, [0, 1]), (0, [])])
 def test_a_straggler_whose_fix_saves_little_is_no_significant_straggler(gain, steps):
     """The section named rank 1 by the waits it imposes; the replay finds making it as fast
     as the others saves under 1 % of a step: the verdict says so, with that gain."""
-    from nsyswrap.report.diagnosis import diagnose
+    from nsyswrap.report.document import finish
 
     waits = "rank 1 made the others wait 9.000 ms (90% of all waiting)"
     rows = [_fix("all", 120_000), _fix("rank", gain, rank=1)] if gain else [_fix("all", 1)]
@@ -431,8 +432,7 @@ def test_a_straggler_whose_fix_saves_little_is_no_significant_straggler(gain, st
             }
         ],
     }
-    diagnose(report)
-    verdict = report["sections"][0]["verdict"]
+    verdict = finish(report)["sections"][0]["verdict"]
     basis = "per step (0.4 % of the step time" if steps else "over the window (0.0 % of the window"
     assert verdict["label"] == "no significant straggler"
     assert verdict["reason"].startswith(waits + "; but the replay finds that making rank 1 as ")

@@ -21,8 +21,8 @@ from helpers.real_captures import CAPTURES
 
 import nsyswrap
 from nsyswrap.report import ReportOptions, report
+from nsyswrap.report.diagnosis.rules import host_idle_advice
 from nsyswrap.report.render import first_screen, render_text
-from nsyswrap.report.verdict import LONG_GAP_NS
 
 _reports: dict[str, dict] = {}
 
@@ -110,7 +110,8 @@ def test_no_advice_contradicts_the_trace(capture):
     if "launch overhead" in advice:  # only for idle made of short gaps before launches
         gaps = nsyswrap.query("gaps.idle", CAPTURES[name], **rep["options"])
         host = gaps[gaps.cause.isin(["host_bound", "sync"])]
-        short = host[(host.cause == "host_bound") & (host.dur_ns < LONG_GAP_NS)].dur_ns.sum()
+        long_gap = host_idle_advice.RULE.default("long_gap_ns")
+        short = host[(host.cause == "host_bound") & (host.dur_ns < long_gap)].dur_ns.sum()
         assert short >= host.dur_ns.sum() / 3, name
     work = {r["host_work"] for r in _rows(rep, "single_rank", "host_work")}
     for named in re.findall(r"ms inside `?([^`,;.]+?)`?(?:,|;|\.)", advice):

@@ -12,9 +12,12 @@ from helpers.report_builder import make_report
 from nsyswrap import open_run
 from nsyswrap.errors import NsysWrapError
 from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.report.diagnosis.advice import recommendations
+from nsyswrap.report.diagnosis.evidence import Evidence
+from nsyswrap.report.diagnosis.facts import Totals
+from nsyswrap.report.diagnosis.rules.device_label import LABELS, verdict
 from nsyswrap.report.figures import is_figure
 from nsyswrap.report.single_rank import single_rank_section
-from nsyswrap.report.verdict import LABELS, Evidence, Totals, recommendations, verdict
 
 RUN2 = FIXTURES / "run2"
 
@@ -63,8 +66,9 @@ def test_every_public_export_gets_a_report_or_reasons(cli, path):
 
 def test_run2_report_matches_planted_truth():
     truth = load_truth(RUN2)
-    with open_run([RUN2]) as run:
-        sec = single_rank_section(run, ReportOptions())
+    with open_run([RUN2]) as run:  # the section's verdict and advice are the diagnosis'
+        report = build_report(run, ReportOptions(whole_capture=True))
+    sec = section(report)
     assert sec["verdict"]["label"] == "communication-bound"
     ledger = {(r["rank"], r["device"]): r for r in table(sec, "ledger")}
     for dev in truth["devices"]:
@@ -78,8 +82,6 @@ def test_run2_report_matches_planted_truth():
     assert planted <= causes
     steps = table(sec, "steps")
     assert len(steps) == sum(len(d["steps"]) for d in truth["devices"])
-    with open_run([RUN2]) as run:  # the section's advice is the diagnosis'
-        report = build_report(run, ReportOptions(whole_capture=True))
     assert any("Overlap more" in r for r in section(report)["recommendations"])
 
 
@@ -88,7 +90,8 @@ def test_window_options_narrow_every_table():
     step1 = {d["rank"]: d["steps"][1] for d in truth["devices"]}
     with open_run([RUN2]) as run:
         sec = single_rank_section(run, ReportOptions.parse(steps="1:2"))
-        nvtx = single_rank_section(run, ReportOptions.parse(window_nvtx="nothing like this"))
+        nothing = ReportOptions.parse(window_nvtx="nothing like this")
+        nvtx = section(build_report(run, nothing))  # its verdict is the diagnosis'
     for row in table(sec, "ledger"):
         assert row["span"]["value"] == step1[row["rank"]]["span_ns"]
         assert row["idle"]["value"] == step1[row["rank"]]["idle_ns"]
