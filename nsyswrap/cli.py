@@ -561,14 +561,19 @@ def report(
     The diagnosis and key figures per rank come first, then the time ledger, collective
     exposure, idle gaps, steps, MFU and the kernels that matter, stragglers, copies, GPU
     memory and the host's CUDA and OS calls."""
-    from nsyswrap.report import report_of, write_report
+    from nsyswrap.report import answer, write_report
     from nsyswrap.report.render import check_section
 
     check_writable(output, force, reports)
+    check_writable(html, force, reports, option="--html")
     check_section(section)
     opener = replace(opener, allow_unrelated=allow_unrelated)
-    result = report_of(reports, options, opener=opener, html=html, force=force)
-    write_report(result, fmt, output, force, console, detail=detail, section=section)
+    found = answer(reports, options, opener=opener, plots=html is not None)
+    if html is not None:
+        from nsyswrap.html_report import write_page
+
+        write_page(found, html)
+    write_report(found.document, fmt, output, force, console, detail=detail, section=section)
     if html is not None:
         print(f"wrote {html}", file=sys.stderr)
 
@@ -958,124 +963,152 @@ Works the same with srun and mpirun/mpiexec. Exits with the training's exit code
 """  # noqa: E501  (the example command stays on one line)
 
 
+LaunchOut = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        metavar="DIR",
+        readable=False,
+        help="Run directory for reports and manifest (default: runs/<time>).",
+    ),
+]
+
+LaunchRanks = Annotated[
+    str | None,
+    typer.Option(
+        "--ranks",
+        metavar="LIST",
+        help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the "
+        "command starts.",
+    ),
+]
+
+LaunchSteps = Annotated[
+    str | None,
+    typer.Option(
+        "--steps",
+        metavar="A:B",
+        help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per optimizer step).",
+    ),
+]
+
+LaunchEvery = Annotated[
+    int | None,
+    typer.Option("--every", metavar="N", help="Capture the --steps window again every N steps."),
+]
+
+LaunchAnnotate = Annotated[
+    str,
+    typer.Option(
+        "--annotate",
+        metavar="KINDS",
+        help="Annotate at start-up: modules, collectives, steps, "
+        "sample (comma list) or all (the first three).",
+    ),
+]
+
+LaunchTrace = Annotated[str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")]
+
+LaunchNsysArg = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--nsys-arg",
+        metavar="OPTION",
+        help="Extra nsys profile option, --name=value form (repeatable).",
+    ),
+]
+
+LaunchForce = Annotated[bool, typer.Option("--force", help="Replace a run already in --out.")]
+
+LaunchExport = Annotated[
+    bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")
+]
+
+LaunchDryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Print each rank's command and stop.")
+]
+
+LaunchPrecompute = Annotated[
+    bool,
+    typer.Option(
+        "--precompute",
+        help="Each rank exports its report and computes its per-report results on its own "
+        "node (cache on a shared file system).",
+    ),
+]
+
+LaunchMemory = Annotated[
+    bool,
+    typer.Option(
+        "--memory",
+        help="Record GPU memory allocations (nsys --cuda-memory-usage=true) for the "
+        "report's GPU memory table.",
+    ),
+]
+
+LaunchSample = Annotated[
+    bool,
+    typer.Option(
+        "--sample",
+        help="Time every 10th step of every rank, its phases and collectives, into "
+        "samples.rank<R>.jsonl in --out (CUDA events, or host timers without CUDA); without "
+        "--ranks, --steps or --capture-when no rank runs under nsys.",
+    ),
+]
+
+LaunchSampleEvery = Annotated[
+    int | None,
+    typer.Option(
+        "--sample-every",
+        metavar="N",
+        help="Sample every Nth step (implies --sample) [default: 10].",
+    ),
+]
+
+LaunchSampleSteps = Annotated[
+    str | None,
+    typer.Option(
+        "--sample-steps",
+        metavar="A:B",
+        help="Sample only from step A to B-1 (A: to the end; implies --sample).",
+    ),
+]
+
+LaunchCaptureWhen = Annotated[
+    str | None,
+    typer.Option(
+        "--capture-when",
+        metavar="RULE",
+        help="Capture steps with nsys on --ranks (default all) "
+        "when a sampled step takes more than K x the running median: slower=K[,steps=N]"
+        "[,after=M][,captures=C] or a JSON file (implies --sample).",
+    ),
+]
+
+
 @app.command(
     help=LAUNCH_HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
 )
 def launch(
     ctx: typer.Context,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            metavar="DIR",
-            readable=False,
-            help="Run directory for reports and manifest (default: runs/<time>).",
-        ),
-    ] = None,
-    ranks: Annotated[
-        str | None,
-        typer.Option(
-            "--ranks",
-            metavar="LIST",
-            help="Ranks to profile, e.g. 0,1,7 or 0-3 (default: all); each must be one the "
-            "command starts.",
-        ),
-    ] = None,
-    steps: Annotated[
-        str | None,
-        typer.Option(
-            "--steps",
-            metavar="A:B",
-            help="Capture only steps A to B-1 (steps from nsyswrap.step, else one per "
-            "optimizer step).",
-        ),
-    ] = None,
-    every: Annotated[
-        int | None,
-        typer.Option(
-            "--every", metavar="N", help="Capture the --steps window again every N steps."
-        ),
-    ] = None,
-    annotate: Annotated[
-        str,
-        typer.Option(
-            "--annotate",
-            metavar="KINDS",
-            help="Annotate at start-up: modules, collectives, steps, "
-            "sample (comma list) or all (the first three).",
-        ),
-    ] = "",
-    trace: Annotated[
-        str, typer.Option("--trace", metavar="KINDS", help="nsys --trace value.")
-    ] = "cuda,nvtx,osrt",
-    nsys_arg: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--nsys-arg",
-            metavar="OPTION",
-            help="Extra nsys profile option, --name=value form (repeatable).",
-        ),
-    ] = None,
+    out: LaunchOut = None,
+    ranks: LaunchRanks = None,
+    steps: LaunchSteps = None,
+    every: LaunchEvery = None,
+    annotate: LaunchAnnotate = "",
+    trace: LaunchTrace = "cuda,nvtx,osrt",
+    nsys_arg: LaunchNsysArg = None,
     nsys: NsysPath = "nsys",
-    force: Annotated[bool, typer.Option("--force", help="Replace a run already in --out.")] = False,
-    export: Annotated[
-        bool, typer.Option("--export/--no-export", help="Export the reports to SQLite afterwards.")
-    ] = True,
+    force: LaunchForce = False,
+    export: LaunchExport = True,
     jobs: ExportJobs = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print each rank's command and stop.")
-    ] = False,
-    precompute: Annotated[
-        bool,
-        typer.Option(
-            "--precompute",
-            help="Each rank exports its report and computes its per-report results on its own "
-            "node (cache on a shared file system).",
-        ),
-    ] = False,
-    memory: Annotated[
-        bool,
-        typer.Option(
-            "--memory",
-            help="Record GPU memory allocations (nsys --cuda-memory-usage=true) for the "
-            "report's GPU memory table.",
-        ),
-    ] = False,
-    sample: Annotated[
-        bool,
-        typer.Option(
-            "--sample",
-            help="Time every 10th step of every rank, its phases and collectives, into "
-            "samples.rank<R>.jsonl in --out (CUDA events, or host timers without CUDA); without "
-            "--ranks, --steps or --capture-when no rank runs under nsys.",
-        ),
-    ] = False,
-    sample_every: Annotated[
-        int | None,
-        typer.Option(
-            "--sample-every",
-            metavar="N",
-            help="Sample every Nth step (implies --sample) [default: 10].",
-        ),
-    ] = None,
-    sample_steps: Annotated[
-        str | None,
-        typer.Option(
-            "--sample-steps",
-            metavar="A:B",
-            help="Sample only from step A to B-1 (A: to the end; implies --sample).",
-        ),
-    ] = None,
-    capture_when: Annotated[
-        str | None,
-        typer.Option(
-            "--capture-when",
-            metavar="RULE",
-            help="Capture steps with nsys on --ranks (default all) "
-            "when a sampled step takes more than K x the running median: slower=K[,steps=N]"
-            "[,after=M][,captures=C] or a JSON file (implies --sample).",
-        ),
-    ] = None,
+    dry_run: LaunchDryRun = False,
+    precompute: LaunchPrecompute = False,
+    memory: LaunchMemory = False,
+    sample: LaunchSample = False,
+    sample_every: LaunchSampleEvery = None,
+    sample_steps: LaunchSampleSteps = None,
+    capture_when: LaunchCaptureWhen = None,
 ) -> None:
     from datetime import datetime
 

@@ -44,7 +44,7 @@ LEDGER_PARTS = [
 ]
 
 
-def _svg(width: int, height: int, body: list[str], label: str) -> str:
+def svg_element(width: int, height: int, body: list[str], label: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
@@ -52,7 +52,9 @@ def _svg(width: int, height: int, body: list[str], label: str) -> str:
     )
 
 
-def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str = "", extra: str = "") -> str:
+def rect_element(
+    x: float, y: float, w: float, h: float, fill: str, tip: str = "", extra: str = ""
+) -> str:
     title = f"<title>{escape(tip)}</title>" if tip else ""
     return (
         f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0.5):.2f}" height="{h:.2f}" '
@@ -61,21 +63,21 @@ def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str = "", extr
     )
 
 
-def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
+def text_element(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {extra}>{escape(text)}</text>'
 
 
-def _nice_step(span: float, ticks: int = 8) -> float:
+def nice_step(span: float, ticks: int = 8) -> float:
     """A round tick interval (1, 2 or 5 times a power of ten) giving about `ticks` ticks."""
     raw = span / ticks
     magnitude = 10 ** math.floor(math.log10(raw))
     return next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
 
 
-def _legend(items: list[tuple[str, str]], y: float) -> list[str]:
+def legend_elements(items: list[tuple[str, str]], y: float) -> list[str]:
     out, x = [], LABEL_W
     for label, color in items:
-        out += [_rect(x, y - 9, 10, 10, color), _text(x + 14, y, label)]
+        out += [rect_element(x, y - 9, 10, 10, color), text_element(x + 14, y, label)]
         x += 24 + 7 * len(label)
     return out
 
@@ -104,7 +106,7 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
 
     colors = phase_colors(shown["phase"].dropna().tolist())
     body = []
-    tick = _nice_step(span / 1e6)
+    tick = nice_step(span / 1e6)
     first = -(-t0 / 1e6 // tick) * tick
     for k in range(int((t1 / 1e6 - first) // tick) + 1):
         ms_at = first + k * tick
@@ -112,15 +114,15 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
         body += [
             f'<line x1="{px:.1f}" y1="{top - 4}" x2="{px:.1f}" y2="{top + row_h * len(ranks)}" '
             'stroke="#ddd"/>',
-            _text(px, top - 8, f"{ms_at:g} ms", "middle", 'fill="#555"'),
+            text_element(px, top - 8, f"{ms_at:g} ms", "middle", 'fill="#555"'),
         ]
     for i, rank in enumerate(ranks):
         y = top + i * row_h
-        body.append(_text(LABEL_W - 8, y + row_h / 2 + 4, f"rank {rank}", "end"))
+        body.append(text_element(LABEL_W - 8, y + row_h / 2 + 4, f"rank {rank}", "end"))
         mine = shown[shown["rank"] == rank]
         for r in mine[mine["phase"].isna()].itertuples():
             body.append(
-                _rect(
+                rect_element(
                     x(r.start_ns),
                     y + 2,
                     x(r.end_ns) - x(r.start_ns),
@@ -132,7 +134,7 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
             )
         for r in mine[mine["phase"].notna()].itertuples():
             body.append(
-                _rect(
+                rect_element(
                     x(r.start_ns),
                     y + 4,
                     x(r.end_ns) - x(r.start_ns),
@@ -149,7 +151,7 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
         ]
         for c in waits.itertuples():
             body.append(
-                _rect(
+                rect_element(
                     x(c.start_ns),
                     y + row_h - 9,
                     x(c.start_ns + c.wait_ns) - x(c.start_ns),
@@ -162,8 +164,8 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
     legend = [(name, color) for name, color in colors.items()] + [
         ("wait in collective", WAIT_COLOR)
     ]
-    body += _legend(legend, height - 14)
-    return _svg(WIDTH, height, body, "per-rank step timeline")
+    body += legend_elements(legend, height - 14)
+    return svg_element(WIDTH, height, body, "per-rank step timeline")
 
 
 def ledger_bars(ledger: pd.DataFrame) -> str:
@@ -176,7 +178,7 @@ def ledger_bars(ledger: pd.DataFrame) -> str:
     body = []
     for i, r in enumerate(ledger.sort_values(["rank", "device"]).itertuples()):
         y = top + i * row_h
-        body.append(_text(LABEL_W - 8, y + 14, f"rank {r.rank} · GPU {r.device}", "end"))
+        body.append(text_element(LABEL_W - 8, y + 14, f"rank {r.rank} · GPU {r.device}", "end"))
         x = LABEL_W
         span = max(r.span_ns, 1)
         for column, label, color in LEDGER_PARTS:
@@ -184,7 +186,7 @@ def ledger_bars(ledger: pd.DataFrame) -> str:
             w = value / span * plot_w
             if w > 0:
                 body.append(
-                    _rect(
+                    rect_element(
                         x,
                         y + 3,
                         w,
@@ -196,12 +198,12 @@ def ledger_bars(ledger: pd.DataFrame) -> str:
                 )
             x += w
         body.append(
-            _text(
+            text_element(
                 LABEL_W + plot_w + 8, y + 14, f"{r.span_ns / 1e6:,.2f} ms", "start", 'fill="#555"'
             )
         )
-    body += _legend([(label, color) for _, label, color in LEDGER_PARTS], height - 12)
-    return _svg(WIDTH, height, body, "GPU time ledger per rank")
+    body += legend_elements([(label, color) for _, label, color in LEDGER_PARTS], height - 12)
+    return svg_element(WIDTH, height, body, "GPU time ledger per rank")
 
 
 def _heat(fraction: float) -> str:
@@ -210,26 +212,14 @@ def _heat(fraction: float) -> str:
     return f"rgb({r},{g},{b})"
 
 
-def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
+def skew_heatmap(cells: pd.DataFrame, collectives: int, per_bin: int) -> str:
     """Rank x collective: how long after the first rank each rank arrived (darker = later,
-    saturated at the 90th percentile); the last rank's cell is outlined. Beyond
-    max_columns collectives, neighbours are averaged into one column."""
-    if collectives.empty:
+    saturated at the 90th percentile); the last rank's cell is outlined. `cells`: per rank
+    and column (`col`), the mean lateness and wait of its collectives, its last rank, pg and
+    seq (nsyswrap.report.plots.skew_cells: `per_bin` of the `collectives` a column)."""
+    if cells.empty:
         return ""
-    c = collectives.copy()
-    c["late_ns"] = c["start_ns"] - c.groupby(["pg", "seq"])["start_ns"].transform("min")
-    order = c.groupby(["pg", "seq"])["start_ns"].min().sort_values().index
-    column = {key: i for i, key in enumerate(order)}
-    c["col"] = [column[k] for k in zip(c["pg"], c["seq"])]
-    per_bin = -(-len(order) // max_columns)
-    c["col"] //= per_bin
-    cells = c.groupby(["rank", "col"]).agg(
-        late_ns=("late_ns", "mean"),
-        wait_ns=("wait_ns", "mean"),
-        last=("last_rank", "first"),
-        pg=("pg", "first"),
-        seq=("seq", "first"),
-    )
+    c, cells = cells, cells.set_index(["rank", "col"])
     ranks = sorted(c["rank"].unique())
     ncols = int(c["col"].max()) + 1
     cell_w = min(28.0, (WIDTH - LABEL_W - 20) / ncols)
@@ -242,7 +232,7 @@ def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
     body = []
     for i, rank in enumerate(ranks):
         y = top + i * cell_h
-        body.append(_text(LABEL_W - 8, y + 13, f"rank {rank}", "end"))
+        body.append(text_element(LABEL_W - 8, y + 13, f"rank {rank}", "end"))
     for (rank, col), cell in cells.iterrows():
         y = top + ranks.index(rank) * cell_h
         if per_bin == 1:
@@ -252,7 +242,7 @@ def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
         last = per_bin == 1 and cell["last"] == rank
         outline = 'stroke="#000" stroke-width="1.2"' if last else 'stroke="#fff" stroke-width="0.3"'
         body.append(
-            _rect(
+            rect_element(
                 LABEL_W + col * cell_w,
                 y,
                 cell_w,
@@ -265,10 +255,10 @@ def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
         )
     y = top + cell_h * len(ranks) + 16
     body.append(
-        _text(
+        text_element(
             LABEL_W,
             y,
-            f"collectives in time order ({len(order)}"
+            f"collectives in time order ({collectives}"
             + (f", {per_bin} per column" if per_bin > 1 else "")
             + ")",
             "start",
@@ -276,16 +266,16 @@ def skew_heatmap(collectives: pd.DataFrame, max_columns: int = 160) -> str:
         )
     )
     for k in range(11):
-        body.append(_rect(LABEL_W + k * 16, y + 8, 16, 10, _heat(k / 10)))
+        body.append(rect_element(LABEL_W + k * 16, y + 8, 16, 10, _heat(k / 10)))
     body.append(
-        _text(
+        text_element(
             LABEL_W + 11 * 16 + 6,
             y + 17,
             f"0 … ≥{peak / 1e3:,.1f} µs after the first arrival"
             + ("; outlined: last to arrive" if per_bin == 1 else ""),
         )
     )
-    return _svg(WIDTH, height, body, "arrival skew per rank and collective")
+    return svg_element(WIDTH, height, body, "arrival skew per rank and collective")
 
 
 def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
@@ -305,7 +295,7 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
     body = []
     for i, step in enumerate(steps):
         y = top + i * row_h
-        body.append(_text(LABEL_W - 8, y + 14, "run" if step < 0 else f"step {step}", "end"))
+        body.append(text_element(LABEL_W - 8, y + 14, "run" if step < 0 else f"step {step}", "end"))
         x = LABEL_W
         mine = path[path["step"] == step]
         for r in mine.itertuples():
@@ -317,7 +307,7 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
                 color, tip = colors[phase], f"rank {int(r.rank)} {phase}"
             share = 100 * r.ns / max(mine["ns"].sum(), 1)
             body.append(
-                _rect(
+                rect_element(
                     x,
                     y + 3,
                     w,
@@ -328,7 +318,7 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
             )
             x += w
         total = f"{mine['ns'].sum() / 1e6:,.2f} ms"
-        body.append(_text(x + 8, y + 14, total, "start", 'fill="#555"'))
+        body.append(text_element(x + 8, y + 14, total, "start", 'fill="#555"'))
     legend = [(name, color) for name, color in colors.items()] + [("transfer", COLORS["comm"])]
-    body += _legend(legend, height - 12)
-    return _svg(WIDTH, height, body, "critical path per step")
+    body += legend_elements(legend, height - 12)
+    return svg_element(WIDTH, height, body, "critical path per step")

@@ -5,16 +5,7 @@ section as HTML tables. Colours mean the same everywhere (charts.COLORS)."""
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 
-import pandas as pd
-
-from nsyswrap.crossrank import matched_collectives
-from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
-from nsyswrap.engine.queries import catalog, run_module
-from nsyswrap.engine.run import Run
-from nsyswrap.errors import shown
 from nsyswrap.html_report.charts import (
     COLORS,
     critical_path_bars,
@@ -22,12 +13,11 @@ from nsyswrap.html_report.charts import (
     skew_heatmap,
     step_timeline,
 )
-from nsyswrap.report import ReportOptions, build_report, planned
 from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
+from nsyswrap.report.options import ReportOptions
+from nsyswrap.report.plots import frame_of
 from nsyswrap.report.render import heading
-from nsyswrap.storage.safe_output import check_writable, save
 
-MAX_STEPS = 12
 MAX_ROWS = 200
 CSS = """
 body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1260px; }
@@ -61,7 +51,7 @@ def _unit_of(rows: list[dict], column: str, time_name: str) -> str:
     return {NS: time_name.replace("us", "µs"), FRACTION: "%", "count": ""}.get(unit, unit)
 
 
-def _table_html(spec: dict) -> str:
+def table_html(spec: dict) -> str:
     rows = spec["rows"]
     columns = list(dict.fromkeys(k for row in rows for k in row))
     time_name, ns_per_unit = time_unit(
@@ -99,7 +89,7 @@ def _table_html(spec: dict) -> str:
     return f"<h3>{escape(spec['title'])}</h3><table><tr>{head}</tr>{''.join(body)}</table>{note}"
 
 
-def _section_html(section: dict) -> str:
+def section_html(section: dict) -> str:
     parts = [f"<h2>{escape(section['title'])}</h2>"]
     v = section.get("verdict")
     if v:
@@ -110,7 +100,7 @@ def _section_html(section: dict) -> str:
     recs = section.get("recommendations") or []
     if recs:
         parts.append("<ol>" + "".join(f"<li>{escape(r)}</li>" for r in recs) + "</ol>")
-    parts += [_table_html(t) for t in section.get("tables", [])]
+    parts += [table_html(t) for t in section.get("tables", [])]
     parts += [
         f'<p class="note">Cannot answer {escape(i["what"])} because {escape(i["reason"])}.</p>'
         for i in section.get("cannot_answer") or []
@@ -118,7 +108,7 @@ def _section_html(section: dict) -> str:
     return "\n".join(parts)
 
 
-def _figure(title: str, svg: str, note: str, missing: str) -> str:
+def figure_html(title: str, svg: str, note: str, missing: str) -> str:
     body = svg or f'<p class="note">Not drawn: {escape(missing)}</p>'
     return f'<h3>{escape(title)}</h3><p class="note">{escape(note)}</p>{body}'
 
@@ -129,7 +119,7 @@ def _label(label: str | None) -> str:
     return f'<span class="label" style="background:{color}">{escape(text)}</span>'
 
 
-def _diagnosis_html(report: dict) -> str:
+def diagnosis_html(report: dict) -> str:
     """The diagnosis block: headline, findings by cost, key figures per rank, what to do."""
     d = report.get("diagnosis") or {}
     parts = ['<div class="diagnosis">', f"<h2>Diagnosis: {escape(d.get('headline', 'none'))}</h2>"]
@@ -147,64 +137,9 @@ def _diagnosis_html(report: dict) -> str:
     if d.get("window"):
         parts.append(f'<p class="note">{escape(d["window"])}</p>')
     if d.get("host_steps"):
-        parts.append(
-            _table_html(
-                {
-                    "id": "host_steps",
-                    "title": "Per rank: host step times (NVTX step ranges)",
-                    "rows": [
-                        {k: h[k] for k in ("rank", "steps", "step_mean", "step_p90", "step_max")}
-                        for h in d["host_steps"]
-                    ],
-                }
-            )
-        )
-    devices = d.get("devices", [])
-    if devices:
-        keys = [
-            k
-            for k in (
-                "steps",
-                "step_mean",
-                "step_p90",
-                "step_max",
-                "compute",
-                "exposed_comm",
-                "copy_only",
-                "idle",
-                "waited",
-            )
-            if any(x[k]["value"] for x in devices)
-        ]  # no column of zeros or n/a only
-        rows = [
-            {
-                "rank": x["rank"],
-                "gpu": x["device"],
-                "verdict": x["label"],
-                **{k: x[k] for k in keys},
-            }
-            for x in devices
-        ]
-        stepped = any(x["steps"]["value"] for x in devices)
-        table = _table_html(
-            {
-                "id": "diagnosis",
-                "title": "Per rank: "
-                + ("step times (mean, p90, max), " if stepped else "")
-                + "shares of the GPU time"
-                + (
-                    ", wait in collectives"
-                    if any(x["waited"]["value"] is not None for x in devices)
-                    else ""
-                ),
-                "rows": rows,
-            }
-        )
-        for label in {x["label"] for x in devices if x["label"]}:
-            table = table.replace(
-                f'<td class="text">{escape(label)}</td>', f'<td class="text">{_label(label)}</td>'
-            )
-        parts.append(table)
+        parts.append(_host_steps_html(d["host_steps"]))
+    if d.get("devices"):
+        parts.append(_devices_html(d["devices"]))
     recs = d.get("recommendations", [])
     if recs:
         parts.append(
@@ -213,72 +148,81 @@ def _diagnosis_html(report: dict) -> str:
     return "\n".join(parts + ["</div>"])
 
 
-def _replayed(report: dict) -> bool:
-    """Whether the report's cross-rank section has the replay's critical path."""
-    return any(t["id"] == "critical_path" for s in report["sections"] for t in s.get("tables", []))
+def _host_steps_html(host_steps: list[dict]) -> str:
+    rows = [
+        {k: h[k] for k in ("rank", "steps", "step_mean", "step_p90", "step_max")}
+        for h in host_steps
+    ]
+    title = "Per rank: host step times (NVTX step ranges)"
+    return table_html({"id": "host_steps", "title": title, "rows": rows})
 
 
-def _plots(run: Run, options: ReportOptions, report: dict) -> str:
-    """The four plots, over the report's steps (the first MAX_STEPS of them on the timeline)."""
-    lo, hi = options.step_from, options.step_to
-    ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
-    coll = matched_collectives(run, step_pattern=options.step_pattern, step_from=lo, step_to=hi)
-    steps = sorted(
-        s
-        for s in ranges["step"].dropna().unique().astype(int).tolist()
-        if (lo is None or s >= lo) and (hi is None or s < hi)
+DEVICE_FIGURES = ("steps", "step_mean", "step_p90", "step_max", "compute", "exposed_comm")
+DEVICE_FIGURES += ("copy_only", "idle", "waited")
+
+
+def _devices_html(devices: list[dict]) -> str:
+    """Per GPU: its label (coloured) and its key figures, no column of zeros or n/a only."""
+    keys = [k for k in DEVICE_FIGURES if any(x[k]["value"] for x in devices)]
+    rows = [
+        {"rank": x["rank"], "gpu": x["device"], "verdict": x["label"], **{k: x[k] for k in keys}}
+        for x in devices
+    ]
+    stepped = any(x["steps"]["value"] for x in devices)
+    waited = any(x["waited"]["value"] is not None for x in devices)
+    title = (
+        "Per rank: "
+        + ("step times (mean, p90, max), " if stepped else "")
+        + "shares of the GPU time"
+        + (", wait in collectives" if waited else "")
     )
-    shown = steps[:MAX_STEPS]
-    path = (
-        run_module(
-            run,
-            "crossrank.critical_path",
-            step_pattern=options.step_pattern,
-            step_from=lo,
-            step_to=hi,
+    table = table_html({"id": "diagnosis", "title": title, "rows": rows})
+    for label in {x["label"] for x in devices if x["label"]}:
+        table = table.replace(
+            f'<td class="text">{escape(label)}</td>', f'<td class="text">{_label(label)}</td>'
         )
-        if _replayed(report)
-        else pd.DataFrame()
-    )
-    ledger = (
-        run_module(run, "ledger.devices", **options.window_params())
-        if "ledger.devices" in catalog()
-        else pd.DataFrame()
-    )
+    return table
+
+
+def _plots(plots: dict, options: ReportOptions) -> str:
+    """The four plots (nsyswrap.report.plots: the first MAX_STEPS steps on the timeline)."""
+    shown, skew = plots["shown"], plots["skew"]
     return "\n".join(
         [
             "<h2>Plots</h2>",
-            _figure(
+            figure_html(
                 "Per-rank step timeline",
-                step_timeline(ranges, coll, shown),
-                f"Steps {shown[0]}–{shown[-1]} of {len(steps)} on aligned run time (ms since the "
-                "reference rank's aligned session start); bars are the ranges nested in each step, "
-                "red marks are waits inside collectives."
+                step_timeline(frame_of(plots["ranges"]), frame_of(plots["waits"]), shown),
+                f"Steps {shown[0]}–{shown[-1]} of {plots['steps']} on aligned run time (ms "
+                "since the reference rank's aligned session start); bars are the ranges nested "
+                "in each step, red marks are waits inside collectives."
                 if shown
                 else "",
                 "these reports have no `step:<i>` ranges; mark steps with nsyswrap.step(i) or "
                 "capture with nsyswrap launch --annotate steps.",
             ),
-            _figure(
+            figure_html(
                 "GPU time ledger per rank",
-                ledger_bars(ledger),
+                ledger_bars(frame_of(plots["ledger"])),
                 f"Where each GPU's time went over the window ({options.describe()}; exact unions, "
                 "all streams).",
                 "these reports have no GPU activity; capture CUDA with nsys profile --trace=cuda "
                 "(nsyswrap launch does by default).",
             ),
-            _figure(
+            figure_html(
                 "Critical path per step",
-                critical_path_bars(path),
+                critical_path_bars(frame_of(plots["critical_path"])),
                 "What each step's time rests on, walking back from its end on its last rank: the "
                 "work of a rank in a phase (its rank in the tip) or the transfer of a collective "
                 "after its last member arrived; waiting is never on it (crossrank.critical_path).",
                 "no step is replayed: it needs matched collectives and step ranges, and a replay "
                 "residual under 2 % (see the cross-rank section).",
             ),
-            _figure(
+            figure_html(
                 "Arrival skew: rank × collective",
-                skew_heatmap(coll),
+                skew_heatmap(frame_of(skew["cells"]), skew["collectives"], skew["per_bin"])
+                if skew
+                else "",
                 "One cell per matched collective and rank; darker red = arrived later than the "
                 "first rank, so the others waited for it.",
                 "no collective is matched across two or more ranks; profile two or more ranks "
@@ -289,39 +233,21 @@ def _plots(run: Run, options: ReportOptions, report: dict) -> str:
     )
 
 
-def html_page(run: Run, report: dict, options: ReportOptions) -> str:
-    """The page of an open run and its report dict (nsyswrap.report.build_report)."""
-    held = ranks_by_report(run)
+def html_page(report: dict, plots: dict) -> str:
+    """The page of a report's document and what its plots draw (nsyswrap.report.plots)."""
     ranks = "; ".join(
-        f"{shown(r.path.name)}: rank{'s' * (len(held[r.rank]) > 1)} "
-        f"{', '.join(map(str, held[r.rank]))}"
-        for r in run.reports
+        f"{r['report']}: rank{'s' * (len(r['ranks']) > 1)} {', '.join(map(str, r['ranks']))}"
+        for r in plots["ranks"]
     )
     analysed = ReportOptions.from_params(report["options"])  # the window the report chose
     parts = [
         f"<h1>nsyswrap report: {escape(heading(report))}</h1>",
         f'<p class="note">{escape(ranks)}</p>',
-        _diagnosis_html(report),
-        _plots(run, analysed, report),
+        diagnosis_html(report),
+        _plots(plots, analysed),
     ]
-    parts += [_section_html(s) for s in report["sections"]]
+    parts += [section_html(s) for s in report["sections"]]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nsyswrap report</title>'
         f"<style>{CSS}</style></head><body>" + "\n".join(parts) + "</body></html>\n"
     )
-
-
-def report_with_html(
-    inputs: list[str | Path],
-    options: ReportOptions,
-    html: Path,
-    *,
-    opener: Opener = DEFAULT_OPENER,
-    force: bool = False,
-) -> dict:
-    """Build the report of the reports, write its HTML page to `html`, return the report dict."""
-    check_writable(html, force, inputs, option="--html")
-    with planned(opener, options).open(inputs) as run:
-        report = build_report(run, options)
-        save(html, html_page(run, report, options))
-    return report

@@ -6,29 +6,23 @@ then every section as tables. Self-contained as the nsys page is (inline SVG, no
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 
 from nsyswrap.html_report.charts import (
     COLORS,
     LABEL_W,
     PALETTE,
     WIDTH,
-    _legend,
-    _nice_step,
-    _rect,
-    _svg,
-    _text,
+    legend_elements,
+    nice_step,
+    rect_element,
+    svg_element,
+    text_element,
 )
-from nsyswrap.html_report.page import CSS, _diagnosis_html, _figure, _section_html
+from nsyswrap.html_report.page import CSS, diagnosis_html, figure_html, section_html
 from nsyswrap.report.figures import rows
 from nsyswrap.report.render import heading
-from nsyswrap.storage.safe_output import save
 
 SLOW_FILL = "#f7c6c6"
-
-
-def write_page(report: dict, path: Path) -> None:
-    save(path, samples_page(report))
 
 
 def samples_page(report: dict) -> str:
@@ -47,9 +41,9 @@ def samples_page(report: dict) -> str:
         )
     parts = [
         f"<h1>nsyswrap report: {escape(heading(report))}</h1>",
-        _diagnosis_html(report),
+        diagnosis_html(report),
         "<h2>Plots</h2>",
-        _figure(
+        figure_html(
             "Step time per rank over the sampled steps",
             chart,
             "One line per rank; shaded: the sampled steps where " + where + " (the "
@@ -66,7 +60,7 @@ def samples_page(report: dict) -> str:
             f"<pre>{escape(capture['command'])}</pre>"
             + (f"<pre>{escape(capture['when'])}</pre>" if capture.get("when") else "")
         )
-    parts += [_section_html(s) for s in report["sections"]]
+    parts += [section_html(s) for s in report["sections"]]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>nsyswrap report</title><style>{CSS}</style></head><body>"
@@ -99,7 +93,7 @@ def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], st
         left = (first + before) / 2 if before is not None else first
         right = (last + after) / 2 if after is not None else last
         body.append(
-            _rect(
+            rect_element(
                 x(left),
                 top,
                 max(x(right) - x(left), 2),
@@ -108,18 +102,20 @@ def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], st
                 f"slow in sampled steps {first}–{last}",
             )
         )
-    tick = _nice_step(top_ms, 5)
+    tick = nice_step(top_ms, 5)
     for k in range(int(top_ms // tick) + 1):
         body += [
             f'<line x1="{LABEL_W}" y1="{y(k * tick):.1f}" x2="{LABEL_W + plot_w}" '
             f'y2="{y(k * tick):.1f}" stroke="#e4e4e4"/>',
-            _text(LABEL_W - 6, y(k * tick) + 4, f"{k * tick:g} ms", "end", 'fill="#555"'),
+            text_element(LABEL_W - 6, y(k * tick) + 4, f"{k * tick:g} ms", "end", 'fill="#555"'),
         ]
-    step_tick = max(1, int(_nice_step(span)))
+    step_tick = max(1, int(nice_step(span)))
     for s in range(lo - lo % step_tick, hi + 1, step_tick):
         if s >= lo:
-            body.append(_text(x(s), top + plot_h + 16, str(s), "middle", 'fill="#555"'))
-    body.append(_text(LABEL_W + plot_w / 2, top + plot_h + 32, "step", "middle", 'fill="#555"'))
+            body.append(text_element(x(s), top + plot_h + 16, str(s), "middle", 'fill="#555"'))
+    body.append(
+        text_element(LABEL_W + plot_w / 2, top + plot_h + 32, "step", "middle", 'fill="#555"')
+    )
     ranks = sorted({r for _, r, _ in points})
     colors = {
         r: COLORS["wait"] if r == straggler else PALETTE[i % len(PALETTE)]
@@ -135,5 +131,5 @@ def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], st
         )
     legend = [(f"rank {r}", colors[r]) for r in ranks]
     legend += [("slow window", SLOW_FILL)] if windows else []
-    body += _legend(legend, height - 8)
-    return _svg(WIDTH, height, body, "step time per rank over the sampled steps")
+    body += legend_elements(legend, height - 8)
+    return svg_element(WIDTH, height, body, "step time per rank over the sampled steps")

@@ -84,7 +84,7 @@ def export_run(
             ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool,
         ):
             task = progress.add_task("", total=len(todo))
-            for report, error in pool.map(lambda r: (r, _export_one(nsys_path, r)), todo):
+            for report, error in pool.map(lambda r: (r, export_one(nsys_path, r)), todo):
                 progress.update(task, advance=1, description=report.name)
                 if error:
                     failures.append((report, error))
@@ -132,7 +132,7 @@ def include_blobs(nsys: str) -> bool:
     return "--include-blobs" in said.stdout + said.stderr
 
 
-def _export_one(nsys: str, report: Path) -> str | None:
+def export_one(nsys: str, report: Path) -> str | None:
     """Export one report; None on success, else the end of nsys's complaint."""
     tmp = report.parent / TMP_DIR / report.with_suffix(".sqlite").name
     tmp.parent.mkdir(exist_ok=True)

@@ -39,14 +39,14 @@ def precompute(reports: list[Path]) -> None:
 def export_and_precompute(reports: list[Path], nsys: str) -> str | None:
     """In the per-rank wrapper: export the rank's `.nsys-rep` reports and precompute them;
     None when done, else why not (the training's exit code stays what it was)."""
-    from nsyswrap.launch.export import _export_one
+    from nsyswrap.launch.export import export_one
     from nsyswrap.launch.nsys import find_nsys
 
     try:
         nsys_path, _ = find_nsys(nsys)
         for report in reports:
             if not report.with_suffix(".sqlite").exists() and (
-                error := _export_one(nsys_path, report)
+                error := export_one(nsys_path, report)
             ):
                 return f"{report}: nsys export failed ({error}); nothing precomputed"
         for report in reports:  # repeated captures of one rank: each alone

@@ -169,6 +169,8 @@ class _Child:
 
 
 def run_rank(cfg: LaunchConfig) -> int:
+    """Run this rank's command (under nsys where it is profiled), keeping its record in
+    the run directory up to date; its exit code (127: it could not start)."""
     rank, host = env_rank() or 0, short_host()
     argv, env = rank_command(rank, cfg, host)
     record_path = rank_record_path(cfg.out, host, rank)
@@ -185,6 +187,37 @@ def run_rank(cfg: LaunchConfig) -> int:
     record_path.parent.mkdir(parents=True, exist_ok=True)
     child = _Child()
     child.observed = runs_python_with_site(list(cfg.command))
+    code = _run_child(cfg, child, argv, env, record, record_path, stem)
+    if code is None:
+        return 127
+    reports, note = _reports(cfg, child, stem, record["profiled"], rank)
+    write_json(
+        record_path,
+        {
+            **record,
+            "child_pid": child.process.pid,
+            "ended_utc": now_utc(),
+            "exit_code": code,
+            "status": "stuck" if child.stuck else ("ok" if code == 0 else "failed"),
+            "reports": reports,
+            "note": note,
+        },
+    )
+    return code
+
+
+def _run_child(
+    cfg: LaunchConfig,
+    child: _Child,
+    argv: list[str],
+    env: dict,
+    record: dict,
+    record_path: Path,
+    stem: Path,
+) -> int | None:
+    """Run the command, again (up to NSYS_ATTEMPTS times) where nsys died before the
+    program started; its exit code, or None where it could not start (recorded)."""
+    rank = record["rank"]
     for attempt in range(1, NSYS_ATTEMPTS + 1):
         started = record_path.with_name(f".{record_path.stem}.started{attempt}")
         record["nsys_attempts"] = attempt
@@ -202,7 +235,7 @@ def run_rank(cfg: LaunchConfig) -> int:
                 record_path,
                 {**record, "ended_utc": now_utc(), "status": "failed", "exit_code": 127},
             )
-            return 127
+            return None
         died_early = (
             record["profiled"]
             and code != 0
@@ -224,34 +257,30 @@ def run_rank(cfg: LaunchConfig) -> int:
                 file=sys.stderr,
             )
             time.sleep(random.uniform(1, 3))
+    return code
+
+
+def _reports(
+    cfg: LaunchConfig, child: _Child, stem: Path, profiled: bool, rank: int
+) -> tuple[list[str], str | None]:
+    """The rank's reports (a .qdstrm nsys left rescued, each exported and its results
+    computed with --precompute) and a note on what went wrong, if anything did."""
     qdstrm, note = Path(f"{stem}.qdstrm"), None
     if child.stuck:
         note = child.stuck
         print(f"nsyswrap: rank {rank}: {note}", file=sys.stderr)
-    if record["profiled"] and not reports_of(stem) and qdstrm.exists():
+    if profiled and not reports_of(stem) and qdstrm.exists():
         if rescue_qdstrm(qdstrm, cfg.nsys) is None:
             note = f"{qdstrm}: {QDSTRM_FIX}" + (f"; {note}" if note else "")
             print(f"nsyswrap: rank {rank}: {note}", file=sys.stderr)
-    reports = [str(p) for p in reports_of(stem)] if record["profiled"] else []
+    reports = [str(p) for p in reports_of(stem)] if profiled else []
     if cfg.precompute and reports:
         from nsyswrap.launch.precompute import export_and_precompute
 
         if failed := export_and_precompute(reports_of(stem), cfg.nsys):
             note = f"{note}; {failed}" if note else failed
             print(f"nsyswrap: rank {rank}: {failed}", file=sys.stderr)
-    write_json(
-        record_path,
-        {
-            **record,
-            "child_pid": child.process.pid,
-            "ended_utc": now_utc(),
-            "exit_code": code,
-            "status": "stuck" if child.stuck else ("ok" if code == 0 else "failed"),
-            "reports": reports,
-            "note": note,
-        },
-    )
-    return code
+    return reports, note
 
 
 def _stop_stray_agents(started: Path) -> None:

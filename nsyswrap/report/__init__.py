@@ -1,7 +1,8 @@
 """`nsyswrap report`: a run summarized in sections, for the terminal or as JSON.
 
-A section is a function `(run, options) -> dict` listed in `sections()`; more sections
-are appended there. A section dict has:
+The sections are declared once, in nsyswrap.report.registry (each with the modules it
+reads); nsyswrap.report.flow builds them, the diagnosis and the document. A section dict
+has:
 
 * `id`, `title`;
 * `verdict`: `{"label": ..., "reason": ...}` or null;
@@ -21,77 +22,55 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nsyswrap.engine.opener import DEFAULT_OPENER, Opener
-from nsyswrap.errors import shown
 from nsyswrap.report import answers
-from nsyswrap.report.document import finish
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.render import ReportFormat, write_report
-from nsyswrap.storage.cache_keys import nsyswrap_version
 from nsyswrap.storage.reports import expand
 
 if TYPE_CHECKING:
     from nsyswrap.engine.run import Run
+    from nsyswrap.report.flow import Answer
 
 __all__ = [
     "ReportFormat",
     "ReportOptions",
+    "answer",
     "build_report",
     "explain",
     "planned",
     "report",
     "report_of",
     "wanted",
-    "sections",
     "write_report",
 ]
-
-
-def sections() -> list:
-    """Every section, in order (imported when a report is built: they load pandas and DuckDB)."""
-    from nsyswrap.report.compute import compute_section
-    from nsyswrap.report.cross_rank import crossrank_section
-    from nsyswrap.report.data_quality import data_quality_section
-    from nsyswrap.report.host import host_section
-    from nsyswrap.report.memory import memory_section
-    from nsyswrap.report.single_rank import single_rank_section
-    from nsyswrap.report.trace_facts import trace_section
-
-    return [
-        single_rank_section,
-        compute_section,
-        crossrank_section,
-        memory_section,
-        host_section,
-        trace_section,
-        data_quality_section,
-    ]
 
 
 def build_report(run: Run, options: ReportOptions) -> dict:
     """Every section for an open run over the window `options` ask for (by default the
     steps: nsyswrap.report.window), and the diagnosis drawn from them."""
-    from nsyswrap.crossrank.ranks import rank_rows
-    from nsyswrap.engine import planner
-    from nsyswrap.report.window import choose_window
+    from nsyswrap.report.flow import build
 
-    window = choose_window(run, options)
-    options = window.options
-    if run.cached:  # the window's per-report work, for every section, in one pass of the pool
-        planner.fill(run, wanted(options))
-    report = {
-        "tool": "nsyswrap",
-        "version": nsyswrap_version(),
-        "reports": [
-            {"rank": r.rank, "path": shown(r.path), "rank_source": r.rank_source}
-            for r in run.reports
-        ],
-        "ranks": rank_rows(run, options.step_pattern),
-        "options": options.window_params(),
-        "mfu_inputs": options.mfu_params(),
-        "window": window.as_json(),
-        "sections": [section(run, options) for section in sections()],
-    }
-    return finish(report)
+    return build(run, options).document
+
+
+def _exports_answer(
+    inputs: list[str | Path], options: ReportOptions, opener: Opener, plots: bool
+) -> Answer:
+    """The answer of exports: the stored one when this report was asked before (and its
+    plots, where `plots`), else the reports opened, the report built and stored."""
+    from nsyswrap.report.flow import Answer, build
+
+    entry = answers.answer_entry(
+        expand(inputs), options, opener.rank_pattern, opener.allow_unrelated
+    )
+    stored = answers.load(entry)
+    drawn = answers.load_plots(entry) if stored is not None and plots else None
+    if stored is not None and (drawn is not None or not plots):
+        return Answer(stored, drawn)
+    with planned(opener, options).open(inputs) as run:
+        found = build(run, options, with_plots=plots)
+        answers.save(entry, found)  # before the run closes and the store is held to its cap
+    return found
 
 
 def report(
@@ -100,19 +79,33 @@ def report(
     *,
     opener: Opener = DEFAULT_OPENER,
 ) -> dict:
-    """The report dict of a run: the stored answer when this report was asked before
+    """The report dict of exports: the stored answer when this report was asked before
     (`nsyswrap.report.answers`), else the reports opened, the report built and stored."""
+    return _exports_answer(inputs, options or ReportOptions(), opener, plots=False).document
+
+
+def answer(
+    inputs: list[str | Path],
+    options: ReportOptions | None = None,
+    *,
+    opener: Opener = DEFAULT_OPENER,
+    plots: bool = False,
+) -> Answer:
+    """What `nsyswrap report` answers for `inputs`: the report of exports (`report`), of
+    the sampler's sample files, or of both (nsyswrap.report.samples); `plots`: with what
+    the HTML page's plots draw (nsyswrap.report.plots: exports only)."""
+    from nsyswrap.report.flow import Answer
+    from nsyswrap.sample.inputs import split_inputs
+
     options = options or ReportOptions()
-    entry = answers.answer_entry(
-        expand(inputs), options, opener.rank_pattern, opener.allow_unrelated
-    )
-    stored = answers.load(entry)
-    if stored is not None:
-        return stored
-    with planned(opener, options).open(inputs) as run:
-        result = build_report(run, options)
-        answers.save(entry, result)  # before the run closes and the store is held to its cap
-    return result
+    exports, samples = split_inputs(inputs)
+    if not samples:
+        return _exports_answer(inputs, options, opener, plots)
+    from nsyswrap.report.samples import add_samples, sample_report
+
+    if not exports:
+        return Answer(sample_report(samples, options))
+    return Answer(add_samples(report(exports, options, opener=opener), samples, options))
 
 
 def report_of(
@@ -120,25 +113,9 @@ def report_of(
     options: ReportOptions | None = None,
     *,
     opener: Opener = DEFAULT_OPENER,
-    html: Path | None = None,
-    force: bool = False,
 ) -> dict:
-    """What `nsyswrap report` answers for `inputs`: the report of exports (`report`), of
-    the sampler's sample files, or of both (nsyswrap.report.samples); `html`: also write
-    the page (`force`: over an existing file)."""
-    from nsyswrap.sample.inputs import split_inputs
-
-    options = options or ReportOptions()
-    exports, samples = split_inputs(inputs)
-    if samples:
-        from nsyswrap.report.samples import report_with_samples
-
-        return report_with_samples(exports, samples, options, opener=opener, html=html, force=force)
-    if html is None:
-        return report(inputs, options, opener=opener)
-    from nsyswrap.html_report import report_with_html
-
-    return report_with_html(inputs, options, html, opener=opener, force=force)
+    """The report dict `nsyswrap report` prints for `inputs` (`answer`'s document)."""
+    return answer(inputs, options, opener=opener).document
 
 
 def explain(
@@ -192,41 +169,28 @@ def wanted(options: ReportOptions) -> list[tuple[str, dict]]:
     chosen unless a step is set apart, nsyswrap.report.window)."""
     from nsyswrap.engine import rank_labels
     from nsyswrap.engine.queries import bind, get
-    from nsyswrap.report.compute import compute_modules
-    from nsyswrap.report.cross_rank import crossrank_modules
-    from nsyswrap.report.host import host_modules
-    from nsyswrap.report.memory import memory_modules
-    from nsyswrap.report.single_rank import single_rank_modules
-    from nsyswrap.report.trace_facts import TABLES
+    from nsyswrap.report.registry import sections
     from nsyswrap.report.window import LIKELY_WINDOW
 
     pattern = {"step_pattern": options.step_pattern}
     if not (options.limits_window or options.whole_capture):
         options = replace(options, step_from=LIKELY_WINDOW[0], step_to=LIKELY_WINDOW[1])
-    items = [
-        *single_rank_modules(options).values(),
-        *compute_modules(options).values(),
-        *memory_modules(options).values(),
-        *host_modules(options).values(),
-        ("steps.spans", pattern),
-        ("ledger.devices", pattern),
-        *((f"trace.{t}", {}) for t in TABLES),
-        ("trace.data_quality", {}),
-        ("trace.left_out", {}),
-        ("trace.gpus", {}),
-        ("trace.capture", {}),
-        ("steps.repairs", pattern),
-        *crossrank_modules(options).values(),
-    ]
-    return [(name, bind(get(name), params)) for name, params in items] + [(rank_labels.MAP, {})]
+    items = [("steps.spans", pattern)]  # the window's
+    items += [m for s in sections() for m in s.modules(options).values()]
+    typed: list[tuple[str, dict]] = []
+    for name, params in items:
+        bound = (name, bind(get(name), params))
+        if bound not in typed:
+            typed.append(bound)
+    return [*typed, (rank_labels.MAP, {})]
 
 
 def planned(opener: Opener, options: ReportOptions) -> Opener:
     """`opener` that computes each report's share of the report in the pass that normalizes
     it (see nsyswrap.engine.opening.open_run): what the sections read (`wanted`). When the
     window is still to be chosen from the steps, only what does not depend on it: the
-    per-report modules of the window are computed once it is chosen (`build_report`, one
-    more pass of the pool), so none is computed for a window that is not the one chosen."""
+    per-report modules of the window are computed once it is chosen (nsyswrap.report.flow,
+    one more pass of the pool), so none is computed for a window that is not the one chosen."""
     items = wanted(options)
     if not (options.limits_window or options.whole_capture):
         items = _window_free(items)

@@ -2,8 +2,10 @@
 back, not computed, and without loading pandas, DuckDB or pyarrow.
 
 The store's entry `answers/report-<key>/answer.json` (`nsyswrap.storage.store`) holds the report's
-JSON document, exactly what `--format json` prints, written whole and then renamed. The
-key covers everything the answer depends on:
+JSON document, exactly what `--format json` prints, written whole and then renamed; beside
+it, where the page was asked for, `answers/plots-<key>/plots.json`: what the HTML page's
+plots draw (nsyswrap.report.plots), so `--html` is drawn from a stored answer too. The key
+covers everything the answer depends on:
 
 * each report's version, as its cache entry is keyed (`cache_keys.report_key`: resolved
   path, inode, ctime, size, mtime, content, view format), and the `manifest.json` beside it;
@@ -25,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nsyswrap.errors import NsysWrapError, note
 from nsyswrap.report.options import ReportOptions
@@ -33,8 +36,12 @@ from nsyswrap.storage import store
 from nsyswrap.storage.cache_keys import code_digest, nsyswrap_version, report_key
 from nsyswrap.storage.reports import MANIFEST_NAME
 
+if TYPE_CHECKING:
+    from nsyswrap.report.flow import Answer
+
 KIND = "answers"
 FILE = "answer.json"
+PLOTS = "plots.json"
 
 
 def answer_entry(
@@ -92,17 +99,37 @@ def load(entry: Path | None) -> dict | None:
     return answer
 
 
-def save(entry: Path | None, report: dict) -> None:
-    """Store `report` as the answer of `entry` (written whole, then renamed into place); a
-    cache that cannot take it only costs the next call its speed."""
+def _plots_entry(entry: Path) -> Path:
+    """The entry of what the page's plots draw beside the answer of `entry` (same key)."""
+    return entry.with_name("plots-" + entry.name.split("-", 1)[1])
+
+
+def load_plots(entry: Path | None) -> dict | None:
+    """What the page's plots draw, stored beside the answer of `entry` (None: not stored,
+    or not readable: the report is computed again)."""
+    if entry is None:
+        return None
+    plots = _plots_entry(entry)
+    try:
+        found = json.loads((plots / PLOTS).read_bytes())
+    except (OSError, ValueError):
+        return None
+    store.use(plots)
+    return found
+
+
+def save(entry: Path | None, answer: Answer) -> None:
+    """Store `answer` as the answer of `entry`, and its plots where it has them (each
+    written whole, then renamed into place); a cache that cannot take it only costs the
+    next call its speed."""
     if entry is None:
         return
+    about = ", ".join(r["path"] for r in answer.document["reports"])
     try:
-        store.write(
-            entry,
-            lambda work: (work / FILE).write_text(to_json(report)),
-            about=", ".join(r["path"] for r in report["reports"]),
-        )
+        store.write(entry, lambda work: (work / FILE).write_text(to_json(answer.document)), about)
+        if answer.plots is not None:
+            text = json.dumps(answer.plots)
+            store.write(_plots_entry(entry), lambda work: (work / PLOTS).write_text(text), about)
     except (OSError, NsysWrapError) as exc:  # (a full disk is one, see store.write)
         why = getattr(exc, "strerror", None) or exc
         note(f"could not store the answer in {entry.parent} ({why})")

@@ -5,14 +5,21 @@ and is not told to capture with --trace=cuda (#38 item 8).
 What was traced comes from nsys's own record (trace.capture's `traced`: META_DATA_CAPTURE,
 from nsys 2023), else from the `--trace` that `nsyswrap launch` gave nsys (its manifest
 beside the report), else it is unknown. The rows (`traced`) are the trace section's
-`capture` table; the hints read them, on a run or on a report dict alike.
+`capture` table; the hints read them, on a run or on a report dict alike. A section that
+reads them declares TRACED_MODULES among its modules (nsyswrap.report.registry).
 """
 
 from __future__ import annotations
 
-from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.engine.queries import run_module
+from typing import TYPE_CHECKING
+
 from nsyswrap.storage.reports import launch_trace
+
+if TYPE_CHECKING:
+    from nsyswrap.report.flow import Inputs
+
+TRACED_MODULES = {"capture": ("trace.capture", {})}
+"""The module `traced` reads, `key: (module, params)`, for a section's modules."""
 
 NSYS, MANIFEST = "nsys", "launch manifest"
 LABELS = {"cuda": "CUDA", "nvtx": "NVTX", "osrt": "the OS runtime"}
@@ -21,13 +28,14 @@ NO_GPU_WORK = (
 )
 
 
-def traced(run) -> list[dict]:
+def traced(inputs: Inputs) -> list[dict]:
     """Per report (`rank`: the report's), what its capture traced: `traced` (nsys --trace
-    names, comma-separated; None: unknown) and `source` (nsys, launch manifest or None)."""
-    said = {int(r.rank): r.traced for r in run_module(run, "trace.capture").itertuples()}
-    held = ranks_by_report(run)  # a report's row carries its lowest rank
+    names, comma-separated; None: unknown) and `source` (nsys, launch manifest or None);
+    from a section's inputs (TRACED_MODULES among its modules)."""
+    said = {int(r.rank): r.traced for r in inputs.frames["capture"].itertuples()}
+    held = inputs.held  # a report's row carries its lowest rank
     rows = []
-    for report in run.reports:
+    for report in inputs.reports:
         nsys = said.get(min(held[report.rank], default=report.rank))
         launched = None if isinstance(nsys, str) else launch_trace(report.path)
         rows.append(

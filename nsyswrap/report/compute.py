@@ -7,13 +7,16 @@ kernels one rank runs consistently slower than the others. Layout: see nsyswrap.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
-from nsyswrap.engine.queries import run_modules
-from nsyswrap.engine.run import Run
 from nsyswrap.report.diagnosis.rules import slow_kernel
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    from nsyswrap.report.flow import Inputs
 
 TFLOPS = "TFLOP/s"
 TOP_KERNELS = 10  # kernels per (rank, device) in the top-kernels table
@@ -36,10 +39,10 @@ def compute_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     }
 
 
-def compute_section(run: Run, options: ReportOptions) -> dict:
+def compute_section(inputs: Inputs) -> dict:
     """Build the section dict: tables mfu (when FLOPs were given), tensor_cores,
     top_kernels and slow_kernels (when a GPU is slower)."""
-    frames = run_modules(run, compute_modules(options))
+    frames, options = inputs.frames, inputs.options
     shapes = _shapes_note(frames["shapes"])
     tables, cannot = [], []
     if options.flops_per_step is None and options.model_params is None:

@@ -7,17 +7,20 @@ with the clock offsets (and their uncertainty) that all cross-rank times rest on
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from nsyswrap.crossrank.alpha_beta import fit_alpha_beta
-from nsyswrap.crossrank.metrics import clock_offsets, unrelated
-from nsyswrap.engine.queries import run_module
-from nsyswrap.engine.run import Run
 from nsyswrap.report.diagnosis.rules import replay_causes, straggler_named
 from nsyswrap.report.diagnosis.words import ms
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    from nsyswrap.report.flow import Inputs
 
 GB_PER_S = "GB/s"
 PCT, TIMES = "%", "x"
@@ -463,8 +466,9 @@ def _links_table(links: pd.DataFrame) -> list[dict]:
     ]
 
 
-def _step_time_ns(run: Run, options: ReportOptions) -> int:
-    ranges = run_module(run, "crossrank.step_phases", step_pattern=options.step_pattern)
+def _step_time_ns(ranges: pd.DataFrame, options: ReportOptions) -> int:
+    """The steps' time: the sum of each step's median duration over the ranks
+    (`ranges`: crossrank.step_phases)."""
     steps = ranges[ranges["phase"].isna()]
     if options.step_from is not None:
         steps = steps[steps["step"] >= options.step_from]
@@ -588,33 +592,34 @@ def crossrank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     }
 
 
-def crossrank_section(run: Run, options: ReportOptions) -> dict:
+def asked_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """What it reads before its own modules: the run's ranks, whether it has NCCL kernels."""
+    return {"ranks": ("crossrank.clock_offsets", {}), "activity": ("trace.activity", {})}
+
+
+def crossrank_section(inputs: Inputs) -> dict:
     """Build the section dict: verdict names the straggler; tables hold every figure."""
-    offsets = clock_offsets(run)
-    refused = unrelated(run)
-    if refused is not None:
-        raise refused
-    nccl = int(run_module(run, "trace.activity")["nccl"].sum()) > 0
+    frames, options = inputs.frames, inputs.options
     return crossrank_answer(
-        lambda name, **params: run_module(run, name, **params),
+        frames.__getitem__,
         options,
-        len(offsets),
-        lambda: _step_time_ns(run, options),
-        nccl=nccl,
+        len(frames["ranks"]),
+        lambda: _step_time_ns(frames["step_phases"], options),
+        nccl=int(frames["activity"]["nccl"].sum()) > 0,
         replay=True,
     )
 
 
 def crossrank_answer(
-    module,
+    rows: Callable[[str], pd.DataFrame],
     options: ReportOptions,
     ranks: int,
-    step_time_ns,
+    step_time_ns: Callable[[], int],
     nccl: bool | None = None,
     replay: bool = False,
 ) -> dict:
-    """The section from the crossrank modules, `module(name, **params)` -> rows, of a run of
-    `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step),
+    """The section from the rows of the modules of `crossrank_modules` (`rows(key)`) of a run
+    of `ranks` ranks whose steps take `step_time_ns()` in all (the sum of the median step),
     with the what-if replay's tables where `replay` (a run of exports: the replay needs
     their kernels); the sample files' report (nsyswrap.report.samples) answers through it
     too. `nccl`: whether the run has NCCL kernels (False: no NCCL bandwidth, the
@@ -636,12 +641,6 @@ def crossrank_answer(
             }
         )
         return section
-    wanted = crossrank_modules(options)
-
-    def rows(key: str) -> pd.DataFrame:
-        name, params = wanted[key]
-        return module(name, **params)
-
     offsets, coll, strag = rows("offsets"), rows("collectives"), rows("stragglers")
     miss, bw, split = rows("mismatches"), rows("bandwidth"), rows("split")
     run_rows = strag[strag["step"].isna()]
@@ -652,48 +651,12 @@ def crossrank_answer(
     section["recommendations"] = _recommendations(run_row, offsets, miss) + _waiting_note(
         run_row, split
     )
-    section["tables"] = _offsets_tables(offsets)
-    if not coll.empty:
-        section["tables"] += [
-            _table(
-                "stragglers",
-                "Straggler per step (the rank whose lateness imposed the most wait) and over "
-                "all steps; phase = the range in the step that is longest vs the median rank",
-                _straggler_rows(strag),
-                (
-                    "affected_steps",
-                    "slow_steps",
-                    "jitter",
-                    "collectives",
-                    "last",
-                    "significant",
-                    "share_of_wait",
-                ),
-            ),
-            _waits_table(coll, split),
-            _comm_split_table(split),
-        ]
-        exchange = _exchange_bytes_table(coll)
-        if exchange is not None:
-            section["tables"].append(exchange)
-    groups = rows("groups")
-    if not groups.empty:
-        records = groups.astype(object).where(groups.notna(), None).to_dict("records")
-        section["tables"].append(
-            _table(
-                "groups",
-                "Process groups found: members captured, group size when "
-                "recorded, whether the group spans hosts, how it was found",
-                records,
-                ("spans_hosts", "captured", "group_size"),
-            )
-        )
-    if not miss.empty:
-        section["tables"].append(_mismatch_table(miss))
+    section["tables"] = _offsets_tables(offsets) + _collective_tables(coll, strag, split)
+    section["tables"] += _group_tables(rows("groups"), miss)
     if not bw.empty and nccl is not False:  # without NCCL kernels: times of host calls
         section["tables"] += [_bandwidth_table(bw), _alpha_beta_table(fit_alpha_beta(coll))]
-    replay, no_replay = _whatif(rows) if replay else ([], [])
-    section["tables"] += replay
+    replayed, no_replay = _whatif(rows) if replay else ([], [])
+    section["tables"] += replayed
     section["cannot_answer"] = (
         _cannot_answer(offsets, None if nccl is False else bw, strag) + no_replay
     )
@@ -705,3 +668,50 @@ def crossrank_answer(
             }
         )
     return section
+
+
+def _collective_tables(coll: pd.DataFrame, strag: pd.DataFrame, split: pd.DataFrame) -> list:
+    """The stragglers, the waits per rank, the time in collectives split, the bytes each
+    rank sends in all_to_all; none without a matched collective."""
+    if coll.empty:
+        return []
+    tables = [
+        _table(
+            "stragglers",
+            "Straggler per step (the rank whose lateness imposed the most wait) and over "
+            "all steps; phase = the range in the step that is longest vs the median rank",
+            _straggler_rows(strag),
+            (
+                "affected_steps",
+                "slow_steps",
+                "jitter",
+                "collectives",
+                "last",
+                "significant",
+                "share_of_wait",
+            ),
+        ),
+        _waits_table(coll, split),
+        _comm_split_table(split),
+    ]
+    exchange = _exchange_bytes_table(coll)
+    return tables + ([exchange] if exchange is not None else [])
+
+
+def _group_tables(groups: pd.DataFrame, miss: pd.DataFrame) -> list:
+    """The process groups found, and the collective keys not matched across ranks."""
+    tables = []
+    if not groups.empty:
+        records = groups.astype(object).where(groups.notna(), None).to_dict("records")
+        tables.append(
+            _table(
+                "groups",
+                "Process groups found: members captured, group size when "
+                "recorded, whether the group spans hosts, how it was found",
+                records,
+                ("spans_hosts", "captured", "group_size"),
+            )
+        )
+    if not miss.empty:
+        tables.append(_mismatch_table(miss))
+    return tables

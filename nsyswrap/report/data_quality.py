@@ -9,12 +9,16 @@ clock that jumped or whose drift was refused (`crossrank.groups`,
 
 from __future__ import annotations
 
-from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.engine.queries import run_module
-from nsyswrap.engine.run import Run
-from nsyswrap.report.captured import NO_GPU_WORK, traced, traced_note
+from typing import TYPE_CHECKING
+
+from nsyswrap.report.captured import NO_GPU_WORK, TRACED_MODULES, traced, traced_note
 from nsyswrap.report.figures import COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nsyswrap.report.flow import Inputs
 
 LEFT_OUT = {
     "kernels_end_before_start": ("end_lt_start", "end before start"),
@@ -26,29 +30,32 @@ LEFT_OUT = {
 }
 
 
-def data_quality_section(run: Run, options: ReportOptions) -> dict:
+def data_quality_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """The section's modules, `key: (module, params)`."""
+    pattern = {"step_pattern": options.step_pattern}
+    return {
+        "quality": ("trace.data_quality", {}),
+        "left_out": ("trace.left_out", {}),
+        "groups": ("crossrank.groups", pattern),
+        "clocks": ("crossrank.clock_offsets", pattern),
+        "repairs": ("steps.repairs", pattern),
+        **TRACED_MODULES,
+    }
+
+
+def data_quality_section(inputs: Inputs) -> dict:
     """Build the section dict (see nsyswrap.report for the layout); `notes` holds one line
     per problem found, also shown as the table's title."""
-    quality = run_module(run, "trace.data_quality").merge(
-        run_module(run, "trace.left_out"), on="rank"
-    )
-    names = {r.rank: r.path.name for r in run.reports}
-    held = ranks_by_report(run)
-    captured = traced(run)
+    frames, held = inputs.frames, inputs.held
+    quality = frames["quality"].merge(frames["left_out"], on="rank")
+    names = {r.rank: r.path.name for r in inputs.reports}
+    captured = traced(inputs)
     several = any(len(ranks) > 1 for ranks in held.values())
     rows, notes, cannot = [], [], []
     for q in quality.itertuples(index=False):
-        left_out = {
-            label: int(getattr(q, column))
-            for column, (_, label) in LEFT_OUT.items()
-            if getattr(q, column)
-        }
         ranks = held.get(q.rank) or [int(q.rank)]
-        who = (
-            f"rank {q.rank}"
-            if len(ranks) < 2
-            else f"{names.get(q.rank)} (ranks {', '.join(map(str, ranks))})"
-        )
+        name = names.get(q.rank)
+        who = f"rank {q.rank}" if len(ranks) < 2 else f"{name} (ranks {', '.join(map(str, ranks))})"
         rows.append(
             {
                 "rank": int(q.rank),
@@ -66,42 +73,13 @@ def data_quality_section(run: Run, options: ReportOptions) -> dict:
         if not q.kernels_captured:
             cannot.append(
                 {
-                    "what": f"the CUDA kernels of {who}"
-                    + (f" ({names.get(q.rank)})" if len(ranks) < 2 else ""),
+                    "what": f"the CUDA kernels of {who}" + (f" ({name})" if len(ranks) < 2 else ""),
                     "reason": _no_kernels([t for t in captured if t["rank"] == q.rank]),
                 }
             )
-        if left_out:
-            detail = ", ".join(f"{n} {label}" for label, n in left_out.items())
-            notes.append(
-                f"{who}: {sum(left_out.values())} of {q.kernels_captured} kernels left "
-                f"out of every figure ({detail}): their times or places cannot be right"
-            )
-        if q.events_left_out:
-            notes.append(
-                f"{who}: {q.events_left_out} other events (copies, memsets, "
-                "synchronizations, CUDA API calls, NVTX events) left out of every figure: "
-                "their times or places cannot be right"
-            )
-        if q.nvtx_ranges_without_text:
-            notes.append(
-                f"{who}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges "
-                "have no text (kept, but they cannot be named)"
-            )
-        if q.strings_repaired:
-            notes.append(
-                f"{who}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
-                "(read with replacement characters)"
-            )
-        if q.string_ids_repeated:
-            notes.append(
-                f"{who}: {q.string_ids_repeated} StringIds rows repeat an id "
-                "(each id keeps its smallest value)"
-            )
-        if q.kernels_unnamed:
-            notes.append(_unnamed_note(who, q))
-    notes += step_notes(run, options)
-    notes += crossrank_notes(run, options)
+        notes += _report_notes(q, who)
+    notes += step_notes(frames["repairs"])
+    notes += crossrank_notes(frames["groups"], frames["clocks"])
     title = "Data quality: " + ("; ".join(notes) if notes else "nothing left out or repaired")
     return {
         "id": "data_quality",
@@ -125,11 +103,10 @@ def _unnamed_note(who: str, q) -> str:
     )
 
 
-def step_notes(run: Run, options: ReportOptions) -> list[str]:
+def step_notes(repairs: pd.DataFrame) -> list[str]:
     """A line for the step ranges the step definition repaired (`steps.repairs`: a step
     number used again, numbered on; ranges reaching into the next step, cut), the ranks
     with the same counts together."""
-    repairs = run_module(run, "steps.repairs", step_pattern=options.step_pattern)
     said = {
         "renumbered": "use a step number again (an epoch restarting?): numbered on after the "
         "highest, so no two steps merge (steps.ranges lists them)",
@@ -150,12 +127,51 @@ def _listed(ranks) -> str:
     return ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
-def crossrank_notes(run: Run, options: ReportOptions) -> list[str]:
-    """One line for the collective calls left out across ranks (by why), one per clock
-    that jumped (its host, the run time and the size) or whose drift was refused."""
-    pattern = {"step_pattern": options.step_pattern}
-    groups = run_module(run, "crossrank.groups", **pattern)
-    clocks = run_module(run, "crossrank.clock_offsets", **pattern)
+def _report_notes(q, who: str) -> list[str]:
+    """One line per problem of one report's data (its trace.data_quality and trace.left_out
+    row `q`)."""
+    notes = []
+    left_out = {
+        label: int(getattr(q, column))
+        for column, (_, label) in LEFT_OUT.items()
+        if getattr(q, column)
+    }
+    if left_out:
+        detail = ", ".join(f"{n} {label}" for label, n in left_out.items())
+        notes.append(
+            f"{who}: {sum(left_out.values())} of {q.kernels_captured} kernels left "
+            f"out of every figure ({detail}): their times or places cannot be right"
+        )
+    if q.events_left_out:
+        notes.append(
+            f"{who}: {q.events_left_out} other events (copies, memsets, "
+            "synchronizations, CUDA API calls, NVTX events) left out of every figure: "
+            "their times or places cannot be right"
+        )
+    if q.nvtx_ranges_without_text:
+        notes.append(
+            f"{who}: {q.nvtx_ranges_without_text} of {q.nvtx_ranges} NVTX ranges "
+            "have no text (kept, but they cannot be named)"
+        )
+    if q.strings_repaired:
+        notes.append(
+            f"{who}: {q.strings_repaired} names or NVTX texts were not valid UTF-8 "
+            "(read with replacement characters)"
+        )
+    if q.string_ids_repeated:
+        notes.append(
+            f"{who}: {q.string_ids_repeated} StringIds rows repeat an id "
+            "(each id keeps its smallest value)"
+        )
+    if q.kernels_unnamed:
+        notes.append(_unnamed_note(who, q))
+    return notes
+
+
+def crossrank_notes(groups: pd.DataFrame, clocks: pd.DataFrame) -> list[str]:
+    """One line for the collective calls left out across ranks (by why: crossrank.groups),
+    one per clock that jumped (its host, the run time and the size) or whose drift was
+    refused (crossrank.clock_offsets)."""
     notes = []
     left = groups[groups["left_out"].fillna(0) > 0]
     if len(left):

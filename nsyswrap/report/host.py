@@ -6,13 +6,16 @@ long launch calls launch overhead) and, when nsys traced it, an OS runtime summa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
-from nsyswrap.engine.queries import run_modules
-from nsyswrap.engine.run import Run
-from nsyswrap.report.captured import traced, traced_note
+from nsyswrap.report.captured import TRACED_MODULES, traced, traced_note
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    from nsyswrap.report.flow import Inputs
 
 TOP_CALLS = 8  # functions per rank in each table
 UNTRACED = {
@@ -27,14 +30,14 @@ CALLS = {"cuda": "CUDA API", "osrt": "OS runtime"}
 def host_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     """The section's modules, `key: (module, params)`."""
     window = options.window_params()
-    return {"api": ("host.cuda_api", window), "osrt": ("host.osrt", window)}
+    return {"api": ("host.cuda_api", window), "osrt": ("host.osrt", window), **TRACED_MODULES}
 
 
-def host_section(run: Run, options: ReportOptions) -> dict:
+def host_section(inputs: Inputs) -> dict:
     """Build the section dict: tables cuda_api and osrt."""
-    frames = run_modules(run, host_modules(options))
+    frames = inputs.frames
     tables, cannot = [], []
-    captured = traced(run)
+    captured = traced(inputs)
     if frames["api"].empty:
         cannot.append({"what": "the CUDA API summary", "reason": _no_calls(captured, "cuda")})
     else:

@@ -6,13 +6,15 @@ Layout: see nsyswrap.report."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
-from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.engine.queries import run_modules
-from nsyswrap.engine.run import Run
 from nsyswrap.report.figures import BYTES, COUNT, FRACTION, NS, figure, table
 from nsyswrap.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    from nsyswrap.report.flow import Inputs
 
 GB_PER_S = "GB/s"
 NO_MEMORY = (
@@ -27,9 +29,9 @@ def memory_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
     return {"copies": ("copies.bandwidth", window), "memory": ("memory.usage", window)}
 
 
-def memory_section(run: Run, options: ReportOptions) -> dict:
+def memory_section(inputs: Inputs) -> dict:
     """Build the section dict: tables copy_bandwidth and gpu_memory."""
-    frames = run_modules(run, memory_modules(options))
+    frames = inputs.frames
     tables, cannot = [], []
     if frames["copies"].empty:
         cannot.append({"what": "copy bandwidth", "reason": "no memory copy in the window"})
@@ -42,7 +44,7 @@ def memory_section(run: Run, options: ReportOptions) -> dict:
     else:
         tables.append(_memory_table(frames["memory"]))
         seen = set(frames["memory"]["rank"])
-        without = [r for r in run.reports if not seen & set(ranks_by_report(run)[r.rank])]
+        without = [r for r in inputs.reports if not seen & set(inputs.held[r.rank])]
         if without:
             cannot.append(
                 {

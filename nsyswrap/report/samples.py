@@ -22,6 +22,7 @@ import pandas as pd
 
 from nsyswrap.errors import note
 from nsyswrap.report.cross_rank import crossrank_answer
+from nsyswrap.report.cross_rank import crossrank_modules as report_crossrank_modules
 from nsyswrap.report.diagnosis import Finding, decide
 from nsyswrap.report.diagnosis.words import ranks as rank_list
 from nsyswrap.report.document import placed
@@ -32,7 +33,6 @@ from nsyswrap.report.window import Window, window_of_steps
 from nsyswrap.sample.objects import SOURCE, crossrank_modules
 from nsyswrap.sample.read import Samples, read_samples
 from nsyswrap.storage.cache_keys import nsyswrap_version
-from nsyswrap.storage.safe_output import check_writable
 
 TIMERS = {"host": "host timers", "cuda": "CUDA events"}
 CAPTURE_STEPS = 5  # steps the suggested capture window holds
@@ -98,32 +98,6 @@ def sample_report(paths: list[Path], options: ReportOptions | None = None) -> di
     }
 
 
-def report_with_samples(
-    exports: list,
-    samples: list[Path],
-    options: ReportOptions,
-    *,
-    opener,
-    html: Path | None = None,
-    force: bool = False,
-) -> dict:
-    """`nsyswrap report` given sample files: their report alone, or beside the report of
-    the exports given with them; `html`: also write the page (its step-time chart)."""
-    from nsyswrap.html_report.samples import write_page
-
-    if html is not None:
-        check_writable(html, force, [*exports, *samples], option="--html")
-    if not exports:
-        result = sample_report(samples, options)
-    else:
-        from nsyswrap.report import report
-
-        result = add_samples(report(exports, options, opener=opener), samples, options)
-    if html is not None:
-        write_page(result, html)
-    return result
-
-
 def add_samples(report: dict, paths: list[Path], options: ReportOptions) -> dict:
     """An nsys report with the samples of the same run beside it: their section (the
     samples' cross-rank tables included) and finding, and the capture command."""
@@ -157,9 +131,10 @@ def _answer(samples: Samples, options: ReportOptions) -> tuple[dict, dict]:
     """(the cross-rank section, what the samples say on their own)."""
     steps = _in_window(samples.steps, options).dropna(subset=["start_ns", "end_ns"])
     steps = steps.assign(duration=steps["end_ns"] - steps["start_ns"])
+    wanted = report_crossrank_modules(options)
     with crossrank_modules(samples) as module:
         crossrank = crossrank_answer(
-            module,
+            lambda key: module(wanted[key][0], **wanted[key][1]),
             options,
             samples.runs["rank"].nunique(),
             lambda: int(steps.groupby("step")["duration"].median().sum()),

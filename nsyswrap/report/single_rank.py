@@ -7,17 +7,20 @@ estimate (rule naive_overlap)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
-from nsyswrap.crossrank.ranks import ranks_by_report
-from nsyswrap.engine.queries import run_module, run_modules
-from nsyswrap.engine.run import Run
-from nsyswrap.report.captured import NO_GPU_WORK, traced, traced_note
+from nsyswrap.report.captured import NO_GPU_WORK, TRACED_MODULES, traced, traced_note
 from nsyswrap.report.diagnosis.facts import Totals
 from nsyswrap.report.diagnosis.rules import host_idle_advice, naive_overlap
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, share
 from nsyswrap.report.figures import table as _table
 from nsyswrap.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    from nsyswrap.report.flow import Inputs
 
 TOP_EXPOSED = 10
 TOP_RANGES = 15
@@ -29,9 +32,10 @@ NO_LAUNCHES = "no CUDA launch calls were traced for these kernels (capture with 
 NO_GPU_ACTIVITY = "the report has no GPU activity (no CUDA kernel, memcpy or memset rows)"
 
 
-def single_rank_section(run: Run, options: ReportOptions) -> dict:
-    """Build the section dict (see nsyswrap.report for the layout)."""
-    frames = single_rank_frames(run, options)
+def single_rank_section(inputs: Inputs) -> dict:
+    """Build the section dict (see nsyswrap.report for the layout) from the modules of
+    `single_rank_modules` (and of `asked_modules` without GPU work)."""
+    frames, options = inputs.frames, inputs.options
     ledger, gaps, steps, by_text, launch = (
         frames[k] for k in ("ledger", "gaps", "steps", "by_text", "launch")
     )
@@ -44,7 +48,7 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     totals = {key: _totals(row, gaps) for key, row in _by_device(ledger).items()}
     overall = sum(totals.values(), Totals())
     note = naive_overlap.find(overall) if totals else None
-    captured = traced(run)
+    captured = traced(inputs)
     tables = [
         _window_table(ledger, frames.get("active"), steps),
         _ledger_table(ledger),
@@ -60,17 +64,13 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
         _ranges_table(by_text, frames["step_texts"]),
     ]
     if frames.get("active", ledger).empty:  # no GPU work: the host's steps and phases
-        tables += _host_tables(run, options)
+        tables += _host_tables(frames, options)
     cannot = _cannot_answer(
-        run, options, (ledger, frames.get("active", ledger), exposure, gaps, steps), captured
+        inputs, (ledger, frames.get("active", ledger), exposure, gaps, steps), captured
     )
     if tables[-1] is None:
-        cannot.append(
-            {
-                "what": "the GPU time of NVTX ranges",
-                "reason": _why_no_ranges(by_text, run, captured),
-            }
-        )
+        why = _why_no_ranges(by_text, frames["quality"], captured)
+        cannot.append({"what": "the GPU time of NVTX ranges", "reason": why})
     if ledger.empty:  # tables of nothing: the cannot-answer lines say why
         tables = [t for t in tables if t is not None and t["rows"]]
     return {
@@ -83,16 +83,11 @@ def single_rank_section(run: Run, options: ReportOptions) -> dict:
     }
 
 
-def single_rank_frames(run: Run, options: ReportOptions) -> dict[str, pd.DataFrame]:
-    """The section's named results: ledger, gaps (per cause), steps, histogram, exposure
-    summary, NVTX GPU time by text, collective exposure (context: nsyswrap's ranges where a
-    report has them, else any range), launch summary and, when the window is limited, the
-    ledger of the whole activity (active)."""
-    return run_modules(run, single_rank_modules(options))
-
-
 def single_rank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
-    """The modules of `single_rank_frames`, `key: (module, params)`."""
+    """The section's modules, `key: (module, params)`: ledger, gaps (per cause), steps,
+    histogram, exposure summary, NVTX GPU time by text, collective exposure (context:
+    nsyswrap's ranges where a report has them, else any range), launch summary and, when
+    the window is limited, the ledger of the whole activity (active)."""
     window = options.window_params()
     wanted = {
         "ledger": ("ledger.devices", window),
@@ -109,10 +104,25 @@ def single_rank_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
             "steps.periodic",
             {k: window[k] for k in ("step_pattern", "step_from", "step_to")},
         ),
+        **TRACED_MODULES,
     }
     if options.limits_window:
         wanted["active"] = ("ledger.devices", {"step_pattern": options.step_pattern})
     return wanted
+
+
+def asked_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """What it reads on some paths only: without GPU work, the host's steps and their
+    phases; without NVTX GPU time, the reports' data quality (why)."""
+    pattern = {"step_pattern": options.step_pattern}
+    return {
+        "host_steps": ("steps.spans", pattern),
+        "host_phases": (
+            "crossrank.phase_lag",
+            {**pattern, "step_from": options.step_from, "step_to": options.step_to},
+        ),
+        "quality": ("trace.data_quality", {}),
+    }
 
 
 def _by_device(df: pd.DataFrame) -> dict[tuple[int, int], pd.Series]:
@@ -173,10 +183,10 @@ def _window_table(
     )
 
 
-def _host_tables(run: Run, options: ReportOptions) -> list[dict]:
+def _host_tables(frames: Mapping[str, pd.DataFrame], options: ReportOptions) -> list[dict]:
     """A capture without GPU work: per rank its steps on the host (their NVTX ranges) and
     the phases inside them (crossrank.phase_lag: host time without waits)."""
-    steps = run_module(run, "steps.spans", step_pattern=options.step_pattern)
+    steps = frames["host_steps"]
     steps = steps[[options.selects(s) for s in steps.step]]
     if steps.empty:
         return []
@@ -192,13 +202,7 @@ def _host_tables(run: Run, options: ReportOptions) -> list[dict]:
             ],
         )
     ]
-    phases = run_module(
-        run,
-        "crossrank.phase_lag",
-        step_pattern=options.step_pattern,
-        step_from=options.step_from,
-        step_to=options.step_to,
-    )
+    phases = frames["host_phases"]
     if phases.empty:
         return out
     step_ns = per_rank.groupby("rank").duration_ns.sum()
@@ -541,8 +545,7 @@ def _ranges_table(by_text: pd.DataFrame, step_texts: pd.DataFrame) -> dict | Non
     )
 
 
-def _why_no_ranges(by_text: pd.DataFrame, run: Run, captured: list[dict]) -> str:
-    quality = run_module(run, "trace.data_quality")
+def _why_no_ranges(by_text: pd.DataFrame, quality: pd.DataFrame, captured: list[dict]) -> str:
     ranges, untexted = int(quality.nvtx_ranges.sum()), int(quality.nvtx_ranges_without_text.sum())
     if ranges and ranges == untexted:
         return f"the reports' {ranges} NVTX ranges all have no text, so none can be named"
@@ -559,16 +562,15 @@ def _why_no_ranges(by_text: pd.DataFrame, run: Run, captured: list[dict]) -> str
 
 
 def _cannot_answer(
-    run: Run, options: ReportOptions, frames: tuple[pd.DataFrame, ...], captured: list[dict]
+    inputs: Inputs, frames: tuple[pd.DataFrame, ...], captured: list[dict]
 ) -> list[dict]:
     """What the section cannot answer, and why; frames: ledger, active, exposure, gaps and
     steps; captured: what each report traced (nsyswrap.report.captured)."""
     ledger, active, exposure, gaps, steps = frames
-    out = []
+    out, options, held = [], inputs.options, inputs.held  # a report may hold several ranks
     with_gpu = set(active["rank"])
     in_window = set(ledger["rank"])
-    held = ranks_by_report(run)  # a report may hold several ranks
-    for report in run.reports:
+    for report in inputs.reports:
         if not with_gpu & set(held[report.rank]):
             out.append(
                 {

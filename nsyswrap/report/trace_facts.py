@@ -7,35 +7,36 @@ Layout: see nsyswrap.report."""
 
 from __future__ import annotations
 
-from nsyswrap.engine.queries import run_modules
-from nsyswrap.engine.run import Run
-from nsyswrap.report.captured import traced
+from typing import TYPE_CHECKING
+
+from nsyswrap.report.captured import TRACED_MODULES, traced
 from nsyswrap.report.figures import BYTES, COUNT, NS, figure
 from nsyswrap.report.options import ReportOptions
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from nsyswrap.report.flow import Inputs
 
 TABLES = ("frameworks", "copies", "host_alloc", "graphs", "activity")
 """The section's tables, each the rows of module `trace.<table>` (sql/trace/)."""
 
 
-def trace_section(run: Run, options: ReportOptions) -> dict:
+def trace_modules(options: ReportOptions) -> dict[str, tuple[str, dict]]:
+    """The section's modules, `key: (module, params)`: the whole capture's."""
+    return {
+        **{table: (f"trace.{table}", {}) for table in (*TABLES, "gpus")},
+        **TRACED_MODULES,
+    }
+
+
+def trace_section(inputs: Inputs) -> dict:
     """Build the section dict: tables frameworks, copies, host_alloc, activity (each
-    report's rows computed alone and cached by the planner), gpus (over the run) and
-    capture (per report: nsyswrap.report.captured)."""
-    frames = run_modules(run, {table: (f"trace.{table}", {}) for table in (*TABLES, "gpus")})
+    report's rows computed alone and cached by the planner; rows of a process carry its
+    rank: a rank's processes are summed), gpus (over the run) and capture (per report:
+    nsyswrap.report.captured)."""
+    frames = inputs.frames
     seen = frames["frameworks"].groupby(["framework", "seen_in"], sort=False)["matches"].sum()
-    # rows of a process carry its rank: a rank's processes are summed
-    copies = (
-        frames["copies"]
-        .groupby(["rank", "copy_kind", "src_kind", "dst_kind"], sort=False, as_index=False)[
-            ["copies", "bytes", "dur_ns"]
-        ]
-        .sum()
-    )
-    copies = copies.sort_values(
-        ["rank", "copies", "copy_kind", "src_kind", "dst_kind"],
-        ascending=[True, False, True, True, True],
-        kind="stable",
-    )
     alloc = frames["host_alloc"].groupby(["rank", "api"], as_index=False)["calls"].sum()
     graphs = (
         frames["graphs"].groupby("rank", as_index=False)[["graph_launches", "activities"]].sum()
@@ -50,24 +51,7 @@ def trace_section(run: Run, options: ReportOptions) -> dict:
                 if n > 0
             ],
         },
-        {
-            "id": "copies",
-            "title": "Memory copies by direction and memory kind (pageable host "
-            "memory is slow and cannot overlap)",
-            "rows": [
-                {
-                    "rank": int(r.rank),
-                    "kind": r.copy_kind,
-                    "src": r.src_kind,
-                    "dst": r.dst_kind,
-                    "copies": figure(r.copies, COUNT),
-                    "bytes": figure(r.bytes, BYTES),
-                    "time": figure(r.dur_ns, NS),
-                }
-                for r in copies.itertuples(index=False)
-            ],
-            "droppable": ["time"],
-        },
+        _copies_table(frames["copies"]),
         {
             "id": "host_alloc",
             "title": "Pinned host memory allocation calls",
@@ -88,27 +72,13 @@ def trace_section(run: Run, options: ReportOptions) -> dict:
                 for r in graphs.itertuples(index=False)
             ],
         },
-        {
-            "id": "activity",
-            "title": "GPU activities (kernels, copies, sets) per device",
-            "rows": [
-                {
-                    "rank": int(r.rank),
-                    "device": int(r.device),
-                    "activities": figure(r.activities, COUNT),
-                    "compute": figure(r.compute, COUNT),
-                    "nccl": figure(r.nccl, COUNT),
-                    "copies": figure(r.copies, COUNT),
-                }
-                for r in frames["activity"].itertuples(index=False)
-            ],
-        },
+        _activity_table(frames["activity"]),
         _gpus_table(frames["gpus"]),
         {
             "id": "capture",
             "title": "What each report's capture traced (nsys's own record, else the "
             "launch manifest's --trace): hints to capture something name only what it lacks",
-            "rows": traced(run),
+            "rows": traced(inputs),
         },
     ]
     return {
@@ -118,6 +88,54 @@ def trace_section(run: Run, options: ReportOptions) -> dict:
         "recommendations": [],
         "tables": tables,
         "cannot_answer": [],
+    }
+
+
+def _copies_table(copies: pd.DataFrame) -> dict:
+    """trace.copies per rank, kind and memory kinds, most copies first."""
+    copies = copies.groupby(
+        ["rank", "copy_kind", "src_kind", "dst_kind"], sort=False, as_index=False
+    )[["copies", "bytes", "dur_ns"]].sum()
+    copies = copies.sort_values(
+        ["rank", "copies", "copy_kind", "src_kind", "dst_kind"],
+        ascending=[True, False, True, True, True],
+        kind="stable",
+    )
+    return {
+        "id": "copies",
+        "title": "Memory copies by direction and memory kind (pageable host "
+        "memory is slow and cannot overlap)",
+        "rows": [
+            {
+                "rank": int(r.rank),
+                "kind": r.copy_kind,
+                "src": r.src_kind,
+                "dst": r.dst_kind,
+                "copies": figure(r.copies, COUNT),
+                "bytes": figure(r.bytes, BYTES),
+                "time": figure(r.dur_ns, NS),
+            }
+            for r in copies.itertuples(index=False)
+        ],
+        "droppable": ["time"],
+    }
+
+
+def _activity_table(activity: pd.DataFrame) -> dict:
+    return {
+        "id": "activity",
+        "title": "GPU activities (kernels, copies, sets) per device",
+        "rows": [
+            {
+                "rank": int(r.rank),
+                "device": int(r.device),
+                "activities": figure(r.activities, COUNT),
+                "compute": figure(r.compute, COUNT),
+                "nccl": figure(r.nccl, COUNT),
+                "copies": figure(r.copies, COUNT),
+            }
+            for r in activity.itertuples(index=False)
+        ],
     }
 
 

@@ -31,7 +31,7 @@ from nsyswrap.engine import sql_objects
 from nsyswrap.engine.connection import VIEWS
 from nsyswrap.engine.queries import catalog, run_module
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.report.cross_rank import crossrank_section
+from nsyswrap.report.flow import section_of
 from nsyswrap.storage.sql_files import sql_root
 from nsyswrap.synth import ExtraCollective, Scenario, Straggler
 
@@ -257,7 +257,7 @@ def test_every_crossrank_module_runs_on_one_report(tmp_path):
     with _open(tmp_path) as run:
         for name in [n for n in catalog() if n.startswith("crossrank.")]:
             run_module(run, name)
-        section = crossrank_section(run, ReportOptions())
+        section = section_of(run, "crossrank", ReportOptions())
     assert section["tables"] == [] and section["cannot_answer"][0]["what"] == "cross-rank analysis"
 
 

@@ -20,7 +20,7 @@ from nsyswrap.crossrank.solve import ALIGNED_COLUMNS
 from nsyswrap.engine.builders import create_table
 from nsyswrap.engine.queries import run_module
 from nsyswrap.report import ReportOptions, build_report
-from nsyswrap.report.cross_rank import crossrank_section
+from nsyswrap.report.flow import section_of
 from nsyswrap.synth import preset
 
 
@@ -95,7 +95,7 @@ def test_waits_of_seconds_are_reported(generated_run):
     truth, out = generated_run("long_wait")
     with open_run([out]) as run:
         coll = run_module(run, "crossrank.collectives")
-        section = crossrank_section(run, ReportOptions())  # its section alone: the quick way
+        section = section_of(run, "crossrank", ReportOptions())  # its section alone: the quick way
     longest = max(p["wait_ns"] for c in truth.collectives for p in c["per_rank"])
     assert longest > 3 * 10**9 and abs(coll["wait_ns"].max() - longest) < 1_000
     assert section["verdict"]["label"] == "straggler: rank 3"

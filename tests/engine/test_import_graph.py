@@ -111,3 +111,46 @@ def test_the_generator_imports_nothing_it_checks():
     ).items():
         other = {m for m in _imports(path) if m.split(".")[1:2] not in (["synth"], ["errors"])}
         assert not other, f"{name} imports {sorted(other)}"
+
+
+def _from_imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) of every `from nsyswrap... import name` of `path`."""
+    return [
+        (node.module, a.name)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nsyswrap")
+        for a in node.names
+    ]
+
+
+def test_no_module_imports_another_modules_privates():
+    """A name starting with _ is its module's own: no other module imports it."""
+    for path in ROOT.rglob("*.py"):
+        private = [f"{m}.{n}" for m, n in _from_imports(path) if n.startswith("_")]
+        assert not private, f"{path.relative_to(ROOT)} imports {private}"
+
+
+def test_the_report_never_imports_its_page():
+    """The HTML page (nsyswrap.html_report) is drawn from the report's answer: it imports
+    nsyswrap.report, never the other way."""
+    for name, path in _modules("report").items():
+        up = {m for m in _imports(path) if m.startswith("nsyswrap.html_report")}
+        assert not up, f"{name} imports {sorted(up)}"
+    for path in (ROOT / "report" / "diagnosis").rglob("*.py"):
+        assert not {m for m in _imports(path) if m.startswith("nsyswrap.html_report")}, path
+
+
+SECTIONS = ("single_rank", "compute", "cross_rank", "memory", "host", "trace_facts")
+SECTIONS += ("data_quality", "plots", "samples", "captured")  # captured: what sections read
+
+
+def test_no_section_calls_the_engine():
+    """A section is built from the rows of the modules it declares (nsyswrap.report.registry);
+    only the report flow (nsyswrap.report.flow) computes them, and the page draws from the
+    answer: neither a section nor the page calls run_module or opens a run."""
+    engine = ("nsyswrap.engine.queries", "nsyswrap.engine.run", "nsyswrap.engine.opener")
+    paths = [ROOT / "report" / f"{s}.py" for s in SECTIONS]
+    paths += list((ROOT / "html_report").glob("*.py"))
+    for path in paths:
+        called = {m for m in _imports(path) if m.startswith(engine)}
+        assert not called, f"{path.relative_to(ROOT)} imports {sorted(called)}"

@@ -246,7 +246,7 @@ def test_a_bug_in_nsyswrap_keeps_its_traceback(cli, cache, monkeypatch):
     as it is (no one-line error hides it)."""
     import nsyswrap.report.data_quality
 
-    def broken(run, options):
+    def broken(inputs):
         raise ZeroDivisionError("a bug")
 
     monkeypatch.setattr(nsyswrap.report.data_quality, "data_quality_section", broken)

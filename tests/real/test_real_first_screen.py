@@ -228,9 +228,11 @@ def test_the_showcase_never_calls_waiting_ranks_communication_bound(tmp_path):
     rep = report([FIXTURES / "run4_straggler"])
     labels = {x["rank"]: x["label"] for x in rep["diagnosis"]["devices"]}
     assert [labels[r] for r in (0, 1, 3)] == ["waiting-for-peers"] * 3
-    from nsyswrap.html_report import report_with_html
+    from nsyswrap.html_report import write_page
+    from nsyswrap.report import answer
 
-    report_with_html([FIXTURES / "run4_straggler"], ReportOptions(), tmp_path / "page.html")
+    page = answer([FIXTURES / "run4_straggler"], ReportOptions(), plots=True)
+    write_page(page, tmp_path / "page.html")
     for text in (
         "\n".join(render_text(rep, 80, detail=True)),
         json.dumps(rep),

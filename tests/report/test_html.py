@@ -65,11 +65,13 @@ def test_plots_that_cannot_be_drawn_say_how_to_capture_them(tmp_path):
 
     from nsyswrap import open_run
     from nsyswrap.html_report import html_page
-    from nsyswrap.report import ReportOptions, build_report
+    from nsyswrap.report import ReportOptions
+    from nsyswrap.report.flow import build
 
     path = make_report(tmp_path / "rank0.sqlite", kernels=[(0, 100, 0, 7, "a")])
     with open_run([path]) as run:
-        text = html_page(run, build_report(run, ReportOptions()), ReportOptions())
+        found = build(run, ReportOptions(), with_plots=True)
+        text = html_page(found.document, found.plots)
     assert "Not drawn: these reports have no `step:&lt;i&gt;` ranges; mark steps" in text
     assert "--annotate collectives" in text
 

@@ -175,7 +175,7 @@ def test_json_report_has_the_diagnosis(cli):
 
 def test_terminal_and_html_write_a_cell_alike():
     """One cell formatter (nsyswrap.report.figures.cell_text) for the terminal and the page."""
-    from nsyswrap.html_report.page import _table_html
+    from nsyswrap.html_report.page import table_html
     from nsyswrap.report.render import _table
 
     spec = {
@@ -199,7 +199,7 @@ def test_terminal_and_html_write_a_cell_alike():
         ],
     }
     terminal = "\n".join(_table(spec, 80, False))
-    page = _table_html(spec)
+    page = table_html(spec)
     for text in ("12.345", "2.500", "25.0", "50.0", "yes", "no", "n/a"):
         assert re.search(rf"(^|\s){re.escape(text)}(\s|$)", terminal, re.M), text
         assert f">{text}</td>" in page, text

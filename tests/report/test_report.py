@@ -17,7 +17,7 @@ from nsyswrap.report.diagnosis.evidence import Evidence
 from nsyswrap.report.diagnosis.facts import Totals
 from nsyswrap.report.diagnosis.rules.device_label import LABELS, verdict
 from nsyswrap.report.figures import is_figure
-from nsyswrap.report.single_rank import single_rank_section
+from nsyswrap.report.flow import section_of
 
 RUN2 = FIXTURES / "run2"
 
@@ -89,7 +89,7 @@ def test_window_options_narrow_every_table():
     truth = load_truth(RUN2)
     step1 = {d["rank"]: d["steps"][1] for d in truth["devices"]}
     with open_run([RUN2]) as run:
-        sec = single_rank_section(run, ReportOptions.parse(steps="1:2"))
+        sec = section_of(run, "single_rank", ReportOptions.parse(steps="1:2"))
         nothing = ReportOptions.parse(window_nvtx="nothing like this")
         nvtx = section(build_report(run, nothing))  # its verdict is the diagnosis'
     for row in table(sec, "ledger"):
@@ -108,7 +108,7 @@ def test_missing_figures_say_why(tmp_path):
         tmp_path / "rank0.sqlite", kernels=[(0, 100, 0, 7, "a"), (300, 400, 0, 7, "b")]
     )
     with open_run([path]) as run:
-        sec = single_rank_section(run, ReportOptions())
+        sec = section_of(run, "single_rank", ReportOptions())
     shares = table(sec, "shares")[0]
     assert shares["overlap_ratio"]["value"] is None
     assert "no NCCL" in shares["overlap_ratio"]["reason"]

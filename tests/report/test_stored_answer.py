@@ -184,12 +184,12 @@ def test_an_answer_that_cannot_be_stored_is_said_once(cli, cache, run, opens):
 
 
 def test_a_failed_report_is_not_stored(cli, cache, run, monkeypatch):
-    import nsyswrap.report
+    import nsyswrap.report.flow
 
-    def fails(run, options):
+    def fails(run, options, with_plots=False):
         raise NsysWrapError(run.reports[0].path, "is broken", "fix it")
 
-    monkeypatch.setattr(nsyswrap.report, "build_report", fails)
+    monkeypatch.setattr(nsyswrap.report.flow, "build", fails)
     for _ in range(2):
         code, out, err = cli("report", run)
         assert (
@@ -202,6 +202,16 @@ def test_html_opens_the_run(cli, cache, run, opens, tmp_path):
     _report(cli, run)
     _report(cli, run, "--html", tmp_path / "page.html")
     assert len(opens) == 2 and (tmp_path / "page.html").exists()
+
+
+def test_html_asked_again_is_drawn_from_the_stored_answer(cli, cache, run, opens, tmp_path):
+    """The page is drawn from the report's answer, its plots stored beside it: asked again,
+    the same page, and the run is not opened."""
+    first, again = tmp_path / "first.html", tmp_path / "again.html"
+    out = _report(cli, run, "-f", "json", "--html", first)
+    assert _report(cli, run, "-f", "json", "--html", again) == out
+    assert len(opens) == 1 and again.read_text() == first.read_text()
+    assert list((cache / "answers").glob("plots-*/plots.json"))
 
 
 def test_the_library_reads_the_same_answer(cache):

@@ -15,9 +15,10 @@ import pytest
 from helpers.sample_runs import planted_samples
 
 from nsyswrap.errors import NsysWrapError
+from nsyswrap.report import answer
 from nsyswrap.report.persistence import describe, episodes
 from nsyswrap.report.render import render_text
-from nsyswrap.report.samples import report_with_samples, sample_report
+from nsyswrap.report.samples import sample_report
 from nsyswrap.sample.inputs import split_inputs
 from nsyswrap.sample.read import read_samples
 
@@ -345,9 +346,10 @@ def test_samples_beside_exports_add_their_section_finding_and_capture(tmp_path):
     from nsyswrap.engine.opener import DEFAULT_OPENER
     from nsyswrap.report.options import ReportOptions
 
-    exports, samples = split_inputs([ROOT / "fixtures" / "run2", *files(tmp_path)])
+    inputs = [ROOT / "fixtures" / "run2", *files(tmp_path)]
+    exports, samples = split_inputs(inputs)
     assert exports == [ROOT / "fixtures" / "run2"] and len(samples) == 2
-    report = report_with_samples(exports, samples, ReportOptions(), opener=DEFAULT_OPENER)
+    report = answer(inputs, ReportOptions(), opener=DEFAULT_OPENER).document
     assert [s["id"] for s in report["sections"]][-1] == "samples"
     assert "stragglers" in [t["id"] for t in report["sections"][-1]["tables"]]
     assert report["diagnosis"]["findings"][-1]["scope"] == "samples"

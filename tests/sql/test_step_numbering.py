@@ -13,8 +13,8 @@ import json
 import pytest
 
 from nsyswrap import open_run
-from nsyswrap.html_report import report_with_html
-from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.html_report import write_page
+from nsyswrap.report import ReportOptions, answer, build_report
 from nsyswrap.synth import Scenario, Straggler
 from nsyswrap.timeline import chrome_trace
 
@@ -71,7 +71,7 @@ def test_report_numbers_steps_alike(runs, key, pattern):
 def test_html_and_timeline_number_plain_steps(runs, tmp_path):
     options = ReportOptions.parse("1:3", step_pattern="train_step")
     page = tmp_path / "page.html"
-    report_with_html([runs["plain"]], options, page)
+    write_page(answer([runs["plain"]], options, plots=True), page)
     assert "Steps 1–2 of 2" in page.read_text()
     with open_run([runs["plain"]]) as run:
         window = chrome_trace(run, options)

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from nsyswrap import open_run
-from nsyswrap.html_report import report_with_html
-from nsyswrap.report import ReportOptions, build_report
+from nsyswrap.html_report import write_page
+from nsyswrap.report import ReportOptions, answer, build_report
 from nsyswrap.synth import Scenario, Straggler
 from nsyswrap.timeline import chrome_trace
 
@@ -74,7 +74,7 @@ def test_html_page_and_timeline_find_steps_by_the_pattern(runs, tmp_path):
     _, named = runs
     options = ReportOptions.parse("1:3", step_pattern=ITERATION)
     page = tmp_path / "page.html"
-    report_with_html([named], options, page)
+    write_page(answer([named], options, plots=True), page)
     assert "Steps 1–2 of 2" in page.read_text()
     with open_run([named]) as run:
         window = chrome_trace(run, options)
