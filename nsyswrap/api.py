@@ -141,6 +141,38 @@ def catalog_table() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "row", "params"])
 
 
+def rules_table() -> pd.DataFrame:
+    """The diagnosis' rules (nsyswrap.report.diagnosis.rules): a row per rule (what it
+    decides, its thresholds written as their defaults; threshold null), then one per
+    threshold: its name, default, unit and doc."""
+    from nsyswrap.report.diagnosis.rules import RULES
+
+    rows = []
+    for r in RULES:
+        rows.append(
+            {
+                "rule": r.id,
+                "kind": r.kind,
+                "threshold": None,
+                "default": None,
+                "unit": None,
+                "doc": " ".join(r.prose().split()),
+            }
+        )
+        rows += [
+            {
+                "rule": r.id,
+                "kind": r.kind,
+                "threshold": t.name,
+                "default": t.default,
+                "unit": t.unit,
+                "doc": t.doc,
+            }
+            for t in r.thresholds
+        ]
+    return pd.DataFrame(rows, columns=["rule", "kind", "threshold", "default", "unit", "doc"])
+
+
 def views_table() -> pd.DataFrame:
     """The normalized views with their documented columns."""
     rows = [

@@ -421,10 +421,20 @@ def _params(pairs: list[str] | None) -> dict[str, str]:
 
 
 @app.command("list")
-def list_queries(fmt: Fmt = Format.table) -> None:
-    """List the prebuilt queries and what they return."""
+def list_queries(
+    fmt: Fmt = Format.table,
+    rules: Annotated[
+        bool,
+        typer.Option(
+            "--rules", help="List the diagnosis' rules and their thresholds (docs/rules.md)."
+        ),
+    ] = False,
+) -> None:
+    """List the prebuilt queries and what they return (--rules: the diagnosis' rules)."""
     from nsyswrap import api
 
+    if rules:
+        return _list_rules(fmt)
     table = api.catalog_table()
     if fmt is not Format.table:
         return write(table, fmt, None, False, console)
@@ -435,6 +445,22 @@ def list_queries(fmt: Fmt = Format.table) -> None:
         if r.params:
             lines += wrap(f"parameters: {r.params}", console.width, indent="      ", first="    ")
         print("\n".join([r.name, *lines]))
+
+
+def _list_rules(fmt: Format) -> None:
+    """Each rule: its id and kind, what it decides, its thresholds with their defaults."""
+    from nsyswrap import api
+    from nsyswrap.report.diagnosis.rules import RULES
+    from nsyswrap.text_table import wrap
+
+    if fmt is not Format.table:
+        return write(api.rules_table(), fmt, None, False, console)
+    for r in RULES:
+        lines = wrap(" ".join(r.prose().split()), console.width, indent="    ")
+        for t in r.thresholds:
+            said = f"{t.name} = {t.text()}: {t.doc}"
+            lines += wrap(said, console.width, indent="        ", first="      ")
+        print("\n".join([f"{r.id} ({r.kind})", *lines]))
 
 
 @app.command()

@@ -157,16 +157,21 @@ RULE = Rule(
     id="host_idle_advice",
     kind="advice",
     doc="""A GPU idle at least as long as a host-bound verdict needs (rule device_label), or
-host-bound, is told what to do by the causes of its idle gaps: synchronizations when the
-idle after host syncs is at least the rest; host work when at least {advice_share} of the
-host-caused idle is gaps of {long_gap_ns} or more, naming what covers them (NVTX ranges,
-MPI, CUDA and OS runtime calls covering at least {named_share} of it, the {named_most}
-largest): non-blocking MPI, work before the loop for module loading, allocation, blocking
-copies and kernel compilation, shorter or parallel host work; launch overhead when at
-least {advice_share} of it is shorter gaps before launches (fuse kernels, CUDA graphs,
-torch.compile; tiny kernels named when at least {tiny_share} of the kernels are shorter
-than {tiny_kernel_ns}; CUDA graphs never to a program that launches them already); work
-that waits although it was queued (an event, another stream, another GPU).""",
+host-bound, is told what to do by the causes of its idle gaps. Synchronizations: when the
+idle after host syncs is at least the rest (remove .item(), .cpu() and synchronize calls
+from the loop). Host work: when at least {advice_share} of the host-caused idle is gaps of
+{long_gap_ns} or more, the advice names what covers them ("of it, 738.99 ms inside
+MPI_Sendrecv": NVTX ranges, MPI, CUDA and OS runtime calls covering at least
+{named_share} of it, the {named_most} largest): non-blocking MPI for MPI calls, work
+before the loop for module loading, allocation, blocking copies and kernel compilation
+(JIT), shorter or parallel host work (DataLoader workers for data loading) for NVTX
+ranges, another thread for a blocking OS runtime call on the launching thread. Launch
+overhead: when at least {advice_share} of it is shorter gaps before launches (fuse
+kernels, CUDA graphs, torch.compile), tiny kernels named when at least {tiny_share} of the
+kernels are shorter than {tiny_kernel_ns}; CUDA graphs never to a program that launches
+them already (cudaGraphLaunch calls, table graphs): it is told to put more of each step
+into its graphs. Queued work: idle although the next kernel was already queued (an event,
+another stream, another GPU).""",
     thresholds=(
         Threshold(
             "long_gap_ns",

@@ -166,7 +166,10 @@ at least {moving_share} of the largest) are one cause. A slow rank is named with
 phase that holds at least {named_phase_share} of its gain, else with the part of its
 largest phase; not where moving stalls already name that phase on it, or cover each step
 where it is slow and at least {told_share} of its gain. At most {max_causes} causes,
-largest gain first.""",
+largest gain first. A cause's finding gives the range of its saving where it rests on
+waits the replay assumed (without them and with them: gain_low_per_step,
+gain_high_per_step), and names the steps it counts that the window set apart as outliers
+(outlier_steps).""",
     thresholds=(
         Threshold(
             "max_residual",
