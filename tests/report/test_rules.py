@@ -109,6 +109,8 @@ def test_step_window_sets_apart_warm_up_and_outliers_and_says_so():
         (3, "outlier", 4.0),
     ]
     assert step_window.outliers({0: 31, 1: 10}, 10, x) == []  # too few steps for the rule
+    assert step_window.leading_warm_up([40, 35, 10, 10, 10], x) == 2  # a rank's own warm-up
+    assert step_window.leading_warm_up([40, 10], x) == 0
     window = {"source": "steps", "step_pattern": "step:%", "pattern_source": "default"}
     window |= {"steps": [0, 1, 2, 3], "step_from": 1, "step_to": None, "median_step": ns(10**6)}
     window["outliers"] = [
