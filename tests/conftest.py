@@ -3,8 +3,11 @@ share beyond fixtures is in tests/helpers)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import pickle
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,43 +29,67 @@ def _private_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def generated_run(tmp_path_factory):
-    """`generated_run(scenario)`: the run nsyswrap.synth writes for `scenario` (a Scenario,
-    or a preset's name), as (truth, its directory), generated once per test session under
-    pytest's base temporary directory, so that its reports are normalised once too (the
-    cache keys a report by its file's version). Shared: a test that changes the run
-    generates its own."""
-    from nsyswrap.synth import generate_run, preset
+def session_root(tmp_path_factory) -> Path:
+    """The test session's base temporary folder, the same for every pytest-xdist worker
+    (each worker's own base is a folder inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
-    made: dict[str, tuple[Truth, Path]] = {}
+
+@contextmanager
+def _held(lock: Path):
+    """An exclusive lock on the file `lock`, held by one process of the session at a time."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+_WRITTEN: dict[Path, object] = {}
+
+
+def _written_once(out: Path, write):
+    """`write(out)`'s result, run by the first worker of the session that asks; the others
+    wait for it and read the result it left (the truth, pickled) beside `out`."""
+    if out not in _WRITTEN:
+        done = out.with_name(out.name + ".truth.pickle")
+        with _held(out.with_name(out.name + ".lock")):
+            if not done.exists():
+                done.write_bytes(pickle.dumps(write(out)))
+        _WRITTEN[out] = pickle.loads(done.read_bytes())
+    return _WRITTEN[out]
+
+
+@pytest.fixture(scope="session")
+def generated_run(session_root):
+    """`generated_run(scenario)`: the run nsyswrap.synth writes for `scenario` (a Scenario,
+    or a preset's name), as (truth, its directory), generated once per test session (once
+    for all pytest-xdist workers) under pytest's base temporary directory, so that its
+    reports are normalised once per worker too (the cache keys a report by its file's
+    version). Shared: a test that changes the run generates its own."""
+    from nsyswrap.synth import generate_run, preset
 
     def generated(scenario: Scenario | str) -> tuple[Truth, Path]:
         if isinstance(scenario, str):
             scenario = preset(scenario)
         key = hashlib.sha256(repr(scenario).encode()).hexdigest()[:16]
-        if key not in made:
-            out = tmp_path_factory.getbasetemp() / "generated" / f"{scenario.name}-{key}"
-            made[key] = generate_run(scenario, out), out
-        return made[key]
+        out = session_root / "generated" / f"{scenario.name}-{key}"
+        return _written_once(out, lambda folder: generate_run(scenario, folder)), out
 
     return generated
 
 
 @pytest.fixture(scope="session")
-def fault_pair(tmp_path_factory):
+def fault_pair(session_root):
     """`fault_pair(name, **sizes)`: the generator's fault pair `name` (nsyswrap.synth.pairs:
     `fault/` and `fixed/`), as (the pair's truth, its directory), written once per test
     session like generated_run's runs. Shared: a test that changes a half writes its own."""
     from nsyswrap.synth.pairs import write_fault_pair
 
-    made: dict[str, tuple[dict, Path]] = {}
-
     def written(name: str, **sizes) -> tuple[dict, Path]:
         key = "-".join([name, *(f"{k}{v}" for k, v in sorted(sizes.items()))])
-        if key not in made:
-            out = tmp_path_factory.getbasetemp() / "fault_pairs" / key
-            made[key] = write_fault_pair(name, out, **sizes), out
-        return made[key]
+        out = session_root / "fault_pairs" / key
+        return _written_once(out, lambda folder: write_fault_pair(name, folder, **sizes)), out
 
     return written
 
@@ -134,13 +161,31 @@ MODULES = {  # the modules whose every test is slow or end to end for one reason
     "test_device_timeline": ("slow", "the device timeline against the old SQL sweep"),
     "test_whatif": ("slow", "the replay on generated runs and the real captures"),
     "test_reliability_processes": ("e2e", "real worker processes and real signals"),
+    "test_reliability_cache": ("slow", "damaged, swapped and cleared caches, reports cold"),
+    "test_reliability_terminal": ("slow", "crafted traces through every command, cold"),
+    "test_uneven_captures": ("slow", "cut copies of a fixture, each analysed cold"),
+    "test_captured": ("slow", "every real capture's report"),
+    "test_noise": ("slow", "the noise floor on the real captures"),
 }
 
 
+SERIAL = {"e2e", "dask"}  # torchrun's fixed port, nsys, real processes and clusters
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
-        for tier in sorted(tiers(item)):
+        found = tiers(item)
+        for tier in sorted(found):
             item.add_marker(tier)
+        item.add_marker(pytest.mark.xdist_group(group(item, found)))
+
+
+def group(item, found: set[str]) -> str:
+    """The pytest-xdist work unit of a test (`--dist loadgroup`): its module, so that a
+    module's fixtures are built once, or `serial` for the tests that must not run beside
+    each other (one worker runs them one at a time)."""
+    return "serial" if found & SERIAL else item.path.relative_to(TESTS.parent).as_posix()
 
 
 def tiers(item) -> set[str]:
