@@ -545,13 +545,15 @@ def views(fmt: Fmt = Format.table) -> None:
 def report(
     reports: Reports,
     fmt: Annotated[
-        ReportFormat,
+        ReportFormat | None,
         typer.Option(
             "--format",
             "-f",
-            help="table for people; json: every figure with its unit, null with a reason.",
+            help="table for people (the default; with --html only when asked for); json: "
+            "every figure with its unit, null with a reason.",
+            show_default=False,
         ),
-    ] = ReportFormat.table,
+    ] = None,
     output: Output = None,
     force: Force = False,
     html: Annotated[
@@ -560,7 +562,8 @@ def report(
             "--html",
             metavar="FILE",
             readable=False,
-            help="Also write a self-contained HTML page: the diagnosis, then plots.",
+            help="Write a self-contained HTML page (the diagnosis, then plots) and print "
+            "its path; the report too only with --format, --output, --section or --detail.",
         ),
     ] = None,
     detail: Annotated[
@@ -599,7 +602,9 @@ def report(
         from nsyswrap.html_report import write_page
 
         write_page(found, html)
-    write_report(found.document, fmt, output, force, console, detail=detail, section=section)
+    if html is None or fmt or output or section or detail:
+        fmt = fmt or ReportFormat.table
+        write_report(found.document, fmt, output, force, console, detail=detail, section=section)
     if html is not None:
         print(f"wrote {html}", file=sys.stderr)
 
