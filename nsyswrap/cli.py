@@ -793,6 +793,14 @@ def timeline(
             "manifest that lines them up by the fitted clock offsets.",
         ),
     ] = False,
+    ideal: Annotated[
+        bool,
+        typer.Option(
+            "--ideal",
+            help="Add a track per rank: the steps as the replay times them with that rank "
+            "idealised (crossrank.ideal_steps), above its recorded ones.",
+        ),
+    ] = False,
     force: Force = False,
     opener=None,
 ) -> None:
@@ -810,6 +818,7 @@ def timeline(
         opener=opener,
         force=force,
         per_rank=per_rank,
+        ideal=ideal,
         **limit,
     )
     print(f"wrote {output}: {events:,} events")
