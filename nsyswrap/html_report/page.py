@@ -29,6 +29,7 @@ p.verdict { font-size: 15px; } p.verdict b { text-transform: uppercase; }
 div.table { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; font-size: 12px; margin: 4px 0 10px; }
 td.text { overflow-wrap: anywhere; min-width: 8em; } svg { max-width: 100%; height: auto; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; }
 th { background: #f4f4f4; } td.text { text-align: left; }
 div.diagnosis { border: 2px solid #333; border-radius: 6px; padding: 4px 16px 8px; }

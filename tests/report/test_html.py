@@ -166,11 +166,24 @@ MEASURE = """<script>window.addEventListener('load', () => {
 });</script>"""
 
 
+@pytest.fixture(scope="module")
+def samples_page_text():
+    """The page of a real sampled run (long capture commands in <pre>)."""
+    from helpers.paths import FIXTURES
+
+    from nsyswrap.html_report import samples_page
+    from nsyswrap.report import report_of
+
+    return samples_page(report_of([FIXTURES / "real" / "h200_sampled"]))
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
-def test_page_has_no_horizontal_scroll_at_1280_px(page, tmp_path):
+@pytest.mark.parametrize("which", ["page", "samples_page_text"])
+def test_page_has_no_horizontal_scroll_at_1280_px(which, request, tmp_path):
     """Laid out by headless Chromium in a 1,280 px window: the page is no wider than the
     window (a table wider than that scrolls in its own box)."""
-    _, html, text = page
+    text = request.getfixturevalue(which)
+    text = text[2] if which == "page" else text
     measured = tmp_path / "measured.html"  # the page and a script that reports its width
     measured.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     dom = subprocess.run(
