@@ -134,28 +134,23 @@ def test_cli_refuses_to_overwrite_the_page(cli, page):
     assert cli("report", out, "--html", html, "--force", "-f", "json")[0] == 0
 
 
+def _chromium(*args: str) -> str:
+    """Run headless Chromium with `args` (quietly, no network of its own); its stdout."""
+    quiet = ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", *quiet, "--no-first-run", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_page_renders_headless(page, tmp_path):
     _, html, _ = page
     png = tmp_path / "page.png"
-    subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--screenshot={png}",
-            "--window-size=1400,900",
-            html.as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    _chromium(f"--screenshot={png}", "--window-size=1400,900", html.as_uri())
     assert png.stat().st_size > 20_000  # a blank page is a few kB
 
 
@@ -186,25 +181,7 @@ def test_page_has_no_horizontal_scroll_at_1280_px(which, request, tmp_path):
     text = text[2] if which == "page" else text
     measured = tmp_path / "measured.html"  # the page and a script that reports its width
     measured.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
-    dom = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--window-size=1280,900",
-            "--dump-dom",
-            measured.as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
+    dom = _chromium("--window-size=1280,900", "--dump-dom", measured.as_uri())
     scroll, client = map(int, re.search(r"MEASURED (\d+) (\d+)", dom).groups())
     assert 1_200 < client <= 1_280 and scroll <= client
 
