@@ -545,13 +545,15 @@ def views(fmt: Fmt = Format.table) -> None:
 def report(
     reports: Reports,
     fmt: Annotated[
-        ReportFormat,
+        ReportFormat | None,
         typer.Option(
             "--format",
             "-f",
-            help="table for people; json: every figure with its unit, null with a reason.",
+            help="table for people (the default; with --html only when asked for); json: "
+            "every figure with its unit, null with a reason.",
+            show_default=False,
         ),
-    ] = ReportFormat.table,
+    ] = None,
     output: Output = None,
     force: Force = False,
     html: Annotated[
@@ -560,7 +562,8 @@ def report(
             "--html",
             metavar="FILE",
             readable=False,
-            help="Also write a self-contained HTML page: the diagnosis, then plots.",
+            help="Write a self-contained HTML page (the diagnosis, then plots) and print "
+            "its path; the report too only with --format, --output, --section or --detail.",
         ),
     ] = None,
     detail: Annotated[
@@ -599,7 +602,9 @@ def report(
         from nsyswrap.html_report import write_page
 
         write_page(found, html)
-    write_report(found.document, fmt, output, force, console, detail=detail, section=section)
+    if html is None or fmt or output or section or detail:
+        fmt = fmt or ReportFormat.table
+        write_report(found.document, fmt, output, force, console, detail=detail, section=section)
     if html is not None:
         print(f"wrote {html}", file=sys.stderr)
 
@@ -788,6 +793,14 @@ def timeline(
             "manifest that lines them up by the fitted clock offsets.",
         ),
     ] = False,
+    ideal: Annotated[
+        bool,
+        typer.Option(
+            "--ideal",
+            help="Add a track per rank: the steps as the replay times them with that rank "
+            "idealised (crossrank.ideal_steps), above its recorded ones.",
+        ),
+    ] = False,
     force: Force = False,
     opener=None,
 ) -> None:
@@ -805,6 +818,7 @@ def timeline(
         opener=opener,
         force=force,
         per_rank=per_rank,
+        ideal=ideal,
         **limit,
     )
     print(f"wrote {output}: {events:,} events")

@@ -11,30 +11,11 @@ from html import escape
 
 import pandas as pd
 
+from nsyswrap.html_report.palette import COLORS, WAIT_COLOR
+
 WIDTH = 1200
 LABEL_W = 110
-# One colour per meaning, the same in every plot and in the diagnosis.
-COLORS = {
-    "compute": "#4e79a7",
-    "both": "#8e6bb0",
-    "comm": "#f28e2b",
-    "copy": "#9c9c9c",
-    "idle": "#e4e4e4",
-    "wait": "#d62728",
-}
-# Phases (ranges inside a step) take colours no meaning above uses.
-PALETTE = [
-    "#59a14f",
-    "#76b7b2",
-    "#edc948",
-    "#9c755f",
-    "#b6992d",
-    "#86bcb6",
-    "#a0cbe8",
-    "#d4a6c8",
-    "#499894",
-]
-WAIT_COLOR = COLORS["wait"]
+OUTSIDE = "outside phases"  # the critical path's work outside every phase, as a phase
 LEDGER_PARTS = [
     ("compute_only_ns", "compute only", COLORS["compute"]),
     ("both_ns", "compute + comm", COLORS["both"]),
@@ -82,15 +63,12 @@ def legend_elements(items: list[tuple[str, str]], y: float) -> list[str]:
     return out
 
 
-def phase_colors(names: list[str]) -> dict[str, str]:
-    """A stable color per phase name, in order of first appearance."""
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(names))}
-
-
-def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[int]) -> str:
-    """One row per rank: its step ranges with their phases and, in red, its waits inside
-    collectives, on aligned run time. `ranges` is crossrank.step_phases, `collectives`
-    crossrank.collectives; only `steps` are drawn."""
+def step_timeline(
+    ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[int], colors: dict[str, str]
+) -> str:
+    """One row per rank: its step ranges with their phases (in the page's `colors`, by
+    phase) and, in red, its waits inside collectives, on aligned run time. `ranges` is
+    crossrank.step_phases, `collectives` crossrank.collectives; only `steps` are drawn."""
     shown = ranges[ranges["step"].isin(steps)]
     if shown.empty:
         return ""
@@ -104,7 +82,6 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
     def x(t: float) -> float:
         return LABEL_W + (t - t0) / span * plot_w
 
-    colors = phase_colors(shown["phase"].dropna().tolist())
     body = []
     tick = nice_step(span / 1e6)
     first = -(-t0 / 1e6 // tick) * tick
@@ -161,9 +138,8 @@ def step_timeline(ranges: pd.DataFrame, collectives: pd.DataFrame, steps: list[i
                     f"for rank {c.last_rank}",
                 )
             )
-    legend = [(name, color) for name, color in colors.items()] + [
-        ("wait in collective", WAIT_COLOR)
-    ]
+    legend = [(name, colors[name]) for name in sorted(set(shown["phase"].dropna()))]
+    legend += [("wait in collective", WAIT_COLOR)]
     body += legend_elements(legend, height - 14)
     return svg_element(WIDTH, height, body, "per-rank step timeline")
 
@@ -278,10 +254,11 @@ def skew_heatmap(cells: pd.DataFrame, collectives: int, per_bin: int) -> str:
     return svg_element(WIDTH, height, body, "arrival skew per rank and collective")
 
 
-def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
+def critical_path_bars(path: pd.DataFrame, colors: dict[str, str], max_steps: int = 40) -> str:
     """One stacked bar per step (the first `max_steps`): its critical path
-    (crossrank.critical_path), work in the colour of its phase (each piece's rank in its
-    tip), transfer in the communication colour; a bar is as long as its step."""
+    (crossrank.critical_path), work in the colour of its phase (the page's `colors`; work
+    outside every phase: OUTSIDE; each piece's rank in its tip), transfer in the
+    communication colour; a bar is as long as its step."""
     if path.empty:
         return ""
     path = path.assign(step=path["step"].fillna(-1).astype(int))
@@ -290,8 +267,8 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
     row_h, top = 20, 8
     plot_w = WIDTH - LABEL_W - 110
     height = top + row_h * len(steps) + 36
-    phases = path.loc[path["kind"] == "work", "phase"].fillna("outside phases")
-    colors = phase_colors(phases.tolist())
+    drawn = path["step"].isin(steps) & (path["kind"] == "work")
+    phases = sorted(set(path.loc[drawn, "phase"].fillna(OUTSIDE)))
     body = []
     for i, step in enumerate(steps):
         y = top + i * row_h
@@ -303,7 +280,7 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
             if r.kind == "transfer":
                 color, tip = COLORS["comm"], f"transfer of {r.op} (group {r.pg})"
             else:
-                phase = r.phase if isinstance(r.phase, str) else "outside phases"
+                phase = r.phase if isinstance(r.phase, str) else OUTSIDE
                 color, tip = colors[phase], f"rank {int(r.rank)} {phase}"
             share = 100 * r.ns / max(mine["ns"].sum(), 1)
             body.append(
@@ -319,6 +296,6 @@ def critical_path_bars(path: pd.DataFrame, max_steps: int = 40) -> str:
             x += w
         total = f"{mine['ns'].sum() / 1e6:,.2f} ms"
         body.append(text_element(x + 8, y + 14, total, "start", 'fill="#555"'))
-    legend = [(name, color) for name, color in colors.items()] + [("transfer", COLORS["comm"])]
+    legend = [(name, colors[name]) for name in phases] + [("transfer", COLORS["comm"])]
     body += legend_elements(legend, height - 12)
     return svg_element(WIDTH, height, body, "critical path per step")

@@ -1,18 +1,19 @@
 """`nsyswrap report RUN --html PATH`: one self-contained page (inline CSS and SVG, no
 script, no network): the diagnosis first, then the plots of the run, then every report
-section as HTML tables. Colours mean the same everywhere (charts.COLORS)."""
+section as HTML tables. Colours mean the same everywhere (nsyswrap.html_report.palette)."""
 
 from __future__ import annotations
 
 from html import escape
 
 from nsyswrap.html_report.charts import (
-    COLORS,
+    OUTSIDE,
     critical_path_bars,
     ledger_bars,
     skew_heatmap,
     step_timeline,
 )
+from nsyswrap.html_report.palette import LABEL_COLORS, phase_colors
 from nsyswrap.report.figures import FRACTION, NS, cell_text, is_figure, time_unit
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.plots import frame_of
@@ -25,24 +26,16 @@ h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 2
 h3 { font-size: 14px; margin: 18px 0 4px; }
 p.note { color: #666; font-size: 13px; margin: 2px 0 8px; }
 p.verdict { font-size: 15px; } p.verdict b { text-transform: uppercase; }
+div.table { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; font-size: 12px; margin: 4px 0 10px; }
+td.text { overflow-wrap: anywhere; min-width: 8em; } svg { max-width: 100%; height: auto; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; }
 th { background: #f4f4f4; } td.text { text-align: left; }
 div.diagnosis { border: 2px solid #333; border-radius: 6px; padding: 4px 16px 8px; }
 div.diagnosis h2 { margin-top: 8px; border: none; } div.diagnosis li { margin: 4px 0; }
 span.label { color: #fff; padding: 1px 6px; border-radius: 3px; font-weight: bold; }
 """
-# The colour of each verdict: the colour of its cause in the plots.
-LABEL_COLORS = {
-    "compute-bound": COLORS["compute"],
-    "communication-bound": COLORS["comm"],
-    "copy-bound": "#6f6f6f",
-    "host-bound": "#8c8c8c",
-    "waiting-for-peers": COLORS["wait"],
-    "straggler": COLORS["wait"],
-    "balanced": "#59a14f",
-    "not enough data": "#bbbbbb",
-}
 
 
 def _unit_of(rows: list[dict], column: str, time_name: str) -> str:
@@ -67,7 +60,7 @@ def table_html(spec: dict) -> str:
     )
     units = {c: _unit_of(rows, c, time_name) for c in columns}
     head = "".join(
-        f"<th>{escape(c)}{escape(f' ({units[c]})' if units[c] else '')}</th>" for c in columns
+        f"<th>{_breakable(c)}{escape(f' ({units[c]})' if units[c] else '')}</th>" for c in columns
     )
     body, reasons = [], {}
     for row in rows[:MAX_ROWS]:
@@ -86,7 +79,14 @@ def table_html(spec: dict) -> str:
     )
     notes += [f"n/a: {r}" for r in reasons]
     note = "".join(f'<p class="note">{escape(n)}</p>' for n in notes)
-    return f"<h3>{escape(spec['title'])}</h3><table><tr>{head}</tr>{''.join(body)}</table>{note}"
+    table = f"<table><tr>{head}</tr>{''.join(body)}</table>"
+    return f'<h3>{escape(spec["title"])}</h3><div class="table">{table}</div>{note}'
+
+
+def _breakable(column: str) -> str:
+    """A column name that may wrap after each underscore (a header no wider than its
+    widest part)."""
+    return "_<wbr>".join(escape(part) for part in column.split("_"))
 
 
 def section_html(section: dict) -> str:
@@ -184,15 +184,27 @@ def _devices_html(devices: list[dict]) -> str:
     return table
 
 
+def page_phase_colors(ranges, path) -> dict[str, str]:
+    """The colour of every phase the page draws: the step timeline's (`ranges`) and the
+    critical path's (`path`, its work outside every phase as OUTSIDE), one per name."""
+    names = set(ranges["phase"].dropna()) if "phase" in ranges else set()
+    if "phase" in path:
+        names |= set(path.loc[path["kind"] == "work", "phase"].fillna(OUTSIDE))
+    return phase_colors(names)
+
+
 def _plots(plots: dict, options: ReportOptions) -> str:
-    """The four plots (nsyswrap.report.plots: the first MAX_STEPS steps on the timeline)."""
+    """The four plots (nsyswrap.report.plots: the first MAX_STEPS steps on the timeline),
+    each phase in one colour on all of them."""
     shown, skew = plots["shown"], plots["skew"]
+    ranges, path = frame_of(plots["ranges"]), frame_of(plots["critical_path"])
+    colors = page_phase_colors(ranges, path)
     return "\n".join(
         [
             "<h2>Plots</h2>",
             figure_html(
                 "Per-rank step timeline",
-                step_timeline(frame_of(plots["ranges"]), frame_of(plots["waits"]), shown),
+                step_timeline(ranges, frame_of(plots["waits"]), shown, colors),
                 f"Steps {shown[0]}–{shown[-1]} of {plots['steps']} on aligned run time (ms "
                 "since the reference rank's aligned session start); bars are the ranges nested "
                 "in each step, red marks are waits inside collectives."
@@ -211,7 +223,7 @@ def _plots(plots: dict, options: ReportOptions) -> str:
             ),
             figure_html(
                 "Critical path per step",
-                critical_path_bars(frame_of(plots["critical_path"])),
+                critical_path_bars(path, colors),
                 "What each step's time rests on, walking back from its end on its last rank: the "
                 "work of a rank in a phase (its rank in the tip) or the transfer of a collective "
                 "after its last member arrived; waiting is never on it (crossrank.critical_path).",

@@ -8,9 +8,7 @@ from __future__ import annotations
 from html import escape
 
 from nsyswrap.html_report.charts import (
-    COLORS,
     LABEL_W,
-    PALETTE,
     WIDTH,
     legend_elements,
     nice_step,
@@ -19,10 +17,9 @@ from nsyswrap.html_report.charts import (
     text_element,
 )
 from nsyswrap.html_report.page import CSS, diagnosis_html, figure_html, section_html
+from nsyswrap.html_report.palette import SLOW_FILL, rank_colors
 from nsyswrap.report.figures import rows
 from nsyswrap.report.render import heading
-
-SLOW_FILL = "#f7c6c6"
 
 
 def samples_page(report: dict) -> str:
@@ -117,10 +114,7 @@ def step_time_chart(points: list[tuple[int, int, int]], windows: list[tuple], st
         text_element(LABEL_W + plot_w / 2, top + plot_h + 32, "step", "middle", 'fill="#555"')
     )
     ranks = sorted({r for _, r, _ in points})
-    colors = {
-        r: COLORS["wait"] if r == straggler else PALETTE[i % len(PALETTE)]
-        for i, r in enumerate(ranks)
-    }
+    colors = rank_colors(ranks, straggler)
     for rank in ranks:
         line = sorted((s, d) for s, r, d in points if r == rank)
         path = " ".join(f"{x(s):.1f},{y(d / 1e6):.1f}" for s, d in line)

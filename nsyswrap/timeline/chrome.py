@@ -1,7 +1,8 @@
 """The rows of crossrank.trace_events as Chrome trace events (the JSON trace-event format
 that Perfetto and chrome://tracing read): one process per rank, a track per thread (NVTX
 ranges), per thread's CUDA API calls, per GPU stream and for the collectives, each split
-into lanes whose slices nest; `args` on every slice; flows from each launch to its GPU
+into lanes whose slices nest, and the ideal steps' track (nsyswrap.timeline.ideal) above
+them; `args` on every slice; flows from each launch to its GPU
 activity and from the last rank to arrive at a collective to every other member."""
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import math
 
 import pandas as pd
 
+from nsyswrap.timeline.ideal import ARGS as IDEAL_ARGS
 from nsyswrap.timeline.lanes import nested_lanes
 
-# Track kinds, in the order a rank's tracks are listed: its threads (each thread's NVTX
-# ranges, then its CUDA API calls), its GPU streams, its collectives.
-_KIND = {"nvtx": 0, "cuda_api": 1, "collective": 3, "wait": 3}
+# Track kinds, in the order a rank's tracks are listed: its ideal steps (above the
+# recorded ones), its threads (each thread's NVTX ranges, then its CUDA API calls), its GPU
+# streams, its collectives.
+_KIND = {"ideal": -1, "nvtx": 0, "cuda_api": 1, "collective": 3, "wait": 3}
 _GPU = 2
 # What a slice's args hold, by its category (GPU activities: every other category).
 _ARGS = {
@@ -22,6 +25,7 @@ _ARGS = {
     "cuda_api": ("pid", "tid", "correlation_id"),
     "collective": ("op", "bytes", "pg", "seq", "wait_ns", "last_rank"),
     "wait": ("op", "pg", "seq", "last_rank"),
+    "ideal": IDEAL_ARGS,
 }
 _GPU_ARGS = ("device", "stream", "correlation_id", "grid", "block", "bytes")
 

@@ -2,8 +2,9 @@
 trace-event format: no Perfetto trace processor installs from a package registry, its
 Python package downloads the binary at run time): args on every slice, slices that nest on
 each track, named threads and streams, CUDA API calls, flows from each launch to its GPU
-work and from a collective's last arrival to the other members, and a per-rank archive
-with a Perfetto manifest carrying the fitted clock offsets."""
+work and from a collective's last arrival to the other members, a per-rank archive with a
+Perfetto manifest carrying the fitted clock offsets, and (--ideal) each rank's steps as the
+replay times them with that rank idealised."""
 
 from __future__ import annotations
 
@@ -27,13 +28,13 @@ def planted(tmp_path_factory):
     out = tmp_path_factory.mktemp("tracks")
     planted_run(out, ranks=3, steps=4)
     with open_run([out]) as run:
-        return out, chrome_trace(run)
+        return out, chrome_trace(run, ideal=True)
 
 
 @pytest.fixture(scope="module")
 def real():
     with open_run([REAL]) as run:
-        return chrome_trace(run)
+        return chrome_trace(run, ideal=True)
 
 
 def _ns(us: float) -> int:
@@ -100,7 +101,39 @@ def test_every_slice_has_args_and_nests_on_a_named_track(which, request):
     assert set(tracks) <= set(named)
     assert all(e["args"] and e["args"]["kind"] == e["cat"] for s in tracks.values() for *_, e in s)
     assert {k: _improperly_nested(v) for k, v in tracks.items() if _improperly_nested(v)} == {}
-    assert sum(len(v) for v in tracks.values()) == trace["otherData"]["events"]
+    other = trace["otherData"]
+    assert sum(len(v) for v in tracks.values()) == other["events"] + other["ideal_steps"]
+
+
+def test_each_rank_has_an_ideal_track_from_the_replay_above_its_recorded_steps(planted):
+    """Per rank, its first track: the window's steps as the replay times them with that
+    rank idealised, end to end from the step time's origin; their savings are the
+    replay's (crossrank.whatif, kind rank); the planted straggler (rank 2) saves time."""
+    out, trace = planted
+    tracks, named = _tracks(trace), _names(trace, "thread_name")
+    whatif = query("crossrank.whatif", [out])
+    gain = whatif[whatif["kind"] == "rank"].set_index("rank")["gain_ns_per_step"]
+    steps = query("crossrank.step_times", [out])
+    origin = query("crossrank.step_phases", [out]).query("step == 0 and phase.isna()")
+    for rank in range(3):
+        assert named[(rank, 1)] == "ideal (replay)"
+        ideal = [e for *_, e in sorted(tracks[(rank, 1)], key=lambda s: s[0])]
+        assert (
+            [e["name"] for e in ideal]
+            == [f"step {s}" for s in steps["step"]]
+            == [f"step {s}" for s in range(4)]
+        )
+        assert {e["cat"] for e in ideal} == {"ideal"}
+        assert _ns(ideal[0]["ts"]) == origin["start_ns"].max()
+        for before, after in zip(ideal, ideal[1:]):
+            assert abs(_ns(before["ts"] + before["dur"]) - _ns(after["ts"])) <= 1
+        args = [e["args"] for e in ideal]
+        assert [a["recorded_ns"] for a in args] == steps["recorded_ns"].tolist()
+        assert all(a["saved_ns"] == a["replayed_ns"] - a["ideal_ns"] for a in args)
+        assert all(abs(_ns(e["dur"]) - e["args"]["ideal_ns"]) <= 1 for e in ideal)
+        saved = sum(a["saved_ns"] for a in args) / len(args)
+        assert saved == pytest.approx(gain.get(rank, 0), abs=1)
+    assert gain.idxmax() == 2 and gain[2] > 100_000
 
 
 def test_real_threads_keep_their_names_and_overlaps_get_lanes(real):
@@ -159,7 +192,7 @@ def test_collective_flows_leave_the_last_arrival_for_every_other_member(planted)
 def test_per_rank_archive_lines_up_by_the_fitted_offsets(planted, cli, tmp_path):
     out, merged = planted
     target = tmp_path / "run.tar"
-    code, stdout, err = cli("timeline", out, "-o", target, "--per-rank")
+    code, stdout, err = cli("timeline", out, "-o", target, "--per-rank", "--ideal")
     assert code == 0 and f"wrote {target}" in stdout, err
     with tarfile.open(target) as tar:
         files = {m.name: json.load(tar.extractfile(m)) for m in tar.getmembers()}

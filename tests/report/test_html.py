@@ -76,6 +76,57 @@ def test_plots_that_cannot_be_drawn_say_how_to_capture_them(tmp_path):
     assert "--annotate collectives" in text
 
 
+PHASE_TIP = re.compile(
+    r'fill="([^"]+)" ><title>(?:rank \d+ step \d+ ([\w ]+): |step -?\d+: rank \d+ ([\w ]+), )'
+)
+
+
+def test_a_phase_has_one_colour_on_the_whole_page(page):
+    """The step timeline's and the critical path's phases, from their slices' tips: each
+    phase in one colour in both plots, no two phases alike, none a cause's colour."""
+    from nsyswrap.html_report.palette import COLORS, LABEL_COLORS
+
+    _, _, text = page
+    seen = {(a or b, fill) for fill, a, b in PHASE_TIP.findall(text)}
+    timeline = {a for _, a, _ in PHASE_TIP.findall(text) if a}
+    path = {b for _, _, b in PHASE_TIP.findall(text) if b}
+    assert "data_loading" in timeline & path and len(timeline) >= 3
+    colour = dict(seen)
+    assert len(colour) == len(seen)  # one colour per phase
+    assert len(set(colour.values())) == len(colour)  # a colour per phase
+    assert not set(colour.values()) & (set(COLORS.values()) | set(LABEL_COLORS.values()))
+
+
+def test_palette_gives_every_phase_and_rank_a_colour_of_its_own():
+    from nsyswrap.html_report.palette import (
+        COLORS,
+        LABEL_COLORS,
+        WAIT_COLOR,
+        phase_colors,
+        rank_colors,
+    )
+
+    names = [f"phase{i}" for i in range(30)]
+    phases = phase_colors(reversed(names))
+    assert phases == phase_colors(names)  # by name, not by order of appearance
+    assert len(set(phases.values())) == 30
+    ranks = rank_colors(range(30), highlighted=7)
+    assert ranks[7] == WAIT_COLOR and len(set(ranks.values())) == 30
+    meanings = set(COLORS.values()) | set(LABEL_COLORS.values())
+    assert not (set(phases.values()) | set(ranks.values()) - {WAIT_COLOR}) & meanings
+    assert not set(phases.values()) & set(ranks.values())
+
+
+def test_html_prints_the_path_only(cli, page, tmp_path):
+    out, _, _ = page
+    html = tmp_path / "page.html"
+    code, printed, err = cli("report", out, "--html", html)
+    assert code == 0 and html.exists()
+    assert printed == "" and err.strip().endswith(f"wrote {html}")
+    code, printed, _ = cli("report", out, "--html", html, "--force", "--section", "stragglers")
+    assert code == 0 and printed.startswith("Straggler per step")  # the report where asked
+
+
 def test_cli_refuses_to_overwrite_the_page(cli, page):
     out, html, _ = page
     code, _, err = cli("report", out, "--html", html)
@@ -83,36 +134,64 @@ def test_cli_refuses_to_overwrite_the_page(cli, page):
     assert cli("report", out, "--html", html, "--force", "-f", "json")[0] == 0
 
 
+def _chromium(*args: str) -> str:
+    """Run headless Chromium with `args` (quietly, no network of its own); its stdout."""
+    quiet = ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", *quiet, "--no-first-run", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_page_renders_headless(page, tmp_path):
     _, html, _ = page
     png = tmp_path / "page.png"
-    subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--screenshot={png}",
-            "--window-size=1400,900",
-            html.as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    _chromium(f"--screenshot={png}", "--window-size=1400,900", html.as_uri())
     assert png.stat().st_size > 20_000  # a blank page is a few kB
 
 
-def test_one_colour_per_meaning():
-    from nsyswrap.html_report.charts import COLORS, LEDGER_PARTS, PALETTE, WAIT_COLOR
-    from nsyswrap.html_report.page import LABEL_COLORS
+MEASURE = """<script>window.addEventListener('load', () => {
+  const d = document.documentElement, p = document.createElement('pre');
+  p.textContent = 'MEASURED ' + d.scrollWidth + ' ' + d.clientWidth;
+  document.body.appendChild(p);
+});</script>"""
 
-    assert not set(PALETTE) & set(COLORS.values())  # phases never look like a cause
+
+@pytest.fixture(scope="module")
+def samples_page_text():
+    """The page of a real sampled run (long capture commands in <pre>)."""
+    from helpers.paths import FIXTURES
+
+    from nsyswrap.html_report import samples_page
+    from nsyswrap.report import report_of
+
+    return samples_page(report_of([FIXTURES / "real" / "h200_sampled"]))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+@pytest.mark.parametrize("which", ["page", "samples_page_text"])
+def test_page_has_no_horizontal_scroll_at_1280_px(which, request, tmp_path):
+    """Laid out by headless Chromium in a 1,280 px window: the page is no wider than the
+    window (a table wider than that scrolls in its own box)."""
+    text = request.getfixturevalue(which)
+    text = text[2] if which == "page" else text
+    measured = tmp_path / "measured.html"  # the page and a script that reports its width
+    measured.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    dom = _chromium("--window-size=1280,900", "--dump-dom", measured.as_uri())
+    scroll, client = map(int, re.search(r"MEASURED (\d+) (\d+)", dom).groups())
+    assert 1_200 < client <= 1_280 and scroll <= client
+
+
+def test_one_colour_per_meaning():
+    from nsyswrap.html_report.charts import LEDGER_PARTS
+    from nsyswrap.html_report.palette import COLORS, LABEL_COLORS, PHASES, WAIT_COLOR
+
+    assert not set(PHASES) & set(COLORS.values())  # phases never look like a cause
+    assert not set(PHASES) & set(LABEL_COLORS.values())  # nor like a verdict
     assert [c for _, _, c in LEDGER_PARTS] == [
         COLORS[k] for k in ("compute", "both", "comm", "copy", "idle")
     ]

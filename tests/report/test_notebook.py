@@ -1,6 +1,6 @@
 """The notebook path (#38 item 10): the report's tables as DataFrames
 (nsyswrap.report_tables) and a DuckDB relation over a run (nsyswrap.relation), as
-docs/notebook.md shows them."""
+docs/notebook.md and the README show them."""
 
 from __future__ import annotations
 
@@ -85,3 +85,17 @@ def test_the_docs_examples_run(monkeypatch):
     namespace = {}
     for block in blocks:
         exec(compile(block, "docs/notebook.md", "exec"), namespace)
+
+
+def test_the_readme_example_runs(monkeypatch, capsys):
+    """The README's Python block runs as written from the repository root: the straggler
+    row names rank 2, the relation prints a row per rank, and it never reaches run.con."""
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "README.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert ".con" not in block
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    straggler = namespace["tables"]["stragglers"].query("step == 'all'")
+    assert straggler["rank"].tolist() == [2]
+    assert len(capsys.readouterr().out.splitlines()) == 1 + 4  # header and 4 ranks
