@@ -182,6 +182,34 @@ def test_slow_rank_by_what_the_replay_saves_with_its_lag_beside():
     assert "; of its phase ranges, `data_loading` lags the most (+3.00 ms per step)" in f.text
 
 
+def test_a_saving_resting_on_assumed_waits_gives_its_range_or_one_figure():
+    """Its range where the ends differ once rounded, one figure where they round alike
+    (h200_fix_clean said "between 0.83 ms per step ... and 0.83 ms")."""
+    texts = []
+    for low, high in ((3e6, 4.6e6), (4.598e6, 4.6e6)):
+        assumed = {
+            "assumed": True,
+            "gain_low_ns_per_step": ns(low),
+            "gain_high_ns_per_step": ns(high),
+        }
+        fixes = [
+            fix("rank", 5e6, rank=2),
+            fix("rank_phase", 4.6e6, rank=2, phase="data_loading") | assumed,
+        ]
+        (f,) = slow_rank.find(
+            facts(_straggler_tables(**{"crossrank.whatif": fixes})), _limits(slow_rank)
+        )
+        assert f.evidence["gain_low_per_step"] == ns(low)  # the evidence keeps both ends
+        texts.append(f.text)
+    assert texts[0].endswith(
+        "`assumed_waits`): between 3.00 ms per step if the hosts waited for none of them and "
+        "4.60 ms if they waited for each."
+    )
+    assert texts[1].endswith(
+        "`assumed_waits`): 4.60 ms per step whether the hosts waited for none of them or for each."
+    )
+
+
 def test_a_hot_expert_is_told_to_balance_its_routing():
     fixes = [fix("rank", 5e6, rank=2)]
     hot = [{"rank": 2, "op": "all_to_all", "vs_median": {"value": 3.0, "unit": "x"}}]

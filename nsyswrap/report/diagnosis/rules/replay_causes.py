@@ -41,22 +41,29 @@ def gain_evidence(fix: dict) -> dict:
     return evidence
 
 
-RANGE = (
+ASSUMED = (
     " That rests on waits the trace does not show (a host that resumed right after a "
-    "completion, no call recorded waiting: `assumed_waits`): between {low} per step if the "
-    "hosts waited for none of them and {high} if they waited for each."
+    "completion, no call recorded waiting: `assumed_waits`): "
 )
+RANGE = (
+    "between {low} per step if the hosts waited for none of them and {high} if they waited "
+    "for each."
+)
+ONE_FIGURE = "{gain} per step whether the hosts waited for none of them or for each."
 OUTLIERS = " ({steps} {verb}, set apart from the step statistics; the replay counts them here.)"
 
 
 def replayed(finding: Finding, fix: dict, set_apart: frozenset[int]) -> Finding:
     """A cause's finding as the replay qualifies it: the range of its gain where it rests on
-    waits the replay assumed, and the steps it counts that the window set apart as outliers
-    (left out of the step statistics, or out of the window after it)."""
+    waits the replay assumed (one figure where its ends round alike), and the steps it
+    counts that the window set apart as outliers (left out of the step statistics, or out
+    of the window after it)."""
     text, evidence = finding.text, dict(finding.evidence)
     if fix.get("assumed"):
-        low, high = value(fix["gain_low_ns_per_step"], 0), value(fix["gain_high_ns_per_step"], 0)
-        text += RANGE.format(low=ms(low), high=ms(high))
+        low, high = (ms(value(fix[f"gain_{end}_ns_per_step"], 0)) for end in ("low", "high"))
+        text += ASSUMED + (
+            ONE_FIGURE.format(gain=low) if low == high else RANGE.format(low=low, high=high)
+        )
     steps = sorted(set(evidence.get("affected_steps") or []) & set_apart)
     if steps:
         verb = "is an outlier" if len(steps) == 1 else "are outliers"
@@ -168,7 +175,7 @@ largest phase; not where moving stalls already name that phase on it, or cover e
 where it is slow and at least {told_share} of its gain. At most {max_causes} causes,
 largest gain first. A cause's finding gives the range of its saving where it rests on
 waits the replay assumed (without them and with them: gain_low_per_step,
-gain_high_per_step), and names the steps it counts that the window set apart as outliers
+gain_high_per_step; one figure where both round alike), and names the steps it counts that the window set apart as outliers
 (outlier_steps).""",
     thresholds=(
         Threshold(
