@@ -99,10 +99,9 @@ def diff(
         ]
     )
     lines = headline.headline(figs)
-    if checked is not None and (figs["significant"] & (figs["id"] == "step_time")).any():
-        lines += checked.lines
-    elif checked is not None and checked.stands_out:  # stalls a median hides
-        lines += checked.lines
+    significant = (figs["significant"] & (figs["id"] == "step_time")).any()
+    if checked is not None and (significant or checked.stands_out):  # stalls a median hides
+        lines = with_check(lines, checked)
     return DiffResult(
         base_label,
         new_label,
@@ -116,6 +115,18 @@ def diff(
         compare.step_times(b, n),
         checked,
     )
+
+
+def with_check(lines: list[str], checked: fix_check.FixCheck) -> list[str]:
+    """The headline with the check against the fix: after the median step's explanations,
+    but right before them where it names a change in some steps only that they do not
+    name (stalls a median hides: the change is credited first to the rank and phase whose
+    own work changed), the median's explanations then said to be the median step's."""
+    named = checked.named
+    phase = None if named is None else (named["phase"] or "work outside phases")
+    if checked.in_steps_ns is None or any(line.startswith(f"{phase} on ") for line in lines[1:]):
+        return lines + checked.lines
+    return lines[:1] + checked.lines + [f"in the median step: {line}" for line in lines[1:]]
 
 
 def _label(run: RunArg) -> str:

@@ -57,6 +57,7 @@ class RunReplay:
     own_work: pd.DataFrame  # crossrank.own_work
     fixes: pd.DataFrame  # crossrank.whatif
     links: pd.DataFrame  # crossrank.links
+    gpus: pd.DataFrame  # trace.gpus: the physical GPU of each rank
 
 
 @dataclass
@@ -76,6 +77,8 @@ class FixCheck:
     noise_ns: float = 0.0
     left_ns: float = 0.0  # NEW's named phase still behind the other ranks' (per step)
     link: dict | None = None  # a link between hosts whose bandwidth changed, when named
+    in_steps_ns: float | None = None  # the measured change in the named change's steps alone
+    shared: list[int] | None = None  # ranks sharing a GPU with the named ones (contention)
 
     @property
     def measured_ns(self) -> float:
@@ -104,6 +107,7 @@ def replay_of(run: Run, params: dict) -> RunReplay:
         run_module(run, "crossrank.own_work", **params),
         run_module(run, "crossrank.whatif", **params),
         run_module(run, "crossrank.links", **params),
+        run_module(run, "trace.gpus"),
     )
 
 
@@ -124,11 +128,33 @@ def check(base: RunReplay, new: RunReplay) -> FixCheck | None:
     noise = float(base.fixes["noise_ns"].max()) if len(base.fixes) else 0.0
     out = FixCheck(steps, mean["base"], mean["new"], own, named, predicted, [], noise)
     out.left_ns = 0.0 if named is None else _still_behind(new, steps, named)
+    if named is not None:
+        out.in_steps_ns = _in_steps(base, new, steps, named)
+        out.shared = sharing_a_gpu(base.gpus, named["ranks"])
     link = link_change(base.links, new.links)
     if link is not None and (named is None or link["predicted_ns"] >= abs(named["delta_ns"])):
         out.link, out.predicted_ns = link, link["predicted_ns"]
     out.lines = headline(out)
     return out
+
+
+def _in_steps(base: RunReplay, new: RunReplay, steps: list[int], named: dict) -> float | None:
+    """The measured change (BASE less NEW) in the named change's steps alone, per step of
+    the window (so that it adds to the rest); None where those steps are all or none."""
+    mine = sorted({s for st in named["steps"].values() for s in st})
+    if not mine or len(mine) == len(steps):
+        return None
+    times = [r.steps.set_index("step")["recorded_ns"].reindex(mine) for r in (base, new)]
+    return float((times[0] - times[1]).sum()) / len(steps)
+
+
+def sharing_a_gpu(gpus: pd.DataFrame, ranks: list[int]) -> list[int]:
+    """The ranks on the same physical GPU as any of `ranks` (trace.gpus), `ranks` among
+    them; [] where none shares one."""
+    known = gpus.dropna(subset=["gpu_key"])
+    keys = set(known.loc[known["rank"].isin(ranks), "gpu_key"])
+    on = sorted(int(r) for r in known.loc[known["gpu_key"].isin(keys), "rank"].unique())
+    return on if len(on) > 1 else []
 
 
 def own_work_changes(
@@ -264,10 +290,20 @@ def headline(c: FixCheck) -> list[str]:
 
 
 def _with_gap(c: FixCheck, lines: list[str], what: str) -> list[str]:
-    """`lines`, and where the prediction misses by more than TOLERANCE, where the rest went."""
+    """`lines`, and where the prediction misses by more than TOLERANCE, the change in the
+    named change's own steps against it, and where the rest went."""
     gap = c.measured_ns - c.predicted_ns
     if abs(gap) <= TOLERANCE * abs(c.measured_ns):
         return lines
+    if c.in_steps_ns and c.link is None:
+        share = (c.predicted_ns - c.in_steps_ns) / abs(c.in_steps_ns)
+        within = "within" if abs(share) <= TOLERANCE else "beyond"
+        lines.append(
+            f"in {_steps(sorted({s for st in c.named['steps'].values() for s in st}))} alone, "
+            f"where it changed, NEW is {_ms(abs(c.in_steps_ns))} per step "
+            f"{'faster' if c.in_steps_ns > 0 else 'slower'} (over the {len(c.steps)} steps): "
+            f"the prediction is {_pct(share)} off it, {within} {TOLERANCE * 100:.0f} %"
+        )
     return lines + [_gap_line(c, gap, what)]
 
 
@@ -311,8 +347,18 @@ def _gap_line(c: FixCheck, gap: float, what: str) -> str:
     )
     return (
         f"the other {_ms(abs(gap))} per step is own work that changed too: {others}; nothing "
-        f"recorded in BASE ties it to {what} (a dependency the trace does not record), so "
-        "the replay of that fix alone keeps it as recorded"
+        f"recorded in BASE ties it to {what} (a dependency the trace does not record"
+        f"{_contention(c, rest)}), so the replay of that fix alone keeps it as recorded"
+    )
+
+
+def _contention(c: FixCheck, rest: pd.DataFrame) -> str:
+    """Where the other changes are on ranks sharing a GPU with the named one: so it says."""
+    if not c.shared or not set(rest["rank"].astype(int)) & set(c.shared):
+        return ""
+    return (
+        f": {listed('rank', c.shared)} share one GPU, and the replay takes each rank's own "
+        "work as recorded, never slowed by another's: no contention"
     )
 
 
@@ -337,7 +383,11 @@ def _where(steps: dict[int, list[int]]) -> str:
 def _off(c: FixCheck) -> str:
     share = (c.predicted_ns - c.measured_ns) / abs(c.measured_ns)
     within = "within" if abs(share) <= TOLERANCE else "beyond"
-    return f"{share * 100:+.0f} %, {within} {TOLERANCE * 100:.0f} %".replace("-", "\u2212")
+    return f"{_pct(share)}, {within} {TOLERANCE * 100:.0f} %"
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:+.0f} %".replace("-", "\u2212")
 
 
 def _in(steps: list[int]) -> str:

@@ -278,6 +278,18 @@ def test_a_real_fix_is_credited_to_the_rank_whose_own_work_changed():
     assert "the replay of BASE predicted 4.097 ms per step for it" in text
     assert "a dependency the trace does not record" in text
     assert "on rank 0" not in text, text
+    # credited first to rank 1's data_loading (it credited backward on rank 1, the median
+    # step's largest change, first), the median's explanations after it, said to be its
+    assert r.headline[1].startswith("mean over steps 1-15")
+    assert r.headline[2].startswith("rank 1's `data_loading`: its own work")
+    medians = [line for line in r.headline if " on rank 1 " in line]
+    assert medians and all(line.startswith("in the median step: ") for line in medians)
+    # in its own steps the prediction is within 15 %; the rest, own work of the two ranks
+    # on one GPU, which the replay does not slow for the other's (contention)
+    assert c.in_steps_ns == pytest.approx(4.365e6, rel=0.01)
+    assert abs(c.predicted_ns - c.in_steps_ns) <= 0.15 * c.in_steps_ns
+    assert "in steps 3, 7, 10 and 13 alone, where it changed, NEW is 4.365 ms" in text
+    assert "ranks 0 and 1 share one GPU" in text and c.shared == [0, 1]
 
 
 @pytest.mark.parametrize(
