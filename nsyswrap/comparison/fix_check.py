@@ -298,12 +298,12 @@ def _with_gap(c: FixCheck, lines: list[str], what: str) -> list[str]:
     if c.in_steps_ns and c.link is None:
         share = (c.predicted_ns - c.in_steps_ns) / abs(c.in_steps_ns)
         within = "within" if abs(share) <= TOLERANCE else "beyond"
-        lines.append(
+        lines = lines + [
             f"in {_steps(sorted({s for st in c.named['steps'].values() for s in st}))} alone, "
             f"where it changed, NEW is {_ms(abs(c.in_steps_ns))} per step "
             f"{'faster' if c.in_steps_ns > 0 else 'slower'} (over the {len(c.steps)} steps): "
             f"the prediction is {_pct(share)} off it, {within} {TOLERANCE * 100:.0f} %"
-        )
+        ]
     return lines + [_gap_line(c, gap, what)]
 
 
