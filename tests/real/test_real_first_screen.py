@@ -21,7 +21,7 @@ from helpers.real_captures import CAPTURES
 
 import nsyswrap
 from nsyswrap.report import ReportOptions, report
-from nsyswrap.report.diagnosis.rules import host_idle_advice
+from nsyswrap.report.diagnosis.rules import host_idle_advice, noise_floor
 from nsyswrap.report.render import first_screen, render_text
 
 _reports: dict[str, dict] = {}
@@ -136,6 +136,48 @@ def test_no_advice_contradicts_the_trace(capture):
         assert "communication-bound" not in text, name
     if rep["window"]["source"] == "activity":  # no steps: nothing is per step
         assert " per step" not in "\n".join(first_screen(rep, 80)), name
+
+
+def test_noise_is_never_headlined_and_comes_last(capture):
+    """Rule noise_floor: a cross-rank finding within the run's noise is after every other,
+    advises nothing and is not the headline; every finding before it stands above it."""
+    name, rep = capture
+    d = rep["diagnosis"]
+    floor, flags = _v(d["noise_floor"]), [bool(f.get("below_noise")) for f in d["findings"]]
+    assert flags == sorted(flags), name  # those within the noise last
+    limits = noise_floor.RULE.limits()
+    for f, noise in zip(d["findings"], flags):
+        if f["scope"] != "cross-rank" or f["cost_basis"] != "per step" or floor is None:
+            assert not noise, name
+            continue
+        per_step = _v(f["gain"]) if _v(f["gain"]) is not None else _v(f["cost"])
+        some = f["evidence"].get("pattern") == "intermittent"
+        affected = _v(f["evidence"]["gain_per_affected_step"]) if some else None
+        under = per_step < limits.mean_factor * floor or (
+            affected is not None and affected < limits.affected_factor * floor
+        )
+        assert noise == under, (name, f["label"])
+        if noise:
+            assert f["recommendation"] is None and "within the run's noise" in f["text"], name
+            assert not d["headline"].startswith(f["label"].upper()), name
+
+
+FIRST = {  # the first finding of the two-rank H200 captures (one GPU), #38 item 2
+    "real/h200_fix_clean": "host-bound",  # its 0.83 ms jitter is under the 1.41 ms floor
+    "real/h200_fix_slow": "straggler: rank 1",
+    "real/h200_ddp_gloo_slow": "intermittent: rank 1",
+    "real/h200_ddp_gloo_slow_zero_code": "intermittent: rank 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIRST))
+def test_the_stall_or_the_host_heads_the_two_rank_captures(name):
+    if name not in CAPTURES:
+        pytest.skip("fixtures/real missing")
+    rep = _report(name)
+    first = rep["diagnosis"]["findings"][0]
+    assert first["label"] == FIRST[name] and not first.get("below_noise")
+    assert "between 0.83 ms per step if" not in _screen(rep)  # ends that round equal: one figure
 
 
 def _screen(rep: dict) -> str:
