@@ -22,6 +22,7 @@ from helpers.real_captures import CAPTURES
 import nsyswrap
 from nsyswrap.report import ReportOptions, report
 from nsyswrap.report.diagnosis.rules import host_idle_advice, noise_floor
+from nsyswrap.report.figures import physical_gpus
 from nsyswrap.report.render import first_screen, render_text
 
 _reports: dict[str, dict] = {}
@@ -160,6 +161,18 @@ def test_noise_is_never_headlined_and_comes_last(capture):
         if noise:
             assert f["recommendation"] is None and "within the run's noise" in f["text"], name
             assert not d["headline"].startswith(f["label"].upper()), name
+
+
+def test_ranks_on_one_gpu_are_never_counted_as_gpus(capture):
+    """#38 item 3: where ranks share a physical GPU (trace.gpus, by UUID), no figure is
+    per GPU and no count says GPUs for ranks (every two-rank H100/H200 capture: one GPU)."""
+    name, rep = capture
+    keys = {(x["rank"], x["device"]) for x in rep["diagnosis"]["devices"]}
+    if not keys or physical_gpus(rep) >= len(keys):
+        return
+    screen = _screen(rep)
+    assert "per GPU" not in screen and not re.search(r"of \d+ GPUs", screen), name
+    assert "per rank" in screen, name
 
 
 FIRST = {  # the first finding of the two-rank H200 captures (one GPU), #38 item 2

@@ -40,7 +40,7 @@ def test_a_jitter_under_the_floor_is_not_headlined_and_advises_nothing():
     """h200_fix_clean's shape: 0.83 ms per step (4.24 ms in step 13) under a 1.41 ms floor."""
     d = decide(_report(0.83 * MS, 4.24 * MS))
     assert [f.label for f in d.findings] == ["host-bound", "intermittent: rank 0"]
-    assert d.headline() == "HOST-BOUND (2 of 2 GPUs)"
+    assert d.headline() == "HOST-BOUND (2 of 2 GPUs)"  # no trace.gpus: a GPU each
     noise = d.findings[-1]
     assert noise.extra["below_noise"] and noise.advice is None
     assert noise.evidence["noise_floor"] == ns(1.41 * MS)

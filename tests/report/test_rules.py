@@ -83,6 +83,25 @@ def test_run_label_waits_for_peers_when_most_gpus_do():
     }
 
 
+def test_ranks_sharing_one_gpu_are_figures_per_rank_not_per_gpu():
+    """Two ranks on one physical GPU (trace.gpus) are not two GPUs: the headline counts
+    ranks, a finding's mean is per rank; on two GPUs both say GPU."""
+    idle = {"idle": 8 * 10**6, "compute_busy": 10**6}
+    gaps = [{"rank": r, "device": 0, "cause": "host_bound", "total": ns(8 * 10**6)} for r in (0, 1)]
+    tables = {
+        "single_rank.ledger": [ledger(0, **idle), ledger(1, **idle)],
+        "single_rank.idle_gaps": gaps,
+        "trace.activity": [activity(0), activity(1)],
+    }
+    for gpus, unit in (((0, 0), "rank"), ((0, 1), "GPU")):
+        physical = [{"rank": r, "device": 0, "gpu": g} for r, g in zip((0, 1), gpus)]
+        d = decide(report(tables | {"trace.gpus": physical}))
+        assert d.headline() == f"HOST-BOUND (2 of 2 {unit}s)"
+        assert d.findings[0].text.endswith(f"(8.00 ms over the window per {unit}).")
+        assert f"per {unit} " in d.findings[0].advice
+        assert ("per GPU" in d.findings[0].advice) == (unit == "GPU")
+
+
 def test_straggler_named_by_its_waits_and_their_share_of_the_steps():
     row = {"rank": 2, "total_wait_ns": 9e6, "imposed_wait_ns": 9e6, "significant": True}
     row |= {"jitter_ns": 1e4, "last_count": 9, "collectives": 10, "lag_ns": 3e6}

@@ -23,7 +23,8 @@ a `Diagnosis`, whose decisions the report's document places where its layout has
 
 Costs are per step when the report found steps, else over the analysed span (the run,
 for the straggler), as each finding's `cost_basis` says; a finding about several GPUs
-gives the figures of one GPU (their mean, "per GPU"), and its advice the same figures.
+gives the figures of one GPU (their mean, "per GPU"; "per rank" where ranks share a
+physical GPU: two ranks on one GPU are not two GPUs), and its advice the same figures.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class Diagnosis:
         if f is not None:
             if f.scope == "cross-rank" or len(labels) == 1:
                 return f.label.upper()
-            return f"{f.label.upper()} ({len(f.devices)} of {len(labels)} GPUs)"
+            unit = self.facts.unit(list(labels))
+            return f"{f.label.upper()} ({len(f.devices)} of {len(labels)} {unit}s)"
         if not labels:
             return "NOTHING IN THE WINDOW" if self.facts.activities else "NO GPU ACTIVITY"
         found = {v["label"] or "no verdict" for v in labels.values()}

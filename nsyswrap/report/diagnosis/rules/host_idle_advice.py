@@ -145,7 +145,7 @@ def launch(ns: float, e: Evidence, x: Limits) -> str:
         tiny = TINY.format(
             tiny=e.tiny_kernels,
             kernels=e.kernels,
-            of_gpus=f" of these {e.gpus} GPUs" if e.gpus > 1 else "",
+            of_gpus=f" of these {e.gpus} {e.unit}s" if e.gpus > 1 else "",
             tiny_us=x.tiny_kernel_ns / 1000,
         )
     fuse = FUSE.format(torch=FUSE_TORCH if e.pytorch else "")
