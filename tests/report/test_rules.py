@@ -185,6 +185,27 @@ def test_straggler_by_its_lag_where_there_is_no_replay():
     assert straggler.find(replayed, _limits(straggler)) == []  # rule slow_rank says it
 
 
+def test_of_two_ranks_the_gap_to_the_other_is_said_and_the_midpoint_labelled():
+    """#38 item 4: of two ranks the median is their midpoint, half the gap: the lag and the
+    phase excess are said as the gap to the other rank, the midpoint as a labelled figure."""
+    tables = _straggler_tables()
+    tables["crossrank.rank_waits"] = [{"rank": 0, "waited": ns(3e6)}, {"rank": 2, "waited": ns(0)}]
+    (f,) = straggler.find(facts(tables, STRAGGLER), _limits(straggler))
+    assert f.text.startswith(
+        "Rank 2 is the straggler: it arrives last at 2 of 2 collectives, 4.00 ms per step after "
+        "rank 0 (the gap; after their midpoint, the median of two ranks: 2.00 ms per step); its "
+        "lag is in `data_loading` (+6.00 ms against rank 0, per step). Rank 0 waits"
+    )
+    assert f.advice.startswith(
+        "Make `data_loading` on rank 2 as fast as on the others (+6.00 ms against rank 0, per "
+        "step now)"
+    )
+    assert f.cost == ns(2e6)  # its cost stays its lag after the median rank
+    e = f.evidence
+    assert (e["gap_to"], e["gap_per_step"], e["phase_gap_per_step"]) == (0, ns(4e6), ns(6e6))
+    assert (e["lag_per_step"], e["phase_excess_per_step"]) == (ns(2e6), ns(3e6))
+
+
 def test_slow_rank_by_what_the_replay_saves_with_its_lag_beside():
     fixes = [fix("rank", 5e6, rank=2), fix("rank_phase", 4.6e6, rank=2, phase="data_loading")]
     f_ = facts(_straggler_tables(**{"crossrank.whatif": fixes}), STRAGGLER)
