@@ -139,6 +139,44 @@ def test_no_advice_contradicts_the_trace(capture):
         assert " per step" not in "\n".join(first_screen(rep, 80)), name
 
 
+def test_advice_that_fits_the_program(capture):
+    """#38 item 7 on every capture: launch overhead dominates only where the short host
+    gaps outweigh the long ones; the DataLoader's num_workers only with a data-loading
+    range named, its pin_memory only with 10 % or more of the host bytes pageable; no
+    compile advice to a compiled program; the capture hint only where CUDA was not traced;
+    the time before the window as wall time with the GPU's busy time."""
+    name, rep = capture
+    advice, screen = _advice(rep), _screen(rep)
+    if "launch overhead dominates" in advice:
+        gaps = nsyswrap.query("gaps.idle", CAPTURES[name], **rep["options"])
+        host = gaps[gaps.cause == "host_bound"]
+        long_gap = host_idle_advice.RULE.default("long_gap_ns")
+        assert (
+            host[host.dur_ns < long_gap].dur_ns.sum() >= host[host.dur_ns >= long_gap].dur_ns.sum()
+        )
+    named = " ".join(re.findall(r"inside `([^`]+)`", advice))
+    if "num_workers" in advice:
+        assert host_idle_advice.DATA_LOADING.search(named), (name, named)
+    copies = [r for r in _rows(rep, "trace", "copies") if r["kind"] in ("HtoD", "DtoH")]
+    pageable = sum(_v(r["bytes"]) for r in copies if "Pageable" in (r["src"], r["dst"]))
+    if "DataLoader" in advice and "pin_memory" in advice:
+        assert pageable >= 0.1 * sum(_v(r["bytes"]) for r in copies), name
+    if any(r["framework"] == "inductor" for r in _rows(rep, "trace", "frameworks")):
+        assert "torch.compile fuses" not in advice and "or torch.compile" not in advice, name
+    traced = _rows(rep, "trace", "capture")
+    if traced and all("cuda" in (r["traced"] or "").split(",") for r in traced):
+        assert "--trace=cuda" not in screen, name
+    flat = " ".join(screen.split())
+    said = re.search(r"([\d,.]+) ms of wall time before step \d+, the GPU busy ([\d.]+) ms", flat)
+    if said:  # the rank (or GPU) with the most wall time before the window, and its busy time
+        most = max(_rows(rep, "single_rank", "window"), key=lambda r: _v(r["before"]))
+        assert said.groups() == (
+            f"{_v(most['before']) / 1e6:,.2f}",
+            f"{_v(most['busy_before']) / 1e6:.2f}",
+        ), name
+    assert "Not analysed: the GPU activity" not in flat, name
+
+
 def test_noise_is_never_headlined_and_comes_last(capture):
     """Rule noise_floor: a cross-rank finding within the run's noise is after every other,
     advises nothing and is not the headline; every finding before it stands above it."""

@@ -140,8 +140,8 @@ def test_step_window_sets_apart_warm_up_and_outliers_and_says_so():
     f = facts({"single_rank.window": outside, "trace.activity": [activity(0)]}, window=window)
     assert step_window.describe(f, x) == (
         "Window: steps 1-3 of 4 (NVTX ranges like 'step:%'). Step 0 is warm-up (5.00 ms, 5x "
-        "the median step of 1.00 ms): left out. Not analysed: the GPU activity 6.00 ms "
-        "before step 1."  # not the 4 us after it: under min_outside_ns
+        "the median step of 1.00 ms): left out. Not analysed: 6.00 ms of wall time before "
+        "step 1."  # not the 4 us after it: under min_outside_ns; no busy time: not said
     )
 
 

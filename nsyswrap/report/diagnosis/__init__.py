@@ -52,6 +52,11 @@ NO_CUDA = (
     "no report has GPU activity in the window (no CUDA kernel, memcpy or memset); capture "
     "with nsys profile --trace=cuda"
 )
+NO_GPU_WORK = (
+    "no report has GPU activity in the window (no CUDA kernel, memcpy or memset), and every "
+    "capture traced CUDA (the trace section's capture table): the program ran no GPU work "
+    "while captured (on the CPU, or on a GPU nsys could not see)"
+)
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,12 @@ class Diagnosis:
             if c["what"].startswith("what a fix would save")
         ]
         if not facts.totals:
+            captures = facts.rows("trace", "capture")
+            cuda = bool(captures) and all(
+                "cuda" in (r.get("traced") or "").split(",") for r in captures
+            )
             reason = (
-                NO_CUDA
+                (NO_GPU_WORK if cuda else NO_CUDA)
                 if not facts.rows("trace", "activity")
                 else "no GPU activity falls in the window"
             )

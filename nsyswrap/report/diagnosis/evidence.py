@@ -20,7 +20,7 @@ class Evidence:
     ranks: int = 1
     kernels: int = 0
     tiny_kernels: int = 0  # shorter than rule host_idle_advice's tiny_kernel_ns
-    frameworks: frozenset[str] = frozenset()  # seen in the trace: pytorch, nccl, ddp, fsdp
+    frameworks: frozenset[str] = frozenset()  # seen: pytorch, nccl, ddp, fsdp, inductor
     host_copies: int = 0  # copies between host and device memory
     host_copy_bytes: int = 0  # their bytes
     pageable_copies: int | None = None  # of them, from or to pageable memory (None: unknown)
@@ -37,6 +37,11 @@ class Evidence:
     @property
     def pytorch(self) -> bool:
         return "pytorch" in self.frameworks
+
+    @property
+    def compiled(self) -> bool:
+        """Whether torch.compile compiled the program (Inductor's triton_* kernels)."""
+        return "inductor" in self.frameworks
 
     def amount(self, ns: float) -> str:
         """A duration of the totals, saying what it is: `1.23 ms per step per GPU` (`per
