@@ -371,7 +371,8 @@ def test_the_sampler_on_a_gpu_names_the_slow_rank_its_phase_and_steps(folder, ph
     assert sampled["window"]["step_from"] == 1
     assert [(o["step"], o["why"]) for o in sampled["window"]["outliers"]] == [(0, "warm-up")]
     (first, *_) = sampled["diagnosis"]["findings"]
-    assert first["label"] == f"straggler: rank {SLOW_RANK}", first["text"]
+    # slow in 3 of 39 sampled steps: intermittent, as the nsys reports of the same job say
+    assert first["label"] == f"intermittent: rank {SLOW_RANK}", first["text"]
     assert first["evidence"]["phase"] == phase
     steps = ", ".join(map(str, SAMPLED_STEPS))
     assert f"intermittent: in sampled steps {steps} " in first["text"].replace("\n", " ")

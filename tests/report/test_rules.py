@@ -206,6 +206,21 @@ def test_of_two_ranks_the_gap_to_the_other_is_said_and_the_midpoint_labelled():
     assert (e["lag_per_step"], e["phase_excess_per_step"]) == (ns(2e6), ns(3e6))
 
 
+def test_a_straggler_late_in_some_steps_is_intermittent_as_the_replay_says_it():
+    """#38 item 5: one word for one finding. Without a replay (a sample report), a rank
+    whose slow steps are at most half of the observed ones is slow in some steps (id and
+    label intermittent, as rule slow_rank says from the replay), else the straggler."""
+    for slow, kind in (("3", "intermittent"), ("0,1,2,3,4,5", "straggler")):
+        tables = _straggler_tables()
+        rows = [{"step": s, "rank": 2, "lag": ns(1e6), "imposed_wait": ns(1e6)} for s in range(10)]
+        run = tables["crossrank.stragglers"][-1] | {"slow_steps": slow}
+        tables["crossrank.stragglers"] = [*rows, run]
+        (f,) = straggler.find(facts(tables, STRAGGLER), _limits(straggler))
+        assert (f.id, f.label) == (kind, f"{kind}: rank 2")
+        start = "slow in some steps" if kind == "intermittent" else "the straggler"
+        assert f.text.startswith(f"Rank 2 is {start}: it arrives last at 2 of 2 collectives")
+
+
 def test_slow_rank_by_what_the_replay_saves_with_its_lag_beside():
     fixes = [fix("rank", 5e6, rank=2), fix("rank_phase", 4.6e6, rank=2, phase="data_loading")]
     f_ = facts(_straggler_tables(**{"crossrank.whatif": fixes}), STRAGGLER)

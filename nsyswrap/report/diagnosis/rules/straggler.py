@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from nsyswrap.report.diagnosis.facts import Facts
 from nsyswrap.report.diagnosis.finding import Finding, no_saving
+from nsyswrap.report.diagnosis.persistence import episodes
 from nsyswrap.report.diagnosis.rule import Limits, Rule
 from nsyswrap.report.diagnosis.words import capital, ms, ranks
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, value
@@ -45,6 +46,9 @@ ALL_EXPOSED = (
     ", more than {their} exposed communication ({exposed} {basis}{each}), so all of it is waiting"
 )
 TEXT = "Rank {rank} is the straggler: it {arrives}{waiting}"
+# late in some steps only: the word the replay's findings use (rule slow_rank)
+SOME_STEPS = "Rank {rank} is slow in some steps: it {arrives}{waiting}"
+IDS = ("straggler", "intermittent")  # by the persistence of its slow steps
 ADVICE_PHASE = (
     "Make `{phase}` on rank {rank} as fast as on the others (+{excess}{against} {basis}{now}); "
     "every other rank waits for it in the next collective."
@@ -81,6 +85,7 @@ class Lag:
     excess: float
     late: bool  # the phase excess is over the steps where it is late only
     where: str  # the collectives' ops
+    kind: str  # persistent or intermittent (episodes_of), the finding's id by IDS
 
     @property
     def phase_basis(self) -> str:
@@ -230,6 +235,14 @@ def _their_time(facts: Facts, others: list[int], steps: set, n: int, on_host: bo
     return in_collectives, exposed
 
 
+def episodes_of(total: dict, observed: list[int]) -> dict | None:
+    """The straggler's slow steps (its phase's slow_steps, else the affected_steps where
+    the others waited for it) over the `observed` steps: persistent or intermittent and
+    where (nsyswrap.report.diagnosis.persistence); None without any."""
+    said = total.get("slow_steps") or total.get("affected_steps")
+    return episodes([int(s) for s in said.split(",")], observed) if said and observed else None
+
+
 def lag_of(facts: Facts) -> Lag | None:
     """The straggler's figures, where the cross-rank section names one (its own verdict)."""
     v = facts.verdict("crossrank") or {}
@@ -266,6 +279,7 @@ def lag_of(facts: Facts) -> Lag | None:
         excess=value(total.get("phase_excess"), 0) / (phase_steps or n),
         late=0 < phase_steps < len(lag_steps),
         where=" and ".join(ops) if ops else "MPI collectives" if on_host else "collectives",
+        kind=(episodes_of(total, sorted(lag_steps)) or {"kind": "persistent"})["kind"],
     )
 
 
@@ -287,16 +301,18 @@ def find(facts: Facts, limits: Limits) -> list[Finding]:
         if lag.phase
         else ADVICE.format(rank=lag.rank)
     )
+    some = lag.kind == "intermittent"
+    kind = IDS[some]
     return [
         Finding(
-            id="straggler",
+            id=kind,
             scope="cross-rank",
-            label=f"straggler: rank {lag.rank}",
+            label=f"{kind}: rank {lag.rank}",
             ranks=(lag.rank,),
             cost=figure(lag.lag, NS),
             cost_basis=lag.basis,
             share=figure(lag.lag / step_ns if step_ns else None, FRACTION, NO_STEPS),
-            text=TEXT.format(
+            text=(SOME_STEPS if some else TEXT).format(
                 rank=lag.rank, arrives=lag.arrives(), waiting=lag.waiting(len(facts.per_rank))
             ),
             advice=advice,
@@ -318,6 +334,8 @@ ranks, its excess against the other), and the wait it imposes on the others per 
 with how much of their time in collectives and of their exposed communication that is
 (for MPI collectives, of their MPI time: a wait blocks the host, not the GPU). Its cost is
 its lag after the median rank: the others' waiting is a figure beside it, not what fixing
-it saves.""",
+it saves. A rank late in at most half of the steps (its phase's slow steps, else the
+steps the others waited for it) is slow in some steps (id intermittent, the word of the
+replay's findings), else the straggler.""",
     find=find,
 )
