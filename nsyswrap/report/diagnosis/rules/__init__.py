@@ -2,11 +2,11 @@
 
 RULES lists them in the order they apply: labels, what the report analyses, the replay's
 causes, the findings (cross-rank by what fixing them saves, then device findings by their
-share of the time, then context), their ranking (those within the run's noise
-last), the advice findings give, the sections' notes and the
-key figures. A finding rule added to RULES is run by the diagnosis
-(nsyswrap.report.diagnosis), printed by `nsyswrap list --rules` and documented in
-docs/rules.md (tests/test_rules.py checks that the docs say what the rules say).
+share of the time, then context), their ranking (those within the run's noise last),
+the advice findings give, the sections' notes and the key figures. A finding rule added
+to RULES is run by the diagnosis (nsyswrap.report.diagnosis), printed by `nsyswrap list
+--rules` and documented in docs/rules.md (tests/test_rules.py checks that the docs say
+what the rules say).
 """
 
 from __future__ import annotations

@@ -34,6 +34,6 @@ RULE = Rule(
     kind="advice",
     doc="""A compute-bound GPU is told to make its longest kernels faster (bf16 autocast,
 TF32 matmuls when the trace shows PyTorch, or torch.compile where it shows no Inductor
-kernels: the program is not compiled already); a balanced one with nothing
-else to be told, to compare the steps and the longest kernels.""",
+kernels: the program is not compiled already); a balanced one with nothing else to be
+told, to compare the steps and the longest kernels.""",
 )

@@ -85,8 +85,8 @@ own: the replay's step noise (1.4826 x the median absolute deviation of the step
 with every rank idealised), else the same of the recorded step times (the slowest rank's
 per step, the steps the window set apart left out). A cross-rank finding (a slow rank, a
 straggler, moving stalls, a slow stage or link) is within the noise when what it saves per
-step (the replay's saving, else the straggler's lag) is under {mean_factor} x the floor,
-or, where it saves in only some steps, what it saves in them is under {affected_factor} x
+step (the replay's saving, else the straggler's lag) is under {mean_factor} the floor,
+or, where it saves in only some steps, what it saves in them is under {affected_factor}
 the floor. Such a finding is never headlined and gets no advice: it comes after every
 other finding, saying so (below_noise, evidence noise_floor). The others keep their
 order: what the replay says fixing them saves, largest first, then the costs of the
