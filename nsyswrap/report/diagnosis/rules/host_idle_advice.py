@@ -54,7 +54,7 @@ SHORTER = (
     " Make that host work shorter or run it beside the GPU work (another thread or process"
     "{loader})."
 )
-LOADER = ", DataLoader {what}"  # num_workers and/or pin_memory, each on its evidence
+LOADER = ", DataLoader {what}"  # num_workers, and pin_memory on its evidence
 LAUNCH = (
     "The GPU is idle {amount} in gaps under {long_us:g} us before kernel launches: launch "
     "overhead.{tiny}{then}"
@@ -147,10 +147,12 @@ def host_work(ns: float, e: Evidence, x: Limits) -> str:
 
 
 def _loader(e: Evidence, loading: bool) -> str:
-    """The DataLoader's settings that fit: num_workers where a data-loading range holds the
-    host work, pin_memory where the host copies are pageable (rule copy_advice)."""
-    said = ["num_workers"] * loading + ["pin_memory"] * pins_pageable(e)
-    return LOADER.format(what=" and ".join(said)) if said and e.pytorch else ""
+    """The DataLoader's settings that fit, only where a data-loading range holds the host
+    work (a program may copy without a DataLoader): num_workers, and pin_memory where the
+    host copies are pageable (rule copy_advice)."""
+    if not (loading and e.pytorch):
+        return ""
+    return LOADER.format(what="num_workers and pin_memory" if pins_pageable(e) else "num_workers")
 
 
 def launch(ns: float, e: Evidence, x: Limits, dominates: bool = True) -> str:
@@ -181,8 +183,8 @@ from the loop). Host work: when at least {advice_share} of the host-caused idle 
 MPI_Sendrecv": NVTX ranges, MPI, CUDA and OS runtime calls covering at least
 {named_share} of it, the {named_most} largest): non-blocking MPI for MPI calls, work
 before the loop for module loading, allocation, blocking copies and kernel compilation
-(JIT), shorter or parallel host work for NVTX ranges (in PyTorch, DataLoader num_workers
-where a range named for data loading holds it, pin_memory where the host copies are
+(JIT), shorter or parallel host work for NVTX ranges (in PyTorch, where a range named for
+data loading holds it, DataLoader num_workers, and pin_memory where the host copies are
 pageable as rule copy_advice counts them), another thread for a blocking OS runtime call
 on the launching thread. Launch overhead: when at least {advice_share} of it is shorter
 gaps before launches (fuse kernels, CUDA graphs, torch.compile), tiny kernels named when
