@@ -7,7 +7,7 @@ figures are the nsys path's figures over the sampled steps. What samples cannot 
 (kernels, idle-gap causes) is said as such.
 
 On top: step times per rank over the sampled steps, whether the straggler's slowness is
-persistent or intermittent (nsyswrap.report.persistence) and in which window of steps,
+persistent or intermittent (nsyswrap.report.diagnosis.persistence) and in which window of steps,
 and the `nsyswrap launch` command that captures it with nsys.
 """
 
@@ -24,11 +24,12 @@ from nsyswrap.errors import note
 from nsyswrap.report.cross_rank import crossrank_answer
 from nsyswrap.report.cross_rank import crossrank_modules as report_crossrank_modules
 from nsyswrap.report.diagnosis import Finding, decide
+from nsyswrap.report.diagnosis.persistence import describe
+from nsyswrap.report.diagnosis.rules import straggler
 from nsyswrap.report.diagnosis.words import ranks as rank_list
 from nsyswrap.report.document import placed
 from nsyswrap.report.figures import NS, figure, rows
 from nsyswrap.report.options import ReportOptions
-from nsyswrap.report.persistence import describe, episodes
 from nsyswrap.report.window import Window, window_of_steps
 from nsyswrap.sample.objects import SOURCE, crossrank_modules
 from nsyswrap.sample.read import Samples, read_samples
@@ -232,16 +233,13 @@ def _window(total: dict, strag: list[dict], sampled: list[int]) -> dict | None:
     """Where the straggler is slow: its phase's slow steps (else the steps the others
     waited for it) over the sampled steps with matched collectives."""
     observed = sorted(r["step"] for r in strag if r["step"] != "all") or sampled
-    said = total.get("slow_steps") or total.get("affected_steps")
-    if not said:
-        return None
-    found = episodes([int(s) for s in said.split(",")], observed)
-    return {"rank": total["rank"], "phase": total.get("phase"), **found}
+    found = straggler.episodes_of(total, observed)
+    return {"rank": total["rank"], "phase": total.get("phase"), **found} if found else None
 
 
 def _with_window(finding: Finding, answer: dict) -> Finding:
     window = answer["window"]
-    if finding.id != "straggler" or window is None or window["rank"] != finding.ranks[0]:
+    if finding.id not in straggler.IDS or window is None or window["rank"] != finding.ranks[0]:
         return finding
     return replace(
         finding,
@@ -255,7 +253,7 @@ def _capture(answer: dict, findings: list[Finding], paths: list[Path]) -> dict |
     rank that waits for it the longest; for an intermittent one also the command that
     catches it in the act (launch --capture-when)."""
     window = answer["window"]
-    finding = next((f for f in findings if f.id == "straggler"), None)
+    finding = next((f for f in findings if f.id in straggler.IDS), None)
     if window is None or finding is None or not window["windows"]:
         return None
     longest = max(window["windows"], key=lambda w: (w["steps"], -w["first"]))

@@ -308,8 +308,11 @@ def test_the_slow_data_loader_is_named_with_its_steps_and_gain(slow):
     )
     assert [int(x) for x in stall["steps"].split(",")] == SLOW_STEPS
     assert abs(stall["gain_ns_per_affected_step"]["value"] - SLOW_NS) < 1_000_000
-    # the straggler's lag, over the median of two ranks, is said to be half the gap
-    assert "(of two ranks, their midpoint: half the gap to the other" in first["text"]
+    # of two ranks the straggler's lag is said as the gap to the other, the midpoint (the
+    # median of two ranks, half the gap) labelled beside it (#38 item 4)
+    assert "after rank 0 (the gap; after their midpoint, the median of two ranks: " in first["text"]
+    e = first["evidence"]
+    assert e["gap_to"] == 0 and e["gap_per_step"]["value"] == 2 * e["lag_per_step"]["value"]
     # the advice names the stall's phase; the lag's phase ranges are "in" it only where the
     # replay names the same phase (zero-code: the forward's module range lags the most, but
     # the stall lies before it)
@@ -368,7 +371,15 @@ def test_the_sampler_on_a_gpu_names_the_slow_rank_its_phase_and_steps(folder, ph
     assert sampled["window"]["step_from"] == 1
     assert [(o["step"], o["why"]) for o in sampled["window"]["outliers"]] == [(0, "warm-up")]
     (first, *_) = sampled["diagnosis"]["findings"]
-    assert first["label"] == f"straggler: rank {SLOW_RANK}", first["text"]
+    # slow in 3 of 39 sampled steps: intermittent, as the nsys reports of the same job say
+    assert first["label"] == f"intermittent: rank {SLOW_RANK}", first["text"]
     assert first["evidence"]["phase"] == phase
     steps = ", ".join(map(str, SAMPLED_STEPS))
     assert f"intermittent: in sampled steps {steps} " in first["text"].replace("\n", " ")
+    # the phase's excess is said as the gap to rank 0 (#38 item 4): over the steps it sums,
+    # the three planted 15 ms stalls (the midpoint of two ranks would say half)
+    e = first["evidence"]
+    gap, steps_summed = e["phase_gap_per_step"]["value"], e["phase_steps"]["value"]
+    assert gap == 2 * e["phase_excess_per_step"]["value"]
+    assert 0.9 * 3 * SLOW_NS < gap * steps_summed < 1.1 * 3 * SLOW_NS, (gap, steps_summed)
+    assert f"(+{gap / 1e6:.2f} ms against rank 0, per step" in first["recommendation"]

@@ -169,7 +169,9 @@ def test_a_cpu_only_capture_says_it_has_no_gpu_activity(cli):
     report = _public(cli, "tutorialvqe__report1")
     d = report["diagnosis"]
     assert d["headline"] == "NO GPU ACTIVITY"
-    assert "--trace=cuda" in d["cannot_answer"][0]["reason"]
+    # it traced CUDA (nsys's own record): not told to capture with --trace=cuda (#38 item 7)
+    assert "--trace=cuda" not in d["cannot_answer"][0]["reason"]
+    assert "every capture traced CUDA" in d["cannot_answer"][0]["reason"]
     single = next(s for s in report["sections"] if s["id"] == "single_rank")
     steps = next(c for c in single["cannot_answer"] if c["what"] == "the step breakdown")
     assert (

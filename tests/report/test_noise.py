@@ -1,4 +1,4 @@
-"""The run's noise floor (#38 item 2, nsyswrap.report.noise) on the real captures: the
+"""The run's noise floor (#38 item 2, nsyswrap.report.diagnosis.noise) on the real captures: the
 jitter of two ranks sharing one GPU (h200_fix_clean) stays under it, the planted 15 ms
 stalls of the slow captures stand above it, and so do the costs the issue names."""
 
@@ -10,7 +10,12 @@ import pytest
 from helpers.paths import FIXTURES
 
 from nsyswrap.report import report_of
-from nsyswrap.report.noise import above_noise, noise_floor_ns, robust_sigma, run_step_times
+from nsyswrap.report.diagnosis.noise import (
+    above_noise,
+    noise_floor_ns,
+    robust_sigma,
+    run_step_times,
+)
 
 REAL = FIXTURES / "real"
 FACTORS = {"mean_factor": 1.0, "affected_factor": 3.0}  # the rule's defaults
@@ -45,6 +50,16 @@ def test_noise_findings_fall_under_the_floor_and_stalls_stand_above_it(name):
     assert len(above) == len(want_above) and len(under) == len(want_under), (above, under)
     assert all(a.startswith(w) for a, w in zip(above, want_above)), above
     assert all(u.startswith(w) for u, w in zip(under, want_under)), under
+    # the diagnosis says the same (rule noise_floor): those under it last, flagged
+    d = report["diagnosis"]
+    assert [f["label"] for f in d["findings"]] == above + under
+    assert [bool(f.get("below_noise")) for f in d["findings"]] == [False] * len(above) + [
+        True
+    ] * len(under)
+    assert d["noise_floor"]["value"] == floor
+    assert d["headline"] == d["findings"][0]["label"].upper() or d["headline"].startswith(
+        d["findings"][0]["label"].upper()
+    )
 
 
 def test_the_floor_of_the_clean_run_is_its_jitter_not_its_cost():

@@ -164,6 +164,7 @@ def test_json_report_has_the_diagnosis(cli):
     assert code == 0 and list(report["diagnosis"]) == [
         "headline",
         "findings",
+        "noise_floor",
         "window",
         "devices",
         "host_steps",

@@ -83,6 +83,25 @@ def test_run_label_waits_for_peers_when_most_gpus_do():
     }
 
 
+def test_ranks_sharing_one_gpu_are_figures_per_rank_not_per_gpu():
+    """Two ranks on one physical GPU (trace.gpus) are not two GPUs: the headline counts
+    ranks, a finding's mean is per rank; on two GPUs both say GPU."""
+    idle = {"idle": 8 * 10**6, "compute_busy": 10**6}
+    gaps = [{"rank": r, "device": 0, "cause": "host_bound", "total": ns(8 * 10**6)} for r in (0, 1)]
+    tables = {
+        "single_rank.ledger": [ledger(0, **idle), ledger(1, **idle)],
+        "single_rank.idle_gaps": gaps,
+        "trace.activity": [activity(0), activity(1)],
+    }
+    for gpus, unit in (((0, 0), "rank"), ((0, 1), "GPU")):
+        physical = [{"rank": r, "device": 0, "gpu": g} for r, g in zip((0, 1), gpus)]
+        d = decide(report(tables | {"trace.gpus": physical}))
+        assert d.headline() == f"HOST-BOUND (2 of 2 {unit}s)"
+        assert d.findings[0].text.endswith(f"(8.00 ms over the window per {unit}).")
+        assert f"per {unit} " in d.findings[0].advice
+        assert ("per GPU" in d.findings[0].advice) == (unit == "GPU")
+
+
 def test_straggler_named_by_its_waits_and_their_share_of_the_steps():
     row = {"rank": 2, "total_wait_ns": 9e6, "imposed_wait_ns": 9e6, "significant": True}
     row |= {"jitter_ns": 1e4, "last_count": 9, "collectives": 10, "lag_ns": 3e6}
@@ -121,8 +140,8 @@ def test_step_window_sets_apart_warm_up_and_outliers_and_says_so():
     f = facts({"single_rank.window": outside, "trace.activity": [activity(0)]}, window=window)
     assert step_window.describe(f, x) == (
         "Window: steps 1-3 of 4 (NVTX ranges like 'step:%'). Step 0 is warm-up (5.00 ms, 5x "
-        "the median step of 1.00 ms): left out. Not analysed: the GPU activity 6.00 ms "
-        "before step 1."  # not the 4 us after it: under min_outside_ns
+        "the median step of 1.00 ms): left out. Not analysed: 6.00 ms of wall time before "
+        "step 1."  # not the 4 us after it: under min_outside_ns; no busy time: not said
     )
 
 
@@ -164,6 +183,42 @@ def test_straggler_by_its_lag_where_there_is_no_replay():
     assert f.evidence["waiting_ranks"] == [0, 1] and f.evidence["wait_per_step"] == ns(1.5e6)
     replayed = facts(_straggler_tables(**{"crossrank.whatif": [fix("all", 1)]}), STRAGGLER)
     assert straggler.find(replayed, _limits(straggler)) == []  # rule slow_rank says it
+
+
+def test_of_two_ranks_the_gap_to_the_other_is_said_and_the_midpoint_labelled():
+    """#38 item 4: of two ranks the median is their midpoint, half the gap: the lag and the
+    phase excess are said as the gap to the other rank, the midpoint as a labelled figure."""
+    tables = _straggler_tables()
+    tables["crossrank.rank_waits"] = [{"rank": 0, "waited": ns(3e6)}, {"rank": 2, "waited": ns(0)}]
+    (f,) = straggler.find(facts(tables, STRAGGLER), _limits(straggler))
+    assert f.text.startswith(
+        "Rank 2 is the straggler: it arrives last at 2 of 2 collectives, 4.00 ms per step after "
+        "rank 0 (the gap; after their midpoint, the median of two ranks: 2.00 ms per step); its "
+        "lag is in `data_loading` (+6.00 ms against rank 0, per step). Rank 0 waits"
+    )
+    assert f.advice.startswith(
+        "Make `data_loading` on rank 2 as fast as on the others (+6.00 ms against rank 0, per "
+        "step now)"
+    )
+    assert f.cost == ns(2e6)  # its cost stays its lag after the median rank
+    e = f.evidence
+    assert (e["gap_to"], e["gap_per_step"], e["phase_gap_per_step"]) == (0, ns(4e6), ns(6e6))
+    assert (e["lag_per_step"], e["phase_excess_per_step"]) == (ns(2e6), ns(3e6))
+
+
+def test_a_straggler_late_in_some_steps_is_intermittent_as_the_replay_says_it():
+    """#38 item 5: one word for one finding. Without a replay (a sample report), a rank
+    whose slow steps are at most half of the observed ones is slow in some steps (id and
+    label intermittent, as rule slow_rank says from the replay), else the straggler."""
+    for slow, kind in (("3", "intermittent"), ("0,1,2,3,4,5", "straggler")):
+        tables = _straggler_tables()
+        rows = [{"step": s, "rank": 2, "lag": ns(1e6), "imposed_wait": ns(1e6)} for s in range(10)]
+        run = tables["crossrank.stragglers"][-1] | {"slow_steps": slow}
+        tables["crossrank.stragglers"] = [*rows, run]
+        (f,) = straggler.find(facts(tables, STRAGGLER), _limits(straggler))
+        assert (f.id, f.label) == (kind, f"{kind}: rank 2")
+        start = "slow in some steps" if kind == "intermittent" else "the straggler"
+        assert f.text.startswith(f"Rank 2 is {start}: it arrives last at 2 of 2 collectives")
 
 
 def test_slow_rank_by_what_the_replay_saves_with_its_lag_beside():

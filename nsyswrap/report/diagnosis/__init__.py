@@ -13,7 +13,9 @@ a `Diagnosis`, whose decisions the report's document places where its layout has
 * the findings, by the rules' `order`: cross-rank findings first, by what fixing them
   saves (the straggler by its lag where there is no replay); then device findings, by
   their share of the time (one per verdict, and the compute, memory and host tables'
-  findings where they change the answer); then context (MFU, GPU memory);
+  findings where they change the answer); then context (MFU, GPU memory); a cross-rank
+  finding whose saving is within the run's step-to-step noise after all of them, never
+  headlined (rule noise_floor);
 * the sections' verdicts (rules run_label, crossrank_label) and the key figures per GPU
   (rule step_figures);
 * recommendations follow the findings and cite their figures; framework advice only for
@@ -21,7 +23,8 @@ a `Diagnosis`, whose decisions the report's document places where its layout has
 
 Costs are per step when the report found steps, else over the analysed span (the run,
 for the straggler), as each finding's `cost_basis` says; a finding about several GPUs
-gives the figures of one GPU (their mean, "per GPU"), and its advice the same figures.
+gives the figures of one GPU (their mean, "per GPU"; "per rank" where ranks share a
+physical GPU: two ranks on one GPU are not two GPUs), and its advice the same figures.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from nsyswrap.report.diagnosis.rules import (
     device_bound,
     device_label,
     finding_rules,
+    noise_floor,
     replay_causes,
     run_label,
     step_figures,
@@ -47,6 +51,11 @@ __all__ = ["Diagnosis", "Facts", "Finding", "decide", "diagnose"]
 NO_CUDA = (
     "no report has GPU activity in the window (no CUDA kernel, memcpy or memset); capture "
     "with nsys profile --trace=cuda"
+)
+NO_GPU_WORK = (
+    "no report has GPU activity in the window (no CUDA kernel, memcpy or memset), and every "
+    "capture traced CUDA (the trace section's capture table): the program ran no GPU work "
+    "while captured (on the CPU, or on a GPU nsys could not see)"
 )
 
 
@@ -74,11 +83,12 @@ class Diagnosis:
 
     def headline(self) -> str:
         labels = self.facts.labels
-        if self.findings:
-            f = self.findings[0]
+        f = next((f for f in self.findings if not f.extra.get("below_noise")), None)
+        if f is not None:
             if f.scope == "cross-rank" or len(labels) == 1:
                 return f.label.upper()
-            return f"{f.label.upper()} ({len(f.devices)} of {len(labels)} GPUs)"
+            unit = self.facts.unit(list(labels))
+            return f"{f.label.upper()} ({len(f.devices)} of {len(labels)} {unit}s)"
         if not labels:
             return "NOTHING IN THE WINDOW" if self.facts.activities else "NO GPU ACTIVITY"
         found = {v["label"] or "no verdict" for v in labels.values()}
@@ -92,8 +102,12 @@ class Diagnosis:
             if c["what"].startswith("what a fix would save")
         ]
         if not facts.totals:
+            captures = facts.rows("trace", "capture")
+            cuda = bool(captures) and all(
+                "cuda" in (r.get("traced") or "").split(",") for r in captures
+            )
             reason = (
-                NO_CUDA
+                (NO_GPU_WORK if cuda else NO_CUDA)
                 if not facts.rows("trace", "activity")
                 else "no GPU activity falls in the window"
             )
@@ -107,6 +121,7 @@ class Diagnosis:
         return {
             "headline": self.headline(),
             "findings": findings,
+            "noise_floor": noise_floor.floor_figure(facts),
             "window": step_window.describe(facts, step_window.RULE.limits()),
             "devices": [step_figures.device_row(facts, k, figures) for k in sorted(facts.totals)],
             "host_steps": step_figures.host_steps(facts, figures),
@@ -131,7 +146,8 @@ def decide(report: dict) -> Diagnosis:
     saving = sorted(sized, key=lambda f: -f.saving["value"])
     unsized = [f for f in cross if f.saving["value"] is None]
     by_share = sorted(_found(facts, "share"), key=lambda f: -f.share["value"])
-    findings = (*saving, *unsized, *by_share, *_found(facts, "context"))
+    found = [*saving, *unsized, *by_share, *_found(facts, "context")]
+    findings = tuple(noise_floor.find(facts, found, noise_floor.RULE.limits()))
     return Diagnosis(
         facts=facts,
         findings=findings,

@@ -20,7 +20,7 @@ class Evidence:
     ranks: int = 1
     kernels: int = 0
     tiny_kernels: int = 0  # shorter than rule host_idle_advice's tiny_kernel_ns
-    frameworks: frozenset[str] = frozenset()  # seen in the trace: pytorch, nccl, ddp, fsdp
+    frameworks: frozenset[str] = frozenset()  # seen: pytorch, nccl, ddp, fsdp, inductor
     host_copies: int = 0  # copies between host and device memory
     host_copy_bytes: int = 0  # their bytes
     pageable_copies: int | None = None  # of them, from or to pageable memory (None: unknown)
@@ -31,15 +31,23 @@ class Evidence:
     # them: (source: nvtx, mpi, cuda, osrt or none; name; ns), scaled as the totals are
     host_work: list[tuple[str, str | None, float]] = field(default_factory=list)
     basis: str = ""  # what the totals are: "per step", "over the window"
-    gpus: int = 1  # how many GPUs the totals are each the mean of
+    gpus: int = 1  # how many GPUs (or ranks: unit) the totals are each the mean of
+    unit: str = "GPU"  # `rank` where ranks share a physical GPU (Facts.unit)
 
     @property
     def pytorch(self) -> bool:
         return "pytorch" in self.frameworks
 
+    @property
+    def compiled(self) -> bool:
+        """Whether torch.compile compiled the program (Inductor's triton_* kernels)."""
+        return "inductor" in self.frameworks
+
     def amount(self, ns: float) -> str:
-        """A duration of the totals, saying what it is: `1.23 ms per step per GPU`."""
-        return " ".join(filter(None, (ms(ns), self.basis, "per GPU" if self.gpus > 1 else "")))
+        """A duration of the totals, saying what it is: `1.23 ms per step per GPU` (`per
+        rank` where the ranks share a GPU)."""
+        each = f"per {self.unit}" if self.gpus > 1 else ""
+        return " ".join(filter(None, (ms(ns), self.basis, each)))
 
 
 def evidence_of(facts: Facts, keys: list[Key], factor: float = 1.0, basis: str = "") -> Evidence:
@@ -55,6 +63,7 @@ def evidence_of(facts: Facts, keys: list[Key], factor: float = 1.0, basis: str =
         frameworks=facts.frameworks,
         basis=basis,
         gpus=len(keys),
+        unit=facts.unit(keys),
         host_alloc_calls=sum(
             value(r["calls"], 0) for r in facts.rows("trace", "host_alloc") if r["rank"] in ranks
         ),

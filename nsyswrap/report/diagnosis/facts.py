@@ -2,11 +2,11 @@
 table ids and columns, never SQL), and never written.
 
 `Facts.of(report)` reads, per (rank, device) of the single-rank ledger, its `Totals`
-(ledger and idle-gap time), its GPU activities and its steps; per rank its waits in
-collectives; the frameworks the trace saw; the window; the replay's candidate fixes.
-Rules read any other table through `rows(section, table)`. `labels` (per device) and
-`causes` (what the replay names) are facts decided by a rule once (rules device_label and
-replay_causes), then read by the others.
+(ledger and idle-gap time), its GPU activities, its steps and the physical GPU it is; per
+rank its waits in collectives; the frameworks the trace saw; the window; the replay's
+candidate fixes. Rules read any other table through `rows(section, table)`. `labels` (per
+device) and `causes` (what the replay names) are facts decided by a rule once (rules
+device_label and replay_causes), then read by the others.
 
 Step statistics leave out the steps the window set apart (warm-up and outliers:
 nsyswrap.report.window); figures are per step only over a window of steps (not the whole
@@ -87,6 +87,7 @@ class Facts:
     per_rank: Mapping[int, int]  # devices per rank
     frameworks: frozenset[str]
     fixes: tuple[dict, ...]  # crossrank.whatif's rows: the replay's candidate fixes
+    gpus: Mapping[Key, int] = field(default_factory=lambda: _frozen({}))  # the physical GPU
     labels: Mapping[Key, dict] = field(default_factory=lambda: _frozen({}))
     causes: tuple[dict, ...] = ()
 
@@ -134,6 +135,9 @@ class Facts:
             per_rank=_frozen(per_rank),
             frameworks=frozenset(r["framework"] for r in table_rows(report, "trace", "frameworks")),
             fixes=tuple(table_rows(report, "crossrank", "whatif")),
+            gpus=_frozen(
+                {(r["rank"], r["device"]): r["gpu"] for r in table_rows(report, "trace", "gpus")}
+            ),
         )
 
     def decided(self, **found) -> Facts:
@@ -175,6 +179,13 @@ class Facts:
         factor = 1 / (len(keys) * (n or 1))
         group = sum((self.totals[k] for k in keys), Totals())
         return group.scaled(factor), factor, "per step" if n else "over the span"
+
+    def unit(self, keys: list[Key]) -> str:
+        """What a mean over the devices `keys` is per: `GPU` where each is a GPU of its own,
+        `rank` where ranks share a physical GPU (trace.gpus: two ranks on one GPU are not
+        two GPUs, and their mean is per rank)."""
+        physical = {self.gpus.get(k, k) for k in keys}
+        return "GPU" if len(physical) == len(keys) else "rank"
 
     def median_step(self) -> float:
         """The median duration of the usual steps of every device (0 without steps)."""

@@ -11,6 +11,8 @@ Kinds, by what `find` takes and gives (nsyswrap.report.diagnosis runs them in or
 * `finding`: `find(facts, limits) -> list[Finding]` (facts: nsyswrap.report.diagnosis.facts);
 * `label`: a verdict, `{"label", "reason"}`, of a device, the run or a section;
 * `causes`: which of the replay's candidate fixes are named (rule replay_causes);
+* `ranking`: the findings in their order, `find(facts, findings, limits)` (rule
+  noise_floor: those within the run's noise last);
 * `advice`: the sentences a finding recommends, each only on its evidence;
 * `window`: what the report analyses (the steps, the outliers set apart);
 * `figures`: the key figures per device the diagnosis lists;
@@ -30,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-KINDS = ("label", "causes", "finding", "advice", "window", "figures", "note")
+KINDS = ("label", "causes", "finding", "ranking", "advice", "window", "figures", "note")
 ORDERS = ("saving", "share", "context")
 UNITS = ("share", "ns", "x", "count")
 

@@ -2,10 +2,11 @@
 
 RULES lists them in the order they apply: labels, what the report analyses, the replay's
 causes, the findings (cross-rank by what fixing them saves, then device findings by their
-share of the time, then context), the advice findings give, the sections' notes and the
-key figures. A finding rule added to RULES is run by the diagnosis
-(nsyswrap.report.diagnosis), printed by `nsyswrap list --rules` and documented in
-docs/rules.md (tests/test_rules.py checks that the docs say what the rules say).
+share of the time, then context), their ranking (those within the run's noise last),
+the advice findings give, the sections' notes and the key figures. A finding rule added
+to RULES is run by the diagnosis (nsyswrap.report.diagnosis), printed by `nsyswrap list
+--rules` and documented in docs/rules.md (tests/test_rules.py checks that the docs say
+what the rules say).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from nsyswrap.report.diagnosis.rules import (
     mfu,
     moving_stalls,
     naive_overlap,
+    noise_floor,
     periodic_stall,
     replay_causes,
     run_label,
@@ -57,6 +59,7 @@ RULES = (
     mfu.RULE,
     gpu_memory.RULE,
     periodic_stall.RULE,
+    noise_floor.RULE,
     communication_advice.RULE,
     host_idle_advice.RULE,
     hot_expert.RULE,

@@ -11,7 +11,8 @@ COMPUTE = (
     "The GPU computes {share:.0%} of the time: make the longest kernels faster (`nsyswrap "
     "query kernels.summary` lists them){how}."
 )
-HOW = ", e.g. with bf16 autocast, TF32 matmuls or torch.compile"
+HOW = ", e.g. with bf16 autocast, TF32 matmuls{compile}"
+COMPILE = " or torch.compile"  # not to a program compiled already (Inductor's kernels)
 BALANCED = (
     "No single cause dominates; compare the steps and the longest kernels (`nsyswrap query "
     "kernels.summary`) to choose what to improve first."
@@ -21,7 +22,7 @@ BALANCED = (
 def advice(t: Totals, e: Evidence, label: str, said: dict[str, str]) -> dict[str, str]:
     """Topic compute (a compute-bound GPU), or balanced where nothing else was `said`."""
     if label == "compute-bound":
-        how = HOW if e.pytorch else ""
+        how = HOW.format(compile="" if e.compiled else COMPILE) if e.pytorch else ""
         return {"compute": COMPUTE.format(share=t.share(t.compute_busy_ns), how=how)}
     if label == "balanced" and not said:
         return {"balanced": BALANCED}
@@ -32,6 +33,7 @@ RULE = Rule(
     id="compute_advice",
     kind="advice",
     doc="""A compute-bound GPU is told to make its longest kernels faster (bf16 autocast,
-TF32 matmuls or torch.compile when the trace shows PyTorch); a balanced one with nothing
-else to be told, to compare the steps and the longest kernels.""",
+TF32 matmuls when the trace shows PyTorch, or torch.compile where it shows no Inductor
+kernels: the program is not compiled already); a balanced one with nothing else to be
+told, to compare the steps and the longest kernels.""",
 )

@@ -50,7 +50,14 @@ def find(facts: Facts, findings: list[Finding], limits: Limits) -> dict | None:
     if verdict is None:
         return None
     first = next(
-        (f for f in findings if f.scope == "cross-rank" and f.saving["value"] is not None), None
+        (
+            f
+            for f in findings
+            if f.scope == "cross-rank"
+            and f.saving["value"] is not None
+            and not f.extra.get("below_noise")
+        ),
+        None,
     )
     if first is None:
         return _saves_little(facts, verdict)

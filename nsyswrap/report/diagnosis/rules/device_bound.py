@@ -108,9 +108,10 @@ RULE = Rule(
     doc="""One finding per device verdict (rule device_label): the GPUs that are
 communication-, copy-, host- or compute-bound, with the time their cause takes (exposed
 communication, copies alone, idle waiting for the host, compute) per step and per GPU
-(the mean of the GPUs), its share of the GPU time, and the advice on it (rules
-communication_advice, host_idle_advice, copy_advice, compute_advice). Ranked with the
-other device findings by that share. A communication-bound finding says what hiding its
-costliest collective would save at most, where the replay sizes it.""",
+(the mean of the GPUs; per rank where ranks share a physical GPU, trace.gpus), its share
+of the GPU time, and the advice on it (rules communication_advice, host_idle_advice,
+copy_advice, compute_advice). Ranked with the other device findings by that share. A
+communication-bound finding says what hiding its costliest collective would save at most,
+where the replay sizes it.""",
     find=find,
 )

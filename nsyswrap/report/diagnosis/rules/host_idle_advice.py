@@ -9,6 +9,7 @@ import re
 from nsyswrap.report.diagnosis.evidence import Evidence
 from nsyswrap.report.diagnosis.facts import Totals
 from nsyswrap.report.diagnosis.rule import Limits, Rule, Threshold
+from nsyswrap.report.diagnosis.rules.copy_advice import pins_pageable
 from nsyswrap.report.diagnosis.words import ms
 
 SYNC = (
@@ -53,15 +54,13 @@ SHORTER = (
     " Make that host work shorter or run it beside the GPU work (another thread or process"
     "{loader})."
 )
-LOADER = ", DataLoader num_workers and pin_memory"
+LOADER = ", DataLoader {what}"  # num_workers, and pin_memory on its evidence
 LAUNCH = (
     "The GPU is idle {amount} in gaps under {long_us:g} us before kernel launches: launch "
     "overhead.{tiny}{then}"
 )
-TINY = (
-    " {tiny:,} of the {kernels:,} kernels{of_gpus} are shorter than {tiny_us:g} us, so launch "
-    "overhead dominates."
-)
+TINY = " {tiny:,} of the {kernels:,} kernels{of_gpus} are shorter than {tiny_us:g} us{so}."
+DOMINATES = ", so launch overhead dominates"
 GRAPHS_ALREADY = (
     " The program replays CUDA graphs already: put more of each step into the graph (the "
     "copies and small kernels launched between replays) or launch less between them."
@@ -71,6 +70,11 @@ FUSE = (
     "graph{torch}."
 )
 FUSE_TORCH = "; in PyTorch torch.compile fuses kernels and mode='reduce-overhead' uses CUDA graphs"
+COMPILED = (
+    " The program is compiled already (torch.compile's Inductor kernels, triton_*): compile "
+    "it with mode='reduce-overhead' to launch each step as CUDA graphs, or launch fewer, "
+    "larger kernels."
+)
 CUDA_HOST_WORK = {  # CUDA calls that hold the host long, and where they belong
     "loads modules": re.compile(r"^(cuModuleLoad|cuLibraryLoad|cudaLibraryLoad)"),
     "allocates": re.compile(
@@ -79,7 +83,8 @@ CUDA_HOST_WORK = {  # CUDA calls that hold the host long, and where they belong
     ),
     "copies without overlap": re.compile(r"^(cudaMemcpy|cuMemcpy)(?!.*Async)"),
 }
-DATA_LOADING = re.compile(r"data|load|batch|fetch|input", re.IGNORECASE)
+# a word of the range's name, not part of one: `fwd:DistributedDataParallel` loads no data
+DATA_LOADING = re.compile(r"(?<![a-z])(data|load|batch|fetch|input)", re.IGNORECASE)
 COMPILING = re.compile(r"compil|nvrtc|jit", re.IGNORECASE)
 
 
@@ -96,7 +101,10 @@ def advice(t: Totals, e: Evidence, limits: Limits | None = None) -> dict[str, st
     for topic, ns in sorted(topics, key=lambda x: -x[1]):
         if not ns or ns < x.advice_share * (host + sync) or (sync >= host and sync):
             continue
-        out[topic] = host_work(ns, e, x) if topic == "host_work" else launch(ns, e, x)
+        if topic == "host_work":
+            out[topic] = host_work(ns, e, x)
+        else:
+            out[topic] = launch(ns, e, x, dominates=ns >= long_ns)
     other = t.gap_ns.get("other", 0)
     if other and other > t.host_idle_ns:
         out["queued"] = QUEUED.format(amount=e.amount(other))
@@ -134,21 +142,32 @@ def host_work(ns: float, e: Evidence, x: Limits) -> str:
         ranges = [name for name in ranges if not COMPILING.search(name)]
     if ranges or not named:
         loading = any(DATA_LOADING.search(name) for name in ranges)
-        text += SHORTER.format(loader=LOADER if loading and e.pytorch else "")
+        text += SHORTER.format(loader=_loader(e, loading))
     return text
 
 
-def launch(ns: float, e: Evidence, x: Limits) -> str:
-    """Idle in short gaps before launches: launch overhead, and what to do about it."""
+def _loader(e: Evidence, loading: bool) -> str:
+    """The DataLoader's settings that fit, only where a data-loading range holds the host
+    work (a program may copy without a DataLoader): num_workers, and pin_memory where the
+    host copies are pageable (rule copy_advice)."""
+    if not (loading and e.pytorch):
+        return ""
+    return LOADER.format(what="num_workers and pin_memory" if pins_pageable(e) else "num_workers")
+
+
+def launch(ns: float, e: Evidence, x: Limits, dominates: bool = True) -> str:
+    """Idle in short gaps before launches: launch overhead, and what to do about it (it
+    `dominates` where the short gaps are the larger part of the host-caused idle)."""
     tiny = ""
     if e.kernels and e.tiny_kernels / e.kernels >= x.tiny_share:
         tiny = TINY.format(
             tiny=e.tiny_kernels,
             kernels=e.kernels,
-            of_gpus=f" of these {e.gpus} GPUs" if e.gpus > 1 else "",
+            of_gpus=f" of these {e.gpus} {e.unit}s" if e.gpus > 1 else "",
             tiny_us=x.tiny_kernel_ns / 1000,
+            so=DOMINATES if dominates else "",
         )
-    fuse = FUSE.format(torch=FUSE_TORCH if e.pytorch else "")
+    fuse = COMPILED if e.compiled else FUSE.format(torch=FUSE_TORCH if e.pytorch else "")
     then = GRAPHS_ALREADY if e.graph_launches else fuse
     return LAUNCH.format(amount=e.amount(ns), long_us=x.long_gap_ns / 1000, tiny=tiny, then=then)
 
@@ -164,13 +183,17 @@ from the loop). Host work: when at least {advice_share} of the host-caused idle 
 MPI_Sendrecv": NVTX ranges, MPI, CUDA and OS runtime calls covering at least
 {named_share} of it, the {named_most} largest): non-blocking MPI for MPI calls, work
 before the loop for module loading, allocation, blocking copies and kernel compilation
-(JIT), shorter or parallel host work (DataLoader workers for data loading) for NVTX
-ranges, another thread for a blocking OS runtime call on the launching thread. Launch
-overhead: when at least {advice_share} of it is shorter gaps before launches (fuse
-kernels, CUDA graphs, torch.compile), tiny kernels named when at least {tiny_share} of the
-kernels are shorter than {tiny_kernel_ns}; CUDA graphs never to a program that launches
-them already (cudaGraphLaunch calls, table graphs): it is told to put more of each step
-into its graphs. Queued work: idle although the next kernel was already queued (an event,
+(JIT), shorter or parallel host work for NVTX ranges (in PyTorch, where a range named for
+data loading holds it, DataLoader num_workers, and pin_memory where the host copies are
+pageable as rule copy_advice counts them), another thread for a blocking OS runtime call
+on the launching thread. Launch overhead: when at least {advice_share} of it is shorter
+gaps before launches (fuse kernels, CUDA graphs, torch.compile), tiny kernels named when
+at least {tiny_share} of the kernels are shorter than {tiny_kernel_ns}, and said to
+dominate only where the short gaps are the larger part of the host-caused idle; CUDA
+graphs never to a program that launches them already (cudaGraphLaunch calls, table
+graphs): it is told to put more of each step into its graphs; a program compiled already
+(torch.compile's Inductor kernels, trace.frameworks) is told mode='reduce-overhead', never
+to use torch.compile. Queued work: idle although the next kernel was already queued (an event,
 another stream, another GPU).""",
     thresholds=(
         Threshold(

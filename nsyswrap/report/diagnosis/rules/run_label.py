@@ -7,7 +7,7 @@ from nsyswrap.report.diagnosis.rule import Limits, Rule, Threshold
 from nsyswrap.report.diagnosis.rules.device_label import verdict
 
 NO_GPU = "no device has GPU activity in the window"
-WAITING = "{waiting} of {gpus} GPUs mostly wait for slower ranks in collectives; {reason}"
+WAITING = "{waiting} of {gpus} {unit}s mostly wait for slower ranks in collectives; {reason}"
 
 
 def find(facts: Facts, limits: Limits) -> dict:
@@ -21,7 +21,12 @@ def find(facts: Facts, limits: Limits) -> dict:
     if v["label"] in ("communication-bound", "balanced") and len(
         waiting
     ) >= limits.waiting_gpus_share * len(facts.labels):
-        reason = WAITING.format(waiting=len(waiting), gpus=len(facts.labels), reason=v["reason"])
+        reason = WAITING.format(
+            waiting=len(waiting),
+            gpus=len(facts.labels),
+            unit=facts.unit(list(facts.labels)),
+            reason=v["reason"],
+        )
         return {"label": "waiting-for-peers", "reason": reason}
     return v
 

@@ -26,7 +26,7 @@ PART = (
     " Of it, `{phase}`{gloss} on rank {rank} alone saves {per_affected} per affected step, "
     "{gain} per step on average (steps {steps})."
 )
-LAG = " It {arrives}{waiting}"
+LAG = " {who} {arrives}{waiting}"  # who: It, or of two ranks Rank R (the other is named)
 ADVICE_PHASE = (
     "Make `{phase}` on rank {rank} as fast as on the others (it saves {gain} per step); every "
     "other rank waits for it in the next collective."
@@ -82,7 +82,9 @@ def _lag(facts: Facts, cause: dict) -> tuple[str, dict] | None:
     told = cause["phase"] or (cause.get("part") or {}).get("phase")
     lag_phase = straggler.LAG_MOST if told and lag.phase and lag.phase != told else None
     arrives = lag.arrives(lag_phase) if lag_phase else lag.arrives()
-    return LAG.format(arrives=arrives, waiting=lag.waiting(len(facts.per_rank))), lag.evidence()
+    who = "It" if lag.other is None else f"Rank {lag.rank}"
+    said = LAG.format(who=who, arrives=arrives, waiting=lag.waiting(len(facts.per_rank)))
+    return said, lag.evidence()
 
 
 def finding(facts: Facts, cause: dict, limits: Limits) -> Finding:

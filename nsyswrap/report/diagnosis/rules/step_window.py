@@ -33,10 +33,11 @@ LEFT_OUT = "left out"
 LEFT_OUT_REPLAYED = "left out (the replay, what a fix would save, still counts it)"
 LEFT_OUT_OF_STATISTICS = "left out of the step statistics (its time is in the window)"
 KEPT = "kept, as the window was given"
-NOT_ANALYSED = " Not analysed: the GPU activity {parts}{most}."
-BEFORE = "{time} before step {step}"
-AFTER = "{time} after step {step}"
-MOST = " (the most of any GPU)"
+NOT_ANALYSED = " Not analysed{most}: {parts}."
+BEFORE = "{time} of wall time before step {step}{busy}"  # from the first GPU activity
+AFTER = "{time} after step {step}{busy}"  # to the last
+BUSY = ", the GPU busy {busy} of it"
+MOST = " (on the {unit} with the most)"
 
 
 def outliers(durations: Mapping[int, float], median: float | None, limits: Limits) -> list:
@@ -97,19 +98,24 @@ def _set_apart(w: Mapping, window: ReportOptions) -> str:
 
 
 def _outside(facts: Facts, inside: list[int], limits: Limits) -> str:
-    """The GPU time before and after the window (the most of any GPU), where there is some."""
+    """The wall time before and after the window from the first and to the last GPU
+    activity, with the GPU's busy time in it (of the GPU or rank with the most), where
+    there is some."""
     outside = facts.rows("single_rank", "window")
     if not outside:
         return ""
-    before = max(value(r["before"], 0) for r in outside)
-    after = max(value(r["after"], 0) for r in outside)
-    least = limits.min_outside_ns
-    parts = ([BEFORE.format(time=ms(before), step=inside[0])] if before >= least else []) + (
-        [AFTER.format(time=ms(after), step=inside[-1])] if after >= least else []
-    )
+    parts = []
+    for side, said, step in (("before", BEFORE, inside[0]), ("after", AFTER, inside[-1])):
+        row = max(outside, key=lambda r: value(r[side], 0))
+        busy = value(row.get(f"busy_{side}"))
+        if value(row[side], 0) >= limits.min_outside_ns:
+            busy = BUSY.format(busy=ms(busy)) if busy is not None else ""
+            parts.append(said.format(time=ms(value(row[side], 0)), step=step, busy=busy))
     if not parts:
         return ""
-    return NOT_ANALYSED.format(parts=" and ".join(parts), most=MOST if len(outside) > 1 else "")
+    keys = [(r["rank"], r["device"]) for r in outside]
+    most = MOST.format(unit=facts.unit(keys)) if len(outside) > 1 else ""
+    return NOT_ANALYSED.format(parts=" and ".join(parts), most=most)
 
 
 def describe(facts: Facts, limits: Limits) -> str:
@@ -149,11 +155,12 @@ usual steps stays inside the window's totals but is left out of the step statist
 window given (--steps) names its outliers and keeps them. When
 the ranks' captures hold different steps, a rank's own leading steps longer than
 {outlier_x} its own median step are its warm-up (with {min_steps} steps or more). The
-GPU time before and after the window is said where it is {min_outside_ns} or more (the
-most of any GPU), never divided by the steps.""",
+wall time before and after the window (from the first GPU activity, to the last) is said
+where it is {min_outside_ns} or more, with the GPU's busy time in it (of the GPU, or the
+rank where ranks share one, with the most), never divided by the steps.""",
     thresholds=(
         Threshold("outlier_x", 3.0, "a step this x the median step is warm-up or an outlier", "x"),
         Threshold("min_steps", 3, "steps the outlier rule needs", "count"),
-        Threshold("min_outside_ns", 5_000, "GPU time outside the window that is said", "ns"),
+        Threshold("min_outside_ns", 5_000, "time outside the window that is said", "ns"),
     ),
 )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from nsyswrap.report.diagnosis.facts import Facts
 from nsyswrap.report.diagnosis.finding import Finding, no_saving
+from nsyswrap.report.diagnosis.persistence import episodes
 from nsyswrap.report.diagnosis.rule import Limits, Rule
 from nsyswrap.report.diagnosis.words import capital, ms, ranks
 from nsyswrap.report.figures import COUNT, FRACTION, NS, figure, value
@@ -19,17 +20,20 @@ MPI_WAIT = (
     "the GPU's communication"
 )
 ARRIVES = (
-    "arrives last at {last} of {collectives} collectives, {lag} {basis} after the median "
-    "rank{over_steps}{of_two}{lag_phase}."
+    "arrives last at {last} of {collectives} collectives, {lag} {basis} after "
+    "{whom}{over_steps}{lag_phase}."
 )
+MEDIAN = "the median rank"
+# of two ranks the median is their midpoint: the gap to the other is twice the lag, said
+# first; the midpoint is the labelled figure beside it
+GAP = "rank {other} (the gap; after their midpoint, the median of two ranks: {mid})"
+AGAINST = " against rank {other},"
 OVER_STEPS = (
     " (over {n} steps: each group's first collective, which holds the ranks' start-up "
     "skew, is left out)"
 )
-# of two ranks the median is their midpoint: the lag and the phase excess are half the gap
-OF_TWO = " (of two ranks, their midpoint: half the gap to the other, here and in its phase)"
-LAG_IN = "; its lag is in `{phase}` (+{excess} {basis})"
-LAG_MOST = "; of its phase ranges, `{phase}` lags the most (+{excess} {basis})"
+LAG_IN = "; its lag is in `{phase}` (+{excess}{against} {basis})"
+LAG_MOST = "; of its phase ranges, `{phase}` lags the most (+{excess}{against} {basis})"
 WAIT = " {who} {verb} {wait} {basis}{each} for it in {where}{part}{exposed}."
 PART_OF_MPI = ": {share:.0%} of {their} MPI time"
 MPI_BLOCKS = (
@@ -42,9 +46,12 @@ ALL_EXPOSED = (
     ", more than {their} exposed communication ({exposed} {basis}{each}), so all of it is waiting"
 )
 TEXT = "Rank {rank} is the straggler: it {arrives}{waiting}"
+# late in some steps only: the word the replay's findings use (rule slow_rank)
+SOME_STEPS = "Rank {rank} is slow in some steps: it {arrives}{waiting}"
+IDS = ("straggler", "intermittent")  # by the persistence of its slow steps
 ADVICE_PHASE = (
-    "Make `{phase}` on rank {rank} as fast as on the others (+{excess} {basis}{now}); every "
-    "other rank waits for it in the next collective."
+    "Make `{phase}` on rank {rank} as fast as on the others (+{excess}{against} {basis}{now}); "
+    "every other rank waits for it in the next collective."
 )
 ADVICE = (
     "Find what makes rank {rank} slower (`nsyswrap query crossrank.stragglers`): the others "
@@ -72,28 +79,52 @@ class Lag:
     on_host: bool  # the collectives are MPI calls
     host_timed: bool  # the collectives are timed on the host (gloo, MPI)
     skipped: bool  # a step of the window has no row (its only collective left out)
-    two_ranks: bool
+    other: int | None  # of two ranks, the other: the gap to it is twice the lag
     phase: str | None
     phase_steps: int
     excess: float
     late: bool  # the phase excess is over the steps where it is late only
     where: str  # the collectives' ops
+    kind: str  # persistent or intermittent (episodes_of), the finding's id by IDS
 
     @property
     def phase_basis(self) -> str:
         return "per step where it is late" if self.late else self.basis
 
+    @property
+    def gap(self) -> float:
+        """Its lag as said: of two ranks the gap to the other (twice the lag after their
+        midpoint), else after the median rank."""
+        return 2 * self.lag if self.other is not None else self.lag
+
+    @property
+    def phase_gap(self) -> float:
+        """Its phase excess as said: of two ranks against the other (twice the excess)."""
+        return 2 * self.excess if self.other is not None else self.excess
+
+    @property
+    def against(self) -> str:
+        return AGAINST.format(other=self.other) if self.other is not None else ""
+
     def arrives(self, lag_phase: str = LAG_IN) -> str:
         """`arrives last at 9 of 10 collectives, ...`; `lag_phase` words its phase."""
+        whom = (
+            GAP.format(other=self.other, mid=f"{ms(self.lag)} {self.basis}")
+            if self.other is not None
+            else MEDIAN
+        )
         return ARRIVES.format(
             last=value(self.row["last"], 0),
             collectives=value(self.row["collectives"], 0),
-            lag=ms(self.lag),
+            lag=ms(self.gap),
             basis=self.basis,
+            whom=whom,
             over_steps=OVER_STEPS.format(n=self.n) if self.skipped else "",
-            of_two=OF_TWO if self.two_ranks else "",
             lag_phase=lag_phase.format(
-                phase=self.phase, excess=ms(self.excess), basis=self.phase_basis
+                phase=self.phase,
+                excess=ms(self.phase_gap),
+                against=self.against,
+                basis=self.phase_basis,
             )
             if self.phase
             else "",
@@ -139,6 +170,15 @@ class Lag:
 
     def evidence(self) -> dict:
         on_host, n = self.on_host, self.n
+        gap = (
+            {
+                "gap_to": self.other,
+                "gap_per_step": figure(self.gap, NS),
+                "phase_gap_per_step": figure(self.phase_gap, NS),
+            }
+            if self.other is not None
+            else {}
+        )
         return {
             "rank": self.rank,
             "phase": self.phase,
@@ -159,6 +199,7 @@ class Lag:
             "exposed_comm_per_step": figure(self.exposed, NS),
             "steps": figure(n, COUNT),
             "phase_steps": figure(self.phase_steps, COUNT),
+            **gap,
         }
 
 
@@ -194,6 +235,14 @@ def _their_time(facts: Facts, others: list[int], steps: set, n: int, on_host: bo
     return in_collectives, exposed
 
 
+def episodes_of(total: dict, observed: list[int]) -> dict | None:
+    """The straggler's slow steps (its phase's slow_steps, else the affected_steps where
+    the others waited for it) over the `observed` steps: persistent or intermittent and
+    where (nsyswrap.report.diagnosis.persistence); None without any."""
+    said = total.get("slow_steps") or total.get("affected_steps")
+    return episodes([int(s) for s in said.split(",")], observed) if said and observed else None
+
+
 def lag_of(facts: Facts) -> Lag | None:
     """The straggler's figures, where the cross-rank section names one (its own verdict)."""
     v = facts.verdict("crossrank") or {}
@@ -222,12 +271,15 @@ def lag_of(facts: Facts) -> Lag | None:
         on_host=on_host,
         host_timed=_host_timed(facts),
         skipped=bool(lag_steps and len(all_steps - lag_steps)),
-        two_ranks=len(facts.waited) == 2,
+        other=next((r for r in facts.waited if r != total["rank"]), None)
+        if len(facts.waited) == 2
+        else None,
         phase=total.get("phase"),
         phase_steps=phase_steps,
         excess=value(total.get("phase_excess"), 0) / (phase_steps or n),
         late=0 < phase_steps < len(lag_steps),
         where=" and ".join(ops) if ops else "MPI collectives" if on_host else "collectives",
+        kind=(episodes_of(total, sorted(lag_steps)) or {"kind": "persistent"})["kind"],
     )
 
 
@@ -241,23 +293,26 @@ def find(facts: Facts, limits: Limits) -> list[Finding]:
         ADVICE_PHASE.format(
             phase=lag.phase,
             rank=lag.rank,
-            excess=ms(lag.excess),
+            excess=ms(lag.phase_gap),
+            against=lag.against,
             basis=lag.phase_basis,
             now="" if lag.late else " now",
         )
         if lag.phase
         else ADVICE.format(rank=lag.rank)
     )
+    some = lag.kind == "intermittent"
+    kind = IDS[some]
     return [
         Finding(
-            id="straggler",
+            id=kind,
             scope="cross-rank",
-            label=f"straggler: rank {lag.rank}",
+            label=f"{kind}: rank {lag.rank}",
             ranks=(lag.rank,),
             cost=figure(lag.lag, NS),
             cost_basis=lag.basis,
             share=figure(lag.lag / step_ns if step_ns else None, FRACTION, NO_STEPS),
-            text=TEXT.format(
+            text=(SOME_STEPS if some else TEXT).format(
                 rank=lag.rank, arrives=lag.arrives(), waiting=lag.waiting(len(facts.per_rank))
             ),
             advice=advice,
@@ -273,10 +328,14 @@ RULE = Rule(
     order="saving",
     doc="""The straggler, where the cross-rank section names one and the run has no what-if
 replay: the rank that arrives last at the collectives, its lag per step after the median
-rank (of two ranks, their midpoint), the phase range it lags in, and the wait it imposes
-on the others per step, with how much of their time in collectives and of their exposed
-communication that is (for MPI collectives, of their MPI time: a wait blocks the host, not
-the GPU). Its cost is its lag: the others' waiting is a figure beside it, not what fixing
-it saves.""",
+rank (of two ranks, the gap to the other, with their midpoint beside it as a labelled
+figure: the median of two ranks is half the gap), the phase range it lags in (of two
+ranks, its excess against the other), and the wait it imposes on the others per step,
+with how much of their time in collectives and of their exposed communication that is
+(for MPI collectives, of their MPI time: a wait blocks the host, not the GPU). Its cost is
+its lag after the median rank: the others' waiting is a figure beside it, not what fixing
+it saves. A rank late in at most half of the steps (its phase's slow steps, else the
+steps the others waited for it) is slow in some steps (id intermittent, the word of the
+replay's findings), else the straggler.""",
     find=find,
 )

@@ -10,7 +10,8 @@ the single-rank `steps` table or the sampler's `step_times`), the steps the wind
 apart (warm-up, outliers) left out. A finding is above the floor when what it saves per
 step on average is at least `mean_factor` x the floor and, where it saves in only some
 steps, what it saves per affected step is at least `affected_factor` x the floor (a stall
-must stand out of the variation in the steps it hits).
+must stand out of the variation in the steps it hits). Rule noise_floor holds the two
+factors and orders the findings by it.
 """
 
 from __future__ import annotations
