@@ -109,22 +109,16 @@ def _moving(sig: list[dict], per_rank: dict, x: Limits) -> list[dict]:
     return causes
 
 
-def _slow_rank(
-    f: dict, per_rank: dict, moving: set, moved: set, step_ns: float, x: Limits
-) -> dict | None:
-    """A rank's cause: with the phase holding at least named_phase_share of its gain where
-    the rest of its gain is under min_gain_share of the step (else the rank's whole fix is
-    the figure), or with its largest phase's part; None where moving stalls already say it
-    (its phase, or each step where it is slow and at least told_share of its gain)."""
+def _slow_rank(f: dict, per_rank: dict, moving: set, moved: set, x: Limits) -> dict | None:
+    """A rank's cause: with the phase holding at least named_phase_share of its gain (else
+    the rank's whole fix is the figure, with its largest phase's part); None where moving
+    stalls already say it (its phase, or each step where it is slow and at least
+    told_share of its gain)."""
     phases = [g for (r, _), g in per_rank.items() if r == f["rank"]]
     best = max(phases, key=lambda g: value(g["gain_ns_per_step"], 0), default=None)
     whole = value(f["gain_ns_per_step"], 0)
     part = 0 if best is None else value(best["gain_ns_per_step"], 0)
-    named = (
-        best is not None
-        and part >= x.named_phase_share * whole
-        and whole - part < x.min_gain_share * step_ns
-    )
+    named = best is not None and part >= x.named_phase_share * whole
     told = max(  # the largest gain of its moving stalls
         (value(g["gain_ns_per_step"], 0) for g in phases if (g["rank"], g["phase"]) in moving),
         default=0,
@@ -157,7 +151,7 @@ def find(facts: Facts, limits: Limits) -> list[dict]:
     causes += [{"fix": f, "stage": f["stage"]} for f in sig if f["kind"] == "stage"]
     for f in sig:
         if f["kind"] == "rank":
-            cause = _slow_rank(f, per_rank, moving, moved, step_ns, limits)
+            cause = _slow_rank(f, per_rank, moving, moved, limits)
             causes += [cause] if cause is not None else []
     causes.sort(key=lambda c: -value(c["fix"]["gain_ns_per_step"], 0))
     return causes[: int(limits.max_causes)]
@@ -178,14 +172,13 @@ time in some step (more than the replay residual and the step noise), at least
 {min_gain_share} of a step where it does. Stalls of one phase that move between ranks
 (several ranks' fixes of that phase, each in its own steps, each saving per affected step
 at least {moving_share} of the largest) are one cause. A slow rank is named with the
-phase that holds at least {named_phase_share} of its gain where the rest of its gain is
-under {min_gain_share} of the step (the phase's saving is then the figure), else with the
-part of its largest phase (the rank's whole saving the figure); not where moving stalls
-already name that phase on it, or cover each step where it is slow and at least
-{told_share} of its gain. At most {max_causes} causes, largest gain first. A cause's
-finding gives the range of its saving where it rests on waits the replay assumed (without
-them and with them: gain_low_per_step, gain_high_per_step; one figure where both round
-alike), and names the steps it counts that the window set apart as outliers
+phase that holds at least {named_phase_share} of its gain (the phase's saving is then the
+figure), else with the part of its largest phase (the rank's whole saving the figure);
+not where moving stalls already name that phase on it, or cover each step where it is
+slow and at least {told_share} of its gain. At most {max_causes} causes, largest gain
+first. A cause's finding gives the range of its saving where it rests on waits the
+replay assumed (without them and with them: gain_low_per_step, gain_high_per_step; one
+figure where both round alike), and names the steps it counts that the window set apart as outliers
 (outlier_steps).""",
     thresholds=(
         Threshold(
@@ -202,7 +195,7 @@ alike), and names the steps it counts that the window set apart as outliers
             "a rank's stalls of a phase move with the others' when each saves this x the largest",
         ),
         Threshold(
-            "named_phase_share", 0.8, "a slow rank is named by the phase holding this of its gain"
+            "named_phase_share", 0.9, "a slow rank is named by the phase holding this of its gain"
         ),
         Threshold(
             "told_share",
