@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from helpers.paths import FIXTURES, ROOT
 
 RUN = FIXTURES / "run2"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+SYSTEM_TEMP = tempfile.gettempdir()  # before any test points tempfile elsewhere
 
 
 def _python(
@@ -170,12 +172,9 @@ def _dead_pid() -> int:
 def test_work_directories_of_dead_processes_are_removed_when_a_run_starts(
     cli, cache, tmp_path, monkeypatch
 ):
-    import tempfile
-
     from nsyswrap.storage.leftovers import host
 
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = _short_temp()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     cli("sql", "SELECT 1", RUN)  # the store exists
     views, objects = cache / "views", cache / "objects"
@@ -213,8 +212,7 @@ def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path, generat
 
     _, run = generated_run(preset("run2").replace(steps=30))
     for attempt in range(3):
-        cache, temp = tmp_path / f"cache{attempt}", tmp_path / f"tmp{attempt}"
-        temp.mkdir()
+        cache, temp = tmp_path / f"cache{attempt}", _short_temp()
         env = {**ENV, "NSYSWRAP_CACHE_DIR": str(cache), "TMPDIR": str(temp)}
         left = _killed_while_building(run, cache, temp, env)
         if left:
@@ -230,6 +228,7 @@ def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path, generat
     )
     assert done.returncode == 0, done.stderr
     assert list(cache.rglob(".build-*")) == [] and list(temp.glob("nsyswrap-*")) == []
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_a_bug_in_nsyswrap_keeps_its_traceback(cli, cache, monkeypatch):
@@ -263,3 +262,10 @@ def _killed_while_building(run: Path, cache: Path, temp: Path, env: dict) -> lis
     child.wait()
     time.sleep(1.5)  # the workers see their parent gone (processes.POLL_S) and end
     return list(cache.rglob(".build-*")) + list(temp.glob("nsyswrap-*"))
+
+
+def _short_temp() -> Path:
+    """A fresh temporary folder with a short path, for TMPDIR: multiprocessing's
+    forkserver binds a socket under it, and AF_UNIX paths are at most 107 bytes (a
+    pytest-xdist worker's tmp_path is longer)."""
+    return Path(tempfile.mkdtemp(prefix="nsw-", dir=SYSTEM_TEMP))
