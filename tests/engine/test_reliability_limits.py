@@ -24,6 +24,16 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SYSTEM_TEMP = tempfile.gettempdir()  # before any test points tempfile elsewhere
 
 
+@pytest.fixture
+def short_temp():
+    """A fresh temporary folder with a short path, for TMPDIR (removed after the test):
+    multiprocessing's forkserver binds a socket under it, and AF_UNIX paths are at most
+    107 bytes (a pytest-xdist worker's tmp_path is longer)."""
+    temp = Path(tempfile.mkdtemp(prefix="nsw-", dir=SYSTEM_TEMP))
+    yield temp
+    shutil.rmtree(temp, ignore_errors=True)
+
+
 def _python(
     code: str, *args, env: dict | None = None, timeout: float = 300
 ) -> tuple[int, str, str]:
@@ -170,11 +180,11 @@ def _dead_pid() -> int:
 
 
 def test_work_directories_of_dead_processes_are_removed_when_a_run_starts(
-    cli, cache, tmp_path, monkeypatch
+    cli, cache, short_temp, monkeypatch
 ):
     from nsyswrap.storage.leftovers import host
 
-    temp = _short_temp()
+    temp = short_temp
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     cli("sql", "SELECT 1", RUN)  # the store exists
     views, objects = cache / "views", cache / "objects"
@@ -204,49 +214,14 @@ def test_work_directories_of_dead_processes_are_removed_when_a_run_starts(
     assert all(p.exists() for p in kept)
 
 
-def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path, generated_run):
-    """A cold report killed (kill -9, its workers with it) while it writes the cache. On a
-    busy machine a build seen under way can end before the kill reaches it: then the kill
-    is tried again on a fresh cache (at most three times)."""
+def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path, generated_run, short_temp):
+    """A cold report killed (kill -9, its workers with it) while it writes the cache."""
+    cache, temp = tmp_path / "cache", short_temp
+    env = {**ENV, "NSYSWRAP_CACHE_DIR": str(cache), "TMPDIR": str(temp)}
     from nsyswrap.synth import preset
 
     _, run = generated_run(preset("run2").replace(steps=30))
-    for attempt in range(3):
-        cache, temp = tmp_path / f"cache{attempt}", _short_temp()
-        env = {**ENV, "NSYSWRAP_CACHE_DIR": str(cache), "TMPDIR": str(temp)}
-        left = _killed_while_building(run, cache, temp, env)
-        if left:
-            break
-    assert left, "the run was killed before it wrote anything, three times"
-    done = subprocess.run(
-        [sys.executable, "-m", "nsyswrap", "sql", "SELECT 1", FIXTURES / "run2" / "rank0.sqlite"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert list(cache.rglob(".build-*")) == [] and list(temp.glob("nsyswrap-*")) == []
-    shutil.rmtree(temp, ignore_errors=True)
 
-
-def test_a_bug_in_nsyswrap_keeps_its_traceback(cli, cache, monkeypatch):
-    """The limits are recognised by what they say; any other failure is a bug and is raised
-    as it is (no one-line error hides it)."""
-    import nsyswrap.report.data_quality
-
-    def broken(inputs):
-        raise ZeroDivisionError("a bug")
-
-    monkeypatch.setattr(nsyswrap.report.data_quality, "data_quality_section", broken)
-    with pytest.raises(ZeroDivisionError):
-        cli("report", RUN)
-
-
-def _killed_while_building(run: Path, cache: Path, temp: Path, env: dict) -> list[Path]:
-    """Start `nsyswrap report RUN` cold, kill its process group (-9) once a cache entry is
-    being built, and return what it left: build folders and temporary folders."""
     child = subprocess.Popen(
         [sys.executable, "-m", "nsyswrap", "report", run],
         env=env,
@@ -261,11 +236,28 @@ def _killed_while_building(run: Path, cache: Path, temp: Path, env: dict) -> lis
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
     time.sleep(1.5)  # the workers see their parent gone (processes.POLL_S) and end
-    return list(cache.rglob(".build-*")) + list(temp.glob("nsyswrap-*"))
+    left = list(cache.rglob(".build-*")) + list(temp.glob("nsyswrap-*"))
+    assert left, "the run was killed before it wrote anything"
+    done = subprocess.run(
+        [sys.executable, "-m", "nsyswrap", "sql", "SELECT 1", FIXTURES / "run2" / "rank0.sqlite"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(cache.rglob(".build-*")) == [] and list(temp.glob("nsyswrap-*")) == []
 
 
-def _short_temp() -> Path:
-    """A fresh temporary folder with a short path, for TMPDIR: multiprocessing's
-    forkserver binds a socket under it, and AF_UNIX paths are at most 107 bytes (a
-    pytest-xdist worker's tmp_path is longer)."""
-    return Path(tempfile.mkdtemp(prefix="nsw-", dir=SYSTEM_TEMP))
+def test_a_bug_in_nsyswrap_keeps_its_traceback(cli, cache, monkeypatch):
+    """The limits are recognised by what they say; any other failure is a bug and is raised
+    as it is (no one-line error hides it)."""
+    import nsyswrap.report.data_quality
+
+    def broken(inputs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(nsyswrap.report.data_quality, "data_quality_section", broken)
+    with pytest.raises(ZeroDivisionError):
+        cli("report", RUN)
