@@ -4,9 +4,11 @@ engine (`nsyswrap.engine.dask_engine.DaskEngine`), on the workers of a Dask clus
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -14,10 +16,12 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from nsyswrap.engine.dask_engine import DaskEngine
-from nsyswrap.errors import NsysWrapError, open_files_error
+from nsyswrap.errors import NsysWrapError, note, open_files_error
 from nsyswrap.storage.processes import start_worker
 
 POOL_FILES = 24  # file descriptors a pool needs free: its workers' pipes, and some to spare
+SOCKET_PATH = 107  # the longest AF_UNIX socket path on Linux, in bytes (sun_path, NUL-ended)
+SOCKET_NAME = len("/pymp-XXXXXXXX/listener-XXXXXXXX")  # the forkserver's, under the temp folder
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -35,6 +39,9 @@ def map_reports(
     items = list(items)
     if engine is not None and items:
         return engine.map(fn, items, progress)
+    if jobs > 1 and len(items) > 1 and not _socket_fits():
+        _say_one_process()
+        jobs = 1
     if jobs <= 1 or len(items) <= 1:
         out = []
         for done, item in enumerate(items, 1):
@@ -72,6 +79,22 @@ def map_reports(
         ) from None
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+def _socket_fits() -> bool:
+    """Whether the forkserver's socket, `<temporary folder>/pymp-XXXXXXXX/listener-XXXXXXXX`
+    (multiprocessing's names), fits in an AF_UNIX address."""
+    return len(os.fsencode(tempfile.gettempdir())) + SOCKET_NAME <= SOCKET_PATH
+
+
+@functools.cache
+def _say_one_process() -> None:
+    """Said once, however many pools the command would start."""
+    note(
+        f"the temporary folder {tempfile.gettempdir()} is too long a path for the "
+        f"worker processes' socket (at most {SOCKET_PATH - SOCKET_NAME} characters): "
+        "working in one process; set TMPDIR to a shorter folder to use -j"
+    )
 
 
 def _check_open_files() -> None:

@@ -170,6 +170,31 @@ def test_a_cache_that_fills_up_part_way_is_one_line(tmp_path, size):
     assert str(cache / "c") in line and "NSYSWRAP_CACHE_DIR" in line and not out.exists()
 
 
+# --- a temporary folder too long for the workers' socket ----------------------------------
+
+
+def test_a_temporary_folder_too_long_for_the_workers_socket_works_in_one_process(
+    tmp_path, short_temp
+):
+    """multiprocessing's forkserver binds an AF_UNIX socket (at most 107 bytes) under the
+    temporary folder: with a longer TMPDIR the report works in one process and says so in
+    one line (it was a traceback, 'OSError: AF_UNIX path too long'), its answer the same."""
+    long_temp = short_temp / ("t" * (108 - len(str(short_temp))))
+    long_temp.mkdir()
+    answers = []
+    for temp in (short_temp, long_temp):
+        code, out, err = _python(
+            "import sys, nsyswrap.cli; nsyswrap.cli.main(sys.argv[1:])",
+            *("report", RUN, "-j", "2", "--format", "json"),
+            env={"TMPDIR": str(temp), "NSYSWRAP_CACHE_DIR": str(tmp_path / temp.name)},
+        )
+        assert code == 0, err
+        answers.append(json.loads(out))
+    notes = [line for line in err.splitlines() if "too long a path" in line]
+    assert len(notes) == 1 and "working in one process; set TMPDIR" in notes[0], err
+    assert answers[0] == answers[1]
+
+
 # --- leftovers of killed runs ---------------------------------------------------------------
 
 
