@@ -94,6 +94,7 @@ def _straggler_rows(strag: pd.DataFrame) -> list[dict]:
             "last": figure(r.last_count, COUNT),
             "collectives": figure(r.collectives, COUNT),
             "lag": figure(r.lag_ns, NS),
+            "gap": figure(r.gap_ns, NS),
             "imposed_wait": figure(r.imposed_wait_ns, NS),
             "share_of_wait": share(r.imposed_wait_ns, r.total_wait_ns, "nobody waited"),
             "significant": bool(r.significant),

@@ -23,14 +23,21 @@
 --                                  most often last, then lowest rank).
 -- @column last_count BIGINT        Collectives at which it arrived last.
 -- @column collectives BIGINT       Matched collectives it took part in.
--- @column lag_ns BIGINT            Its arrival minus the median arrival, summed
---                                  over the collectives it arrived last at
---                                  (ns).
+-- @column lag_ns BIGINT            Its lag behind the median rank (ns): the union,
+--                                  per step, of the spans from the median arrival
+--                                  to its own at the collectives it arrived last
+--                                  at, each instant counted once (collectives
+--                                  outstanding together, such as DDP's gradient
+--                                  buckets, overlap); the run row sums the steps.
+-- @column gap_ns BIGINT            The same from the first member's arrival: its
+--                                  lag behind the earliest rank (of two ranks, the
+--                                  gap to the other), each instant once (ns).
 -- @column imposed_wait_ns BIGINT   Others' wait in those collectives (ns; each
 --                                  other rank's instant of waiting counted once:
 --                                  xr_collective_unions' wait_for).
 -- @column total_wait_ns BIGINT     All ranks' wait in the scope's collectives.
--- @column significant BOOLEAN      Its mean lag when last exceeds the alignment
+-- @column significant BOOLEAN      Its mean lag when last (each collective's own
+--                                  lag, averaged) exceeds the alignment
 --                                  threshold and 3 x the run's jitter; the run
 --                                  row also when at least half the wait it
 --                                  imposed falls in steps where it is the
@@ -67,12 +74,67 @@ arrivals AS (
         c.step,
         c.rank,
         c.rank = c.last_rank AS is_last,
+        c.start_ns,
         c.lag_ns,
+        min(c.start_ns) OVER (PARTITION BY c.pg, c.seq) AS first_ns,
         c.threshold_ns
     FROM xr_collectives AS c
     ANTI JOIN firsts AS f
         ON f.pg = c.pg
         AND f.seq = c.seq
+),
+late_spans AS (
+    -- Where it arrived last: the spans from the median arrival and from the first one
+    -- to its own, with the start of each run of overlapping spans marked (a sweep over
+    -- ordered spans, per basis).
+    SELECT
+        step,
+        rank,
+        basis,
+        s,
+        e,
+        coalesce(
+            s > max(e) OVER (
+                PARTITION BY step, rank, basis
+                ORDER BY s, e
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ),
+            true
+        ) AS opens
+    FROM (
+        SELECT step, rank, 'median' AS basis, start_ns - lag_ns AS s, start_ns AS e
+        FROM arrivals
+        WHERE is_last
+            AND lag_ns > 0
+        UNION ALL
+        SELECT step, rank, 'first' AS basis, first_ns AS s, start_ns AS e
+        FROM arrivals
+        WHERE is_last
+            AND start_ns > first_ns
+    )
+),
+lag_union AS (
+    -- Per step, each instant once: the summed length of the merged spans.
+    SELECT
+        step,
+        rank,
+        coalesce(sum(merged) FILTER (WHERE basis = 'median'), 0)::BIGINT AS lag_ns,
+        coalesce(sum(merged) FILTER (WHERE basis = 'first'), 0)::BIGINT AS gap_ns
+    FROM (
+        SELECT step, rank, basis, max(e) - min(s) AS merged
+        FROM (
+            SELECT
+                *,
+                sum(opens::INTEGER) OVER (
+                    PARTITION BY step, rank, basis
+                    ORDER BY s, e
+                    ROWS UNBOUNDED PRECEDING
+                ) AS run
+            FROM late_spans
+        )
+        GROUP BY step, rank, basis, run
+    )
+    GROUP BY step, rank
 ),
 jitter AS (
     -- How much arrivals vary around each rank's usual lag.
@@ -91,13 +153,25 @@ imposed AS (
     HAVING GROUPING(step) = 1
         OR step IS NOT NULL
 ),
+lags AS (
+    -- Per step, and over the run (the steps summed).
+    SELECT step, rank, lag_ns, gap_ns
+    FROM lag_union
+    WHERE step IS NOT NULL
+    UNION ALL
+    SELECT NULL AS step, rank, sum(lag_ns)::BIGINT AS lag_ns, sum(gap_ns)::BIGINT AS gap_ns
+    FROM lag_union
+    GROUP BY rank
+),
 scopes AS (
     SELECT
         a.step,
         a.rank,
         a.last_count,
         a.collectives,
-        a.lag_ns,
+        coalesce(l.lag_ns, 0)::BIGINT AS lag_ns,
+        coalesce(l.gap_ns, 0)::BIGINT AS gap_ns,
+        a.summed_lag_ns,
         coalesce(i.imposed_wait_ns, 0)::BIGINT AS imposed_wait_ns,
         a.threshold_ns
     FROM (
@@ -107,13 +181,16 @@ scopes AS (
             GROUPING(step) = 1 AS whole_run,
             count(*) FILTER (WHERE is_last) AS last_count,
             count(*) AS collectives,
-            coalesce(sum(lag_ns) FILTER (WHERE is_last), 0)::BIGINT AS lag_ns,
+            coalesce(sum(lag_ns) FILTER (WHERE is_last), 0)::BIGINT AS summed_lag_ns,
             coalesce(max(threshold_ns) FILTER (WHERE is_last), 0) AS threshold_ns
         FROM arrivals
         GROUP BY GROUPING SETS ((step, rank), (rank))
         HAVING GROUPING(step) = 1
             OR step IS NOT NULL
     ) AS a
+    LEFT JOIN lags AS l
+        ON l.rank = a.rank
+        AND l.step IS NOT DISTINCT FROM (CASE WHEN a.whole_run THEN NULL ELSE a.step END)
     LEFT JOIN imposed AS i
         ON i.rank = a.rank
         AND (i.step = a.step OR (a.whole_run AND i.step IS NULL))
@@ -124,7 +201,7 @@ picked AS (
         sum(s.imposed_wait_ns) OVER (PARTITION BY s.step)::BIGINT AS total_wait_ns,
         j.jitter_ns,
         s.last_count > 0
-        AND s.lag_ns / s.last_count > greatest(s.threshold_ns, 3 * j.jitter_ns)
+        AND s.summed_lag_ns / s.last_count > greatest(s.threshold_ns, 3 * j.jitter_ns)
             AS significant
     FROM scopes AS s
     CROSS JOIN jitter AS j
@@ -240,6 +317,7 @@ SELECT
     c.last_count,
     c.collectives,
     c.lag_ns,
+    c.gap_ns,
     c.imposed_wait_ns,
     c.total_wait_ns,
     c.is_significant AS significant,

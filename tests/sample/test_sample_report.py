@@ -98,6 +98,7 @@ def test_the_tables_and_verdict_are_those_of_the_nsys_path(planted):
         "last",
         "collectives",
         "lag",
+        "gap",
         "imposed_wait",
         "share_of_wait",
         "significant",

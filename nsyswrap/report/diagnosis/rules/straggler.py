@@ -24,8 +24,8 @@ ARRIVES = (
     "{whom}{over_steps}{lag_phase}."
 )
 MEDIAN = "the median rank"
-# of two ranks the median is their midpoint: the gap to the other is twice the lag, said
-# first; the midpoint is the labelled figure beside it
+# of two ranks the median is their midpoint: the gap to the other is said first, the lag
+# after their midpoint is the labelled figure beside it
 GAP = "rank {other} (the gap; after their midpoint, the median of two ranks: {mid})"
 AGAINST = " against rank {other},"
 OVER_STEPS = (
@@ -72,6 +72,7 @@ class Lag:
     n: int  # the steps it is over
     basis: str
     lag: float
+    first_gap: float  # its lag behind the first arrival, per step (of two ranks: the gap)
     others: list[int]  # the ranks that wait for it
     wait: float  # each of them, per step
     in_collectives: float  # their time in collectives, per step (>= wait)
@@ -79,7 +80,7 @@ class Lag:
     on_host: bool  # the collectives are MPI calls
     host_timed: bool  # the collectives are timed on the host (gloo, MPI)
     skipped: bool  # a step of the window has no row (its only collective left out)
-    other: int | None  # of two ranks, the other: the gap to it is twice the lag
+    other: int | None  # of two ranks, the other: its gap to it is said
     phase: str | None
     phase_steps: int
     excess: float
@@ -93,9 +94,9 @@ class Lag:
 
     @property
     def gap(self) -> float:
-        """Its lag as said: of two ranks the gap to the other (twice the lag after their
-        midpoint), else after the median rank."""
-        return 2 * self.lag if self.other is not None else self.lag
+        """Its lag as said: of two ranks the gap to the other (its lag behind the first
+        arrival), else after the median rank; each instant counted once."""
+        return self.first_gap if self.other is not None else self.lag
 
     @property
     def phase_gap(self) -> float:
@@ -264,6 +265,7 @@ def lag_of(facts: Facts) -> Lag | None:
         n=n,
         basis=basis,
         lag=value(total["lag"], 0) / n,
+        first_gap=value(total["gap"], 0) / n,
         others=others,
         wait=value(total["imposed_wait"], 0) / len(others) / n if others else 0.0,
         in_collectives=in_collectives,
@@ -309,9 +311,9 @@ def find(facts: Facts, limits: Limits) -> list[Finding]:
             scope="cross-rank",
             label=f"{kind}: rank {lag.rank}",
             ranks=(lag.rank,),
-            cost=figure(lag.lag, NS),
+            cost=figure(lag.gap, NS),
             cost_basis=lag.basis,
-            share=figure(lag.lag / step_ns if step_ns else None, FRACTION, NO_STEPS),
+            share=figure(lag.gap / step_ns if step_ns else None, FRACTION, NO_STEPS),
             text=(SOME_STEPS if some else TEXT).format(
                 rank=lag.rank, arrives=lag.arrives(), waiting=lag.waiting(len(facts.per_rank))
             ),
@@ -328,13 +330,15 @@ RULE = Rule(
     order="saving",
     doc="""The straggler, where the cross-rank section names one and the run has no what-if
 replay: the rank that arrives last at the collectives, its lag per step after the median
-rank (of two ranks, the gap to the other, with their midpoint beside it as a labelled
-figure: the median of two ranks is half the gap), the phase range it lags in (of two
+rank (of two ranks, the gap to the other, with the lag after their midpoint beside it as a
+labelled figure), each the union per step of its late spans (collectives outstanding
+together, such as DDP's gradient buckets, counted once), the phase range it lags in (of two
 ranks, its excess against the other), and the wait it imposes on the others per step,
 with how much of their time in collectives and of their exposed communication that is
 (for MPI collectives, of their MPI time: a wait blocks the host, not the GPU). Its cost is
-its lag after the median rank: the others' waiting is a figure beside it, not what fixing
-it saves. A rank late in at most half of the steps (its phase's slow steps, else the
+its lag after the median rank (of two ranks, its gap to the other: their midpoint is no
+rank to be as fast as): the others' waiting is a figure beside it, not what fixing it
+saves. A rank late in at most half of the steps (its phase's slow steps, else the
 steps the others waited for it) is slow in some steps (id intermittent, the word of the
 replay's findings), else the straggler.""",
     find=find,
