@@ -83,6 +83,33 @@ def no_saving(replayed: bool) -> dict:
     return figure(None, NS, NO_SAVING_REPLAYED if replayed else NO_SAVING_UNREPLAYED)
 
 
+def saving_finding(
+    id: str,
+    label: str,
+    ranks: tuple[int, ...],
+    gain: float,
+    pct: float,
+    text: str,
+    advice: str | None,
+    evidence: Mapping,
+) -> Finding:
+    """A cross-rank finding whose cost is what its fix saves per step (the replay's `gain`,
+    ns, `pct` % of the step time)."""
+    return Finding(
+        id=id,
+        scope="cross-rank",
+        label=label,
+        ranks=ranks,
+        cost=figure(gain, NS),
+        cost_basis="per step",
+        share=figure(pct / 100, FRACTION),
+        text=text,
+        advice=advice,
+        evidence=evidence,
+        saving=figure(gain, NS),
+    )
+
+
 NO_COST = "context: where the time goes is in the findings before it"
 
 

@@ -4,11 +4,11 @@ on rank 3 in step 2, on rank 6 in step 4): one finding naming each (step, rank).
 from __future__ import annotations
 
 from nsyswrap.report.diagnosis.facts import Facts
-from nsyswrap.report.diagnosis.finding import Finding
+from nsyswrap.report.diagnosis.finding import Finding, saving_finding
 from nsyswrap.report.diagnosis.rule import Limits, Rule
 from nsyswrap.report.diagnosis.rules.replay_causes import gain_evidence, gain_of, replayed
 from nsyswrap.report.diagnosis.words import and_, ms
-from nsyswrap.report.figures import FRACTION, NS, figure, value
+from nsyswrap.report.figures import value
 
 WHERE = "rank {rank} in step {step}"
 TEXT = (
@@ -36,18 +36,15 @@ def finding(cause: dict) -> Finding:
         "stalls": [{"step": s, "rank": r} for s, r in cause["pairs"]],
         **gain_evidence(fix),
     }
-    return Finding(
-        id="intermittent",
-        scope="cross-rank",
-        label=f"intermittent: {phase} stalls on {said['where']}",
-        ranks=tuple(sorted({r for _, r in cause["pairs"]})),
-        cost=figure(gain, NS),
-        cost_basis="per step",
-        share=figure(pct / 100, FRACTION),
-        text=TEXT.format(**said, gain=ms(gain), pct=pct),
-        advice=ADVICE.format(**said),
-        evidence=evidence,
-        saving=evidence["gain_per_step"],
+    return saving_finding(
+        "intermittent",
+        f"intermittent: {phase} stalls on {said['where']}",
+        tuple(sorted({r for _, r in cause["pairs"]})),
+        gain,
+        pct,
+        TEXT.format(**said, gain=ms(gain), pct=pct),
+        ADVICE.format(**said),
+        evidence,
     )
 
 

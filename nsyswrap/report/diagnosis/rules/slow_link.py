@@ -6,7 +6,7 @@ the other replayed findings by that saving."""
 from __future__ import annotations
 
 from nsyswrap.report.diagnosis.facts import Facts
-from nsyswrap.report.diagnosis.finding import Finding
+from nsyswrap.report.diagnosis.finding import Finding, saving_finding
 from nsyswrap.report.diagnosis.rule import Limits, Rule, Threshold
 from nsyswrap.report.diagnosis.words import ms
 from nsyswrap.report.figures import FRACTION, NS, figure, value
@@ -32,15 +32,13 @@ def finding(link: dict) -> Finding:
     gain, pct = value(link["gain_ns_per_step"], 0), value(link["gain_pct"], 0)
     healthy, inside = value(link["healthy"]), value(link["inside"])
     against = AGAINST_INSIDE.format(inside=inside) if inside is not None else AGAINST
-    return Finding(
-        id="slow-link",
-        scope="cross-rank",
-        label=f"slow link: {a} - {b}",
-        ranks=(),
-        cost=figure(gain, NS),
-        cost_basis="per step",
-        share=figure(pct / 100, FRACTION),
-        text=TEXT.format(
+    return saving_finding(
+        "slow-link",
+        f"slow link: {a} - {b}",
+        (),
+        gain,
+        pct,
+        TEXT.format(
             a=a,
             b=b,
             bw=value(link["busbw"]),
@@ -51,8 +49,8 @@ def finding(link: dict) -> Finding:
             gain=ms(gain),
             pct=pct,
         ),
-        advice=ADVICE.format(a=a, b=b, healthy=healthy, gain=ms(gain)),
-        evidence={
+        ADVICE.format(a=a, b=b, healthy=healthy, gain=ms(gain)),
+        {
             "hosts": [a, b],
             "busbw": link["busbw"],
             "inside": link["inside"],
@@ -61,7 +59,6 @@ def finding(link: dict) -> Finding:
             "gain_per_step": figure(gain, NS),
             "gain_share": figure(pct / 100, FRACTION),
         },
-        saving=figure(gain, NS),
     )
 
 

@@ -5,12 +5,12 @@ waiting are told beside it (figures, not its cost)."""
 from __future__ import annotations
 
 from nsyswrap.report.diagnosis.facts import Facts
-from nsyswrap.report.diagnosis.finding import Finding
+from nsyswrap.report.diagnosis.finding import Finding, saving_finding
 from nsyswrap.report.diagnosis.rule import Limits, Rule, Threshold
 from nsyswrap.report.diagnosis.rules import hot_expert, straggler
 from nsyswrap.report.diagnosis.rules.replay_causes import gain_evidence, gain_of, replayed
 from nsyswrap.report.diagnosis.words import ms
-from nsyswrap.report.figures import FRACTION, NS, figure, value
+from nsyswrap.report.figures import value
 
 PERSISTENT = (
     "Rank {rank} is the straggler: {fixing} would save {gain} per step ({pct:.0f} % of the "
@@ -112,19 +112,7 @@ def finding(facts: Facts, cause: dict, limits: Limits) -> Finding:
         text += lag[0]
         evidence = {**lag[1], **evidence}
     kind = "straggler" if fix["pattern"] == "persistent" else "intermittent"
-    return Finding(
-        id=kind,
-        scope="cross-rank",
-        label=f"{kind}: rank {rank}",
-        ranks=(rank,),
-        cost=figure(gain, NS),
-        cost_basis="per step",
-        share=figure(pct / 100, FRACTION),
-        text=text,
-        advice=advice,
-        evidence=evidence,
-        saving=evidence["gain_per_step"],
-    )
+    return saving_finding(kind, f"{kind}: rank {rank}", (rank,), gain, pct, text, advice, evidence)
 
 
 def find(facts: Facts, limits: Limits) -> list[Finding]:

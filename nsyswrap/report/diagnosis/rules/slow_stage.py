@@ -4,11 +4,10 @@ saves, the bubbles it causes in the other stages included."""
 from __future__ import annotations
 
 from nsyswrap.report.diagnosis.facts import Facts
-from nsyswrap.report.diagnosis.finding import Finding
+from nsyswrap.report.diagnosis.finding import Finding, saving_finding
 from nsyswrap.report.diagnosis.rule import Limits, Rule
 from nsyswrap.report.diagnosis.rules.replay_causes import gain_evidence, gain_of, replayed
 from nsyswrap.report.diagnosis.words import ms
-from nsyswrap.report.figures import FRACTION, NS, figure
 
 TEXT = (
     "Pipeline stage {stage} is slower than the others: making its work as fast as the other "
@@ -27,18 +26,15 @@ def finding(cause: dict) -> Finding:
     fix, stage = cause["fix"], cause["stage"]
     gain, pct, steps = gain_of(fix)
     evidence = {"stage": stage, **gain_evidence(fix)}
-    return Finding(
-        id="slow-stage",
-        scope="cross-rank",
-        label=f"slow pipeline stage: {stage}",
-        ranks=(),
-        cost=figure(gain, NS),
-        cost_basis="per step",
-        share=figure(pct / 100, FRACTION),
-        text=TEXT.format(stage=stage, gain=ms(gain), pct=pct, steps=steps),
-        advice=ADVICE.format(stage=stage, gain=ms(gain)),
-        evidence=evidence,
-        saving=evidence["gain_per_step"],
+    return saving_finding(
+        "slow-stage",
+        f"slow pipeline stage: {stage}",
+        (),
+        gain,
+        pct,
+        TEXT.format(stage=stage, gain=ms(gain), pct=pct, steps=steps),
+        ADVICE.format(stage=stage, gain=ms(gain)),
+        evidence,
     )
 
 
