@@ -165,13 +165,14 @@ host's time, a launch's offset, its latency (or a join's), then the GPU's work."
 def critical_path(model: Model, times: np.ndarray) -> pd.DataFrame:
     """Per step: the replayed step time charged along the path it rests on (module doc)."""
     g = model.graph
+    columns = _walk_columns(model)
     charged = []
     lower = None
     for s, ends, starts in _steps_of(model):
         cur = int(ends[np.argmax(times[ends])])  # the latest end; ties: the lowest rank
         if lower is None:
             lower = int(times[starts].max())
-        charged += _walk(model, times, cur, lower, s)
+        charged += _walk(model, columns, times, cur, lower, s)
         lower = int(times[cur])
     out = pd.DataFrame(charged, columns=["step", "kind", "rank", "phase", "side", "cid", "ns"])
     out = out[out["ns"] > 0].merge(model.collectives[["cid", "pg", "op"]], on="cid", how="left")
@@ -187,18 +188,35 @@ def critical_path(model: Model, times: np.ndarray) -> pd.DataFrame:
 
 
 def _steps_of(model: Model):
+    """Per step in order: the step, its ranks' end and start nodes (by rank)."""
     st = model.steps.sort_values(["step", "rank"])
-    for s in np.sort(st["step"].unique()):
-        mine = st[st["step"] == s]
-        yield s, mine["end"].to_numpy(np.int64), mine["start"].to_numpy(np.int64)
+    step = st["step"].to_numpy()
+    ends, starts = st["end"].to_numpy(np.int64), st["start"].to_numpy(np.int64)
+    steps, first = np.unique(step, return_index=True)  # the rows are sorted by step
+    for s, lo, hi in zip(steps, first, [*first[1:], len(step)], strict=True):
+        yield s, ends[lo:hi], starts[lo:hi]
 
 
-def _walk(model: Model, times: np.ndarray, cur: int, stop: int, step) -> list[tuple]:
+def _walk_columns(model: Model) -> tuple[np.ndarray, ...]:
+    """What `_walk` reads of the events (kind, rank, cid, seg) and of the segments (rank,
+    phase index), as arrays: taken once for every step's walk."""
+    ev, segs = model.events, model.segs
+    return (
+        *(ev[c].to_numpy() for c in ("kind", "rank", "cid", "seg")),
+        segs["rank"].to_numpy(),
+        segs["phase_index"].to_numpy(),
+    )
+
+
+def _walk(
+    model: Model, columns: tuple, times: np.ndarray, cur: int, stop: int, step
+) -> list[tuple]:
     """The charges of the path from node `cur` back to time `stop`: per binding edge its
     weight's parts and the node's duration, each to the work of the segment it belongs to
-    (rank, phase, side) or, at a collective's end, to its transfer."""
-    g, ev, segs = model.graph, model.events, model.segs
-    kind, rank, cid, seg = (ev[c].to_numpy() for c in ("kind", "rank", "cid", "seg"))
+    (rank, phase, side) or, at a collective's end, to its transfer (`columns`:
+    `_walk_columns`)."""
+    g = model.graph
+    kind, rank, cid, seg, seg_rank, seg_phase = columns
     rep = model.replay
     out = []
     while times[cur] > stop:
@@ -217,8 +235,8 @@ def _walk(model: Model, times: np.ndarray, cur: int, stop: int, step) -> list[tu
             if kind[cur] == "E" and s_row < 0:
                 out.append((step, "transfer", None, None, None, cid[cur], ns))
             else:
-                r = rank[cur] if s_row < 0 else segs["rank"].iat[s_row]
-                ph = 0 if s_row < 0 else int(segs["phase_index"].iat[s_row])
+                r = rank[cur] if s_row < 0 else seg_rank[s_row]
+                ph = 0 if s_row < 0 else int(seg_phase[s_row])
                 out.append((step, "work", r, ph, side, -1, ns))
         if e < 0 or start <= stop:
             break

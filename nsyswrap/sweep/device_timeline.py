@@ -502,7 +502,8 @@ def timeline(inputs) -> dict[tuple[int, int], Device]:
         key = int(rank[lo]), int(device[lo])
         if key in devices:
             raise RuntimeError("device_timeline was read out of its stored order")
-        state = np.stack([_ints(part[c], NONE)[::BLOCK] for c in STATE], axis=1)
+        firsts = pa.array(np.arange(0, hi - lo, BLOCK))  # each block's first row
+        state = np.stack([_ints(part[c].take(firsts), NONE) for c in STATE], axis=1)
         devices[key] = Device(
             start,
             _ints(part["end_ns"], NONE),

@@ -50,7 +50,14 @@ kernel_names AS (
         ), '') AS coll_op
     FROM strings
 ),
-kernel_rows AS (
+capture AS (
+    SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
+    FROM raw_analysis WHERE _proto = 0
+),
+kernel_rows AS NOT MATERIALIZED (
+    -- read again by each reader, never held: held, a 1 M-kernel report's rows took
+    -- ~250 MB of a worker's memory (DuckDB inlines it only while the capture's bounds
+    -- are a CTE of their own, not a subquery inside it)
     SELECT
         pid_of(k.globalPid) AS pid,
         k.deviceId AS device,
@@ -81,10 +88,7 @@ kernel_rows AS (
         ON s.id = k.shortName
     LEFT JOIN kernel_names AS d
         ON d.id = k.demangledName
-    CROSS JOIN (
-        SELECT max(duration) AS ns, capture_end(max(duration), max(stopTime)) AS end_ns
-        FROM raw_analysis WHERE _proto = 0
-    ) AS c
+    CROSS JOIN capture AS c
     WHERE k._proto = 0
         -- kernels whose times cannot be right or without a device are counted by
         -- data_quality instead
