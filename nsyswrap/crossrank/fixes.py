@@ -134,15 +134,6 @@ def excess(model: Model, steady: bool = False) -> Cut:
 
 
 STALL_SPREADS = 3  # beyond its steady excess by this many of its spreads: a stall, kept whole
-STEADY_SHARE = 0.95
-"""A candidate's gain from the steady excess alone below this share of its gain is the low
-end of a range (the replay's 5 %)."""
-
-
-def steady_low(gain: float, steady: float) -> float | None:
-    """The gain of removing only the steady excess where it is the low end of a range
-    below `gain` (less than STEADY_SHARE of it); None: one figure."""
-    return steady if steady < STEADY_SHARE * gain else None
 
 
 def steady_part(over: np.ndarray, rank: np.ndarray, group: np.ndarray) -> np.ndarray:
