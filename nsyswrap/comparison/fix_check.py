@@ -37,6 +37,7 @@ import pandas as pd
 
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
+from nsyswrap.report.diagnosis.rules.replay_causes import steady_low
 from nsyswrap.report.diagnosis.words import listed
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.window import choose_window
@@ -79,6 +80,7 @@ class FixCheck:
     link: dict | None = None  # a link between hosts whose bandwidth changed, when named
     in_steps_ns: float | None = None  # the measured change in the named change's steps alone
     shared: list[int] | None = None  # ranks sharing a GPU with the named ones (contention)
+    predicted_low_ns: float | None = None  # the prediction's low end: the named ranks' noise kept
 
     @property
     def measured_ns(self) -> float:
@@ -124,16 +126,17 @@ def check(base: RunReplay, new: RunReplay) -> FixCheck | None:
     named = _named(own)
     if named is not None:
         named["stage"] = _stage_of(named, base.own_work)
-    predicted = None if named is None else _predicted(base.fixes, named)
+    predicted, low = (None, None) if named is None else _predicted(base.fixes, named)
     noise = float(base.fixes["noise_ns"].max()) if len(base.fixes) else 0.0
     out = FixCheck(steps, mean["base"], mean["new"], own, named, predicted, [], noise)
+    out.predicted_low_ns = low
     out.left_ns = 0.0 if named is None else _still_behind(new, steps, named)
     if named is not None:
         out.in_steps_ns = _in_steps(base, new, steps, named)
         out.shared = sharing_a_gpu(base.gpus, named["ranks"])
     link = link_change(base.links, new.links)
     if link is not None and (named is None or link["predicted_ns"] >= abs(named["delta_ns"])):
-        out.link, out.predicted_ns = link, link["predicted_ns"]
+        out.link, out.predicted_ns, out.predicted_low_ns = link, link["predicted_ns"], None
     out.lines = headline(out)
     return out
 
@@ -254,17 +257,22 @@ def link_change(base: pd.DataFrame, new: pd.DataFrame) -> dict | None:
     }
 
 
-def _predicted(fixes: pd.DataFrame, named: dict) -> float:
+def _predicted(fixes: pd.DataFrame, named: dict) -> tuple[float, float | None]:
     """BASE's replayed gain of fixing the named phase on its rank (on several: the stage
-    they are, else every rank's, rank NULL); 0 where no row: it changes nothing."""
+    they are, else every rank's, rank NULL); 0 where no row: it changes nothing; and the
+    low end of its range where it counts its ranks' noise (crossrank.whatif's
+    gain_steady_ns_per_step; None: one figure)."""
     if named["stage"] is not None:
         row = fixes[(fixes["kind"] == "stage") & (fixes["stage"] == named["stage"])]
-        return float(row["gain_ns_per_step"].iloc[0]) if len(row) else 0.0
-    rank = fixes["rank"].isna() if len(named["ranks"]) > 1 else fixes["rank"] == named["ranks"][0]
-    row = fixes[
-        (fixes["kind"] == "rank_phase") & rank & (fixes["phase"].fillna("") == named["phase"])
-    ]
-    return float(row["gain_ns_per_step"].iloc[0]) if len(row) else 0.0
+    else:
+        one = len(named["ranks"]) == 1
+        rank = fixes["rank"] == named["ranks"][0] if one else fixes["rank"].isna()
+        phase = fixes["phase"].fillna("") == named["phase"]
+        row = fixes[(fixes["kind"] == "rank_phase") & rank & phase]
+    if not len(row):
+        return 0.0, None
+    gain = float(row["gain_ns_per_step"].iloc[0])
+    return gain, steady_low(gain, float(row["gain_steady_ns_per_step"].iloc[0]))
 
 
 def headline(c: FixCheck) -> list[str]:
@@ -283,7 +291,7 @@ def headline(c: FixCheck) -> list[str]:
         f"{what}: its own work {_ms(abs(c.named['delta_ns']))} per step "
         f"{'shorter' if c.named['delta_ns'] < 0 else 'longer'} in NEW"
         f"{_where(c.named['steps'])}, {c.named['share'] * 100:.0f} % of the change; the "
-        f"replay of BASE predicted {_ms(c.predicted_ns)} per step for it, NEW is "
+        f"replay of BASE predicted {_prediction(c)} per step for it, NEW is "
         f"{_ms(abs(c.measured_ns))} per step {faster} ({_off(c)})"
     )
     return _with_gap(c, lines, what)
@@ -292,11 +300,11 @@ def headline(c: FixCheck) -> list[str]:
 def _with_gap(c: FixCheck, lines: list[str], what: str) -> list[str]:
     """`lines`, and where the prediction misses by more than TOLERANCE, the change in the
     named change's own steps against it, and where the rest went."""
-    gap = c.measured_ns - c.predicted_ns
+    gap = c.measured_ns - _nearest(c)
     if abs(gap) <= TOLERANCE * abs(c.measured_ns):
         return lines
     if c.in_steps_ns and c.link is None:
-        share = (c.predicted_ns - c.in_steps_ns) / abs(c.in_steps_ns)
+        share = (_nearest(c, c.in_steps_ns) - c.in_steps_ns) / abs(c.in_steps_ns)
         within = "within" if abs(share) <= TOLERANCE else "beyond"
         lines = lines + [
             f"in {_steps(sorted({s for st in c.named['steps'].values() for s in st}))} alone, "
@@ -380,8 +388,29 @@ def _where(steps: dict[int, list[int]]) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _prediction(c: FixCheck) -> str:
+    """The prediction in words: one figure, or its range where it counts the named rank's
+    step-to-step noise (a fix of what is steadily slow leaves that)."""
+    if c.predicted_low_ns is None:
+        return _ms(c.predicted_ns)
+    return (
+        f"{_ms(c.predicted_low_ns)} (its steady excess alone, its step-to-step noise kept) "
+        f"to {_ms(c.predicted_ns)} (as fast as the other ranks in every step)"
+    )
+
+
+def _nearest(c: FixCheck, measured: float | None = None) -> float:
+    """Of the prediction's range (one figure: it), the figure nearest `measured` (the
+    check's measured change)."""
+    measured = c.measured_ns if measured is None else measured
+    low = c.predicted_ns if c.predicted_low_ns is None else c.predicted_low_ns
+    return min(max(measured, low), c.predicted_ns)
+
+
 def _off(c: FixCheck) -> str:
-    share = (c.predicted_ns - c.measured_ns) / abs(c.measured_ns)
+    share = (_nearest(c) - c.measured_ns) / abs(c.measured_ns)
+    if c.predicted_low_ns is not None and share == 0:
+        return "within the range"
     within = "within" if abs(share) <= TOLERANCE else "beyond"
     return f"{_pct(share)}, {within} {TOLERANCE * 100:.0f} %"
 

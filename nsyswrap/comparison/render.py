@@ -110,6 +110,7 @@ def _fix_check_json(c) -> dict | None:
         },
         "link": c.link,
         "predicted_ns": c.predicted_ns,
+        "predicted_low_ns": c.predicted_low_ns,
         "own_work": to_json_records(c.own_work.assign(phase=c.own_work["phase"].replace("", None))),
     }
 

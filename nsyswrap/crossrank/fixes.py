@@ -17,6 +17,11 @@ time, so idealising more never makes the replay slower.
   other stages' same range (`stage_excess`).
 * `collective` (pg, op): every collective of that op in that group hidden (each member
   ends at its own arrival: no transfer, no wait).
+
+Making a rank as fast as the median takes off its step-to-step noise too, which a fix of
+what is slow in it leaves (a rank 250 us slower in every step still varies from step to
+step): `steady_candidates` gives, for the candidates that idealise ranks, the cut of their
+steady excess alone, the low end of their gain's range where it saves less.
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ class Cut:
         return Cut(self.before[rows], self.after[rows], self.gpu[rows], rows)
 
 
-def excess(model: Model) -> Cut:
+def excess(model: Model, steady: bool = False) -> Cut:
     """(segments x phases) cuts: how much shorter each segment's host time (before and
     after the launch its lane's end rests on) and GPU work in its phase get when its rank
     is, at each of its events, no further behind
@@ -103,7 +108,9 @@ def excess(model: Model) -> Cut:
     the excess, kept from shrinking along the rank's segments, is taken off the segments
     since its previous event, in proportion to their work. Comparing work done by an
     event, not single segments, keeps ranks whose events split the same work differently
-    comparable, and puts the cut where the time was lost."""
+    comparable, and puts the cut where the time was lost. `steady`: only the part of the
+    excess that persists across the rank's steps (`steady_part`): its step-to-step noise,
+    which a fix of what is slow in it leaves, kept."""
     parts = np.hstack([model.before_parts, model.after_parts, model.gpu_parts])
     interval, group, key = _intervals(model)
     ends = np.flatnonzero(key >= 0)  # in rank order, along each rank
@@ -111,7 +118,10 @@ def excess(model: Model) -> Cut:
     np.add.at(sums, interval[interval >= 0], parts[interval >= 0])
     g = group[ends]
     cum = pd.DataFrame(sums[ends]).groupby(g).cumsum().to_numpy(np.float64)
-    behind = np.maximum(cum - others_median(cum, key[ends]), 0)
+    over = cum - others_median(cum, key[ends])
+    behind = np.maximum(over, 0)
+    if steady:
+        behind = steady_part(over, model.segs["rank"].to_numpy()[ends], g)
     kept = pd.DataFrame(behind).groupby(g).cummax().to_numpy(np.float64)
     first = np.r_[True, g[1:] != g[:-1]] if len(g) else np.zeros(0, bool)
     cut = np.diff(np.vstack([np.zeros((1, parts.shape[1])), kept]), axis=0)
@@ -121,6 +131,28 @@ def excess(model: Model) -> Cut:
     out = spread(at_ends, interval, parts)
     n = model.gpu_parts.shape[1]
     return Cut(out[:, :n], out[:, n : 2 * n], out[:, 2 * n :])
+
+
+STALL_SPREADS = 3  # beyond its steady excess by this many of its spreads: a stall, kept whole
+
+
+def steady_part(over: np.ndarray, rank: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Of a rank's excess behind the median at each event (rows: its events in order, by
+    group: rank and step), the part that persists across its steps: at most its median over
+    the steps at the same place (its n-th event in the step), but whole
+    where it exceeds that median by more than STALL_SPREADS of its median deviation (a
+    stall); with fewer than 3 steps, all of it."""
+    first = np.r_[True, group[1:] != group[:-1]] if len(group) else np.zeros(0, bool)
+    nth = pd.Series(np.ones(len(group))).groupby(group).cumsum().to_numpy(np.int64)
+    place = pd.Series(list(zip(rank, nth))).factorize()[0]
+    behind = np.maximum(over, 0)
+    frame = pd.DataFrame(over)
+    steps = pd.Series(first.astype(np.int64)).groupby(rank).transform("sum").to_numpy()
+    median = frame.groupby(place).transform("median").to_numpy()
+    spread = (frame - median).abs().groupby(place).transform("median").to_numpy()
+    stall = over - median > STALL_SPREADS * spread
+    out = np.where(stall, behind, np.minimum(behind, np.maximum(median, 0)))
+    return np.where((steps >= 3)[:, None], out, behind)
 
 
 def _intervals(model: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -350,19 +382,8 @@ def _range_cuts(model: Model, per: pd.DataFrame) -> Cut:
 def candidates(model: Model) -> list[tuple[Candidate, Cut | None, np.ndarray | None]]:
     """Every candidate fix with what it does: (candidate, what it takes off each segment,
     collectives hidden); those that change nothing are left out."""
-    cut = excess(model)
+    out = _idealised(model, excess(model))
     rank = model.segs["rank"].to_numpy()
-    named = [(p, name) for p, name in enumerate(model.phases) if name != NO_PHASE]
-    out = []
-    for r in sorted(set(rank.tolist())):
-        mine = rank == r
-        out.append((Candidate("rank", rank=r), cut.total().only(mine), None))
-        out += [
-            (Candidate("rank_phase", rank=r, phase=name), cut.phase(p).only(mine), None)
-            for p, name in named
-        ]
-    out += [(Candidate("rank_phase", phase=name), cut.phase(p).only(), None) for p, name in named]
-    out.append((Candidate("all"), cut.total().only(), None))
     stage_of = stages(model)
     if stage_of:
         by_stage = stage_excess(model, stage_of).total()
@@ -378,4 +399,42 @@ def candidates(model: Model) -> list[tuple[Candidate, Cut | None, np.ndarray | N
         hidden = np.zeros(len(coll), bool)
         hidden[g["cid"].to_numpy()] = True
         out.append((Candidate("collective", pg=pg, op=op), None, hidden))
+    return out
+
+
+def _idealised(model: Model, cut: Cut) -> list[tuple[Candidate, Cut, None]]:
+    """The candidates that idealise ranks (rank, rank_phase, all) with their part of `cut`
+    (an `excess`)."""
+    rank = model.segs["rank"].to_numpy()
+    named = [(p, name) for p, name in enumerate(model.phases) if name != NO_PHASE]
+    out = []
+    for r in sorted(set(rank.tolist())):
+        mine = rank == r
+        out.append((Candidate("rank", rank=r), cut.total().only(mine), None))
+        out += [
+            (Candidate("rank_phase", rank=r, phase=name), cut.phase(p).only(mine), None)
+            for p, name in named
+        ]
+    out += [(Candidate("rank_phase", phase=name), cut.phase(p).only(), None) for p, name in named]
+    out.append((Candidate("all"), cut.total().only(), None))
+    return out
+
+
+def steady_candidates(model: Model, cands: list) -> list[tuple[int, Cut]]:
+    """(index in `cands`, cut) of the candidates that idealise ranks, where removing only
+    the ranks' steady excess (`excess(model, steady=True)`: their step-to-step noise kept)
+    cuts less than making them as fast as the median."""
+    at = {c: j for j, (c, _, _) in enumerate(cands)}
+    out = []
+    for c, cut, _ in _idealised(model, excess(model, steady=True)):
+        j = at.get(c)
+        if j is None:
+            continue
+        full = cands[j][1]
+        same = len(cut.rows) == len(full.rows) and all(
+            np.array_equal(getattr(cut, f), getattr(full, f))
+            for f in ("rows", "before", "after", "gpu")
+        )
+        if not same:
+            out.append((j, cut))
     return out

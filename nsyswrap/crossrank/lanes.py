@@ -50,6 +50,7 @@ import pandas as pd
 
 from nsyswrap.crossrank.ranks import MEMBER_COLUMNS, to_member_ranks
 from nsyswrap.crossrank.replay import Graph, ranges
+from nsyswrap.crossrank.segments import JOIN_SLACK_NS
 from nsyswrap.crossrank.solve import to_run_time
 
 NO_PHASE = ""  # a segment's time outside every phase
@@ -645,14 +646,45 @@ def arrival_edges(members: pd.DataFrame, nodes: Nodes) -> pd.DataFrame:
         False,
         members["stream_key"].to_numpy()[order][1:] == members["stream_key"].to_numpy()[order][:-1],
     ]
+    prev_end = np.full(len(members), -np.inf)
+    prev_end[order[same]] = members["end_ns"].to_numpy(np.float64)[order[np.flatnonzero(same) - 1]]
+    ready = np.where(waited, ready, -np.inf)
+    held, by = held_back(members, np.fmax(np.nan_to_num(ready, nan=-np.inf), prev_end))
     return pd.concat(
         [
             _edges(nodes.a, host),
             _edges(nodes.a[waited], lane[waited]),
             _edges(nodes.a[order[same]], nodes.e[order[np.flatnonzero(same) - 1]]),
+            _edges(nodes.a[held], nodes.e[by]),
         ],
         ignore_index=True,
     )
+
+
+def held_back(members: pd.DataFrame, explained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The members whose NCCL kernel waited for another NCCL kernel of its rank, on
+    another stream (a stream wait on an event recorded after it, e.g. a ring's next send
+    after the receive the compute stream waited for), and that kernel: it started within
+    JOIN_SLACK_NS after that kernel's end, was launched before it, and neither its lane
+    nor its stream's previous kernel (`explained`: their latest end) had held it so long.
+    (rows of `members`, rows of the kernels they waited for)"""
+    m = members.assign(member=np.arange(len(members)))[members["gpu"].to_numpy(bool)]
+    m = m.astype({"start_ns": np.int64, "end_ns": np.int64})
+    ends = m[["rank", "member", "stream_key", "end_ns"]].sort_values("end_ns")
+    k = pd.merge_asof(
+        m.sort_values("start_ns"),
+        ends.rename(columns={"member": "by", "stream_key": "key_by", "end_ns": "end_by"}),
+        left_on="start_ns",
+        right_on="end_by",
+        by="rank",
+    ).dropna(subset=["by"])
+    k = k[
+        (k["stream_key"] != k["key_by"])
+        & (k["start_ns"] - k["end_by"] <= JOIN_SLACK_NS)
+        & (k["launch_ns"] < k["end_by"])
+        & (k["end_by"].to_numpy(np.float64) > explained[k["member"].to_numpy()])
+    ]
+    return k["member"].to_numpy(np.int64), k["by"].to_numpy(np.int64)
 
 
 def collective_edges(members: pd.DataFrame, nodes: Nodes) -> pd.DataFrame:

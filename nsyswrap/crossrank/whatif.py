@@ -12,7 +12,10 @@ candidate's gain per step is the replayed step time minus the step time replayed
 the fix; the replay of the recorded weights reproduces the recorded times (the residual
 is where it does not: an end before the last arrival, from clock error). Where the model
 assumed waits the trace does not show (silent segments), every candidate is replayed
-twice, with and without them: the gain is the one with them, the range both. The
+twice, with and without them: the gain is the one with them, the range both. A candidate
+that idealises ranks is replayed again with only their steady excess removed (their
+step-to-step noise kept, as a fix of what is slow in them leaves it:
+nsyswrap.crossrank.fixes.steady_candidates): `gain_steady_ns`. The
 critical path of a step walks back from the step's end through the edge each event
 rested on: at a collective to its last arriver, charging each edge's parts to the work of
 a (rank, phase, side: host or GPU) and a collective's transfer to (pg, op); the charges
@@ -36,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from nsyswrap.crossrank.fixes import Cut, candidates
+from nsyswrap.crossrank.fixes import Cut, candidates, steady_candidates
 from nsyswrap.crossrank.lanes import NO_PHASE, Model, build_model, with_calls
 from nsyswrap.crossrank.lanes import inputs as read_inputs
 from nsyswrap.crossrank.links import link_whatif
@@ -118,6 +121,13 @@ def analyse(model: Model) -> dict[str, pd.DataFrame]:
     cands = candidates(model)
     whatif = replay_fixes(model, model.replay, cands)
     gains = replayed.to_numpy()[:, None] - whatif
+    steady = gains.copy()
+    partial = steady_candidates(model, cands)
+    kept = [(j, cut) for j, cut in partial if cut.any()]
+    steady[:, [j for j, cut in partial if not cut.any()]] = 0
+    if kept:
+        again = replay_fixes(model, model.replay, [(cands[j][0], cut, None) for j, cut in kept])
+        steady[:, [j for j, _ in kept]] = replayed.to_numpy()[:, None] - again
     low = high = gains
     if model.unassumed is not None:
         u = model.unassumed.graph
@@ -136,6 +146,7 @@ def analyse(model: Model) -> dict[str, pd.DataFrame]:
     rows["gain_ns"] = rows["replayed_ns"] - rows["whatif_ns"]
     rows["gain_low_ns"] = low.T.reshape(-1)
     rows["gain_high_ns"] = high.T.reshape(-1)
+    rows["gain_steady_ns"] = steady.T.reshape(-1)
     rows["residual_ns"] = (rows["recorded_ns"] - rows["replayed_ns"]).abs()
     check = model.steps.copy()
     check["recorded_ns"] = g.t[check["end"]] - g.t[check["start"]]

@@ -300,6 +300,7 @@ def _whatif_rows(fixes: pd.DataFrame) -> list[dict]:
             "gain_low_ns_per_step": figure(r.gain_low_ns_per_step, NS),
             "gain_high_ns_per_step": figure(r.gain_high_ns_per_step, NS),
             "assumed": bool(r.assumed),
+            "gain_steady_ns_per_step": figure(r.gain_steady_ns_per_step, NS),
         }
         for r in fixes.itertuples(index=False)
     ]
@@ -415,6 +416,7 @@ def _whatif(rows) -> tuple[list[dict], list[dict]]:
                 "steps_in_window",
                 "affected_steps",
                 "assumed",
+                "gain_steady_ns_per_step",
                 "gain_high_ns_per_step",
                 "gain_low_ns_per_step",
                 "stage",

@@ -22,3 +22,6 @@
 --                                     assumed waits (the host's own time instead; ns).
 -- @column gain_high_ns       BIGINT   The greatest of the two (ns).
 -- @column residual_ns        BIGINT   |recorded_ns - replayed_ns| (ns).
+-- @column gain_steady_ns     BIGINT   kind rank, rank_phase, all: the gain of removing only
+--                                     the ranks' steady excess (ns; see crossrank.whatif);
+--                                     else gain_ns.

@@ -16,7 +16,13 @@
 -- collective ended, with no recorded call that waited: crossrank.assumed_waits), the replay
 -- assumes the wait (gain_ns_per_step) and states the range: the gain replayed without
 -- those waits and with them (gain_low_ns_per_step, gain_high_ns_per_step; `assumed`: they
--- differ).
+-- differ). Idealising a rank takes off, at each event, all its lateness behind the median
+-- other rank: its steady excess and its step-to-step noise; a fix of what is slow in it
+-- leaves its noise. gain_steady_ns_per_step is the gain of removing only its steady excess
+-- (at each event its excess, at most its median over the window's steps at the same place
+-- in the step: the n-th event of the step; whole where it exceeds that median by more than
+-- 3 x the median deviation from it: a stall; with fewer than 3 steps, all of it): where it
+-- is below gain_ns_per_step, the saving lies between the two.
 -- A step's time: from the previous step's end on its last rank to its own end on its last
 -- rank (the first step: from its latest start). A step is affected by a fix when the fix
 -- saves more there than the step's replay residual and the run's step-to-step noise
@@ -55,6 +61,10 @@
 -- @column gain_high_ns_per_step DOUBLE  The greatest of the two (ns).
 -- @column assumed BOOLEAN          The gain depends on a wait the replay assumed (the two
 --                                  differ in some step).
+-- @column gain_steady_ns_per_step DOUBLE  kind rank, rank_phase, all: the gain of
+--                                  removing only the ranks' steady excess (see above), mean
+--                                  over the window's steps, at most gain_ns_per_step (ns);
+--                                  else gain_ns_per_step.
 WITH win AS (
     SELECT *
     FROM xr_whatif
@@ -115,17 +125,19 @@ per_fix AS (
         sum(recorded_ns) / nullif(sum(whatif_ns), 0) AS slowdown,
         avg(gain_low_ns) AS gain_low_ns_per_step,
         avg(gain_high_ns) AS gain_high_ns_per_step,
-        bool_or(gain_low_ns <> gain_high_ns) AS assumed
+        bool_or(gain_low_ns <> gain_high_ns) AS assumed,
+        least(avg(gain_steady_ns), avg(gain_ns)) AS gain_steady_ns_per_step
     FROM marked
     GROUP BY kind, rank, phase, stage, pg, op
 )
 SELECT
-    * EXCLUDE (slowdown, gain_low_ns_per_step, gain_high_ns_per_step, assumed),
+    * EXCLUDE (slowdown, gain_low_ns_per_step, gain_high_ns_per_step, assumed, gain_steady_ns_per_step),
     CASE WHEN kind = 'rank' THEN gain_ns_per_step / nullif(
         max(gain_ns_per_step) FILTER (WHERE kind = 'all') OVER (), 0) END AS share,
     CASE WHEN kind = 'all' THEN slowdown END AS slowdown,
     gain_low_ns_per_step,
     gain_high_ns_per_step,
-    assumed
+    assumed,
+    gain_steady_ns_per_step
 FROM per_fix
 ORDER BY gain_ns_per_step DESC, kind, rank NULLS FIRST, phase NULLS FIRST, stage, pg, op

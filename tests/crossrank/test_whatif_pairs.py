@@ -110,13 +110,21 @@ def test_nccl_on_the_compute_stream_holds_the_kernels_queued_behind_it(nccl_on_c
     """Rank 2's backward kernels 250 us slower, NCCL on the compute stream: the kernels after
     each all-reduce wait for it by stream order alone. Replaying the fault itself gives
     the measured difference step by step; making rank 2 as fast as the median other rank
-    (whose kernels vary too) saves about as much (it found 0.00 ms)."""
+    (whose kernels vary too) saves about as much (it found 0.00 ms), and removing only its
+    steady excess (its step-to-step noise kept, as the fix keeps it) a little less: the
+    range holds the measured difference (0.100-0.115 ms per step against 0.101; one figure,
+    0.115, was +13 %)."""
     run = nccl_on_compute
     plant = run["truth"]["fault"]["plants"][0]
     replayed = _replayed(run["model"], _planted(run["model"], plant))
     assert np.allclose(replayed.to_numpy(), run["difference"].to_numpy(), rtol=0, atol=100)
     gain = _gains(run["per_step"], "rank_phase", 2, "backward")["gain_ns"].mean()
     assert abs(gain - run["difference"].mean()) <= 0.15 * run["difference"].mean()
+    fixes_ = run["fixes"]
+    row = fixes_[(fixes_["kind"] == "rank_phase") & (fixes_["rank"] == 2)].iloc[0]
+    assert row["phase"] == "backward" and row["gain_ns_per_step"] == pytest.approx(gain)
+    low, high = row["gain_steady_ns_per_step"], row["gain_ns_per_step"]
+    assert low < 0.95 * high and low <= run["difference"].mean() <= high
 
 
 def test_a_host_that_resumes_right_after_its_gpu_drains_is_taken_to_wait_for_it(jit):
@@ -141,6 +149,7 @@ def test_a_host_that_resumes_right_after_its_gpu_drains_is_taken_to_wait_for_it(
     "name, steps, candidate",
     [
         ("ring_attention", 4, ("rank", 2, None, None)),
+        ("ring_attention_forward", 4, ("rank_phase", 2, "forward", None)),
         ("interleaved_pipeline", 4, ("stage", None, None, 1)),
         ("pipeline_replicas_across_hosts", 4, ("stage", None, None, 2)),
     ],
@@ -151,7 +160,10 @@ def test_rings_and_pipelines_give_their_slow_ranks_and_stages_saving(
     """Context parallelism's ring of peers (rank 2's attention 30 % slower), an interleaved
     1F1B pipeline (a ring of stages: stage 1 slower) and a pipeline whose replicas cross
     the hosts (stage 2's forward slower): within 5 % of the measured difference (they found
-    0.78 ms against 3.1, no stage row, no stage row)."""
+    0.78 ms against 3.1, no stage row, no stage row). With rank 2's forward alone slower, a
+    ring hop's send waits for the receive the compute stream waited for (a stream wait no
+    NCCL kernel records): 0.486 ms per step against 0.512 over 8 steps before that
+    dependency (-5.1 %), 0.514 with it."""
     run = _pair(fault_pair, name, steps=steps)
     kind, rank, phase, stage = candidate
     gain = _gains(run["per_step"], kind, rank, phase, stage)["gain_ns"].mean()

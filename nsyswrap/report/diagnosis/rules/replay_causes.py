@@ -38,7 +38,30 @@ def gain_evidence(fix: dict) -> dict:
     if fix.get("assumed"):  # it rests on waits the trace does not show: a range
         evidence["gain_low_per_step"] = fix["gain_low_ns_per_step"]
         evidence["gain_high_per_step"] = fix["gain_high_ns_per_step"]
+    if steady_gain(fix) is not None:  # it counts the ranks' noise too: a range
+        evidence["gain_steady_per_step"] = fix["gain_steady_ns_per_step"]
     return evidence
+
+
+STEADY_SHARE = 0.95
+"""A fix's gain from its ranks' steady excess alone (crossrank.whatif's
+gain_steady_ns_per_step) below this share of its gain is the low end of a range (the
+replay's 5 %); else one figure."""
+
+
+def steady_low(gain: float, steady: float) -> float | None:
+    """`steady` where it is the low end of a range up to `gain` (STEADY_SHARE); None: one
+    figure."""
+    return steady if steady < STEADY_SHARE * gain else None
+
+
+def steady_gain(fix: dict) -> float | None:
+    """The gain of removing only a fix's ranks' steady excess where it is the low end of
+    a range (steady_low; None: it is not, or the fix has none)."""
+    if fix.get("gain_steady_ns_per_step") is None:
+        return None
+    gain = value(fix["gain_ns_per_step"], 0)
+    return steady_low(gain, value(fix["gain_steady_ns_per_step"], gain))
 
 
 ASSUMED = (
@@ -51,6 +74,11 @@ RANGE = (
 )
 ONE_FIGURE = "{gain} per step whether the hosts waited for none of them or for each."
 OUTLIERS = " ({steps} {verb}, set apart from the step statistics; the replay counts them here.)"
+NOISE = (
+    " That makes it as fast as the median other rank in every step, its step-to-step noise "
+    "gone; a fix of what is steadily slow leaves the noise: between {low} per step (its "
+    "steady excess alone removed) and {high}."
+)
 
 
 def replayed(finding: Finding, fix: dict, set_apart: frozenset[int]) -> Finding:
@@ -64,6 +92,9 @@ def replayed(finding: Finding, fix: dict, set_apart: frozenset[int]) -> Finding:
         text += ASSUMED + (
             ONE_FIGURE.format(gain=low) if low == high else RANGE.format(low=low, high=high)
         )
+    steady = steady_gain(fix)
+    if steady is not None:
+        text += NOISE.format(low=ms(steady), high=ms(value(fix["gain_ns_per_step"], 0)))
     steps = sorted(set(evidence.get("affected_steps") or []) & set_apart)
     if steps:
         verb = "is an outlier" if len(steps) == 1 else "are outliers"
