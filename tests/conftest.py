@@ -169,7 +169,9 @@ MODULES = {  # the modules whose every test is slow or end to end for one reason
 }
 
 
-SERIAL = {"e2e", "dask"}  # torchrun's fixed port, nsys, real processes and clusters
+# What one machine has once: the tests that use it run on one worker, one at a time.
+SERIAL_MARKERS = {"nsys"}  # one nsys profiler at a time (2022.4 can hang when two start)
+TORCHRUN = {"standin", "sampled_run"}  # with `torch`: torchrun launched, its fixed port 29500
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
@@ -178,14 +180,47 @@ def pytest_collection_modifyitems(items):
         found = tiers(item)
         for tier in sorted(found):
             item.add_marker(tier)
-        item.add_marker(pytest.mark.xdist_group(group(item, found)))
+        item.add_marker(pytest.mark.xdist_group(group(item)))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker orders its collection alike
+        items[:] = heaviest_first(items)
 
 
-def group(item, found: set[str]) -> str:
+def group(item) -> str:
     """The pytest-xdist work unit of a test (`--dist loadgroup`): its module, so that a
     module's fixtures are built once, or `serial` for the tests that must not run beside
-    each other (one worker runs them one at a time)."""
-    return "serial" if found & SERIAL else item.path.relative_to(TESTS.parent).as_posix()
+    each other (nsys, torchrun: one worker runs them one after another while the others
+    run the rest)."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if any(item.get_closest_marker(marker) for marker in SERIAL_MARKERS) or (
+        item.get_closest_marker("torch") and fixtures & TORCHRUN
+    ):
+        return "serial"
+    return item.path.relative_to(TESTS.parent).as_posix()
+
+
+COSTLY = {"slow", "e2e", "dask", "hypothesis"}
+
+
+def heaviest_first(items: list) -> list:
+    """The tests in the order pytest-xdist hands out their work units (pyproject's
+    `--no-loadscope-reorder`): `serial` first (it runs on one worker, start to end), then
+    the units with the most tests of the costly tiers, so that the last units handed out
+    are short and the workers finish together; a unit's tests keep their order."""
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(item.get_closest_marker("xdist_group").args[0], []).append(item)
+
+    def weight(unit: str) -> tuple:
+        costly = sum(1 for item in units[unit] if costs(item))
+        return (unit != "serial", -costly, -len(units[unit]))
+
+    return [item for unit in sorted(units, key=weight) for item in units[unit]]
+
+
+def costs(item) -> bool:
+    """Whether a test is of a costly tier (a property test: hypothesis marks it later)."""
+    marked = {marker.name for marker in item.iter_markers()}
+    return bool(COSTLY & marked) or getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
 
 
 def tiers(item) -> set[str]:

@@ -32,7 +32,9 @@ def test_force_never_deletes_a_directory_that_is_not_a_run(standin, tmp_path, cl
 
 
 @pytest.mark.parametrize(
-    "text", ["[" * 200_000 + "]" * 200_000, '{"nsyswrap_version": ' + "[" * 200_000 + "]" * 200_000]
+    "text",
+    ["[" * 200_000 + "]" * 200_000, '{"nsyswrap_version": ' + "[" * 200_000 + "]" * 200_000],
+    ids=["list", "object"],  # the text as id: $PYTEST_CURRENT_TEST too long for exec (E2BIG)
 )
 def test_force_over_a_manifest_nested_too_deep_is_one_line(standin, tmp_path, cli, text):
     """A manifest.json that cannot be read (nested too deep: a RecursionError, not a
