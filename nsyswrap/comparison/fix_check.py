@@ -37,7 +37,7 @@ import pandas as pd
 
 from nsyswrap.engine.queries import run_module
 from nsyswrap.engine.run import Run
-from nsyswrap.report.diagnosis.rules.replay_causes import steady_low
+from nsyswrap.report.diagnosis.rules.replay_causes import range_low
 from nsyswrap.report.diagnosis.words import listed
 from nsyswrap.report.options import ReportOptions
 from nsyswrap.report.window import choose_window
@@ -80,7 +80,8 @@ class FixCheck:
     link: dict | None = None  # a link between hosts whose bandwidth changed, when named
     in_steps_ns: float | None = None  # the measured change in the named change's steps alone
     shared: list[int] | None = None  # ranks sharing a GPU with the named ones (contention)
-    predicted_low_ns: float | None = None  # the prediction's low end: the named ranks' noise kept
+    predicted_low_ns: float | None = None  # the prediction's low end (None: one figure)
+    low_reason: str | None = None  # why it is a range: LOW_REASONS' key
 
     @property
     def measured_ns(self) -> float:
@@ -126,17 +127,18 @@ def check(base: RunReplay, new: RunReplay) -> FixCheck | None:
     named = _named(own)
     if named is not None:
         named["stage"] = _stage_of(named, base.own_work)
-    predicted, low = (None, None) if named is None else _predicted(base.fixes, named)
+    predicted, low, reason = (None, None, None) if named is None else _predicted(base.fixes, named)
     noise = float(base.fixes["noise_ns"].max()) if len(base.fixes) else 0.0
     out = FixCheck(steps, mean["base"], mean["new"], own, named, predicted, [], noise)
-    out.predicted_low_ns = low
+    out.predicted_low_ns, out.low_reason = low, reason
     out.left_ns = 0.0 if named is None else _still_behind(new, steps, named)
     if named is not None:
         out.in_steps_ns = _in_steps(base, new, steps, named)
         out.shared = sharing_a_gpu(base.gpus, named["ranks"])
     link = link_change(base.links, new.links)
     if link is not None and (named is None or link["predicted_ns"] >= abs(named["delta_ns"])):
-        out.link, out.predicted_ns, out.predicted_low_ns = link, link["predicted_ns"], None
+        out.link, out.predicted_ns = link, link["predicted_ns"]
+        out.predicted_low_ns = out.low_reason = None
     out.lines = headline(out)
     return out
 
@@ -257,11 +259,25 @@ def link_change(base: pd.DataFrame, new: pd.DataFrame) -> dict | None:
     }
 
 
-def _predicted(fixes: pd.DataFrame, named: dict) -> tuple[float, float | None]:
+LOW_REASONS = {
+    "steady": (
+        "its steady excess alone, its step-to-step noise kept",
+        "as fast as the other ranks in every step",
+    ),
+    "assumed": (
+        "if the hosts waited for none of the completions the replay assumed they waited for",
+        "if they waited for each: `assumed_waits`",
+    ),
+}
+"""Why a prediction is a range: the words beside its low and its high end."""
+
+
+def _predicted(fixes: pd.DataFrame, named: dict) -> tuple[float, float | None, str | None]:
     """BASE's replayed gain of fixing the named phase on its rank (on several: the stage
     they are, else every rank's, rank NULL); 0 where no row: it changes nothing; and the
-    low end of its range where it counts its ranks' noise (crossrank.whatif's
-    gain_steady_ns_per_step; None: one figure)."""
+    low end of its range with why (LOW_REASONS; None: one figure): where it counts its
+    ranks' noise (crossrank.whatif's gain_steady_ns_per_step) or rests on waits the replay
+    assumed (gain_low_ns_per_step), the lower of the two."""
     if named["stage"] is not None:
         row = fixes[(fixes["kind"] == "stage") & (fixes["stage"] == named["stage"])]
     else:
@@ -270,9 +286,19 @@ def _predicted(fixes: pd.DataFrame, named: dict) -> tuple[float, float | None]:
         phase = fixes["phase"].fillna("") == named["phase"]
         row = fixes[(fixes["kind"] == "rank_phase") & rank & phase]
     if not len(row):
-        return 0.0, None
+        return 0.0, None, None
     gain = float(row["gain_ns_per_step"].iloc[0])
-    return gain, steady_low(gain, float(row["gain_steady_ns_per_step"].iloc[0]))
+    lows = {
+        "steady": range_low(gain, float(row["gain_steady_ns_per_step"].iloc[0])),
+        "assumed": range_low(gain, float(row["gain_low_ns_per_step"].iloc[0]))
+        if bool(row["assumed"].iloc[0])
+        else None,
+    }
+    found = {k: v for k, v in lows.items() if v is not None}
+    if not found:
+        return gain, None, None
+    reason = min(found, key=found.get)
+    return gain, found[reason], reason
 
 
 def headline(c: FixCheck) -> list[str]:
@@ -389,14 +415,11 @@ def _where(steps: dict[int, list[int]]) -> str:
 
 
 def _prediction(c: FixCheck) -> str:
-    """The prediction in words: one figure, or its range where it counts the named rank's
-    step-to-step noise (a fix of what is steadily slow leaves that)."""
+    """The prediction in words: one figure, or its range and why (LOW_REASONS)."""
     if c.predicted_low_ns is None:
         return _ms(c.predicted_ns)
-    return (
-        f"{_ms(c.predicted_low_ns)} (its steady excess alone, its step-to-step noise kept) "
-        f"to {_ms(c.predicted_ns)} (as fast as the other ranks in every step)"
-    )
+    low, high = LOW_REASONS[c.low_reason]
+    return f"{_ms(c.predicted_low_ns)} ({low}) to {_ms(c.predicted_ns)} ({high})"
 
 
 def _nearest(c: FixCheck, measured: float | None = None) -> float:

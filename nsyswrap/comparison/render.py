@@ -111,6 +111,7 @@ def _fix_check_json(c) -> dict | None:
         "link": c.link,
         "predicted_ns": c.predicted_ns,
         "predicted_low_ns": c.predicted_low_ns,
+        "predicted_low_reason": c.low_reason,
         "own_work": to_json_records(c.own_work.assign(phase=c.own_work["phase"].replace("", None))),
     }
 

@@ -44,24 +44,25 @@ def gain_evidence(fix: dict) -> dict:
 
 
 STEADY_SHARE = 0.95
-"""A fix's gain from its ranks' steady excess alone (crossrank.whatif's
-gain_steady_ns_per_step) below this share of its gain is the low end of a range (the
-replay's 5 %); else one figure."""
+"""A fix's lesser gain (from its ranks' steady excess alone, crossrank.whatif's
+gain_steady_ns_per_step; in `nsyswrap diff`, also with none of the waits the replay
+assumed) below this share of its gain is the low end of a range (the replay's 5 %); else
+one figure."""
 
 
-def steady_low(gain: float, steady: float) -> float | None:
-    """`steady` where it is the low end of a range up to `gain` (STEADY_SHARE); None: one
+def range_low(gain: float, low: float) -> float | None:
+    """`low` where it is the low end of a range up to `gain` (STEADY_SHARE); None: one
     figure."""
-    return steady if steady < STEADY_SHARE * gain else None
+    return low if low < STEADY_SHARE * gain else None
 
 
 def steady_gain(fix: dict) -> float | None:
     """The gain of removing only a fix's ranks' steady excess where it is the low end of
-    a range (steady_low; None: it is not, or the fix has none)."""
+    a range (range_low; None: it is not, or the fix has none)."""
     if fix.get("gain_steady_ns_per_step") is None:
         return None
     gain = value(fix["gain_ns_per_step"], 0)
-    return steady_low(gain, value(fix["gain_steady_ns_per_step"], gain))
+    return range_low(gain, value(fix["gain_steady_ns_per_step"], gain))
 
 
 ASSUMED = (
