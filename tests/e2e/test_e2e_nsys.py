@@ -270,6 +270,15 @@ def _max_residual(report: dict) -> float:
     return residual["max"]["value"]
 
 
+def _disturbed(report: dict) -> bool:
+    """Whether a busy machine disturbed the capture: the replay more than 2 % off, or rank 1
+    named slow in a step where nothing was planted (its phase then holds less than the
+    share of its gain that names it)."""
+    (first, *_) = report["diagnosis"]["findings"]
+    unplanted = set(first["evidence"].get("affected_steps") or []) - {3, 4}
+    return _max_residual(report) >= 0.02 or (first["ranks"] == [1] and bool(unplanted))
+
+
 def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
     """Rank 1's data loading 100 ms slower in steps 3 and 4 of 8 (CPU ranks over gloo): one
     host's clock, DDP's asynchronous all-reduces ended at their completion marks, so the
@@ -277,11 +286,13 @@ def test_a_slow_data_loader_in_some_steps_is_named_with_its_gain(tmp_path):
     the loader: warm-up), the first finding is rank 1's data loading, which saves about
     100 ms in each of those steps and next to nothing in the others. A completion mark that
     a busy machine delays past the wait it ends (its callback waits for the GIL) can put a
-    2-10 ms step's replay more than 2 % off, and the report then gives no what-if figure:
-    such a capture is made once more."""
+    2-10 ms step's replay more than 2 % off, and the report then gives no what-if figure;
+    or slow rank 1 in another step too (seen at load 5: 'in 3 of 7 steps: 1,3,4', its
+    data loading then under the share of its gain that names it): such a capture is made
+    once more."""
     out = tmp_path / "slow"
     report = _slow_loader_report(out)
-    if _max_residual(report) >= 0.02:
+    if _disturbed(report):
         out = tmp_path / "again"
         report = _slow_loader_report(out)
     assert _max_residual(report) < 0.02
