@@ -74,66 +74,22 @@ arrivals AS (
         c.step,
         c.rank,
         c.rank = c.last_rank AS is_last,
-        c.start_ns,
         c.lag_ns,
-        min(c.start_ns) OVER (PARTITION BY c.pg, c.seq) AS first_ns,
         c.threshold_ns
     FROM xr_collectives AS c
     ANTI JOIN firsts AS f
         ON f.pg = c.pg
         AND f.seq = c.seq
 ),
-late_spans AS (
-    -- Where it arrived last: the spans from the median arrival and from the first one
-    -- to its own, with the start of each run of overlapping spans marked (a sweep over
-    -- ordered spans, per basis).
-    SELECT
-        step,
-        rank,
-        basis,
-        s,
-        e,
-        coalesce(
-            s > max(e) OVER (
-                PARTITION BY step, rank, basis
-                ORDER BY s, e
-                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            true
-        ) AS opens
-    FROM (
-        SELECT step, rank, 'median' AS basis, start_ns - lag_ns AS s, start_ns AS e
-        FROM arrivals
-        WHERE is_last
-            AND lag_ns > 0
-        UNION ALL
-        SELECT step, rank, 'first' AS basis, first_ns AS s, start_ns AS e
-        FROM arrivals
-        WHERE is_last
-            AND start_ns > first_ns
-    )
-),
 lag_union AS (
-    -- Per step, each instant once: the summed length of the merged spans.
+    -- Its lateness per step, each instant once (xr_collective_unions' lag and gap).
     SELECT
         step,
         rank,
-        coalesce(sum(merged) FILTER (WHERE basis = 'median'), 0)::BIGINT AS lag_ns,
-        coalesce(sum(merged) FILTER (WHERE basis = 'first'), 0)::BIGINT AS gap_ns
-    FROM (
-        SELECT step, rank, basis, max(e) - min(s) AS merged
-        FROM (
-            SELECT
-                *,
-                sum(opens::INTEGER) OVER (
-                    PARTITION BY step, rank, basis
-                    ORDER BY s, e
-                    ROWS UNBOUNDED PRECEDING
-                ) AS run
-            FROM late_spans
-        )
-        GROUP BY step, rank, basis, run
-    )
+        coalesce(sum(ns) FILTER (WHERE part = 'lag'), 0)::BIGINT AS lag_ns,
+        coalesce(sum(ns) FILTER (WHERE part = 'gap'), 0)::BIGINT AS gap_ns
+    FROM xr_collective_unions
+    WHERE part IN ('lag', 'gap')
     GROUP BY step, rank
 ),
 jitter AS (
@@ -190,7 +146,7 @@ scopes AS (
     ) AS a
     LEFT JOIN lags AS l
         ON l.rank = a.rank
-        AND l.step IS NOT DISTINCT FROM (CASE WHEN a.whole_run THEN NULL ELSE a.step END)
+        AND l.step IS NOT DISTINCT FROM a.step
     LEFT JOIN imposed AS i
         ON i.rank = a.rank
         AND (i.step = a.step OR (a.whole_run AND i.step IS NULL))
