@@ -76,9 +76,9 @@ RANGE = (
 ONE_FIGURE = "{gain} per step whether the hosts waited for none of them or for each."
 OUTLIERS = " ({steps} {verb}, set apart from the step statistics; the replay counts them here.)"
 NOISE = (
-    " That makes it as fast as the median other rank in every step, its step-to-step noise "
-    "gone; a fix of what is steadily slow leaves the noise: between {low} per step (its "
-    "steady excess alone removed) and {high}."
+    " Making it as fast as the median other rank in every step also takes away its own "
+    "step-to-step noise, which a fix of what is slow in it leaves: between {low} per step "
+    "(its steady excess alone removed) and {high}."
 )
 
 
