@@ -33,7 +33,7 @@ class Opener:
         from nsyswrap.engine.opening import open_run
         from nsyswrap.storage import store
 
-        store.cap_bytes(self.cache_max)  # a bad --cache-max is refused before any work
+        store.parse_cap(self.cache_max)  # a bad --cache-max is refused before any work
         run = open_run(
             inputs,
             rank_pattern=self.rank_pattern,

@@ -117,7 +117,7 @@ class Run:
         shutil.rmtree(self.spill_dir, ignore_errors=True)
         self.lease.release()
         if self.cache_max is not None:
-            store.evict(store.cap_bytes(self.cache_max))
+            store.evict(self.cache_max)
 
     def __enter__(self) -> Run:
         return self

@@ -39,10 +39,11 @@ def temp_dir(kind: str) -> Path:
 
 def remove_dead(cache: Path) -> None:
     """Remove the work directories of dead processes of this host: in the temporary
-    directory, and in the store's folders of `cache` (`nsyswrap.storage.store`: `.build-*` of an
-    entry half written, `.damaged-*` and `.evicted-*` of one half removed)."""
+    directory, and in the store and its folders of `cache` (`nsyswrap.storage.store`:
+    `.build-*` of an entry or tally half written, `.damaged-*` and `.evicted-*` of an entry
+    half removed)."""
     _sweep(Path(tempfile.gettempdir()), TEMP_PREFIXES)
-    for folder in _dirs(cache):
+    for folder in (cache, *_dirs(cache)):
         _sweep(folder, (".build-", ".damaged-", ".evicted-"))
 
 
@@ -66,4 +67,7 @@ def _sweep(folder: Path, prefixes: tuple[str, ...]) -> None:
         pid = rest[len(mine) :].partition("-")[0] if rest.startswith(mine) else ""
         if not pid.isdigit() or alive(int(pid)):
             continue  # another host's, a name of an older nsyswrap, or a live process's
-        shutil.rmtree(folder / name, ignore_errors=True)
+        if (folder / name).is_dir():
+            shutil.rmtree(folder / name, ignore_errors=True)
+        else:
+            (folder / name).unlink(missing_ok=True)

@@ -12,17 +12,23 @@ depends on (`entry`). An entry is written whole in a fresh `.build-*` directory 
 then renamed into place (`write`): a directory that exists is complete. Its last use is
 its directory's modification time, set whenever it is read (`use`).
 
-The store is bounded: `evict(cap)` removes the least recently used entries until the
-store holds at most `cap` bytes, never an entry in use. A process holds what it uses in a
-lease (`<cache>/leases/<host>-<pid>-<n>`: the entries, one a line) from opening a run to
-closing it, each entry from before it looks for it (a run holds its reports' entries
-before it builds them); a lease of a process of this host that is gone, or one not touched
-for a day, no longer counts. Removing (`evict`, `clear`) reads the leases and moves the
-entries out of place under an exclusive lock (`<cache>/.lock`) that a process
-takes shared to add to its lease: an entry held before it was looked for is never
-removed under the process that holds it. The cap (`--cache-max`, `$NSYSWRAP_CACHE_MAX`)
-is a size (`500M`, `20G`) or a share of the cache's file system (`10%`: of its free space
-plus what the store holds); by default a quarter (`DEFAULT_CAP`).
+The store is bounded: `evict(spec)` removes the least recently used entries until the
+store holds at most its cap, never an entry in use. What it holds is kept in a tally
+(`<cache>/tally`: a line of signed bytes per entry written, added to or removed), so that
+a command under the cap reads one small file, not every entry's index; a count of the
+entries rewrites the tally (when it has `TALLY_LINES` lines, when it is missing, and
+before anything is removed), which puts right what a killed process left uncounted.
+
+A process holds what it uses in a lease (`<cache>/leases/<host>-<pid>-<n>`: the entries,
+one a line) from opening a run to closing it, each entry from before it looks for it (a
+run holds its reports' entries before it builds them); a lease of a process of this host
+that is gone, or one not touched for a day, no longer counts. Removing (`evict`,
+`clear`) reads the leases and moves the entries out of place under an exclusive lock
+(`<cache>/.lock`) that a process takes shared to add to its lease: an entry held before
+it was looked for is never removed under the process that holds it. The cap
+(`--cache-max`, `$NSYSWRAP_CACHE_MAX`) is a size (`500M`, `20G`) or a share of the cache's file
+system (`10%`: of its free space plus what the store holds); by default a quarter
+(`DEFAULT_CAP`).
 
 Light on purpose (the standard library only): a warm `nsyswrap report` finds, uses and
 keeps its stored answer with it.
@@ -52,6 +58,8 @@ KINDS = ("views", "objects", "runs", "answers")
 INDEX = "entry.json"
 LEASES = "leases"
 LOCK = ".lock"  # taken shared to add to a lease, exclusive to remove entries
+TALLY = "tally"
+TALLY_LINES = 4096  # a tally this long is replaced by a count of the entries
 DEFAULT_CAP = "25%"
 CAP_VARIABLE = "NSYSWRAP_CACHE_MAX"
 STALE_LEASE_S = 86_400
@@ -95,7 +103,8 @@ def write(target: Path, build, about: str = "") -> None:
         try:
             os.replace(work, target)
         except OSError:  # another process finished first
-            pass
+            return
+        _tally(target, index["bytes"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -118,6 +127,7 @@ def add_file(entry_dir: Path, name: str, build) -> None:
             raise limit from exc
         added = work.stat().st_size
         os.replace(work, target)
+        _tally(entry_dir, added)
     finally:
         work.unlink(missing_ok=True)
     try:
@@ -160,10 +170,12 @@ def discard(path: Path, why: str) -> None:
     """Remove entry `path` (another process may be removing it too), saying why."""
     note(why)
     trash = path.with_name(f".damaged-{tag()}{path.name}")
+    size = _indexed_bytes(path)
     try:
         os.replace(path, trash)
     except OSError:  # another process moved it first
         return
+    _tally(path, -size)
     shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -197,14 +209,24 @@ class Lease:
         self.held.clear()
 
 
-def cap_bytes(spec: str | None = None) -> int:
-    """The store's cap in bytes for `spec` (else $NSYSWRAP_CACHE_MAX, else DEFAULT_CAP)."""
+def cap_bytes(spec: str | None = None, held: int | None = None) -> int:
+    """The store's cap in bytes for `spec` (else $NSYSWRAP_CACHE_MAX, else DEFAULT_CAP);
+    `held`: what the store holds, when the caller has just read it."""
+    share, size = parse_cap(spec)
+    if share is None:
+        return size
+    held = held_bytes() if held is None else held
+    return int(share * (shutil.disk_usage(cache_root()).free + held))
+
+
+def parse_cap(spec: str | None = None) -> tuple[float | None, int]:
+    """`spec` (else $NSYSWRAP_CACHE_MAX, else DEFAULT_CAP) read, the store not: (a share
+    of the disk, None) or (None, bytes)."""
     spec = spec or os.environ.get(CAP_VARIABLE) or DEFAULT_CAP
     if m := _PERCENT.match(spec):
-        root = cache_root()
-        return int(float(m[1]) / 100 * (shutil.disk_usage(root).free + _total(entries())))
+        return float(m[1]) / 100, 0
     if m := _SIZE.match(spec):
-        return int(float(m[1]) * _UNITS[m[2].lower()])
+        return None, int(float(m[1]) * _UNITS[m[2].lower()])
     raise NsysWrapError(
         f"--cache-max {spec}",
         "is not a size or a share of the disk",
@@ -244,6 +266,53 @@ def _total(found: list[dict]) -> int:
     return sum(e["bytes"] for e in found)
 
 
+def held_bytes() -> int:
+    """What the store holds, in bytes, by its tally (counted when it has none, or a long
+    one)."""
+    try:
+        lines = (cache_root() / TALLY).read_text().split()
+        if len(lines) < TALLY_LINES:
+            return sum(int(line) for line in lines)
+    except (OSError, ValueError):  # none yet, or damaged: counted
+        pass
+    return _total(_counted())
+
+
+def _counted() -> list[dict]:
+    """Every entry (`entries`), their bytes made the tally."""
+    found = entries()
+    try:
+        fd, aside = tempfile.mkstemp(prefix=f".build-{tag()}", dir=cache_root())
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{_total(found)}\n")
+        os.replace(aside, cache_root() / TALLY)
+    except OSError:  # a store that cannot be written keeps no tally
+        pass
+    return found
+
+
+def _tally(entry: Path, size: int) -> None:
+    """Bytes `entry` added (or took away, when negative), appended to its store's tally (one
+    short line: appends of processes at once do not mix). A store without a tally gets
+    one by a count (`held_bytes`), never from an append that would leave out what it held.
+    The store is the entry's (a worker forked before `$NSYSWRAP_CACHE_DIR` changed is told
+    its entries' paths, not the store's)."""
+    try:
+        fd = os.open(entry.parent.parent / TALLY, os.O_WRONLY | os.O_APPEND)
+    except OSError:  # none yet, read-only or removed: the next count puts it right
+        return
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"{size}\n")
+
+
+def _indexed_bytes(path: Path) -> int:
+    """The bytes entry `path`'s index says it holds (0 without a readable one)."""
+    try:
+        return int(json.loads((path / INDEX).read_text()).get("bytes", 0))
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return 0
+
+
 @contextmanager
 def _leases_locked(how: int):
     """The leases locked (`fcntl.LOCK_SH` to add to one, `LOCK_EX` to remove entries); a
@@ -280,20 +349,23 @@ def in_use() -> set[str]:
     return held
 
 
-def evict(cap: int) -> list[dict]:
-    """Remove the least recently used entries until the store holds at most `cap` bytes,
-    never one in use; the entries removed."""
-    found = sorted(entries(), key=lambda e: e["used"])
-    total = _total(found)
-    if total <= cap:
+def evict(spec: str = "") -> list[dict]:
+    """Remove the least recently used entries until the store holds at most the cap of
+    `spec` (`cap_bytes`), never one in use; the entries removed. Under the cap by the
+    tally, no entry is read; else they are counted first."""
+    held = held_bytes()
+    if held <= cap_bytes(spec, held):
         return []
-    over = total - cap
+    found = sorted(_counted(), key=lambda e: e["used"])
+    over = _total(found) - cap_bytes(spec, _total(found))
+    if over <= 0:
+        return []
     return _remove(found, lambda e, freed: freed < over)
 
 
 def clear() -> tuple[int, int, int]:
     """Remove every entry not in use: (entries removed, bytes freed, entries kept)."""
-    found = entries()
+    found = _counted()
     removed = _remove(found, lambda e, freed: True)
     return len(removed), _total(removed), len(found) - len(removed)
 
@@ -317,6 +389,7 @@ def _remove(found: list[dict], wanted) -> list[dict]:
                 continue
             trash.append(moved)
             removed.append(e)
+            _tally(e["path"], -e["bytes"])
     for moved in trash:
         shutil.rmtree(moved, ignore_errors=True)
     return removed
@@ -353,8 +426,8 @@ def info(spec: str = "") -> dict:
     one row per kind: entries, bytes, last use (UTC)."""
     import pandas as pd  # (a command, not the warm path)
 
-    found = entries()
-    cap = cap_bytes(spec)
+    found = _counted()
+    cap = cap_bytes(spec, _total(found))
     held = in_use()
     rows = []
     for kind in KINDS:

@@ -233,10 +233,13 @@ def test_work_directories_of_dead_processes_are_removed_when_a_run_starts(
     for path in gone + kept:
         path.mkdir(parents=True)
         (path / "half.parquet").write_bytes(b"PAR1")
+    tallies = [cache / f".build-{host()}-{dead}-t", cache / f".build-{host()}-{alive}-t"]
+    for tally in tallies:  # the store's tally half rewritten: a file
+        tally.write_text("12")
     code, _, err = cli("sql", "SELECT count(*) FROM session", RUN)
     assert code == 0, err
-    assert [p for p in gone if p.exists()] == []
-    assert all(p.exists() for p in kept)
+    assert [p for p in gone if p.exists()] == [] and not tallies[0].exists()
+    assert all(p.exists() for p in kept) and tallies[1].exists()
 
 
 def test_a_killed_run_leaves_nothing_once_the_next_has_started(tmp_path, generated_run, short_temp):

@@ -52,11 +52,11 @@ def test_an_entry_in_use_is_never_evicted(cache):
     lease = store.Lease()
     lease.hold(entry)
     try:
-        store.evict(0)
+        store.evict("0")
         assert entry.exists() and not other.exists()
     finally:
         lease.release()
-    store.evict(0)
+    store.evict("0")
     assert not entry.exists()
 
 
@@ -68,7 +68,7 @@ def test_a_lease_of_a_process_that_is_gone_does_not_count(cache):
     leases = cache / store.LEASES
     leases.mkdir()
     (leases / f"{socket.gethostname()}-999999999-0").write_text(f"{entry}\n")  # no such pid
-    store.evict(0)
+    store.evict("0")
     assert not entry.exists() and not any(leases.iterdir())
 
 
@@ -111,3 +111,54 @@ def test_a_run_object_evicted_or_damaged_after_planning_is_computed_with_its_inp
         capsys.readouterr()
         assert run_module(run, "crossrank.clock_offsets").equals(first)
     assert "was damaged; building it again" in capsys.readouterr().err
+
+
+def _counted() -> int:
+    """The bytes of every entry, by their indexes."""
+    return sum(e["bytes"] for e in store.entries())
+
+
+def _entries_read(monkeypatch) -> list:
+    """Each listing of every entry's index (`store.entries`), recorded."""
+    calls, real = [], store.entries
+    monkeypatch.setattr(store, "entries", lambda: calls.append(1) or real())
+    return calls
+
+
+def test_the_tally_is_what_the_entries_hold_after_each_change(cli, cache):
+    """Entries written (a cold report, a lazy view added), one discarded, the oldest evicted,
+    the store cleared: after each, the tally is the entries' bytes as counted."""
+    assert cli("report", RUN, "-f", "json")[0] == 0
+    assert cli("sql", "SELECT count(*) FROM launches", RUN)[0] == 0  # a lazy view added
+    counts = [(store.held_bytes(), _counted())]
+    store.discard(next((cache / "objects").iterdir()), "test: damaged")
+    counts.append((store.held_bytes(), _counted()))
+    store.evict(str(counts[-1][1] // 2))
+    counts.append((store.held_bytes(), _counted()))
+    store.clear()
+    counts.append((store.held_bytes(), _counted()))
+    assert all(tally == counted for tally, counted in counts), counts
+    assert counts[0][1] > counts[1][1] > counts[2][1] > counts[3][1] == 0
+
+
+def test_a_command_under_the_cap_reads_no_entry(cli, cache, monkeypatch):
+    """A report over a store under its cap reads the tally when it is done, not every
+    entry's index (what made each command cost as much as the store held entries)."""
+    assert cli("report", RUN, "-f", "json")[0] == 0
+    read = _entries_read(monkeypatch)
+    assert cli("report", RUN, "--steps", "0:1", "-f", "json")[0] == 0  # a cold one
+    assert cli("query", "kernels.summary", RUN)[0] == 0
+    assert read == []
+
+
+def test_a_wrong_or_missing_tally_is_put_right_by_a_count(cli, cache, monkeypatch):
+    """A tally that counts too much (entries removed by hand) is counted again before
+    anything is removed, and nothing is; one that is missing, damaged or long is counted."""
+    assert cli("report", RUN, "-f", "json")[0] == 0
+    held = _counted()
+    tally = cache / store.TALLY
+    tally.write_text(f"{held}\n{10 * held}\n")  # over a cap of twice what it holds
+    assert store.evict(str(2 * held)) == [] and store.held_bytes() == held
+    for wrong in (None, "12 x\n", "1\n" * store.TALLY_LINES):
+        tally.unlink() if wrong is None else tally.write_text(wrong)
+        assert store.held_bytes() == held
