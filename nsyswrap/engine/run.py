@@ -57,6 +57,9 @@ class Run:
     lazy: dict[str, str] = field(default_factory=dict)
     """Lazy view -> how the connection reads it now (its files, or a table in memory; absent:
     not yet readable: nsyswrap.engine.lazy_views)."""
+    report_runs: dict[Path, Run] = field(default_factory=dict)
+    """Views entry -> a run of that one report, kept open for this run's next passes of
+    per-report work in this process (nsyswrap.engine.planner: jobs=1)."""
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -113,6 +116,9 @@ class Run:
             ) from exc
 
     def close(self) -> None:
+        for one in self.report_runs.values():
+            one.close()
+        self.report_runs.clear()
         self.connection.close()
         shutil.rmtree(self.spill_dir, ignore_errors=True)
         self.lease.release()
