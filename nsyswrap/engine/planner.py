@@ -146,6 +146,7 @@ def _fill(run, compiled: plan.Plan, but: tuple | None = None) -> None:
             one = _report_run(run, cached)
             for name, params, target in targets:
                 _store(one, name, params, target)
+            _release(one)
             if run.progress:
                 run.progress(done, len(todo))
     elif todo:
@@ -165,6 +166,20 @@ def _report_run(run, cached: CachedReport):
             [cached], memory_limit=f"{run.memory_limit_mb}MB", threads=os.cpu_count() or 1
         )
     return run.report_runs[cached.views_dir]
+
+
+def _release(one) -> None:
+    """The tables a pass left on kept report run `one` (lazy views built in memory, run
+    objects) dropped, so that memory stays bounded by one report, not by the run's reports:
+    its session, views and other libraries stay, and what a later pass needs is made again
+    (a library that reads a dropped lazy view is loaded again, which builds it first)."""
+    for (table,) in one.connection.execute("SELECT table_name FROM duckdb_tables()").fetchall():
+        one.connection.execute(f'DROP TABLE "{table}"')
+    dropped = {view for view, how in one.lazy.items() if how == "table"}
+    one.libraries -= {n for n in one.libraries if dropped & set(sql_objects.get(n).reads)}
+    one.lazy = {view: how for view, how in one.lazy.items() if view not in dropped}
+    one.tables.clear()
+    one.bound.clear()
 
 
 def _bind_needs(run, compiled: plan.Plan, name: str, params: dict) -> None:

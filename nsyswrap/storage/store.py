@@ -26,9 +26,9 @@ that is gone, or one not touched for a day, no longer counts. Removing (`evict`,
 `clear`) reads the leases and moves the entries out of place under an exclusive lock
 (`<cache>/.lock`) that a process takes shared to add to its lease: an entry held before
 it was looked for is never removed under the process that holds it. The cap
-(`--cache-max`, `$NSYSWRAP_CACHE_MAX`) is a size (`500M`, `20G`) or a share of the cache's file
-system (`10%`: of its free space plus what the store holds); by default a quarter
-(`DEFAULT_CAP`).
+(`--cache-max`, `$NSYSWRAP_CACHE_MAX`) is a size (`500M`, `20G`) or a share of the
+cache's file system (`10%`: of its free space plus what the store holds); by default a
+quarter (`DEFAULT_CAP`).
 
 Light on purpose (the standard library only): a warm `nsyswrap report` finds, uses and
 keeps its stored answer with it.
@@ -221,7 +221,7 @@ def cap_bytes(spec: str | None = None, held: int | None = None) -> int:
 
 def parse_cap(spec: str | None = None) -> tuple[float | None, int]:
     """`spec` (else $NSYSWRAP_CACHE_MAX, else DEFAULT_CAP) read, the store not: (a share
-    of the disk, None) or (None, bytes)."""
+    of the disk, 0) or (None, bytes)."""
     spec = spec or os.environ.get(CAP_VARIABLE) or DEFAULT_CAP
     if m := _PERCENT.match(spec):
         return float(m[1]) / 100, 0

@@ -171,15 +171,20 @@ def test_paths_with_quotes_work(tmp_path, monkeypatch):
 def test_in_one_process_each_report_is_opened_once_for_every_pass(cache, monkeypatch):
     """jobs=1 over several reports: the per-report work of every pass (here one a module)
     runs on a run of each report kept open until the run closes, not on one opened each
-    pass, and gives what worker processes give."""
+    pass, holding no table between passes (memory bounded by one report), and gives what
+    worker processes give."""
     opened, real = [], planner.open_cached
     monkeypatch.setattr(
         planner, "open_cached", lambda cached, **kw: opened.append(cached) or real(cached, **kw)
     )
-    names = ("kernels.summary", "ledger.devices", "gaps.idle")
+    names = ("kernels.summary", "gaps.launch_latency", "ledger.devices")
     with open_run([RUN], jobs=1) as run:
         one = [run_module(run, name) for name in names]  # a pass each
         assert len(run.report_runs) == 4
+        for kept in run.report_runs.values():  # `launches` built in memory, then dropped
+            assert kept.connection.execute("SELECT count(*) FROM duckdb_tables()").fetchone() == (
+                0,
+            )
     assert sorted(c[0].rank for c in opened) == [0, 1, 2, 3] and run.report_runs == {}
     monkeypatch.setenv("NSYSWRAP_CACHE_DIR", str(cache / "pool"))
     with open_run([RUN], jobs=2) as run:
