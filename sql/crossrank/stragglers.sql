@@ -81,8 +81,9 @@ arrivals AS (
         ON f.pg = c.pg
         AND f.seq = c.seq
 ),
-lag_union AS (
-    -- Its lateness per step, each instant once (xr_collective_unions' lag and gap).
+lags AS (
+    -- Its lateness per step and over the run, each instant once (xr_collective_unions'
+    -- lag and gap; the run's, the steps' summed).
     SELECT
         step,
         rank,
@@ -90,7 +91,9 @@ lag_union AS (
         coalesce(sum(ns) FILTER (WHERE part = 'gap'), 0)::BIGINT AS gap_ns
     FROM xr_collective_unions
     WHERE part IN ('lag', 'gap')
-    GROUP BY step, rank
+    GROUP BY GROUPING SETS ((step, rank), (rank))
+    HAVING GROUPING(step) = 1
+        OR step IS NOT NULL
 ),
 jitter AS (
     -- How much arrivals vary around each rank's usual lag.
@@ -109,16 +112,6 @@ imposed AS (
     HAVING GROUPING(step) = 1
         OR step IS NOT NULL
 ),
-lags AS (
-    -- Per step, and over the run (the steps summed).
-    SELECT step, rank, lag_ns, gap_ns
-    FROM lag_union
-    WHERE step IS NOT NULL
-    UNION ALL
-    SELECT NULL AS step, rank, sum(lag_ns)::BIGINT AS lag_ns, sum(gap_ns)::BIGINT AS gap_ns
-    FROM lag_union
-    GROUP BY rank
-),
 scopes AS (
     SELECT
         a.step,
@@ -134,7 +127,6 @@ scopes AS (
         SELECT
             step,
             rank,
-            GROUPING(step) = 1 AS whole_run,
             count(*) FILTER (WHERE is_last) AS last_count,
             count(*) AS collectives,
             coalesce(sum(lag_ns) FILTER (WHERE is_last), 0)::BIGINT AS summed_lag_ns,
@@ -149,7 +141,7 @@ scopes AS (
         AND l.step IS NOT DISTINCT FROM a.step
     LEFT JOIN imposed AS i
         ON i.rank = a.rank
-        AND (i.step = a.step OR (a.whole_run AND i.step IS NULL))
+        AND i.step IS NOT DISTINCT FROM a.step
 ),
 picked AS (
     SELECT
