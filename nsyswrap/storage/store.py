@@ -170,7 +170,7 @@ def discard(path: Path, why: str) -> None:
     """Remove entry `path` (another process may be removing it too), saying why."""
     note(why)
     trash = path.with_name(f".damaged-{tag()}{path.name}")
-    size = _indexed_bytes(path)
+    size = int((_index(path) or {}).get("bytes", 0))
     try:
         os.replace(path, trash)
     except OSError:  # another process moved it first
@@ -244,10 +244,12 @@ def entries() -> list[dict]:
         for path in folder.iterdir():
             if path.name.startswith(".") or not path.is_dir():
                 continue
+            index = _index(path)
+            if index is None:  # being removed, or before the index
+                continue
             try:
-                index = json.loads((path / INDEX).read_text())
                 used = path.stat().st_mtime
-            except (OSError, ValueError, RecursionError):  # being removed, or before the index
+            except OSError:  # removed since
                 continue
             out.append(
                 {
@@ -305,12 +307,13 @@ def _tally(entry: Path, size: int) -> None:
         fh.write(f"{size}\n")
 
 
-def _indexed_bytes(path: Path) -> int:
-    """The bytes entry `path`'s index says it holds (0 without a readable one)."""
+def _index(path: Path) -> dict | None:
+    """Entry `path`'s index (`entry.json`); None without a readable one."""
     try:
-        return int(json.loads((path / INDEX).read_text()).get("bytes", 0))
-    except (OSError, ValueError, RecursionError, AttributeError):
-        return 0
+        index = json.loads((path / INDEX).read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return index if isinstance(index, dict) else None
 
 
 @contextmanager
